@@ -1,0 +1,34 @@
+/* mcp_id — identifiers the gateway issues: session ids and SSE event ids.
+ *
+ * Pure code: the caller supplies random bytes (mod_mcp uses apr_generate_random_bytes), so the
+ * codecs are deterministic and unit testable.
+ */
+#ifndef MCP_ID_H
+#define MCP_ID_H
+
+#include <apr_pools.h>
+#include <apr.h>
+
+/* Number of random bytes in a session id: 192 bits. */
+#define MCP_ID_SESSION_RANDOM_BYTES 24
+/* Length of the encoded session id (base64url, no padding). */
+#define MCP_ID_SESSION_LEN 32
+
+/* Encodes n random bytes as base64url without padding (alphabet A-Z a-z 0-9 - _), allocated in p.
+ * Every character is visible ASCII (0x21..0x7E) as the MCP spec requires of session ids. */
+char *mcp_id_session_encode(apr_pool_t *p, const unsigned char *bytes, apr_size_t n);
+
+/* Non-zero when s looks like a session id this gateway could have issued: exactly
+ * MCP_ID_SESSION_LEN characters from the base64url alphabet. Used to reject garbage before any
+ * database look-up. */
+int mcp_id_session_is_wellformed(const char *s);
+
+/* Event ids identify their stream and their position in it: "<stream>-<seq>", both decimal,
+ * stream >= 1, seq >= 0, no sign, no leading zeros (except "0" itself). */
+char *mcp_id_event_format(apr_pool_t *p, apr_int64_t stream_id, apr_int64_t seq);
+
+/* Strict parse of an event id made by mcp_id_event_format. Returns 0 and sets *stream_id and *seq
+ * on success; -1 on anything else (empty, junk, signs, leading zeros, overflow, trailing bytes). */
+int mcp_id_event_parse(const char *s, apr_int64_t *stream_id, apr_int64_t *seq);
+
+#endif
