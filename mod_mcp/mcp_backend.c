@@ -1,0 +1,283 @@
+/* mcp_backend — see mcp_backend.h. */
+#include <string.h>
+#include <strings.h>
+
+#include <apr_strings.h>
+#include <apr_thread_mutex.h>
+#include <curl/curl.h>
+
+#include "mcp_backend.h"
+
+/* ---- targets --------------------------------------------------------------------------- */
+
+static int is_http_url(const char *s)
+{
+    return strncasecmp(s, "http://", 7) == 0 || strncasecmp(s, "https://", 8) == 0;
+}
+
+const char *mcp_backend_target_parse(apr_pool_t *p, const char *spec, mcp_backend_target_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (strncasecmp(spec, "unix:", 5) == 0) {
+        const char *bar = strchr(spec, '|');
+        if (!bar || bar == spec + 5 || spec[5] != '/') {
+            return apr_psprintf(p, "'%s': a unix socket backend is written "
+                                   "unix:/path/to.sock|http://localhost/path", spec);
+        }
+        if (!is_http_url(bar + 1)) {
+            return apr_psprintf(p, "'%s': the part after '|' must be an http:// URL", spec);
+        }
+        out->unix_socket = apr_pstrmemdup(p, spec + 5, (apr_size_t)(bar - spec - 5));
+        out->url = apr_pstrdup(p, bar + 1);
+        return NULL;
+    }
+    if (!is_http_url(spec) || !strchr(spec, '/') || strlen(spec) <= 8) {
+        return apr_psprintf(p, "'%s' is not an http://, https:// or unix: backend URL", spec);
+    }
+    out->url = apr_pstrdup(p, spec);
+    return NULL;
+}
+
+int mcp_backend_global_init(void)
+{
+    return curl_global_init(CURL_GLOBAL_ALL) == CURLE_OK ? 0 : -1;
+}
+
+void mcp_backend_global_cleanup(void)
+{
+    curl_global_cleanup();
+}
+
+/* ---- the handle cache ------------------------------------------------------------------ */
+
+struct mcp_backend_pool_t {
+    apr_thread_mutex_t *mutex;
+    CURL              **idle;
+    int                 n_idle;
+    int                 max_idle;
+};
+
+static apr_status_t pool_cleanup(void *data)
+{
+    mcp_backend_pool_t *bp = data;
+
+    while (bp->n_idle > 0) {
+        curl_easy_cleanup(bp->idle[--bp->n_idle]);
+    }
+    return APR_SUCCESS;
+}
+
+mcp_backend_pool_t *mcp_backend_pool_create(apr_pool_t *p, int max_idle)
+{
+    mcp_backend_pool_t *bp = apr_pcalloc(p, sizeof(*bp));
+
+    bp->max_idle = max_idle > 0 ? max_idle : 1;
+    bp->idle = apr_pcalloc(p, sizeof(CURL *) * bp->max_idle);
+    if (apr_thread_mutex_create(&bp->mutex, APR_THREAD_MUTEX_DEFAULT, p) != APR_SUCCESS) {
+        return NULL;
+    }
+    apr_pool_cleanup_register(p, bp, pool_cleanup, apr_pool_cleanup_null);
+    return bp;
+}
+
+static CURL *handle_get(mcp_backend_pool_t *bp)
+{
+    CURL *h = NULL;
+
+    apr_thread_mutex_lock(bp->mutex);
+    if (bp->n_idle > 0) {
+        h = bp->idle[--bp->n_idle];
+    }
+    apr_thread_mutex_unlock(bp->mutex);
+    if (h) {
+        curl_easy_reset(h);   /* keeps the connection cache: that is the point of reuse */
+        return h;
+    }
+    return curl_easy_init();
+}
+
+static void handle_put(mcp_backend_pool_t *bp, CURL *h)
+{
+    apr_thread_mutex_lock(bp->mutex);
+    if (bp->n_idle < bp->max_idle) {
+        bp->idle[bp->n_idle++] = h;
+        h = NULL;
+    }
+    apr_thread_mutex_unlock(bp->mutex);
+    if (h) {
+        curl_easy_cleanup(h);
+    }
+}
+
+/* ---- one exchange ---------------------------------------------------------------------- */
+
+typedef struct exchange_t {
+    apr_pool_t                 *pool;
+    CURL                       *curl;
+    const mcp_backend_call_t   *call;
+    mcp_backend_response_t     *response;
+    int                         headers_delivered;
+    int                         aborted;
+} exchange_t;
+
+static size_t on_header_line(char *buf, size_t size, size_t n, void *data)
+{
+    exchange_t *x = data;
+    size_t len = size * n;
+    const char *colon;
+    char *name, *value;
+
+    if (len >= 5 && strncmp(buf, "HTTP/", 5) == 0) {
+        /* A new status line: forget the headers of an interim (1xx) response. */
+        apr_table_clear(x->response->headers);
+        return len;
+    }
+    colon = memchr(buf, ':', len);
+    if (!colon) {
+        return len;
+    }
+    name = apr_pstrmemdup(x->pool, buf, (apr_size_t)(colon - buf));
+    value = apr_pstrmemdup(x->pool, colon + 1, len - (apr_size_t)(colon + 1 - buf));
+    apr_collapse_spaces(name, name);
+    while (*value == ' ' || *value == '\t') {
+        value++;
+    }
+    value[strcspn(value, "\r\n")] = '\0';
+    apr_table_addn(x->response->headers, name, value);
+    return len;
+}
+
+static int deliver_headers(exchange_t *x)
+{
+    mcp_backend_response_t *r = x->response;
+
+    x->headers_delivered = 1;
+    curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &r->status);
+    r->content_type = apr_table_get(r->headers, "Content-Type");
+    r->session_id = apr_table_get(r->headers, "Mcp-Session-Id");
+    if (x->call->on_headers && x->call->on_headers(x->call->baton, r) != 0) {
+        x->aborted = 1;
+        return -1;
+    }
+    return 0;
+}
+
+static size_t on_body(char *buf, size_t size, size_t n, void *data)
+{
+    exchange_t *x = data;
+    size_t len = size * n;
+
+    if (!x->headers_delivered && deliver_headers(x) != 0) {
+        return 0;
+    }
+    if (len && x->call->on_body && x->call->on_body(x->call->baton, buf, len) != 0) {
+        x->aborted = 1;
+        return 0;
+    }
+    return len;
+}
+
+static mcp_backend_status_t classify(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_OK:
+        return MCP_BACKEND_OK;
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+        return MCP_BACKEND_UNREACHABLE;
+    case CURLE_OPERATION_TIMEDOUT:
+        return MCP_BACKEND_TIMEOUT;
+    default:
+        return MCP_BACKEND_FAILED;
+    }
+}
+
+mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
+                                         const mcp_backend_call_t *call,
+                                         mcp_backend_response_t *response, const char **err)
+{
+    char errbuf[CURL_ERROR_SIZE];
+    struct curl_slist *hdrs = NULL;
+    exchange_t x;
+    CURLcode rc;
+    mcp_backend_status_t status;
+    CURL *h = handle_get(bp);
+
+    *err = NULL;
+    memset(response, 0, sizeof(*response));
+    response->headers = apr_table_make(p, 16);
+    if (!h) {
+        *err = "cannot create an HTTP client handle";
+        return MCP_BACKEND_FAILED;
+    }
+    memset(&x, 0, sizeof(x));
+    x.pool = p;
+    x.curl = h;
+    x.call = call;
+    x.response = response;
+    errbuf[0] = '\0';
+
+    hdrs = curl_slist_append(hdrs, "Accept: application/json, text/event-stream");
+    /* No "Expect: 100-continue" round trip for larger bodies. */
+    hdrs = curl_slist_append(hdrs, "Expect:");
+    if (call->body) {
+        hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    }
+    if (call->session_id) {
+        hdrs = curl_slist_append(hdrs, apr_pstrcat(p, "Mcp-Session-Id: ", call->session_id, NULL));
+    }
+    if (call->protocol_version) {
+        hdrs = curl_slist_append(hdrs, apr_pstrcat(p, "MCP-Protocol-Version: ",
+                                                   call->protocol_version, NULL));
+    }
+    if (call->last_event_id) {
+        hdrs = curl_slist_append(hdrs, apr_pstrcat(p, "Last-Event-ID: ", call->last_event_id,
+                                                   NULL));
+    }
+
+    curl_easy_setopt(h, CURLOPT_URL, call->target->url);
+    if (call->target->unix_socket) {
+        curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, call->target->unix_socket);
+    }
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, call->connect_timeout_ms);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, call->timeout_ms);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header_line);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
+    if (call->body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, call->body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)call->body_len);
+    }
+    if (strcmp(call->method, "POST") != 0) {
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, call->method);
+    }
+
+    rc = curl_easy_perform(h);
+    if (rc == CURLE_OK && !x.headers_delivered) {
+        /* An empty body (202, DELETE answers): the headers are all there is. */
+        deliver_headers(&x);
+    }
+    status = x.aborted ? MCP_BACKEND_ABORTED : classify(rc);
+    if (status != MCP_BACKEND_OK) {
+        *err = x.aborted ? "stopped by the gateway"
+                         : apr_pstrdup(p, errbuf[0] ? errbuf : curl_easy_strerror(rc));
+    }
+    /* The handle outlives this frame in the cache: drop every pointer into it. */
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, NULL);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, NULL);
+    curl_slist_free_all(hdrs);
+    handle_put(bp, h);
+    return status;
+}

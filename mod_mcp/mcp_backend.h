@@ -1,0 +1,74 @@
+/* mcp_backend — the HTTP client that talks to the backend MCP server (libcurl).
+ *
+ * Responses are streamed: the caller gets the status and headers once, then body bytes as they
+ * arrive, so an SSE answer can be relayed event by event. Handles are kept in a small per-process
+ * cache so that connections to the backend are reused (keep-alive).
+ * Pure code: no httpd headers.
+ */
+#ifndef MCP_BACKEND_H
+#define MCP_BACKEND_H
+
+#include <apr_pools.h>
+#include <apr_tables.h>
+
+/* Where the backend is: an http(s) URL, optionally reached over a unix domain socket. */
+typedef struct mcp_backend_target_t {
+    const char *url;          /* the URL requested (for a unix socket, its host is nominal) */
+    const char *unix_socket;  /* NULL, or the socket path                                   */
+} mcp_backend_target_t;
+
+/* Parses "http://host[:port]/path", "https://..." or "unix:/path/to.sock|http://host/path"
+ * (mod_proxy's notation). Returns NULL on success, else an error message allocated in p. */
+const char *mcp_backend_target_parse(apr_pool_t *p, const char *spec, mcp_backend_target_t *out);
+
+/* Once per process, before any thread starts (curl_global_init is not thread-safe). */
+int mcp_backend_global_init(void);
+void mcp_backend_global_cleanup(void);
+
+/* A cache of idle easy handles, safe to share between the threads of one process. Everything is
+ * released when p is destroyed. */
+typedef struct mcp_backend_pool_t mcp_backend_pool_t;
+mcp_backend_pool_t *mcp_backend_pool_create(apr_pool_t *p, int max_idle);
+
+typedef struct mcp_backend_response_t {
+    long         status;          /* HTTP status of the final response                  */
+    const char  *content_type;    /* NULL when absent                                   */
+    const char  *session_id;      /* the backend's Mcp-Session-Id header, or NULL       */
+    apr_table_t *headers;         /* every header of the final response                 */
+} mcp_backend_response_t;
+
+/* Called once, before the first body byte (or at the end for an empty body). Non-zero aborts. */
+typedef int mcp_backend_headers_fn(void *baton, const mcp_backend_response_t *response);
+/* Called for each piece of body as it arrives. Non-zero aborts the transfer. */
+typedef int mcp_backend_body_fn(void *baton, const char *buf, apr_size_t len);
+
+typedef struct mcp_backend_call_t {
+    const mcp_backend_target_t *target;
+    const char *method;            /* "POST", "GET" or "DELETE"                          */
+    const char *body;              /* POST body (NULL for none)                          */
+    apr_size_t  body_len;
+    const char *session_id;        /* sent as Mcp-Session-Id when non-NULL               */
+    const char *protocol_version;  /* sent as MCP-Protocol-Version when non-NULL         */
+    const char *last_event_id;     /* sent as Last-Event-ID when non-NULL                */
+    long        connect_timeout_ms;
+    long        timeout_ms;        /* the whole exchange; 0 for no limit                 */
+    mcp_backend_headers_fn *on_headers;
+    mcp_backend_body_fn    *on_body;
+    void       *baton;
+} mcp_backend_call_t;
+
+typedef enum {
+    MCP_BACKEND_OK = 0,        /* a complete HTTP response (of any status) was read           */
+    MCP_BACKEND_UNREACHABLE,   /* no connection (refused, DNS, TLS handshake): nothing was sent */
+    MCP_BACKEND_TIMEOUT,       /* connect or exchange timeout                                 */
+    MCP_BACKEND_FAILED,        /* the exchange broke after it started                         */
+    MCP_BACKEND_ABORTED        /* a callback asked to stop                                    */
+} mcp_backend_status_t;
+
+/* Performs one exchange. response is filled as soon as headers arrive (it stays zeroed when
+ * nothing arrived). On anything but OK, *err (allocated in p) names the cause. */
+mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
+                                         const mcp_backend_call_t *call,
+                                         mcp_backend_response_t *response, const char **err);
+
+#endif

@@ -1,0 +1,19 @@
+/* mcp_http — the HTTP header rules of the Streamable HTTP transport that need no httpd:
+ * media-type matching for Accept and Content-Type.
+ *
+ * Pure code: no httpd headers.
+ */
+#ifndef MCP_HTTP_H
+#define MCP_HTTP_H
+
+/* Non-zero when the Accept header value admits the media type want ("application/json" or
+ * "text/event-stream"): an exact media range, "type/ *" or "* / *", with q > 0. Parameters other
+ * than q are ignored; matching is case-insensitive. A NULL or empty Accept admits nothing: the
+ * transport requires clients to list what they take. */
+int mcp_http_accepts(const char *accept, const char *want);
+
+/* Non-zero when the Content-Type value's media type is want (parameters such as charset are
+ * ignored; case-insensitive). */
+int mcp_http_media_type_is(const char *content_type, const char *want);
+
+#endif

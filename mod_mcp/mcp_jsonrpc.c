@@ -1,0 +1,319 @@
+/* mcp_jsonrpc — see mcp_jsonrpc.h. */
+#include <limits.h>
+#include <string.h>
+
+#include <apr_strings.h>
+
+#include "mcp_jsonrpc.h"
+
+#define SERIALIZE_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+
+static apr_status_t json_put_cleanup(void *obj)
+{
+    json_object_put(obj);
+    return APR_SUCCESS;
+}
+
+/* Ties a json-c reference to the pool, so that the value dies with the request. */
+static json_object *pool_owned(apr_pool_t *p, json_object *obj)
+{
+    if (obj) {
+        apr_pool_cleanup_register(p, obj, json_put_cleanup, apr_pool_cleanup_null);
+    }
+    return obj;
+}
+
+/* json-c's strict mode still takes single-quoted strings; JSON has no quote ' outside a string. */
+static int has_bare_single_quote(const char *buf, apr_size_t len)
+{
+    apr_size_t i;
+    int in_string = 0;
+
+    for (i = 0; i < len; i++) {
+        if (in_string) {
+            if (buf[i] == '\\') {
+                i++;
+            }
+            else if (buf[i] == '"') {
+                in_string = 0;
+            }
+        }
+        else if (buf[i] == '"') {
+            in_string = 1;
+        }
+        else if (buf[i] == '\'') {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Returns 0 and *out (NULL for the JSON literal null) on success, -1 with *reason otherwise. */
+static int parse_strict(const char *buf, apr_size_t len, json_object **out, const char **reason)
+{
+    json_tokener *tok;
+    json_object *obj;
+    enum json_tokener_error jerr;
+    size_t end;
+
+    if (len > INT_MAX) {
+        *reason = "body too large to parse";
+        return -1;
+    }
+    if (!(tok = json_tokener_new_ex(MCP_JSONRPC_MAX_DEPTH))) {
+        *reason = "out of memory";
+        return -1;
+    }
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    obj = json_tokener_parse_ex(tok, buf, (int)len);
+    end = json_tokener_get_parse_end(tok);
+    if (json_tokener_get_error(tok) == json_tokener_continue && len > 0) {
+        /* A bare number or literal at the very end ("42", "true") waits for a delimiter. */
+        obj = json_tokener_parse_ex(tok, " ", 1);
+        end = len;
+    }
+    jerr = json_tokener_get_error(tok);
+    json_tokener_free(tok);
+
+    if (jerr == json_tokener_continue) {
+        *reason = len ? "unexpected end of JSON" : "empty body";
+        json_object_put(obj);
+        return -1;
+    }
+    if (jerr != json_tokener_success) {
+        *reason = json_tokener_error_desc(jerr);
+        json_object_put(obj);
+        return -1;
+    }
+    /* JSON allows trailing whitespace only. */
+    for (; end < len; end++) {
+        if (!strchr(" \t\r\n", buf[end])) {
+            *reason = "trailing data after the JSON value";
+            json_object_put(obj);
+            return -1;
+        }
+    }
+    if (has_bare_single_quote(buf, len)) {
+        *reason = "strings must be in double quotes";
+        json_object_put(obj);
+        return -1;
+    }
+    *out = obj;
+    return 0;
+}
+
+const char *mcp_jsonrpc_get_string(json_object *obj, const char *key)
+{
+    json_object *v;
+
+    if (!obj || !json_object_is_type(obj, json_type_object)
+        || !json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_string)) {
+        return NULL;
+    }
+    return json_object_get_string(v);
+}
+
+static int id_is_valid(json_object *id)
+{
+    return json_object_is_type(id, json_type_string) || json_object_is_type(id, json_type_int);
+}
+
+static void invalid(mcp_jsonrpc_msg_t *msg, const char *reason)
+{
+    msg->kind = MCP_MSG_INVALID;
+    msg->invalid_reason = reason;
+}
+
+void mcp_jsonrpc_classify(json_object *obj, mcp_jsonrpc_msg_t *msg)
+{
+    json_object *version, *method, *id, *params, *result, *error;
+    int has_id, has_result, has_error;
+
+    memset(msg, 0, sizeof(*msg));
+    msg->obj = obj;
+    if (!json_object_is_type(obj, json_type_object)) {
+        invalid(msg, "a JSON-RPC message must be a JSON object");
+        return;
+    }
+    if (!json_object_object_get_ex(obj, "jsonrpc", &version)
+        || !json_object_is_type(version, json_type_string)
+        || strcmp(json_object_get_string(version), "2.0") != 0) {
+        invalid(msg, "\"jsonrpc\" must be \"2.0\"");
+        return;
+    }
+    has_id = json_object_object_get_ex(obj, "id", &id);
+
+    if (json_object_object_get_ex(obj, "method", &method)) {
+        if (!json_object_is_type(method, json_type_string)
+            || json_object_get_string_len(method) == 0) {
+            invalid(msg, "\"method\" must be a non-empty string");
+            return;
+        }
+        if (json_object_object_get_ex(obj, "params", &params)
+            && !json_object_is_type(params, json_type_object)
+            && !json_object_is_type(params, json_type_array)) {
+            invalid(msg, "\"params\" must be an object");
+            return;
+        }
+        if (has_id && !id_is_valid(id)) {
+            invalid(msg, "\"id\" must be a string or an integer");
+            return;
+        }
+        msg->method = json_object_get_string(method);
+        msg->kind = has_id ? MCP_MSG_REQUEST : MCP_MSG_NOTIFICATION;
+        msg->id = has_id ? id : NULL;
+        return;
+    }
+
+    has_result = json_object_object_get_ex(obj, "result", &result);
+    has_error = json_object_object_get_ex(obj, "error", &error);
+    if (has_result == has_error) {
+        invalid(msg, has_result ? "a response must not carry both \"result\" and \"error\""
+                                : "a message needs \"method\" (request or notification) "
+                                  "or \"result\"/\"error\" (response)");
+        return;
+    }
+    if (!has_id) {
+        invalid(msg, "a response must carry an \"id\"");
+        return;
+    }
+    if (has_error) {
+        json_object *code;
+        if (!json_object_is_type(error, json_type_object)
+            || !json_object_object_get_ex(error, "code", &code)
+            || !json_object_is_type(code, json_type_int)
+            || !mcp_jsonrpc_get_string(error, "message")) {
+            invalid(msg, "\"error\" must be an object with an integer \"code\" and a string "
+                         "\"message\"");
+            return;
+        }
+        if (!id_is_valid(id) && !json_object_is_type(id, json_type_null)) {
+            invalid(msg, "\"id\" must be a string, an integer or null");
+            return;
+        }
+        msg->kind = MCP_MSG_ERROR;
+    }
+    else {
+        if (!id_is_valid(id)) {
+            invalid(msg, "\"id\" must be a string or an integer");
+            return;
+        }
+        msg->kind = MCP_MSG_RESPONSE;
+    }
+    msg->id = id;
+}
+
+static void count(mcp_jsonrpc_body_t *body, const mcp_jsonrpc_msg_t *msg)
+{
+    switch (msg->kind) {
+    case MCP_MSG_REQUEST:      body->n_requests++;      break;
+    case MCP_MSG_NOTIFICATION: body->n_notifications++; break;
+    case MCP_MSG_RESPONSE:
+    case MCP_MSG_ERROR:        body->n_responses++;     break;
+    default:                   body->n_invalid++;       break;
+    }
+}
+
+mcp_jsonrpc_status_t mcp_jsonrpc_parse(apr_pool_t *p, const char *buf, apr_size_t len,
+                                       mcp_jsonrpc_body_t **out, const char **reason)
+{
+    mcp_jsonrpc_body_t *body;
+    json_object *root;
+    int i;
+
+    *out = NULL;
+    if (parse_strict(buf, len, &root, reason) != 0) {
+        return MCP_JSONRPC_ERR_PARSE;
+    }
+    pool_owned(p, root);
+    body = apr_pcalloc(p, sizeof(*body));
+    body->root = root;
+    *out = body;
+
+    if (json_object_is_type(root, json_type_array)) {
+        body->is_batch = 1;
+        body->count = (int)json_object_array_length(root);
+        if (body->count == 0) {
+            *reason = "an empty batch is not a valid JSON-RPC message";
+            return MCP_JSONRPC_ERR_INVALID;
+        }
+        body->msgs = apr_pcalloc(p, sizeof(*body->msgs) * body->count);
+        for (i = 0; i < body->count; i++) {
+            mcp_jsonrpc_classify(json_object_array_get_idx(root, i), &body->msgs[i]);
+            count(body, &body->msgs[i]);
+        }
+    }
+    else {
+        body->count = 1;
+        body->msgs = apr_pcalloc(p, sizeof(*body->msgs));
+        mcp_jsonrpc_classify(root, &body->msgs[0]);
+        count(body, &body->msgs[0]);
+    }
+
+    for (i = 0; i < body->count; i++) {
+        if (body->msgs[i].kind == MCP_MSG_INVALID) {
+            *reason = body->is_batch
+                ? apr_psprintf(p, "batch element %d: %s", i, body->msgs[i].invalid_reason)
+                : body->msgs[i].invalid_reason;
+            return MCP_JSONRPC_ERR_INVALID;
+        }
+    }
+    *reason = NULL;
+    return MCP_JSONRPC_OK;
+}
+
+int mcp_jsonrpc_find_method(const mcp_jsonrpc_body_t *body, const char *m)
+{
+    int i;
+
+    for (i = 0; body && i < body->count; i++) {
+        if (body->msgs[i].kind == MCP_MSG_REQUEST && strcmp(body->msgs[i].method, m) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+int mcp_jsonrpc_is_single_request(const mcp_jsonrpc_body_t *body, const char *m)
+{
+    return body && !body->is_batch && mcp_jsonrpc_find_method(body, m) == 0;
+}
+
+const char *mcp_jsonrpc_to_string(apr_pool_t *p, json_object *obj, apr_size_t *len_out)
+{
+    size_t len;
+    const char *s = json_object_to_json_string_length(obj, SERIALIZE_FLAGS, &len);
+
+    if (len_out) {
+        *len_out = len;
+    }
+    return apr_pstrmemdup(p, s, len);
+}
+
+const char *mcp_jsonrpc_error_body(apr_pool_t *p, json_object *id, int code,
+                                   const char *message, json_object *data)
+{
+    json_object *msg = json_object_new_object();
+    json_object *err = json_object_new_object();
+    const char *s;
+
+    json_object_object_add(msg, "jsonrpc", json_object_new_string("2.0"));
+    json_object_object_add(msg, "id", id ? json_object_get(id) : NULL);
+    json_object_object_add(err, "code", json_object_new_int(code));
+    json_object_object_add(err, "message", json_object_new_string(message));
+    if (data) {
+        json_object_object_add(err, "data", json_object_get(data));
+    }
+    json_object_object_add(msg, "error", err);
+    s = mcp_jsonrpc_to_string(p, msg, NULL);
+    json_object_put(msg);
+    return s;
+}
+
+json_object *mcp_jsonrpc_parse_value(apr_pool_t *p, const char *buf, apr_size_t len)
+{
+    const char *reason;
+    json_object *obj;
+
+    return parse_strict(buf, len, &obj, &reason) == 0 ? pool_owned(p, obj) : NULL;
+}

@@ -1,0 +1,91 @@
+/* mcp_jsonrpc — JSON-RPC 2.0 as MCP uses it: parse an untrusted body, classify each message,
+ * build error bodies.
+ *
+ * Pure code: no httpd headers. Parsed JSON lives as long as the pool given to the parser
+ * (a cleanup drops json-c's reference), so callers never free anything by hand.
+ */
+#ifndef MCP_JSONRPC_H
+#define MCP_JSONRPC_H
+
+#include <apr_pools.h>
+#include <json-c/json.h>
+
+/* JSON-RPC and MCP error codes the gateway emits. */
+#define MCP_JSONRPC_PARSE_ERROR       (-32700)
+#define MCP_JSONRPC_INVALID_REQUEST   (-32600)
+#define MCP_JSONRPC_METHOD_NOT_FOUND  (-32601)
+#define MCP_JSONRPC_INVALID_PARAMS    (-32602)
+#define MCP_JSONRPC_INTERNAL_ERROR    (-32603)
+/* Implementation-defined server errors (-32000..-32099), as the MCP SDKs use them. */
+#define MCP_JSONRPC_SERVER_ERROR      (-32000)  /* transport-level rejection (400/403/405/406/...) */
+#define MCP_JSONRPC_SESSION_NOT_FOUND (-32001)  /* 404: unknown, terminated or foreign session   */
+#define MCP_JSONRPC_BACKEND_ERROR     (-32002)  /* 502/504: the backend failed or is unreachable  */
+#define MCP_JSONRPC_UNAVAILABLE       (-32003)  /* 503: the gateway's own storage is unavailable  */
+
+/* Nesting limit for untrusted input (json-c's default is 32). */
+#define MCP_JSONRPC_MAX_DEPTH 64
+
+typedef enum {
+    MCP_MSG_INVALID = 0,
+    MCP_MSG_REQUEST,        /* method + id                  */
+    MCP_MSG_NOTIFICATION,   /* method, no id                */
+    MCP_MSG_RESPONSE,       /* id + result                  */
+    MCP_MSG_ERROR           /* id + error (id may be null)  */
+} mcp_msg_kind_t;
+
+typedef struct mcp_jsonrpc_msg_t {
+    mcp_msg_kind_t kind;
+    json_object   *obj;            /* the message itself (borrowed from the body)          */
+    const char    *method;         /* requests and notifications; NULL otherwise           */
+    json_object   *id;             /* requests and responses; NULL otherwise               */
+    const char    *invalid_reason; /* MCP_MSG_INVALID: what is wrong, for the error body   */
+} mcp_jsonrpc_msg_t;
+
+typedef struct mcp_jsonrpc_body_t {
+    json_object       *root;
+    int                is_batch;       /* the body was a JSON array                        */
+    int                count;          /* messages (1 unless a batch)                      */
+    mcp_jsonrpc_msg_t *msgs;
+    int                n_requests;
+    int                n_notifications;
+    int                n_responses;    /* responses and errors                            */
+    int                n_invalid;
+} mcp_jsonrpc_body_t;
+
+typedef enum {
+    MCP_JSONRPC_OK = 0,
+    MCP_JSONRPC_ERR_PARSE,     /* not JSON (or nested deeper than the limit) -> 400, -32700 */
+    MCP_JSONRPC_ERR_INVALID    /* JSON but not JSON-RPC                      -> 400, -32600 */
+} mcp_jsonrpc_status_t;
+
+/* Parses and classifies len bytes. On MCP_JSONRPC_OK, *out is set and every message is valid.
+ * On an error, *reason (never NULL) says what is wrong in words fit for a client, and *out may
+ * still be set (for INVALID) so that the caller can echo an id. */
+mcp_jsonrpc_status_t mcp_jsonrpc_parse(apr_pool_t *p, const char *buf, apr_size_t len,
+                                       mcp_jsonrpc_body_t **out, const char **reason);
+
+/* Classifies one already-parsed value (used for each batch element and for backend output). */
+void mcp_jsonrpc_classify(json_object *obj, mcp_jsonrpc_msg_t *msg);
+
+/* Non-zero when the body is exactly one request whose method is m. */
+int mcp_jsonrpc_is_single_request(const mcp_jsonrpc_body_t *body, const char *m);
+
+/* Index of the first request with method m in the body, or -1. */
+int mcp_jsonrpc_find_method(const mcp_jsonrpc_body_t *body, const char *m);
+
+/* Serializes a value the way the gateway writes JSON (plain, '/' unescaped, no newlines). */
+const char *mcp_jsonrpc_to_string(apr_pool_t *p, json_object *obj, apr_size_t *len_out);
+
+/* {"jsonrpc":"2.0","id":<id or null>,"error":{"code":code,"message":message[,"data":data]}}.
+ * id and data are borrowed (not consumed); either may be NULL. */
+const char *mcp_jsonrpc_error_body(apr_pool_t *p, json_object *id, int code,
+                                   const char *message, json_object *data);
+
+/* A string member of obj, or NULL when absent or not a string. */
+const char *mcp_jsonrpc_get_string(json_object *obj, const char *key);
+
+/* Parses one JSON value (a message read from a backend); NULL when it is not JSON. The result
+ * is released with pool p. */
+json_object *mcp_jsonrpc_parse_value(apr_pool_t *p, const char *buf, apr_size_t len);
+
+#endif

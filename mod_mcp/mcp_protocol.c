@@ -1,0 +1,51 @@
+/* mcp_protocol — see mcp_protocol.h. */
+#include <string.h>
+
+#include "mcp_protocol.h"
+
+/* Newest first. */
+static const mcp_protocol_t revisions[] = {
+    /* version       era           served batches header priming */
+    { "2026-07-28", MCP_ERA_2026, 0,     0,      1,     0 },
+    { "2025-11-25", MCP_ERA_2025, 1,     0,      1,     1 },
+    { "2025-06-18", MCP_ERA_2025, 1,     0,      1,     0 },
+    { "2025-03-26", MCP_ERA_2025, 1,     1,      0,     0 },
+};
+
+#define N_REVISIONS (sizeof(revisions) / sizeof(revisions[0]))
+
+const mcp_protocol_t *mcp_protocol_find(const char *v)
+{
+    size_t i;
+
+    for (i = 0; v && i < N_REVISIONS; i++) {
+        if (strcmp(revisions[i].version, v) == 0) {
+            return &revisions[i];
+        }
+    }
+    return NULL;
+}
+
+const mcp_protocol_t *mcp_protocol_served(const char *v)
+{
+    const mcp_protocol_t *rev = mcp_protocol_find(v);
+
+    return rev && rev->served ? rev : NULL;
+}
+
+const char *mcp_protocol_latest(void)
+{
+    size_t i;
+
+    for (i = 0; i < N_REVISIONS; i++) {
+        if (revisions[i].served) {
+            return revisions[i].version;
+        }
+    }
+    return MCP_PROTOCOL_DEFAULT;
+}
+
+const char *mcp_protocol_served_list(void)
+{
+    return "2025-11-25, 2025-06-18, 2025-03-26";
+}

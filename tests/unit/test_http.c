@@ -1,0 +1,68 @@
+/* Unit tests for mcp_http: Accept and Content-Type matching. */
+#include <check.h>
+
+#include "mcp_http.h"
+
+#define JSON "application/json"
+#define SSE  "text/event-stream"
+
+START_TEST(accept_lists)
+{
+    ck_assert(mcp_http_accepts("application/json, text/event-stream", JSON));
+    ck_assert(mcp_http_accepts("application/json, text/event-stream", SSE));
+    ck_assert(mcp_http_accepts("text/event-stream,application/json", JSON));
+    ck_assert(mcp_http_accepts("Application/JSON ; charset=utf-8 , Text/Event-Stream", SSE));
+    ck_assert(mcp_http_accepts("application/json;q=0.9,text/event-stream;q=0.5", SSE));
+    ck_assert(!mcp_http_accepts("application/json", SSE));
+    ck_assert(!mcp_http_accepts("text/html", JSON));
+    ck_assert(!mcp_http_accepts("application/jsonx", JSON));
+    ck_assert(!mcp_http_accepts("application/json-seq", JSON));
+    ck_assert(!mcp_http_accepts("", JSON));
+    ck_assert(!mcp_http_accepts(NULL, JSON));
+    ck_assert(!mcp_http_accepts(",,,", JSON));
+}
+END_TEST
+
+START_TEST(accept_wildcards_and_q0)
+{
+    ck_assert(mcp_http_accepts("*/*", JSON));
+    ck_assert(mcp_http_accepts("*/*", SSE));
+    ck_assert(mcp_http_accepts("application/*", JSON));
+    ck_assert(!mcp_http_accepts("application/*", SSE));
+    ck_assert(mcp_http_accepts("text/*", SSE));
+    ck_assert(!mcp_http_accepts("application/json;q=0, text/event-stream", JSON));
+    ck_assert(!mcp_http_accepts("application/json; q=0.0", JSON));
+    ck_assert(mcp_http_accepts("application/json; q=0.001", JSON));
+}
+END_TEST
+
+START_TEST(content_type)
+{
+    ck_assert(mcp_http_media_type_is("application/json", JSON));
+    ck_assert(mcp_http_media_type_is("application/json; charset=utf-8", JSON));
+    ck_assert(mcp_http_media_type_is("  Application/Json;charset=UTF-8", JSON));
+    ck_assert(mcp_http_media_type_is("text/event-stream", SSE));
+    ck_assert(!mcp_http_media_type_is("application/json-patch+json", JSON));
+    ck_assert(!mcp_http_media_type_is("text/plain", JSON));
+    ck_assert(!mcp_http_media_type_is("", JSON));
+    ck_assert(!mcp_http_media_type_is(NULL, JSON));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("mcp_http");
+    TCase *tc = tcase_create("core");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_test(tc, accept_lists);
+    tcase_add_test(tc, accept_wildcards_and_q0);
+    tcase_add_test(tc, content_type);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,220 @@
+/* Unit tests for mcp_jsonrpc: parsing untrusted bodies, classification, error bodies. */
+#include <string.h>
+
+#include <apr_general.h>
+#include <apr_pools.h>
+#include <check.h>
+
+#include "mcp_jsonrpc.h"
+
+static apr_pool_t *pool;
+
+static void setup(void)
+{
+    apr_pool_create(&pool, NULL);
+}
+
+static void teardown(void)
+{
+    apr_pool_destroy(pool);
+}
+
+static mcp_jsonrpc_status_t parse(const char *text, mcp_jsonrpc_body_t **body, const char **reason)
+{
+    return mcp_jsonrpc_parse(pool, text, strlen(text), body, reason);
+}
+
+static mcp_msg_kind_t kind_of(const char *text)
+{
+    mcp_jsonrpc_body_t *body;
+    const char *reason;
+
+    if (parse(text, &body, &reason) == MCP_JSONRPC_ERR_PARSE) {
+        return (mcp_msg_kind_t)-1;
+    }
+    return body->msgs[0].kind;
+}
+
+START_TEST(request_notification_response_error)
+{
+    ck_assert_int_eq(kind_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}"), MCP_MSG_REQUEST);
+    ck_assert_int_eq(kind_of("{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"x\",\"params\":{}}"),
+                     MCP_MSG_REQUEST);
+    ck_assert_int_eq(kind_of("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}"),
+                     MCP_MSG_NOTIFICATION);
+    ck_assert_int_eq(kind_of("{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}"), MCP_MSG_RESPONSE);
+    ck_assert_int_eq(kind_of("{\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-1,\"message\":\"m\"}}"),
+                     MCP_MSG_ERROR);
+    ck_assert_int_eq(kind_of("{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-1,\"message\":\"m\"}}"),
+                     MCP_MSG_ERROR);
+}
+END_TEST
+
+START_TEST(not_jsonrpc_is_invalid_with_reason)
+{
+    static const char *bad[] = {
+        "[]", "42", "\"s\"", "null", "{}",
+        "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"x\"}",
+        "{\"id\":1,\"method\":\"x\"}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":7}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\"}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"x\"}",
+        "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"x\"}",
+        "{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"x\"}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":3}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{},\"error\":{\"code\":1,\"message\":\"m\"}}",
+        "{\"jsonrpc\":\"2.0\",\"result\":{}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":null,\"result\":{}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":\"x\",\"message\":\"m\"}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":1}}",
+        "[{\"jsonrpc\":\"2.0\",\"method\":\"a\"},{\"jsonrpc\":\"2.0\"}]",
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        mcp_jsonrpc_body_t *body;
+        const char *reason = NULL;
+        ck_assert_msg(parse(bad[i], &body, &reason) == MCP_JSONRPC_ERR_INVALID, "%s", bad[i]);
+        ck_assert_ptr_nonnull(reason);
+        ck_assert_int_gt(strlen(reason), 5);
+    }
+}
+END_TEST
+
+START_TEST(malformed_json_is_parse_error)
+{
+    static const char *bad[] = {
+        "", "   ", "{", "{\"jsonrpc\":\"2.0\",}", "{'a':1}", "{\"a\":1} x", "nul", "[1,]",
+        "{\"a\":\"\xff\"}",  /* invalid UTF-8 */
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        mcp_jsonrpc_body_t *body;
+        const char *reason = NULL;
+        ck_assert_msg(parse(bad[i], &body, &reason) == MCP_JSONRPC_ERR_PARSE, "%s", bad[i]);
+        ck_assert_ptr_nonnull(reason);
+    }
+}
+END_TEST
+
+START_TEST(depth_limit)
+{
+    char deep[4 * MCP_JSONRPC_MAX_DEPTH + 64];
+    mcp_jsonrpc_body_t *body;
+    const char *reason;
+    int i, n = 0;
+
+    for (i = 0; i < MCP_JSONRPC_MAX_DEPTH + 5; i++) {
+        deep[n++] = '[';
+    }
+    for (i = 0; i < MCP_JSONRPC_MAX_DEPTH + 5; i++) {
+        deep[n++] = ']';
+    }
+    deep[n] = '\0';
+    ck_assert_int_eq(parse(deep, &body, &reason), MCP_JSONRPC_ERR_PARSE);
+}
+END_TEST
+
+START_TEST(trailing_whitespace_allowed)
+{
+    mcp_jsonrpc_body_t *body;
+    const char *reason;
+
+    ck_assert_int_eq(parse("{\"jsonrpc\":\"2.0\",\"method\":\"n\"}\r\n \t", &body, &reason),
+                     MCP_JSONRPC_OK);
+}
+END_TEST
+
+START_TEST(batch_counts)
+{
+    mcp_jsonrpc_body_t *body;
+    const char *reason;
+
+    ck_assert_int_eq(parse("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\"},"
+                           "{\"jsonrpc\":\"2.0\",\"method\":\"n\"},"
+                           "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"initialize\"},"
+                           "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{}}]", &body, &reason),
+                     MCP_JSONRPC_OK);
+    ck_assert(body->is_batch);
+    ck_assert_int_eq(body->count, 4);
+    ck_assert_int_eq(body->n_requests, 2);
+    ck_assert_int_eq(body->n_notifications, 1);
+    ck_assert_int_eq(body->n_responses, 1);
+    ck_assert_int_eq(mcp_jsonrpc_find_method(body, "initialize"), 2);
+    ck_assert_int_eq(mcp_jsonrpc_find_method(body, "n"), -1); /* notifications are not requests */
+    ck_assert(!mcp_jsonrpc_is_single_request(body, "a"));
+}
+END_TEST
+
+START_TEST(single_request_helpers)
+{
+    mcp_jsonrpc_body_t *body;
+    const char *reason;
+
+    ck_assert_int_eq(parse("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
+                           "\"params\":{\"protocolVersion\":\"2025-11-25\"}}", &body, &reason),
+                     MCP_JSONRPC_OK);
+    ck_assert(mcp_jsonrpc_is_single_request(body, "initialize"));
+    ck_assert(!mcp_jsonrpc_is_single_request(body, "ping"));
+    ck_assert_str_eq(body->msgs[0].method, "initialize");
+    ck_assert_int_eq(json_object_get_int(body->msgs[0].id), 1);
+}
+END_TEST
+
+START_TEST(error_body_shape)
+{
+    json_object *id = json_object_new_string("r/1");
+    const char *s = mcp_jsonrpc_error_body(pool, id, MCP_JSONRPC_PARSE_ERROR, "Parse error: x", NULL);
+
+    ck_assert_str_eq(s, "{\"jsonrpc\":\"2.0\",\"id\":\"r/1\",\"error\":{\"code\":-32700,"
+                        "\"message\":\"Parse error: x\"}}");
+    s = mcp_jsonrpc_error_body(pool, NULL, -32001, "Session not found", NULL);
+    ck_assert_str_eq(s, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32001,"
+                        "\"message\":\"Session not found\"}}");
+    /* the caller's reference is untouched */
+    ck_assert_str_eq(json_object_get_string(id), "r/1");
+    json_object_put(id);
+}
+END_TEST
+
+START_TEST(get_string)
+{
+    json_object *o = mcp_jsonrpc_parse_value(pool, "{\"a\":\"x\",\"b\":1}", 15);
+
+    ck_assert_ptr_nonnull(o);
+    ck_assert_str_eq(mcp_jsonrpc_get_string(o, "a"), "x");
+    ck_assert_ptr_null(mcp_jsonrpc_get_string(o, "b"));
+    ck_assert_ptr_null(mcp_jsonrpc_get_string(o, "c"));
+    ck_assert_ptr_null(mcp_jsonrpc_get_string(NULL, "a"));
+    ck_assert_ptr_null(mcp_jsonrpc_parse_value(pool, "{x", 2));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("mcp_jsonrpc");
+    TCase *tc = tcase_create("core");
+    SRunner *sr;
+    int failed;
+
+    apr_initialize();
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, request_notification_response_error);
+    tcase_add_test(tc, not_jsonrpc_is_invalid_with_reason);
+    tcase_add_test(tc, malformed_json_is_parse_error);
+    tcase_add_test(tc, depth_limit);
+    tcase_add_test(tc, trailing_whitespace_allowed);
+    tcase_add_test(tc, batch_counts);
+    tcase_add_test(tc, single_request_helpers);
+    tcase_add_test(tc, error_body_shape);
+    tcase_add_test(tc, get_string);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    apr_terminate();
+    return failed ? 1 : 0;
+}

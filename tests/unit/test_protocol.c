@@ -1,0 +1,69 @@
+/* Unit tests for mcp_protocol: which revisions are served and the rules of each. */
+#include <string.h>
+
+#include <check.h>
+
+#include "mcp_protocol.h"
+
+START_TEST(served_revisions)
+{
+    ck_assert_ptr_nonnull(mcp_protocol_served("2025-03-26"));
+    ck_assert_ptr_nonnull(mcp_protocol_served("2025-06-18"));
+    ck_assert_ptr_nonnull(mcp_protocol_served("2025-11-25"));
+    ck_assert_ptr_null(mcp_protocol_served("2024-11-05"));
+    ck_assert_ptr_null(mcp_protocol_served(""));
+    ck_assert_ptr_null(mcp_protocol_served(NULL));
+    ck_assert_ptr_null(mcp_protocol_served("2025-11-25 "));
+    /* known, but not served yet */
+    ck_assert_ptr_nonnull(mcp_protocol_find("2026-07-28"));
+    ck_assert_ptr_null(mcp_protocol_served("2026-07-28"));
+    ck_assert_str_eq(mcp_protocol_latest(), "2025-11-25");
+}
+END_TEST
+
+START_TEST(rules_per_revision)
+{
+    ck_assert(mcp_protocol_find("2025-03-26")->batches);
+    ck_assert(!mcp_protocol_find("2025-06-18")->batches);
+    ck_assert(!mcp_protocol_find("2025-11-25")->batches);
+    ck_assert(!mcp_protocol_find("2025-03-26")->version_header);
+    ck_assert(mcp_protocol_find("2025-06-18")->version_header);
+    ck_assert(mcp_protocol_find("2025-11-25")->priming);
+    ck_assert(!mcp_protocol_find("2025-06-18")->priming);
+    ck_assert(!mcp_protocol_find("2025-03-26")->priming);
+    ck_assert_int_eq(mcp_protocol_find("2025-06-18")->era, MCP_ERA_2025);
+    ck_assert_int_eq(mcp_protocol_find("2026-07-28")->era, MCP_ERA_2026);
+    ck_assert_ptr_nonnull(mcp_protocol_served(MCP_PROTOCOL_DEFAULT));
+}
+END_TEST
+
+START_TEST(served_list_matches_table)
+{
+    static const char *all[] = { "2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26" };
+    const char *list = mcp_protocol_served_list();
+    size_t i;
+
+    for (i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+        int listed = strstr(list, all[i]) != NULL;
+        ck_assert_msg(listed == (mcp_protocol_served(all[i]) != NULL), "%s", all[i]);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("mcp_protocol");
+    TCase *tc = tcase_create("core");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_test(tc, served_revisions);
+    tcase_add_test(tc, rules_per_revision);
+    tcase_add_test(tc, served_list_matches_table);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
