@@ -23,19 +23,9 @@ static size_t trim_len(const char *s, size_t n)
     return n;
 }
 
-/* Compares the media type at s (length n) with want, allowing the range wildcards. */
-static int range_matches(const char *s, size_t n, const char *want)
+/* The media type at s (length n, trimmed) is want. */
+static int is_media_type(const char *s, size_t n, const char *want)
 {
-    const char *slash = strchr(want, '/');
-    size_t type_len = slash ? (size_t)(slash - want) : strlen(want);
-
-    if (n == 3 && strncmp(s, "*/*", 3) == 0) {
-        return 1;
-    }
-    if (n == type_len + 2 && strncasecmp(s, want, type_len) == 0
-        && s[type_len] == '/' && s[type_len + 1] == '*') {
-        return 1;
-    }
     return n == strlen(want) && strncasecmp(s, want, n) == 0;
 }
 
@@ -69,7 +59,7 @@ int mcp_http_accepts(const char *accept, const char *want)
         p = skip_ws(p);
         semi = memchr(p, ';', (size_t)(end - p));
         n = trim_len(p, (size_t)((semi ? semi : end) - p));
-        if (n > 0 && range_matches(p, n, want) && (!semi || quality(semi + 1, end) > 0.0)) {
+        if (is_media_type(p, n, want) && (!semi || quality(semi + 1, end) > 0.0)) {
             return 1;
         }
         p = comma ? comma + 1 : NULL;
@@ -88,5 +78,5 @@ int mcp_http_media_type_is(const char *content_type, const char *want)
     p = skip_ws(content_type);
     semi = strchr(p, ';');
     n = trim_len(p, semi ? (size_t)(semi - p) : strlen(p));
-    return n == strlen(want) && strncasecmp(p, want, n) == 0;
+    return is_media_type(p, n, want);
 }

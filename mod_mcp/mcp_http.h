@@ -6,10 +6,10 @@
 #ifndef MCP_HTTP_H
 #define MCP_HTTP_H
 
-/* Non-zero when the Accept header value admits the media type want ("application/json" or
- * "text/event-stream"): an exact media range, "type/ *" or "* / *", with q > 0. Parameters other
- * than q are ignored; matching is case-insensitive. A NULL or empty Accept admits nothing: the
- * transport requires clients to list what they take. */
+/* Non-zero when the Accept header value lists the media type want ("application/json" or
+ * "text/event-stream") by name with q > 0. Wildcards ("* / *", "text/ *") do not count: the
+ * transport requires clients to list both types, and the SDKs answer 406 otherwise. Parameters
+ * other than q are ignored; matching is case-insensitive. */
 int mcp_http_accepts(const char *accept, const char *want);
 
 /* Non-zero when the Content-Type value's media type is want (parameters such as charset are

@@ -203,6 +203,17 @@ void mcp_jsonrpc_classify(json_object *obj, mcp_jsonrpc_msg_t *msg)
     msg->id = id;
 }
 
+json_object *mcp_jsonrpc_reply_id(const mcp_jsonrpc_msg_t *msg)
+{
+    json_object *id;
+
+    if (msg->kind == MCP_MSG_NOTIFICATION || !json_object_is_type(msg->obj, json_type_object)
+        || !json_object_object_get_ex(msg->obj, "id", &id) || !id_is_valid(id)) {
+        return NULL;
+    }
+    return id;
+}
+
 static void count(mcp_jsonrpc_body_t *body, const mcp_jsonrpc_msg_t *msg)
 {
     switch (msg->kind) {

@@ -73,6 +73,10 @@ int mcp_jsonrpc_is_single_request(const mcp_jsonrpc_body_t *body, const char *m)
 /* Index of the first request with method m in the body, or -1. */
 int mcp_jsonrpc_find_method(const mcp_jsonrpc_body_t *body, const char *m);
 
+/* The id an error answer to this message should carry: its "id" member when that is a string or
+ * an integer, even if the message is otherwise invalid; NULL (JSON null) when there is none. */
+json_object *mcp_jsonrpc_reply_id(const mcp_jsonrpc_msg_t *msg);
+
 /* Serializes a value the way the gateway writes JSON (plain, '/' unescaped, no newlines). */
 const char *mcp_jsonrpc_to_string(apr_pool_t *p, json_object *obj, apr_size_t *len_out);
 

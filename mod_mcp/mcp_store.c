@@ -17,6 +17,7 @@ static mcp_store_status_t db_error(const mcp_store_t *db, apr_pool_t *p, int rv,
 static int prepare(const mcp_store_t *db, apr_pool_t *p, const char *sql,
                    apr_dbd_prepared_t **stmt)
 {
+    *stmt = NULL;   /* the driver fills in a non-NULL *stmt instead of allocating one */
     return apr_dbd_prepare(db->driver, p, db->handle, sql, NULL, stmt);
 }
 

@@ -171,8 +171,8 @@ static int parse_body(mcp_req_t *q)
     if (st == MCP_JSONRPC_ERR_PARSE) {
         return reply_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_PARSE_ERROR, "Parse error: %s", reason);
     }
-    if (q->body && !q->body->is_batch && q->body->msgs[0].kind == MCP_MSG_REQUEST) {
-        q->id = q->body->msgs[0].id;
+    if (q->body && !q->body->is_batch) {
+        q->id = mcp_jsonrpc_reply_id(&q->body->msgs[0]);
     }
     if (st == MCP_JSONRPC_ERR_INVALID) {
         return reply_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST, "Invalid Request: %s",

@@ -23,13 +23,13 @@ START_TEST(accept_lists)
 }
 END_TEST
 
-START_TEST(accept_wildcards_and_q0)
+START_TEST(accept_wildcards_do_not_count_and_q0_refuses)
 {
-    ck_assert(mcp_http_accepts("*/*", JSON));
-    ck_assert(mcp_http_accepts("*/*", SSE));
-    ck_assert(mcp_http_accepts("application/*", JSON));
-    ck_assert(!mcp_http_accepts("application/*", SSE));
-    ck_assert(mcp_http_accepts("text/*", SSE));
+    ck_assert(!mcp_http_accepts("*/*", JSON));
+    ck_assert(!mcp_http_accepts("*/*", SSE));
+    ck_assert(!mcp_http_accepts("application/*", JSON));
+    ck_assert(!mcp_http_accepts("text/*", SSE));
+    ck_assert(mcp_http_accepts("*/*, text/event-stream", SSE));
     ck_assert(!mcp_http_accepts("application/json;q=0, text/event-stream", JSON));
     ck_assert(!mcp_http_accepts("application/json; q=0.0", JSON));
     ck_assert(mcp_http_accepts("application/json; q=0.001", JSON));
@@ -57,7 +57,7 @@ int main(void)
     int failed;
 
     tcase_add_test(tc, accept_lists);
-    tcase_add_test(tc, accept_wildcards_and_q0);
+    tcase_add_test(tc, accept_wildcards_do_not_count_and_q0_refuses);
     tcase_add_test(tc, content_type);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);

@@ -179,6 +179,23 @@ START_TEST(error_body_shape)
 }
 END_TEST
 
+START_TEST(reply_id)
+{
+    mcp_jsonrpc_body_t *body;
+    const char *reason;
+
+    parse("{\"jsonrpc\":\"2.0\",\"id\":\"abc\",\"method\":\"x\",\"params\":7}", &body, &reason);
+    ck_assert_int_eq(body->msgs[0].kind, MCP_MSG_INVALID);
+    ck_assert_str_eq(json_object_get_string(mcp_jsonrpc_reply_id(&body->msgs[0])), "abc");
+    parse("{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"x\"}", &body, &reason);
+    ck_assert_ptr_null(mcp_jsonrpc_reply_id(&body->msgs[0]));
+    parse("{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}", &body, &reason);
+    ck_assert_int_eq(json_object_get_int(mcp_jsonrpc_reply_id(&body->msgs[0])), 3);
+    parse("{\"jsonrpc\":\"2.0\",\"method\":\"n\"}", &body, &reason);
+    ck_assert_ptr_null(mcp_jsonrpc_reply_id(&body->msgs[0]));
+}
+END_TEST
+
 START_TEST(get_string)
 {
     json_object *o = mcp_jsonrpc_parse_value(pool, "{\"a\":\"x\",\"b\":1}", 15);
@@ -209,6 +226,7 @@ int main(void)
     tcase_add_test(tc, batch_counts);
     tcase_add_test(tc, single_request_helpers);
     tcase_add_test(tc, error_body_shape);
+    tcase_add_test(tc, reply_id);
     tcase_add_test(tc, get_string);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);

@@ -1,0 +1,193 @@
+"""Sessions through mod_mcp: initialize, use from any httpd instance, terminate.
+
+Real parts only: the stack's PostgreSQL, two independent httpd instances with the built module,
+and the C test backend behind them.
+"""
+
+import json
+import re
+import time
+
+import requests
+
+from mcp_client import ACCEPT_BOTH, McpSession, iter_sse
+
+SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{32}$")
+
+
+def text_of(result):
+    return result["content"][0]["text"]
+
+
+def backend_info(session):
+    """What the backend saw of this session (its own session id, counters)."""
+    return json.loads(text_of(session.call("tools/call", {"name": "session_info", "arguments": {}})))
+
+
+def session_row(pg, sid):
+    with pg.cursor() as cur:
+        cur.execute("""SELECT backend_session_id, protocol_version, principal, client_info,
+                              server_info, terminated_at, terminated_by, backend_url
+                         FROM mcp.sessions WHERE id = %s""", (sid,))
+        row = cur.fetchone()
+    if row is None:
+        return None
+    keys = ("backend_session_id", "protocol_version", "principal", "client_info", "server_info",
+            "terminated_at", "terminated_by", "backend_url")
+    return dict(zip(keys, row))
+
+
+def test_initialize_stores_the_session(mcp, pg, stack):
+    s = mcp()
+    result = s.initialize(client_info={"name": "pytest-client", "version": "9.9"})
+    assert s.last_response is not None
+    assert SESSION_ID.match(s.session_id), s.session_id
+    assert result["protocolVersion"] == "2025-11-25"
+    assert result["serverInfo"]["name"] == "mcp-test-backend"
+
+    row = session_row(pg, s.session_id)
+    assert row is not None
+    assert row["protocol_version"] == "2025-11-25"
+    assert row["principal"] is None
+    assert row["client_info"] == {"name": "pytest-client", "version": "9.9"}
+    assert row["server_info"]["name"] == "mcp-test-backend"
+    assert row["terminated_at"] is None
+    assert row["backend_url"] == stack["MCP_BACKEND_URL"]
+    # The gateway's id is its own; the backend's is kept and used for forwarding.
+    assert row["backend_session_id"] and row["backend_session_id"] != s.session_id
+    assert backend_info(s)["session"] == row["backend_session_id"]
+
+
+def test_session_ids_are_unique_and_random(mcp):
+    ids = set()
+    for _ in range(5):
+        s = mcp()
+        s.initialize()
+        ids.add(s.session_id)
+    assert len(ids) == 5
+
+
+def test_older_protocol_version_is_negotiated(mcp, pg):
+    s = mcp(protocol_version="2025-03-26")
+    assert s.initialize()["protocolVersion"] == "2025-03-26"
+    assert session_row(pg, s.session_id)["protocol_version"] == "2025-03-26"
+
+
+def test_tools_list_and_call(mcp):
+    s = mcp()
+    s.initialize()
+    names = {t["name"] for t in s.call("tools/list")["tools"]}
+    assert {"echo", "add", "slow"} <= names
+    assert text_of(s.call("tools/call", {"name": "echo", "arguments": {"text": "héllo/√"}})) == "héllo/√"
+    assert text_of(s.call("tools/call", {"name": "add", "arguments": {"a": 2, "b": 40}})) == "42"
+    # A JSON-RPC error from the backend is relayed as it is.
+    resp = s.request("no/such/method")
+    assert resp["error"]["code"] == -32601
+
+
+def test_slow_tool_streams_progress_as_it_happens(mcp):
+    s = mcp()
+    s.initialize()
+    count, interval_ms = 4, 300
+    arrivals, messages = [], []
+    for ev in s.request_stream("tools/call", {"name": "slow",
+                                              "arguments": {"count": count, "interval_ms": interval_ms},
+                                              "_meta": {"progressToken": "tok-1"}}):
+        arrivals.append(time.monotonic())
+        messages.append(ev.json)
+    assert s.last_response.headers["Content-Type"].startswith("text/event-stream")
+    assert s.last_response.headers.get("Cache-Control") == "no-cache, no-transform"
+    progress = [m for m in messages if m.get("method") == "notifications/progress"]
+    assert [m["params"]["progress"] for m in progress] == list(range(1, count + 1))
+    assert all(m["params"]["progressToken"] == "tok-1" for m in progress)
+    assert messages[-1]["id"] == s.last_request_id
+    assert text_of(messages[-1]["result"]) == f"slow done: {count} steps"
+    # Relayed as they happen, not gathered up: the first progress event reached the client
+    # well before the backend produced the last one (a buffering relay delivers all at once).
+    assert arrivals[-1] - arrivals[0] >= (count - 1) * interval_ms / 1000 * 0.8
+
+
+def test_notifications_and_responses_get_202_and_reach_the_backend(mcp):
+    s = mcp()
+    s.initialize()
+    r = s.notify("notifications/roots/list_changed")
+    assert r.status_code == 202 and r.content == b""
+    r = s.respond("not-pending-1", {"ok": True})
+    assert r.status_code == 202 and r.content == b""
+    info = backend_info(s)
+    assert info["notifications"].get("notifications/roots/list_changed") == 1
+    assert info["notifications"].get("notifications/initialized") == 1
+    assert info["responses"] == 1
+    # The protocol version forwarded is the negotiated one.
+    assert info["protocolVersionHeader"] == "2025-11-25"
+
+
+def test_one_session_served_by_two_httpd_instances(mcp, stack):
+    urls = stack["MCP_URLS"].split()
+    assert len(urls) >= 2, "the stack must run two httpd instances"
+    first = mcp(urls[0])
+    first.initialize()
+    second = mcp(urls[1])
+    second.session_id = first.session_id
+    second.protocol_version = first.protocol_version
+    second.initialized = True
+    assert text_of(second.call("tools/call", {"name": "echo", "arguments": {"text": "via 2"}})) == "via 2"
+    # Both instances reach the same backend session.
+    assert backend_info(first)["session"] == backend_info(second)["session"]
+    assert backend_info(second)["requests"] >= 3
+
+
+def test_delete_is_seen_by_every_instance(mcp, stack, pg):
+    urls = stack["MCP_URLS"].split()
+    s = mcp(urls[0])
+    s.initialize()
+    backend_sid = session_row(pg, s.session_id)["backend_session_id"]
+
+    other = mcp(urls[1])
+    other.session_id, other.initialized = s.session_id, True
+
+    r = s.delete()
+    assert r.status_code == 200
+    row = session_row(pg, s.session_id)
+    assert row["terminated_at"] is not None and row["terminated_by"] == "client"
+
+    for client in (other, s):
+        r = client.post_raw(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        assert r.status_code == 404, r.text
+        assert r.json()["error"]["code"] == -32001
+    assert other.delete().status_code == 404
+
+    # The DELETE reached the backend: its own session is gone too.
+    r = requests.post(stack["MCP_BACKEND_URL"],
+                      data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+                      headers={"Accept": ACCEPT_BOTH, "Content-Type": "application/json",
+                               "Mcp-Session-Id": backend_sid}, timeout=10)
+    assert r.status_code == 404
+
+
+def test_session_belongs_to_its_user(mcp, stack, pg):
+    alice = mcp(stack["MCP_AUTH_URL"], auth=("alice", "alice-pw"))
+    alice.initialize()
+    assert session_row(pg, alice.session_id)["principal"] == "alice"
+
+    # Bob holding Alice's session id is treated as if it did not exist.
+    bob = mcp(stack["MCP_AUTH_URL"], auth=("bob", "bob-pw"))
+    bob.session_id, bob.initialized = alice.session_id, True
+    r = bob.post_raw(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}))
+    assert r.status_code == 404
+    assert bob.delete().status_code == 404
+
+    # An anonymous endpoint does not serve an authenticated user's session either.
+    anon = mcp(stack["MCP_URL"])
+    anon.session_id, anon.initialized = alice.session_id, True
+    assert anon.post_raw(json.dumps({"jsonrpc": "2.0", "id": 6, "method": "tools/list"})).status_code == 404
+
+    # Alice's session is untouched by all that.
+    assert "tools" in alice.call("tools/list")
+    assert session_row(pg, alice.session_id)["terminated_at"] is None
+
+
+def test_unauthenticated_request_on_protected_endpoint_is_401(stack):
+    r = requests.post(stack["MCP_AUTH_URL"], data="{}", headers={"Accept": ACCEPT_BOTH,
+                      "Content-Type": "application/json"}, timeout=10)
+    assert r.status_code == 401
