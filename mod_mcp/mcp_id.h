@@ -14,7 +14,8 @@
 /* Length of the encoded session id (base64url, no padding). */
 #define MCP_ID_SESSION_LEN 32
 
-/* Encodes n random bytes as base64url without padding (alphabet A-Z a-z 0-9 - _), allocated in p.
+/* Encodes n random bytes as base64url without padding (alphabet A-Z a-z 0-9 - _), allocated in p
+ * (RFC 4648 section 5; n bytes give ceil(4n/3) characters, so 24 bytes give 32).
  * Every character is visible ASCII (0x21..0x7E) as the MCP spec requires of session ids. */
 char *mcp_id_session_encode(apr_pool_t *p, const unsigned char *bytes, apr_size_t n);
 
@@ -24,11 +25,14 @@ char *mcp_id_session_encode(apr_pool_t *p, const unsigned char *bytes, apr_size_
 int mcp_id_session_is_wellformed(const char *s);
 
 /* Event ids identify their stream and their position in it: "<stream>-<seq>", both decimal,
- * stream >= 1, seq >= 0, no sign, no leading zeros (except "0" itself). */
+ * stream >= 1, seq >= 0, no sign, no leading zeros (except "0" itself).
+ * Returns NULL when stream_id < 1 or seq < 0 (no valid event id exists for them). */
 char *mcp_id_event_format(apr_pool_t *p, apr_int64_t stream_id, apr_int64_t seq);
 
 /* Strict parse of an event id made by mcp_id_event_format. Returns 0 and sets *stream_id and *seq
- * on success; -1 on anything else (empty, junk, signs, leading zeros, overflow, trailing bytes). */
+ * on success; -1 on anything else (NULL, empty, junk, signs, whitespace, leading zeros,
+ * stream 0, int64 overflow, trailing bytes), leaving *stream_id and *seq untouched.
+ * Either output pointer may be NULL. Accepts exactly the strings mcp_id_event_format makes. */
 int mcp_id_event_parse(const char *s, apr_int64_t *stream_id, apr_int64_t *seq);
 
 #endif
