@@ -1,0 +1,1882 @@
+/*
+ * mcp_test_backend.c - the MCP server that mod_mcp forwards to in the
+ * integration tests and in the demo.
+ *
+ * It speaks the MCP Streamable HTTP transport on one endpoint, /mcp:
+ *   POST    JSON-RPC messages, answered as JSON or as an SSE stream,
+ *   GET     the session's standalone SSE stream,
+ *   DELETE  ends the session.
+ * The tools exist to exercise a gateway: echo/add for plain calls, slow and
+ * sample for streamed answers and server->client requests, notify for the
+ * standalone stream, and session_info to report what really arrived here.
+ *
+ * libmicrohttpd runs one thread per connection, so an SSE content reader may
+ * simply block until its next event is due.  All shared state is guarded by
+ * one mutex (g_lock); every wait is a condition variable on that mutex, so a
+ * cancellation, a DELETE or shutdown can wake it.
+ */
+#define _GNU_SOURCE /* POLLRDHUP, strcasestr */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <json-c/json.h>
+#include <microhttpd.h>
+
+/* ------------------------------------------------------------------------
+ * Limits.  Everything a client can make us keep is bounded.
+ * ------------------------------------------------------------------------ */
+#define ENDPOINT          "/mcp"
+#define MAX_BODY          (4u * 1024 * 1024)
+#define MAX_SESSIONS      10000
+#define MAX_QUEUE         100    /* messages waiting for a standalone stream */
+#define MAX_CANCELLED     1000   /* requestIds kept for session_info */
+#define MAX_METHOD_KEYS   1000   /* distinct notification methods counted */
+#define JSON_MAX_DEPTH    64
+#define SLOW_MAX_COUNT    1000
+#define SLOW_MAX_INTERVAL 10000
+#define SAMPLE_TIMEOUT_MS 30000
+#define KEEPALIVE_MS      15000
+#define POLL_SLICE_MS     250    /* how often a blocked stream checks its client */
+#define SESSION_ID_LEN    32
+#define JSON_FLAGS        (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+#define NELEM(a)          (sizeof(a) / sizeof((a)[0]))
+
+static const char *const init_versions[] = {"2025-03-26", "2025-06-18", "2025-11-25"};
+#define LATEST_VERSION "2025-11-25"
+/* MCP-Protocol-Version header values accepted; anything else is a 400. */
+static const char *const header_versions[] = {"2024-11-05", "2025-03-26", "2025-06-18",
+                                              "2025-11-25"};
+
+/* ------------------------------------------------------------------------
+ * Configuration and shared state.
+ * ------------------------------------------------------------------------ */
+enum mode { MODE_AUTO, MODE_JSON, MODE_SSE };
+
+static struct {
+    enum mode mode;
+    int stateless;
+    int quiet;
+} cfg;
+
+struct session;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct session *g_sessions;  /* stateful sessions, newest first */
+static unsigned g_nsessions;
+static struct session *g_anon;      /* --stateless: one pseudo-session for all */
+static int g_stopping;              /* shutdown: every wait gives up */
+static unsigned long g_next_stream; /* numbers SSE streams (event ids), atomic */
+static unsigned long g_next_srv;    /* numbers our server->client requests, atomic */
+
+/* ------------------------------------------------------------------------
+ * Small utilities.  Allocation failure in a test server is fatal.
+ * ------------------------------------------------------------------------ */
+static void *xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n ? n : 1);
+    if (!p) {
+        fputs("mcp-test-backend: out of memory\n", stderr);
+        abort();
+    }
+    return p;
+}
+
+static void *xcalloc(size_t n)
+{
+    return memset(xrealloc(NULL, n), 0, n);
+}
+
+static char *xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    return memcpy(xrealloc(NULL, n), s, n);
+}
+
+static char *xvasprintf(const char *fmt, va_list ap)
+{
+    char *s;
+    if (vasprintf(&s, fmt, ap) < 0) {
+        fputs("mcp-test-backend: out of memory\n", stderr);
+        abort();
+    }
+    return s;
+}
+
+static char *xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    char *s;
+    va_start(ap, fmt);
+    s = xvasprintf(fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+struct buf {
+    char *data;
+    size_t len, cap;
+};
+
+static void buf_add(struct buf *b, const char *p, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        b->data = xrealloc(b->data, cap);
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+static void buf_adds(struct buf *b, const char *s)
+{
+    buf_add(b, s, strlen(s));
+}
+
+static void buf_free(struct buf *b)
+{
+    free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void cond_init(pthread_cond_t *c)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &a);
+    pthread_condattr_destroy(&a);
+}
+
+/* Waits on cond (g_lock held) until woken or the deadline, but never longer
+   than POLL_SLICE_MS: the caller re-checks whether its client hung up. */
+static void timed_wait_locked(pthread_cond_t *cond, int64_t deadline)
+{
+    int64_t until = now_ms() + POLL_SLICE_MS;
+    struct timespec ts;
+    if (deadline < until)
+        until = deadline;
+    ts.tv_sec = until / 1000;
+    ts.tv_nsec = (long)(until % 1000) * 1000000;
+    pthread_cond_timedwait(cond, &g_lock, &ts);
+}
+
+/* A blocked stream learns of a vanished client only by looking: MHD is not
+   watching the socket while our callback runs. */
+static int client_gone(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    if (fd < 0)
+        return 0;
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+static int one_of(const char *s, const char *const *list, size_t n)
+{
+    for (size_t i = 0; s && i < n; i++)
+        if (!strcmp(s, list[i]))
+            return 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * JSON and JSON-RPC helpers.
+ * ------------------------------------------------------------------------ */
+static const char *json_text(json_object *o)
+{
+    return json_object_to_json_string_ext(o, JSON_FLAGS);
+}
+
+static json_object *member(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    if (json_object_is_type(o, json_type_object))
+        json_object_object_get_ex(o, key, &v);
+    return v;
+}
+
+static const char *member_string(json_object *o, const char *key)
+{
+    json_object *v = member(o, key);
+    return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+/* Untrusted input: strict JSON, valid UTF-8, bounded nesting, nothing after
+   the value (strict mode rejects trailing characters). */
+static json_object *parse_body(const char *data, size_t len)
+{
+    struct json_tokener *tok;
+    json_object *o;
+    if (memchr(data, '\0', len))
+        return NULL;
+    tok = json_tokener_new_ex(JSON_MAX_DEPTH);
+    if (!tok)
+        return NULL;
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    o = json_tokener_parse_ex(tok, data, (int)len + 1); /* the '\0' ends numbers */
+    if (o && json_tokener_get_error(tok) != json_tokener_success) {
+        json_object_put(o);
+        o = NULL;
+    }
+    json_tokener_free(tok);
+    return o;
+}
+
+static json_object *rpc_message(json_object *id)
+{
+    json_object *m = json_object_new_object();
+    json_object_object_add(m, "jsonrpc", json_object_new_string("2.0"));
+    json_object_object_add(m, "id", id ? json_object_get(id) : NULL);
+    return m;
+}
+
+/* Takes ownership of result. */
+static json_object *rpc_result(json_object *id, json_object *result)
+{
+    json_object *m = rpc_message(id);
+    json_object_object_add(m, "result", result);
+    return m;
+}
+
+static json_object *rpc_error(json_object *id, int code, const char *fmt, ...)
+{
+    json_object *m = rpc_message(id), *e = json_object_new_object();
+    char *msg;
+    va_list ap;
+    va_start(ap, fmt);
+    msg = xvasprintf(fmt, ap);
+    va_end(ap);
+    json_object_object_add(e, "code", json_object_new_int(code));
+    json_object_object_add(e, "message", json_object_new_string(msg));
+    json_object_object_add(m, "error", e);
+    free(msg);
+    return m;
+}
+
+static json_object *rpc_notification(const char *method, json_object *params)
+{
+    json_object *m = json_object_new_object();
+    json_object_object_add(m, "jsonrpc", json_object_new_string("2.0"));
+    json_object_object_add(m, "method", json_object_new_string(method));
+    json_object_object_add(m, "params", params);
+    return m;
+}
+
+static json_object *log_message(const char *logger, const char *text)
+{
+    json_object *p = json_object_new_object();
+    json_object_object_add(p, "level", json_object_new_string("info"));
+    json_object_object_add(p, "logger", json_object_new_string(logger));
+    json_object_object_add(p, "data", json_object_new_string(text));
+    return rpc_notification("notifications/message", p);
+}
+
+/* A CallToolResult with one text block. */
+static json_object *tool_text(const char *text, int is_error)
+{
+    json_object *r = json_object_new_object(), *content = json_object_new_array();
+    json_object *block = json_object_new_object();
+    json_object_object_add(block, "type", json_object_new_string("text"));
+    json_object_object_add(block, "text", json_object_new_string(text));
+    json_object_array_add(content, block);
+    json_object_object_add(r, "content", content);
+    if (is_error)
+        json_object_object_add(r, "isError", json_object_new_boolean(1));
+    return r;
+}
+
+enum msg_kind { MSG_INVALID, MSG_REQUEST, MSG_NOTIFICATION, MSG_RESPONSE };
+
+/* Sorts a JSON-RPC 2.0 message; *id is set whenever a usable id exists, so
+   even an invalid request can be answered with its own id. */
+static enum msg_kind classify(json_object *m, const char **method, json_object **id)
+{
+    json_object *v;
+    const char *version = member_string(m, "jsonrpc");
+    int has_id;
+    *method = NULL;
+    *id = NULL;
+    if (!json_object_is_type(m, json_type_object))
+        return MSG_INVALID;
+    has_id = json_object_object_get_ex(m, "id", &v);
+    if (has_id &&
+        (json_object_is_type(v, json_type_string) || json_object_is_type(v, json_type_int)))
+        *id = v;
+    if (!version || strcmp(version, "2.0"))
+        return MSG_INVALID;
+    if (json_object_object_get_ex(m, "method", &v)) {
+        if (!json_object_is_type(v, json_type_string))
+            return MSG_INVALID;
+        *method = json_object_get_string(v);
+        if (!has_id)
+            return MSG_NOTIFICATION;
+        return *id ? MSG_REQUEST : MSG_INVALID;
+    }
+    /* A response has exactly one of result/error ("result": null counts). */
+    if (has_id && json_object_object_get_ex(m, "result", NULL) !=
+                      json_object_object_get_ex(m, "error", NULL))
+        return MSG_RESPONSE;
+    return MSG_INVALID;
+}
+
+/* ------------------------------------------------------------------------
+ * Sessions.  A session is reference counted: the table holds one reference
+ * while it is listed, every request handler and SSE stream using it holds
+ * one more, so DELETE can unlist it while streams drain.
+ * ------------------------------------------------------------------------ */
+
+/* A tools/call that waits (slow, sample): registered so a cancellation, or
+   the client's answer to our sampling request, can find and wake it. */
+struct call {
+    struct call *next;
+    char *req_id;          /* JSON text of the client's request id */
+    char srv_id[32];       /* sample: id of our sampling/createMessage */
+    char *outcome;         /* sample: tool result text once answered */
+    int outcome_is_error;
+    int cancelled;
+    pthread_cond_t cond;
+};
+
+struct queued {
+    struct queued *next;
+    char *json;
+};
+
+struct session {
+    struct session *next;
+    char id[SESSION_ID_LEN + 1];
+    int refs;
+    int terminated;
+    char *protocol_header;      /* last MCP-Protocol-Version seen */
+    long requests, responses;
+    json_object *notifications; /* method -> count */
+    json_object *cancelled;     /* requestIds from notifications/cancelled */
+    struct call *calls;
+    int stream_open;            /* a standalone GET stream is attached */
+    struct queued *q_head, *q_tail;
+    int q_len;
+    pthread_cond_t stream_cond; /* queue push, termination, shutdown */
+};
+
+static struct session *session_new(void)
+{
+    struct session *s = xcalloc(sizeof *s);
+    s->refs = 1;
+    s->notifications = json_object_new_object();
+    s->cancelled = json_object_new_array();
+    cond_init(&s->stream_cond);
+    return s;
+}
+
+static void session_free(struct session *s)
+{
+    struct queued *q;
+    while ((q = s->q_head)) {
+        s->q_head = q->next;
+        free(q->json);
+        free(q);
+    }
+    json_object_put(s->notifications);
+    json_object_put(s->cancelled);
+    free(s->protocol_header);
+    pthread_cond_destroy(&s->stream_cond);
+    free(s);
+}
+
+static void session_unref_locked(struct session *s)
+{
+    if (--s->refs == 0)
+        session_free(s);
+}
+
+static void session_release(struct session *s)
+{
+    pthread_mutex_lock(&g_lock);
+    session_unref_locked(s);
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void session_wake_locked(struct session *s)
+{
+    pthread_cond_broadcast(&s->stream_cond);
+    for (struct call *c = s->calls; c; c = c->next)
+        pthread_cond_broadcast(&c->cond);
+}
+
+static struct session *session_find_locked(const char *id)
+{
+    for (struct session *s = g_sessions; s; s = s->next)
+        if (!strcmp(s->id, id))
+            return s;
+    return NULL;
+}
+
+/* Unlists the session; streams still attached see `terminated` and end. */
+static void session_terminate_locked(struct session *s)
+{
+    struct session **pp = &g_sessions;
+    while (*pp && *pp != s)
+        pp = &(*pp)->next;
+    if (*pp) {
+        *pp = s->next;
+        g_nsessions--;
+    }
+    s->terminated = 1;
+    session_wake_locked(s);
+    session_unref_locked(s);
+}
+
+static int random_hex(char *out, size_t nbytes)
+{
+    unsigned char raw[64];
+    size_t got = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || nbytes > sizeof raw)
+        return -1;
+    while (got < nbytes) {
+        ssize_t n = read(fd, raw + got, nbytes - got);
+        if (n <= 0 && errno != EINTR)
+            break;
+        if (n > 0)
+            got += (size_t)n;
+    }
+    close(fd);
+    if (got < nbytes)
+        return -1;
+    for (size_t i = 0; i < nbytes; i++)
+        sprintf(out + 2 * i, "%02x", raw[i]);
+    return 0;
+}
+
+static struct call *call_new_locked(struct session *s, json_object *req_id, int sampling)
+{
+    struct call *c = xcalloc(sizeof *c);
+    c->req_id = xstrdup(req_id ? json_text(req_id) : "null");
+    if (sampling)
+        snprintf(c->srv_id, sizeof c->srv_id, "srv-%lu",
+                 __atomic_add_fetch(&g_next_srv, 1, __ATOMIC_RELAXED));
+    cond_init(&c->cond);
+    c->next = s->calls;
+    s->calls = c;
+    return c;
+}
+
+static void call_free_locked(struct session *s, struct call *c)
+{
+    struct call **pp = &s->calls;
+    while (*pp && *pp != c)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = c->next;
+    pthread_cond_destroy(&c->cond);
+    free(c->req_id);
+    free(c->outcome);
+    free(c);
+}
+
+enum wait_result { WAIT_DUE, WAIT_READY, WAIT_CANCELLED, WAIT_ABORT };
+
+/* Blocks (g_lock held) until the call is answered or cancelled, its session
+   ends or its client hangs up, the deadline passes, or we shut down. */
+static enum wait_result call_wait_locked(struct session *s, struct call *c, int fd,
+                                         int64_t deadline)
+{
+    for (;;) {
+        if (g_stopping)
+            return WAIT_ABORT;
+        if (c->cancelled || s->terminated || client_gone(fd))
+            return WAIT_CANCELLED;
+        if (c->outcome)
+            return WAIT_READY;
+        if (now_ms() >= deadline)
+            return WAIT_DUE;
+        timed_wait_locked(&c->cond, deadline);
+    }
+}
+
+/* Standalone-stream queue: bounded, the oldest message gives way. */
+static void queue_push_locked(struct session *s, char *json)
+{
+    struct queued *q = xcalloc(sizeof *q);
+    q->json = json;
+    if (s->q_len >= MAX_QUEUE) {
+        struct queued *old = s->q_head;
+        s->q_head = old->next;
+        if (!s->q_head)
+            s->q_tail = NULL;
+        free(old->json);
+        free(old);
+        s->q_len--;
+    }
+    if (s->q_tail)
+        s->q_tail->next = q;
+    else
+        s->q_head = q;
+    s->q_tail = q;
+    s->q_len++;
+    pthread_cond_broadcast(&s->stream_cond);
+}
+
+/* What the sample tool reports for the client's answer to our request. */
+static char *sampling_outcome(json_object *msg, int *is_error)
+{
+    json_object *err = member(msg, "error");
+    json_object *content = member(member(msg, "result"), "content");
+    const char *text;
+    *is_error = 1;
+    if (err) {
+        text = member_string(err, "message");
+        return xasprintf("sampling failed: %s", text ? text : "error response");
+    }
+    if (json_object_is_type(content, json_type_array)) /* newer specs allow a list */
+        content = json_object_array_get_idx(content, 0);
+    text = member_string(content, "text");
+    if (!text)
+        return xstrdup("sampling failed: response has no text content");
+    *is_error = 0;
+    return xasprintf("sampled: %s", text);
+}
+
+/* Books an incoming message on its session; these counters are what
+   session_info reports.  A cancellation, or an answer to one of our own
+   requests, wakes the call waiting for it.  json-c objects are never shared
+   between threads: what is kept is copied first. */
+static void record_message(struct session *s, enum msg_kind kind, const char *method,
+                           json_object *msg)
+{
+    json_object *cancel_id = NULL, *count;
+    char *cancel_key = NULL, *outcome = NULL;
+    const char *srv_id = NULL;
+    int outcome_err = 0;
+
+    if (kind == MSG_RESPONSE) {
+        srv_id = member_string(msg, "id");
+        if (srv_id)
+            outcome = sampling_outcome(msg, &outcome_err);
+    } else if (kind == MSG_NOTIFICATION && !strcmp(method, "notifications/cancelled")) {
+        json_object *rid = member(member(msg, "params"), "requestId");
+        if (rid) {
+            cancel_key = xstrdup(json_text(rid));
+            json_object_deep_copy(rid, &cancel_id, NULL);
+        }
+    }
+
+    pthread_mutex_lock(&g_lock);
+    switch (kind) {
+    case MSG_REQUEST:
+        s->requests++;
+        break;
+    case MSG_NOTIFICATION:
+        if (json_object_object_get_ex(s->notifications, method, &count))
+            json_object_int_inc(count, 1);
+        else if (json_object_object_length(s->notifications) < MAX_METHOD_KEYS)
+            json_object_object_add(s->notifications, method, json_object_new_int(1));
+        if (cancel_key) {
+            if (json_object_array_length(s->cancelled) < MAX_CANCELLED) {
+                json_object_array_add(s->cancelled, cancel_id);
+                cancel_id = NULL;
+            }
+            for (struct call *c = s->calls; c; c = c->next)
+                if (!strcmp(c->req_id, cancel_key)) {
+                    c->cancelled = 1;
+                    pthread_cond_broadcast(&c->cond);
+                }
+        }
+        break;
+    case MSG_RESPONSE:
+        s->responses++;
+        for (struct call *c = s->calls; srv_id && c; c = c->next)
+            if (c->srv_id[0] && !strcmp(c->srv_id, srv_id) && !c->outcome) {
+                c->outcome = outcome;
+                c->outcome_is_error = outcome_err;
+                outcome = NULL;
+                pthread_cond_broadcast(&c->cond);
+                break;
+            }
+        break;
+    case MSG_INVALID:
+        break;
+    }
+    pthread_mutex_unlock(&g_lock);
+    free(outcome);
+    free(cancel_key);
+    json_object_put(cancel_id);
+}
+
+/* ------------------------------------------------------------------------
+ * Per-request state and HTTP replies.
+ * ------------------------------------------------------------------------ */
+struct request {
+    struct MHD_Connection *conn;
+    const char *method, *url;
+    int fd;                          /* client socket, polled for hang-up */
+    struct buf body;
+    int too_big;
+    int replied;
+    char session[SESSION_ID_LEN + 1]; /* for the log line */
+    char issued[SESSION_ID_LEN + 1];  /* new session: sent as Mcp-Session-Id */
+    char rpc[128];                    /* what the body was, for the log line */
+};
+
+static const char *header(struct request *rq, const char *name)
+{
+    return MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, name);
+}
+
+static void log_request(struct request *rq, unsigned status, const char *how)
+{
+    if (cfg.quiet)
+        return;
+    fprintf(stderr, "%s %s session=%s rpc=%s -> %u%s\n", rq->method, rq->url,
+            rq->session[0] ? rq->session : "-", rq->rpc[0] ? rq->rpc : "-", status, how);
+}
+
+static enum MHD_Result send_response(struct request *rq, unsigned status,
+                                     struct MHD_Response *r, const char *how)
+{
+    enum MHD_Result ret;
+    if (!r)
+        return MHD_NO;
+    if (rq->issued[0])
+        MHD_add_response_header(r, "Mcp-Session-Id", rq->issued);
+    ret = MHD_queue_response(rq->conn, status, r);
+    MHD_destroy_response(r);
+    rq->replied = 1;
+    log_request(rq, status, how);
+    return ret;
+}
+
+/* Takes ownership of msg. */
+static struct MHD_Response *json_response(json_object *msg)
+{
+    const char *text = json_text(msg);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
+    if (r)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    json_object_put(msg);
+    return r;
+}
+
+static enum MHD_Result reply_json(struct request *rq, unsigned status, json_object *msg)
+{
+    return send_response(rq, status, json_response(msg), "");
+}
+
+/* Transport-level failures still carry a JSON-RPC error body (id null). */
+static enum MHD_Result reply_error(struct request *rq, unsigned status, int code,
+                                   const char *message)
+{
+    return reply_json(rq, status, rpc_error(NULL, code, "%s", message));
+}
+
+static enum MHD_Result reply_not_allowed(struct request *rq, const char *allow)
+{
+    struct MHD_Response *r = json_response(rpc_error(NULL, -32000, "Method not allowed"));
+    if (r)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    return send_response(rq, MHD_HTTP_METHOD_NOT_ALLOWED, r, "");
+}
+
+static enum MHD_Result reply_empty(struct request *rq, unsigned status)
+{
+    return send_response(
+        rq, status, MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT), "");
+}
+
+static void add_sse_headers(struct MHD_Response *r)
+{
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+}
+
+/* --mode sse: messages that are ready at once still go out as a (short) SSE
+   stream, one event per message.  Takes ownership of the array. */
+static enum MHD_Result reply_sse_now(struct request *rq, json_object *list)
+{
+    unsigned long serial = __atomic_add_fetch(&g_next_stream, 1, __ATOMIC_RELAXED);
+    struct buf b = {0};
+    struct MHD_Response *r;
+    for (size_t i = 0; i < json_object_array_length(list); i++) {
+        char *event = xasprintf("id: %lu-%zu\ndata: %s\n\n", serial, i + 1,
+                                json_text(json_object_array_get_idx(list, i)));
+        buf_adds(&b, event);
+        free(event);
+    }
+    r = MHD_create_response_from_buffer(b.len, b.data, MHD_RESPMEM_MUST_COPY);
+    if (r)
+        add_sse_headers(r);
+    buf_free(&b);
+    json_object_put(list);
+    return send_response(rq, MHD_HTTP_OK, r, " (sse)");
+}
+
+/* A finished answer to one request: JSON, or one SSE event in --mode sse. */
+static enum MHD_Result reply_message(struct request *rq, json_object *msg)
+{
+    json_object *list;
+    if (cfg.mode != MODE_SSE)
+        return reply_json(rq, MHD_HTTP_OK, msg);
+    list = json_object_new_array();
+    json_object_array_add(list, msg);
+    return reply_sse_now(rq, list);
+}
+
+/* ------------------------------------------------------------------------
+ * SSE streams that take time: slow, sample, and the standalone GET stream.
+ * MHD pulls bytes through stream_read(); when the buffer is empty it asks
+ * the stream to produce its next event, which may block until it is due.
+ * ------------------------------------------------------------------------ */
+enum stream_kind { STREAM_SLOW, STREAM_SAMPLE, STREAM_STANDALONE };
+
+struct stream {
+    enum stream_kind kind;
+    struct session *s;       /* holds a reference */
+    struct call *call;       /* slow/sample, registered in s->calls */
+    int fd;
+    unsigned long serial, events; /* event ids are "<serial>-<n>" */
+    json_object *req_id;     /* the tools/call id, for the final result */
+    json_object *token;      /* slow: progress token, or NULL */
+    char *prompt;            /* sample */
+    int step, count, interval_ms;
+    int64_t due;             /* when the next event may go out */
+    struct buf out;          /* produced, not yet handed to MHD */
+    size_t off;
+    int done;
+};
+
+static struct stream *stream_new(enum stream_kind kind, struct request *rq,
+                                 struct session *s, json_object *id)
+{
+    struct stream *st = xcalloc(sizeof *st);
+    st->kind = kind;
+    st->s = s;
+    st->fd = rq->fd;
+    st->serial = __atomic_add_fetch(&g_next_stream, 1, __ATOMIC_RELAXED);
+    st->req_id = id ? json_object_get(id) : NULL;
+    st->due = now_ms();
+    pthread_mutex_lock(&g_lock);
+    s->refs++;
+    if (kind != STREAM_STANDALONE)
+        st->call = call_new_locked(s, id, kind == STREAM_SAMPLE);
+    pthread_mutex_unlock(&g_lock);
+    return st;
+}
+
+static void stream_event_text(struct stream *st, const char *json)
+{
+    char *event = xasprintf("id: %lu-%lu\ndata: %s\n\n", st->serial, ++st->events, json);
+    buf_adds(&st->out, event);
+    free(event);
+}
+
+/* Takes ownership of msg. */
+static void stream_event(struct stream *st, json_object *msg)
+{
+    stream_event_text(st, json_text(msg));
+    json_object_put(msg);
+}
+
+static json_object *slow_notification(json_object *token, int i, int count)
+{
+    json_object *p;
+    char text[64];
+    snprintf(text, sizeof text, "step %d of %d", i, count);
+    if (!token)
+        return log_message("slow", text);
+    p = json_object_new_object();
+    json_object_object_add(p, "progressToken", json_object_get(token));
+    json_object_object_add(p, "progress", json_object_new_int(i));
+    json_object_object_add(p, "total", json_object_new_int(count));
+    json_object_object_add(p, "message", json_object_new_string(text));
+    return rpc_notification("notifications/progress", p);
+}
+
+static json_object *slow_result(json_object *id, int count)
+{
+    char text[64];
+    snprintf(text, sizeof text, "slow done: %d steps", count);
+    return rpc_result(id, tool_text(text, 0));
+}
+
+static json_object *sampling_request(const char *srv_id, const char *prompt)
+{
+    json_object *m = json_object_new_object(), *p = json_object_new_object();
+    json_object *msgs = json_object_new_array(), *msg = json_object_new_object();
+    json_object *content = json_object_new_object();
+    json_object_object_add(content, "type", json_object_new_string("text"));
+    json_object_object_add(content, "text", json_object_new_string(prompt));
+    json_object_object_add(msg, "role", json_object_new_string("user"));
+    json_object_object_add(msg, "content", content);
+    json_object_array_add(msgs, msg);
+    json_object_object_add(p, "messages", msgs);
+    json_object_object_add(p, "maxTokens", json_object_new_int(100));
+    json_object_object_add(m, "jsonrpc", json_object_new_string("2.0"));
+    json_object_object_add(m, "id", json_object_new_string(srv_id));
+    json_object_object_add(m, "method", json_object_new_string("sampling/createMessage"));
+    json_object_object_add(m, "params", p);
+    return m;
+}
+
+/* The sample tool's answer for how its wait ended (not for WAIT_ABORT). */
+static json_object *sample_result(json_object *id, enum wait_result r, const char *outcome,
+                                  int is_error)
+{
+    if (r == WAIT_READY)
+        return rpc_result(id, tool_text(outcome, is_error));
+    if (r == WAIT_DUE)
+        return rpc_result(id, tool_text("sampling failed: no response within 30 s", 1));
+    return rpc_error(id, -32000, "Request cancelled");
+}
+
+/* Each producer appends to st->out or sets st->done; -1 (shutdown) drops
+   the connection.  A cancelled call, a terminated session or a client that
+   hung up ends the stream without a result, as MCP asks for cancellation. */
+static int produce_slow(struct stream *st)
+{
+    enum wait_result r;
+    pthread_mutex_lock(&g_lock);
+    r = call_wait_locked(st->s, st->call, st->fd, st->due);
+    pthread_mutex_unlock(&g_lock);
+    if (r == WAIT_ABORT)
+        return -1;
+    if (r == WAIT_CANCELLED) {
+        st->done = 1;
+        return 0;
+    }
+    st->due += st->interval_ms;
+    if (st->step < st->count) {
+        st->step++;
+        stream_event(st, slow_notification(st->token, st->step, st->count));
+    } else {
+        stream_event(st, slow_result(st->req_id, st->count));
+        st->done = 1;
+    }
+    return 0;
+}
+
+static int produce_sample(struct stream *st)
+{
+    enum wait_result r;
+    char *outcome = NULL;
+    int is_error = 0;
+    if (st->step++ == 0) {
+        stream_event(st, sampling_request(st->call->srv_id, st->prompt));
+        st->due = now_ms() + SAMPLE_TIMEOUT_MS;
+        return 0;
+    }
+    pthread_mutex_lock(&g_lock);
+    r = call_wait_locked(st->s, st->call, st->fd, st->due);
+    if (r == WAIT_READY) {
+        outcome = st->call->outcome;
+        st->call->outcome = NULL;
+        is_error = st->call->outcome_is_error;
+    }
+    pthread_mutex_unlock(&g_lock);
+    st->done = 1;
+    if (r == WAIT_READY || r == WAIT_DUE)
+        stream_event(st, sample_result(st->req_id, r, outcome, is_error));
+    free(outcome);
+    return r == WAIT_ABORT ? -1 : 0;
+}
+
+static int produce_standalone(struct stream *st)
+{
+    struct session *s = st->s;
+    struct queued *q;
+    int rc = 0;
+    pthread_mutex_lock(&g_lock);
+    for (;;) {
+        if (g_stopping) {
+            rc = -1;
+            break;
+        }
+        if (client_gone(st->fd)) {
+            st->done = 1;
+            break;
+        }
+        if (s->q_head) {
+            while ((q = s->q_head)) {
+                s->q_head = q->next;
+                stream_event_text(st, q->json);
+                free(q->json);
+                free(q);
+            }
+            s->q_tail = NULL;
+            s->q_len = 0;
+            break;
+        }
+        if (s->terminated) {
+            st->done = 1;
+            break;
+        }
+        if (now_ms() >= st->due) {
+            buf_adds(&st->out, ": keepalive\n\n");
+            break;
+        }
+        timed_wait_locked(&s->stream_cond, st->due);
+    }
+    pthread_mutex_unlock(&g_lock);
+    st->due = now_ms() + KEEPALIVE_MS;
+    return rc;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct stream *st = cls;
+    size_t n;
+    int rc;
+    (void)pos;
+    while (st->off == st->out.len) {
+        st->off = st->out.len = 0;
+        if (st->done)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        switch (st->kind) {
+        case STREAM_SLOW:
+            rc = produce_slow(st);
+            break;
+        case STREAM_SAMPLE:
+            rc = produce_sample(st);
+            break;
+        default:
+            rc = produce_standalone(st);
+            break;
+        }
+        if (rc < 0)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    n = st->out.len - st->off;
+    if (n > max)
+        n = max;
+    memcpy(buf, st->out.data + st->off, n);
+    st->off += n;
+    return (ssize_t)n;
+}
+
+/* MHD calls this when the response is gone: finished, failed or aborted. */
+static void stream_free(void *cls)
+{
+    struct stream *st = cls;
+    pthread_mutex_lock(&g_lock);
+    if (st->call)
+        call_free_locked(st->s, st->call);
+    if (st->kind == STREAM_STANDALONE)
+        st->s->stream_open = 0;
+    session_unref_locked(st->s);
+    pthread_mutex_unlock(&g_lock);
+    json_object_put(st->req_id);
+    json_object_put(st->token);
+    free(st->prompt);
+    buf_free(&st->out);
+    free(st);
+}
+
+static enum MHD_Result reply_stream(struct request *rq, struct stream *st)
+{
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
+                                                               stream_read, st, stream_free);
+    if (!r) {
+        stream_free(st);
+        return MHD_NO;
+    }
+    add_sse_headers(r);
+    return send_response(rq, MHD_HTTP_OK, r, " (sse stream)");
+}
+
+/* ------------------------------------------------------------------------
+ * Tools.  Each returns the JSON-RPC response, or NULL after handing the
+ * caller an SSE stream that will produce it.
+ * ------------------------------------------------------------------------ */
+struct tool_call {
+    struct request *rq;
+    struct session *s;
+    json_object *id;
+    json_object *args;  /* arguments object, may be NULL */
+    json_object *meta;  /* params._meta, may be NULL */
+    struct stream **stream;
+};
+
+static json_object *invalid_params(struct tool_call *tc, const char *what)
+{
+    return rpc_error(tc->id, -32602, "Invalid params: %s", what);
+}
+
+static int arg_string(json_object *args, const char *key, const char **out)
+{
+    json_object *v = member(args, key);
+    if (!json_object_is_type(v, json_type_string))
+        return -1;
+    *out = json_object_get_string(v);
+    return 0;
+}
+
+static int arg_int(json_object *args, const char *key, int def, int lo, int hi, int *out)
+{
+    json_object *v = member(args, key);
+    int64_t n;
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (!json_object_is_type(v, json_type_int))
+        return -1;
+    n = json_object_get_int64(v);
+    if (n < lo || n > hi)
+        return -1;
+    *out = (int)n;
+    return 0;
+}
+
+static json_object *tool_echo(struct tool_call *tc)
+{
+    const char *text;
+    if (arg_string(tc->args, "text", &text))
+        return invalid_params(tc, "text must be a string");
+    return rpc_result(tc->id, tool_text(text, 0));
+}
+
+static int is_number(json_object *v)
+{
+    return json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double);
+}
+
+static json_object *tool_add(struct tool_call *tc)
+{
+    json_object *a = member(tc->args, "a"), *b = member(tc->args, "b");
+    json_object *sum, *result, *structured;
+    int64_t isum;
+    if (!is_number(a) || !is_number(b))
+        return invalid_params(tc, "a and b must be numbers");
+    if (json_object_is_type(a, json_type_int) && json_object_is_type(b, json_type_int) &&
+        !__builtin_add_overflow(json_object_get_int64(a), json_object_get_int64(b), &isum)) {
+        sum = json_object_new_int64(isum);
+    } else {
+        double d = json_object_get_double(a) + json_object_get_double(b);
+        if (!isfinite(d))
+            return invalid_params(tc, "the sum is not a finite number");
+        sum = json_object_new_double(d);
+    }
+    result = tool_text(json_text(sum), 0);
+    structured = json_object_new_object();
+    json_object_object_add(structured, "sum", sum);
+    json_object_object_add(result, "structuredContent", structured);
+    return rpc_result(tc->id, result);
+}
+
+static json_object *tool_slow(struct tool_call *tc)
+{
+    json_object *token = member(tc->meta, "progressToken");
+    struct stream *st;
+    int count, interval;
+    enum wait_result r;
+    struct call *c;
+
+    if (arg_int(tc->args, "count", 3, 0, SLOW_MAX_COUNT, &count) ||
+        arg_int(tc->args, "interval_ms", 200, 0, SLOW_MAX_INTERVAL, &interval))
+        return invalid_params(tc, "count must be an integer 0..1000, interval_ms 0..10000");
+    if (!json_object_is_type(token, json_type_string) && !json_object_is_type(token, json_type_int))
+        token = NULL;
+
+    if (cfg.mode == MODE_JSON) { /* no stream: just take as long */
+        pthread_mutex_lock(&g_lock);
+        c = call_new_locked(tc->s, tc->id, 0);
+        r = call_wait_locked(tc->s, c, tc->rq->fd, now_ms() + (int64_t)count * interval);
+        call_free_locked(tc->s, c);
+        pthread_mutex_unlock(&g_lock);
+        if (r != WAIT_DUE)
+            return rpc_error(tc->id, -32000, "Request cancelled");
+        return slow_result(tc->id, count);
+    }
+    st = stream_new(STREAM_SLOW, tc->rq, tc->s, tc->id);
+    st->count = count;
+    st->interval_ms = interval;
+    st->token = token ? json_object_get(token) : NULL;
+    *tc->stream = st;
+    return NULL;
+}
+
+static json_object *tool_sample(struct tool_call *tc)
+{
+    const char *prompt;
+    struct stream *st;
+    struct call *c;
+    json_object *req;
+    enum wait_result r = WAIT_DUE;
+    char *outcome = NULL;
+    int is_error = 0;
+
+    if (arg_string(tc->args, "prompt", &prompt))
+        return invalid_params(tc, "prompt must be a string");
+    if (cfg.mode != MODE_JSON) {
+        st = stream_new(STREAM_SAMPLE, tc->rq, tc->s, tc->id);
+        st->prompt = xstrdup(prompt);
+        *tc->stream = st;
+        return NULL;
+    }
+    /* --mode json: our request can only travel on the standalone stream. */
+    pthread_mutex_lock(&g_lock);
+    if (!tc->s->stream_open) {
+        pthread_mutex_unlock(&g_lock);
+        return rpc_result(tc->id, tool_text("sampling failed: in --mode json the sampling "
+                                            "request needs an open GET stream", 1));
+    }
+    c = call_new_locked(tc->s, tc->id, 1);
+    req = sampling_request(c->srv_id, prompt);
+    queue_push_locked(tc->s, xstrdup(json_text(req)));
+    json_object_put(req);
+    r = call_wait_locked(tc->s, c, tc->rq->fd, now_ms() + SAMPLE_TIMEOUT_MS);
+    if (r == WAIT_READY) {
+        outcome = c->outcome;
+        c->outcome = NULL;
+        is_error = c->outcome_is_error;
+    }
+    call_free_locked(tc->s, c);
+    pthread_mutex_unlock(&g_lock);
+    req = sample_result(tc->id, r, outcome, is_error);
+    free(outcome);
+    return req;
+}
+
+static json_object *tool_session_info(struct tool_call *tc)
+{
+    json_object *info = json_object_new_object(), *copy = NULL, *result;
+    struct session *s = tc->s;
+    pthread_mutex_lock(&g_lock);
+    json_object_object_add(info, "session", cfg.stateless ? NULL : json_object_new_string(s->id));
+    json_object_object_add(info, "protocolVersionHeader",
+                           s->protocol_header ? json_object_new_string(s->protocol_header) : NULL);
+    json_object_object_add(info, "requests", json_object_new_int64(s->requests));
+    json_object_deep_copy(s->notifications, &copy, NULL);
+    json_object_object_add(info, "notifications", copy);
+    json_object_object_add(info, "responses", json_object_new_int64(s->responses));
+    copy = NULL;
+    json_object_deep_copy(s->cancelled, &copy, NULL);
+    json_object_object_add(info, "cancelled", copy);
+    pthread_mutex_unlock(&g_lock);
+    result = tool_text(json_text(info), 0);
+    json_object_put(info);
+    return rpc_result(tc->id, result);
+}
+
+static json_object *tool_fail(struct tool_call *tc)
+{
+    return rpc_result(tc->id, tool_text("requested failure", 1));
+}
+
+static json_object *tool_notify(struct tool_call *tc)
+{
+    const char *text;
+    json_object *msg;
+    int sent;
+    if (arg_string(tc->args, "text", &text))
+        return invalid_params(tc, "text must be a string");
+    msg = log_message("notify", text);
+    pthread_mutex_lock(&g_lock);
+    sent = tc->s->stream_open;
+    queue_push_locked(tc->s, xstrdup(json_text(msg)));
+    pthread_mutex_unlock(&g_lock);
+    json_object_put(msg);
+    return rpc_result(tc->id, tool_text(sent ? "sent" : "queued", 0));
+}
+
+#define NO_ARGS "{\"type\":\"object\",\"properties\":{},\"required\":[]}"
+
+static const struct tool {
+    const char *name, *description;
+    const char *input_schema, *output_schema; /* JSON Schema text */
+    int sse_only; /* answered by streaming, so impossible inside a batch */
+    json_object *(*fn)(struct tool_call *tc);
+} tools[] = {
+    {"echo", "Returns the given text unchanged.",
+     "{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\","
+     "\"description\":\"Text to echo\"}},\"required\":[\"text\"]}",
+     NULL, 0, tool_echo},
+    {"add", "Adds two numbers.",
+     "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"number\"},"
+     "\"b\":{\"type\":\"number\"}},\"required\":[\"a\",\"b\"]}",
+     "{\"type\":\"object\",\"properties\":{\"sum\":{\"type\":\"number\"}},"
+     "\"required\":[\"sum\"]}",
+     0, tool_add},
+    {"slow", "Streams count progress (or log) notifications interval_ms apart, then a result.",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"count\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":1000,\"default\":3},"
+     "\"interval_ms\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":10000,\"default\":200}},"
+     "\"required\":[]}",
+     NULL, 1, tool_slow},
+    {"session_info", "Reports what this backend has received on the current session.", NO_ARGS,
+     NULL, 0, tool_session_info},
+    {"fail", "Always returns a tool error.", NO_ARGS, NULL, 0, tool_fail},
+    {"sample", "Asks the client to sample an LLM (sampling/createMessage) and returns its text.",
+     "{\"type\":\"object\",\"properties\":{\"prompt\":{\"type\":\"string\"}},"
+     "\"required\":[\"prompt\"]}",
+     NULL, 1, tool_sample},
+    {"notify", "Sends a log notification on the session's standalone GET stream.",
+     "{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\"}},"
+     "\"required\":[\"text\"]}",
+     NULL, 0, tool_notify},
+};
+
+static json_object *tools_list(void)
+{
+    json_object *list = json_object_new_array(), *result = json_object_new_object();
+    for (size_t i = 0; i < NELEM(tools); i++) {
+        json_object *t = json_object_new_object();
+        json_object_object_add(t, "name", json_object_new_string(tools[i].name));
+        json_object_object_add(t, "description", json_object_new_string(tools[i].description));
+        json_object_object_add(t, "inputSchema", json_tokener_parse(tools[i].input_schema));
+        if (tools[i].output_schema)
+            json_object_object_add(t, "outputSchema", json_tokener_parse(tools[i].output_schema));
+        json_object_array_add(list, t);
+    }
+    json_object_object_add(result, "tools", list);
+    return result;
+}
+
+/* ------------------------------------------------------------------------
+ * JSON-RPC method dispatch.
+ * ------------------------------------------------------------------------ */
+static json_object *call_tool(struct request *rq, struct session *s, json_object *msg,
+                              json_object *id, int in_batch, struct stream **stream)
+{
+    json_object *params = member(msg, "params");
+    json_object *args = member(params, "arguments");
+    const char *name = member_string(params, "name");
+    struct tool_call tc = {rq, s, id, args, member(params, "_meta"), stream};
+
+    if (!name)
+        return rpc_error(id, -32602, "Invalid params: tool name is required");
+    if (!in_batch) {
+        size_t used = strlen(rq->rpc);
+        snprintf(rq->rpc + used, sizeof rq->rpc - used, ":%s", name);
+    }
+    if (args && !json_object_is_type(args, json_type_object))
+        return rpc_error(id, -32602, "Invalid params: arguments must be an object");
+    for (size_t i = 0; i < NELEM(tools); i++) {
+        if (strcmp(tools[i].name, name))
+            continue;
+        if (tools[i].sse_only && in_batch)
+            return rpc_error(id, -32600, "not supported in a batch");
+        return tools[i].fn(&tc);
+    }
+    return rpc_error(id, -32602, "Unknown tool: %s", name);
+}
+
+/* Answers one request on an existing session; initialize only gets here from
+   inside a batch.  Returns the response, or NULL when *stream was set
+   (slow/sample outside batches). */
+static json_object *handle_method(struct request *rq, struct session *s, json_object *msg,
+                                  const char *method, json_object *id, int in_batch,
+                                  struct stream **stream)
+{
+    if (!strcmp(method, "initialize"))
+        return rpc_error(id, -32600, "initialize must not be part of a batch");
+    if (!strcmp(method, "ping") || !strcmp(method, "logging/setLevel"))
+        return rpc_result(id, json_object_new_object());
+    if (!strcmp(method, "tools/list"))
+        return rpc_result(id, tools_list());
+    if (!strcmp(method, "tools/call"))
+        return call_tool(rq, s, msg, id, in_batch, stream);
+    return rpc_error(id, -32601, "Method not found: %s", method);
+}
+
+static json_object *initialize_result(json_object *msg)
+{
+    const char *asked = member_string(member(msg, "params"), "protocolVersion");
+    json_object *r = json_object_new_object(), *caps = json_object_new_object();
+    json_object *tools_cap = json_object_new_object(), *info = json_object_new_object();
+    if (!one_of(asked, init_versions, NELEM(init_versions)))
+        asked = LATEST_VERSION;
+    json_object_object_add(r, "protocolVersion", json_object_new_string(asked));
+    json_object_object_add(tools_cap, "listChanged", json_object_new_boolean(0));
+    json_object_object_add(caps, "tools", tools_cap);
+    json_object_object_add(caps, "logging", json_object_new_object());
+    json_object_object_add(r, "capabilities", caps);
+    json_object_object_add(info, "name", json_object_new_string("mcp-test-backend"));
+    json_object_object_add(info, "version", json_object_new_string("0.1.0"));
+    json_object_object_add(r, "serverInfo", info);
+    return r;
+}
+
+/* ------------------------------------------------------------------------
+ * The HTTP side of the transport.
+ * ------------------------------------------------------------------------ */
+static void note_protocol_header(struct request *rq, struct session *s)
+{
+    const char *v = header(rq, "MCP-Protocol-Version");
+    if (!v)
+        return;
+    pthread_mutex_lock(&g_lock);
+    free(s->protocol_header);
+    s->protocol_header = xstrdup(v);
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* Finds the session named by Mcp-Session-Id and takes a reference, or
+   replies 400/404 and returns NULL.  --stateless shares one pseudo-session,
+   so session_info and sample still work there. */
+static struct session *resolve_session(struct request *rq, enum MHD_Result *ret)
+{
+    const char *id = header(rq, "Mcp-Session-Id");
+    struct session *s;
+    if (cfg.stateless) {
+        s = g_anon;
+        pthread_mutex_lock(&g_lock);
+        s->refs++;
+        pthread_mutex_unlock(&g_lock);
+    } else {
+        if (!id) {
+            *ret = reply_error(rq, MHD_HTTP_BAD_REQUEST, -32000,
+                               "Bad Request: Mcp-Session-Id header is required");
+            return NULL;
+        }
+        snprintf(rq->session, sizeof rq->session, "%s", id);
+        pthread_mutex_lock(&g_lock);
+        s = session_find_locked(id);
+        if (s)
+            s->refs++;
+        pthread_mutex_unlock(&g_lock);
+        if (!s) {
+            *ret = reply_error(rq, MHD_HTTP_NOT_FOUND, -32001, "Session not found");
+            return NULL;
+        }
+    }
+    note_protocol_header(rq, s);
+    return s;
+}
+
+static enum MHD_Result post_initialize(struct request *rq, json_object *msg, json_object *id)
+{
+    struct session *s;
+    char sid[SESSION_ID_LEN + 1];
+
+    if (cfg.stateless) {
+        s = g_anon;
+        pthread_mutex_lock(&g_lock);
+        s->refs++;
+        pthread_mutex_unlock(&g_lock);
+    } else {
+        if (random_hex(sid, SESSION_ID_LEN / 2))
+            return reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
+                               "cannot read /dev/urandom");
+        pthread_mutex_lock(&g_lock);
+        if (g_nsessions >= MAX_SESSIONS) {
+            pthread_mutex_unlock(&g_lock);
+            return reply_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, "Too many sessions");
+        }
+        s = session_new();
+        memcpy(s->id, sid, sizeof sid);
+        s->next = g_sessions;
+        g_sessions = s;
+        g_nsessions++;
+        s->refs++; /* ours, besides the table's */
+        pthread_mutex_unlock(&g_lock);
+        memcpy(rq->issued, sid, sizeof sid);
+        memcpy(rq->session, sid, sizeof sid);
+    }
+    note_protocol_header(rq, s);
+    record_message(s, MSG_REQUEST, "initialize", msg);
+    session_release(s);
+    return reply_message(rq, rpc_result(id, initialize_result(msg)));
+}
+
+static enum MHD_Result post_single(struct request *rq, json_object *msg)
+{
+    const char *method;
+    json_object *id, *resp;
+    struct stream *stream = NULL;
+    struct session *s;
+    enum MHD_Result ret = MHD_NO;
+    enum msg_kind kind = classify(msg, &method, &id);
+
+    if (kind == MSG_INVALID)
+        return reply_json(rq, MHD_HTTP_BAD_REQUEST, rpc_error(id, -32600, "Invalid Request"));
+    snprintf(rq->rpc, sizeof rq->rpc, "%s", method ? method : "response");
+    if (kind == MSG_REQUEST && !strcmp(method, "initialize"))
+        return post_initialize(rq, msg, id);
+    if (!(s = resolve_session(rq, &ret)))
+        return ret;
+    record_message(s, kind, method, msg);
+    if (kind != MSG_REQUEST) {
+        session_release(s);
+        return reply_empty(rq, MHD_HTTP_ACCEPTED);
+    }
+    resp = handle_method(rq, s, msg, method, id, 0, &stream);
+    session_release(s); /* a stream holds its own reference */
+    if (stream)
+        return reply_stream(rq, stream);
+    return reply_message(rq, resp);
+}
+
+static enum MHD_Result post_batch(struct request *rq, json_object *batch)
+{
+    size_t n = json_object_array_length(batch);
+    json_object *answers;
+    struct session *s;
+    enum MHD_Result ret = MHD_NO;
+
+    if (n == 0)
+        return reply_error(rq, MHD_HTTP_BAD_REQUEST, -32600, "Invalid Request: empty batch");
+    snprintf(rq->rpc, sizeof rq->rpc, "batch[%zu]", n);
+    if (!(s = resolve_session(rq, &ret)))
+        return ret;
+    answers = json_object_new_array();
+    for (size_t i = 0; i < n; i++) {
+        json_object *msg = json_object_array_get_idx(batch, i), *id;
+        const char *method;
+        enum msg_kind kind = classify(msg, &method, &id);
+        if (kind == MSG_INVALID) {
+            json_object_array_add(answers, rpc_error(id, -32600, "Invalid Request"));
+            continue;
+        }
+        record_message(s, kind, method, msg);
+        if (kind == MSG_REQUEST)
+            json_object_array_add(answers, handle_method(rq, s, msg, method, id, 1, NULL));
+    }
+    session_release(s);
+    if (json_object_array_length(answers) == 0) {
+        json_object_put(answers);
+        return reply_empty(rq, MHD_HTTP_ACCEPTED);
+    }
+    if (cfg.mode == MODE_SSE)
+        return reply_sse_now(rq, answers);
+    return reply_json(rq, MHD_HTTP_OK, answers);
+}
+
+static int accepts(struct request *rq, const char *type)
+{
+    const char *accept = header(rq, MHD_HTTP_HEADER_ACCEPT);
+    return accept && strcasestr(accept, type);
+}
+
+static int is_json_content_type(const char *ct)
+{
+    if (!ct)
+        return 0;
+    ct += strspn(ct, " \t");
+    if (strncasecmp(ct, "application/json", 16))
+        return 0;
+    ct += 16;
+    ct += strspn(ct, " \t");
+    return *ct == '\0' || *ct == ';';
+}
+
+static enum MHD_Result handle_post(struct request *rq)
+{
+    json_object *body;
+    enum MHD_Result ret;
+
+    if (!is_json_content_type(header(rq, MHD_HTTP_HEADER_CONTENT_TYPE)))
+        return reply_error(rq, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, -32000,
+                           "Unsupported Media Type: Content-Type must be application/json");
+    if (!accepts(rq, "application/json") || !accepts(rq, "text/event-stream"))
+        return reply_error(rq, MHD_HTTP_NOT_ACCEPTABLE, -32000,
+                           "Not Acceptable: Accept must include application/json and "
+                           "text/event-stream");
+    if (rq->too_big)
+        return reply_error(rq, MHD_HTTP_CONTENT_TOO_LARGE, -32000, "Request body too large");
+    body = parse_body(rq->body.data ? rq->body.data : "", rq->body.len);
+    if (!body)
+        return reply_error(rq, MHD_HTTP_BAD_REQUEST, -32700, "Parse error");
+    if (json_object_is_type(body, json_type_array))
+        ret = post_batch(rq, body);
+    else
+        ret = post_single(rq, body);
+    json_object_put(body);
+    return ret;
+}
+
+static enum MHD_Result handle_get(struct request *rq)
+{
+    struct session *s;
+    struct stream *st;
+    enum MHD_Result ret = MHD_NO;
+    int busy;
+
+    if (cfg.stateless)
+        return reply_not_allowed(rq, "POST");
+    if (!accepts(rq, "text/event-stream"))
+        return reply_error(rq, MHD_HTTP_NOT_ACCEPTABLE, -32000,
+                           "Not Acceptable: Accept must include text/event-stream");
+    if (!(s = resolve_session(rq, &ret)))
+        return ret;
+    pthread_mutex_lock(&g_lock);
+    busy = s->stream_open;
+    s->stream_open = 1;
+    pthread_mutex_unlock(&g_lock);
+    if (busy) {
+        session_release(s);
+        return reply_error(rq, MHD_HTTP_CONFLICT, -32000,
+                           "Conflict: a standalone stream is already open for this session");
+    }
+    /* st->due is now: an idle stream starts with a keepalive comment, since
+       MHD sends the headers only together with the first body bytes. */
+    st = stream_new(STREAM_STANDALONE, rq, s, NULL);
+    session_release(s);
+    return reply_stream(rq, st);
+}
+
+static enum MHD_Result handle_delete(struct request *rq)
+{
+    const char *id = header(rq, "Mcp-Session-Id");
+    struct session *s;
+
+    if (cfg.stateless)
+        return reply_not_allowed(rq, "POST");
+    if (!id)
+        return reply_error(rq, MHD_HTTP_BAD_REQUEST, -32000,
+                           "Bad Request: Mcp-Session-Id header is required");
+    snprintf(rq->session, sizeof rq->session, "%s", id);
+    pthread_mutex_lock(&g_lock);
+    s = session_find_locked(id);
+    if (s)
+        session_terminate_locked(s);
+    pthread_mutex_unlock(&g_lock);
+    if (!s)
+        return reply_error(rq, MHD_HTTP_NOT_FOUND, -32001, "Session not found");
+    return reply_empty(rq, MHD_HTTP_OK);
+}
+
+/* MHD's access handler: called once with the headers, once per body chunk,
+   and once more when the body is complete. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls)
+{
+    struct request *rq = *con_cls;
+    const char *v;
+    (void)cls;
+    (void)version;
+
+    if (!rq) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        rq = xcalloc(sizeof *rq);
+        rq->conn = conn;
+        rq->method = method;
+        rq->url = url;
+        rq->fd = ci ? ci->connect_fd : -1;
+        *con_cls = rq;
+        v = header(rq, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (v && strtoull(v, NULL, 10) > MAX_BODY) { /* refuse before reading it */
+            rq->too_big = 1;
+            return reply_error(rq, MHD_HTTP_CONTENT_TOO_LARGE, -32000, "Request body too large");
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!rq->too_big && rq->body.len + *upload_size > MAX_BODY) {
+            rq->too_big = 1;
+            buf_free(&rq->body);
+        }
+        if (!rq->too_big)
+            buf_add(&rq->body, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (rq->replied)
+        return MHD_YES;
+
+    if (strcmp(url, ENDPOINT))
+        return reply_error(rq, MHD_HTTP_NOT_FOUND, -32000, "Not Found: the endpoint is " ENDPOINT);
+    v = header(rq, "MCP-Protocol-Version");
+    if (v && !one_of(v, header_versions, NELEM(header_versions)))
+        return reply_error(rq, MHD_HTTP_BAD_REQUEST, -32000,
+                           "Bad Request: unsupported MCP-Protocol-Version");
+    if (!strcmp(method, MHD_HTTP_METHOD_POST))
+        return handle_post(rq);
+    if (!strcmp(method, MHD_HTTP_METHOD_GET))
+        return handle_get(rq);
+    if (!strcmp(method, MHD_HTTP_METHOD_DELETE))
+        return handle_delete(rq);
+    return reply_not_allowed(rq, cfg.stateless ? "POST" : "GET, POST, DELETE");
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct request *rq = *con_cls;
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    if (!rq)
+        return;
+    buf_free(&rq->body);
+    free(rq);
+    *con_cls = NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Listening sockets.  We create them ourselves so TCP and unix sockets take
+ * one path into MHD and the bound port is known before anyone is told.
+ * ------------------------------------------------------------------------ */
+static int listen_tcp(const char *host, const char *port, char *shown, size_t shown_len)
+{
+    struct addrinfo hints = {0}, *res, *ai;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char h[NI_MAXHOST], p[NI_MAXSERV];
+    int fd = -1, one = 1, rc, err = 0;
+
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    rc = getaddrinfo(host, port, &hints, &res);
+    if (rc) {
+        fprintf(stderr, "mcp-test-backend: %s: %s\n", host, gai_strerror(rc));
+        return -1;
+    }
+    for (ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0)
+            continue;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 128) == 0)
+            break;
+        err = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        fprintf(stderr, "mcp-test-backend: cannot listen on %s:%s: %s\n", host, port,
+                strerror(err));
+        return -1;
+    }
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) ||
+        getnameinfo((struct sockaddr *)&ss, sl, h, sizeof h, p, sizeof p,
+                    NI_NUMERICHOST | NI_NUMERICSERV)) {
+        close(fd);
+        return -1;
+    }
+    snprintf(shown, shown_len, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", h, p);
+    return fd;
+}
+
+static int listen_unix(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct stat st;
+    int fd;
+
+    if (strlen(path) >= sizeof sa.sun_path) {
+        fprintf(stderr, "mcp-test-backend: unix socket path too long\n");
+        return -1;
+    }
+    strcpy(sa.sun_path, path);
+    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+        unlink(path); /* left over from an earlier run */
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) || chmod(path, 0666) ||
+        listen(fd, 128)) {
+        fprintf(stderr, "mcp-test-backend: cannot listen on %s: %s\n", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Scripts poll for these files, so they must never be seen half-written. */
+static int write_file_atomic(const char *path, const char *content)
+{
+    char *tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    int ok = f && fputs(content, f) >= 0;
+    if (f && fclose(f))
+        ok = 0;
+    if (ok && rename(tmp, path))
+        ok = 0;
+    if (!ok) {
+        fprintf(stderr, "mcp-test-backend: cannot write %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+    }
+    free(tmp);
+    return ok ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------------
+ * Command line, startup and shutdown.
+ * ------------------------------------------------------------------------ */
+static void usage(FILE *f)
+{
+    fputs("usage: mcp-test-backend [--listen HOST:PORT] [--port N] [--unix PATH]\n"
+          "                        [--pidfile FILE] [--portfile FILE]\n"
+          "                        [--mode auto|json|sse] [--stateless] [--quiet]\n"
+          "Serves MCP Streamable HTTP on /mcp (default 127.0.0.1, ephemeral port).\n",
+          f);
+}
+
+static int parse_port(const char *s)
+{
+    char *end;
+    long n = strtol(s, &end, 10);
+    return (*s && !*end && n >= 0 && n <= 65535) ? (int)n : -1;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"listen", required_argument, NULL, 'l'},  {"port", required_argument, NULL, 'p'},
+        {"unix", required_argument, NULL, 'u'},    {"pidfile", required_argument, NULL, 'P'},
+        {"portfile", required_argument, NULL, 'F'}, {"mode", required_argument, NULL, 'm'},
+        {"stateless", no_argument, NULL, 's'},     {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    const char *host = "127.0.0.1", *port = "0", *port_opt = NULL, *unix_path = NULL;
+    const char *pidfile = NULL, *portfile = NULL;
+    char *listen_spec = NULL, shown[NI_MAXHOST + NI_MAXSERV + 4], num[32];
+    struct MHD_Daemon *d;
+    sigset_t sigs;
+    int c, fd, sig, rc = 0;
+
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'l': {
+            char *colon;
+            free(listen_spec);
+            listen_spec = xstrdup(optarg);
+            if (listen_spec[0] == '[' && (colon = strstr(listen_spec, "]:"))) {
+                *colon = '\0';
+                host = listen_spec + 1;
+                port = colon + 2;
+            } else if ((colon = strrchr(listen_spec, ':')) && listen_spec[0] != '[') {
+                *colon = '\0';
+                host = listen_spec;
+                port = colon + 1;
+            } else {
+                fprintf(stderr, "mcp-test-backend: --listen wants HOST:PORT\n");
+                return 2;
+            }
+            break;
+        }
+        case 'p': port_opt = optarg; break;
+        case 'u': unix_path = optarg; break;
+        case 'P': pidfile = optarg; break;
+        case 'F': portfile = optarg; break;
+        case 's': cfg.stateless = 1; break;
+        case 'q': cfg.quiet = 1; break;
+        case 'm':
+            if (!strcmp(optarg, "auto"))
+                cfg.mode = MODE_AUTO;
+            else if (!strcmp(optarg, "json"))
+                cfg.mode = MODE_JSON;
+            else if (!strcmp(optarg, "sse"))
+                cfg.mode = MODE_SSE;
+            else {
+                usage(stderr);
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        usage(stderr);
+        return 2;
+    }
+    if (port_opt)
+        port = port_opt;
+    if (parse_port(port) < 0) {
+        fprintf(stderr, "mcp-test-backend: bad port '%s'\n", port);
+        return 2;
+    }
+
+    /* Signals are taken synchronously by main (sigwait); the daemon's
+       threads inherit the blocked mask. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    fd = unix_path ? listen_unix(unix_path) : listen_tcp(host, port, shown, sizeof shown);
+    if (fd < 0) {
+        free(listen_spec);
+        return 1;
+    }
+    if (cfg.stateless)
+        g_anon = session_new();
+    d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                             MHD_USE_ERROR_LOG,
+                         0, NULL, NULL, on_request, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
+    if (!d) {
+        fprintf(stderr, "mcp-test-backend: cannot start the HTTP daemon\n");
+        close(fd);
+        rc = 1;
+        goto out;
+    }
+
+    snprintf(num, sizeof num, "%ld\n", (long)getpid());
+    if (pidfile && write_file_atomic(pidfile, num))
+        rc = 1;
+    if (unix_path)
+        snprintf(num, sizeof num, "0\n");
+    else
+        snprintf(num, sizeof num, "%s\n", strrchr(shown, ':') + 1);
+    if (!rc && portfile && write_file_atomic(portfile, num))
+        rc = 1;
+    if (!rc) {
+        if (unix_path)
+            printf("listening on unix:%s (http://localhost" ENDPOINT ")\n", unix_path);
+        else
+            printf("listening on http://%s" ENDPOINT "\n", shown);
+        fflush(stdout);
+        while (sigwait(&sigs, &sig) != 0)
+            ;
+        if (!cfg.quiet)
+            fprintf(stderr, "mcp-test-backend: signal %d, shutting down\n", sig);
+    }
+
+    /* Wake every blocked stream first: MHD_stop_daemon joins their threads. */
+    pthread_mutex_lock(&g_lock);
+    g_stopping = 1;
+    for (struct session *s = g_sessions; s; s = s->next)
+        session_wake_locked(s);
+    if (g_anon)
+        session_wake_locked(g_anon);
+    pthread_mutex_unlock(&g_lock);
+    MHD_stop_daemon(d); /* also closes the listening socket */
+
+out:
+    pthread_mutex_lock(&g_lock);
+    while (g_sessions)
+        session_terminate_locked(g_sessions);
+    if (g_anon)
+        session_unref_locked(g_anon);
+    pthread_mutex_unlock(&g_lock);
+    if (pidfile)
+        unlink(pidfile);
+    if (portfile)
+        unlink(portfile);
+    if (unix_path)
+        unlink(unix_path);
+    free(listen_spec);
+    return rc;
+}
