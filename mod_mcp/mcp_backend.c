@@ -177,6 +177,22 @@ static size_t on_body(char *buf, size_t size, size_t n, void *data)
     return len;
 }
 
+static int on_progress(void *data, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    exchange_t *x = data;
+
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    if (x->call->on_tick(x->call->baton) != 0) {
+        x->aborted = 1;
+        return 1;
+    }
+    return 0;
+}
+
 static mcp_backend_status_t classify(CURLcode rc)
 {
     switch (rc) {
@@ -254,6 +270,11 @@ mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
+    if (call->on_tick) {
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
+    }
     if (call->body) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, call->body);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)call->body_len);
@@ -277,6 +298,7 @@ mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, NULL);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, NULL);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, NULL);
     curl_slist_free_all(hdrs);
     handle_put(bp, h);
     return status;

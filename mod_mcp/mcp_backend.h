@@ -41,6 +41,9 @@ typedef struct mcp_backend_response_t {
 typedef int mcp_backend_headers_fn(void *baton, const mcp_backend_response_t *response);
 /* Called for each piece of body as it arrives. Non-zero aborts the transfer. */
 typedef int mcp_backend_body_fn(void *baton, const char *buf, apr_size_t len);
+/* Called while the exchange is under way, at least about once a second even when nothing
+ * arrives (keep-alives, lease renewals, shutdown checks). Non-zero aborts the transfer. */
+typedef int mcp_backend_tick_fn(void *baton);
 
 typedef struct mcp_backend_call_t {
     const mcp_backend_target_t *target;
@@ -54,6 +57,7 @@ typedef struct mcp_backend_call_t {
     long        timeout_ms;        /* the whole exchange; 0 for no limit                 */
     mcp_backend_headers_fn *on_headers;
     mcp_backend_body_fn    *on_body;
+    mcp_backend_tick_fn    *on_tick;   /* may be NULL */
     void       *baton;
 } mcp_backend_call_t;
 

@@ -1,4 +1,7 @@
 /* mcp_store — see mcp_store.h. */
+#include <stdlib.h>
+#include <string.h>
+
 #include <apr_strings.h>
 
 #include "mcp_store.h"
@@ -28,36 +31,96 @@ static const char *entry(const mcp_store_t *db, apr_pool_t *p, apr_dbd_row_t *ro
     return v ? apr_pstrdup(p, v) : NULL;
 }
 
+static const char *i64(apr_pool_t *p, apr_int64_t v)
+{
+    return apr_psprintf(p, "%" APR_INT64_T_FMT, v);
+}
+
+static const char *int_text(apr_pool_t *p, int v)
+{
+    return apr_psprintf(p, "%d", v);
+}
+
 mcp_store_status_t mcp_store_session_insert(const mcp_store_t *db, apr_pool_t *p,
-                                            const mcp_store_session_t *s, const char **err)
+                                            const mcp_store_session_t *s,
+                                            const char *init_request, const char *init_response,
+                                            int max_live, int idle_secs, const char **err)
 {
     static const char sql[] =
-        "INSERT INTO mcp.sessions (id, backend_url, backend_session_id, protocol_version,"
-        " principal, client_info, client_capabilities, server_info)"
-        " VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb)";
+        "WITH live AS ("
+        "  SELECT count(*) AS n FROM mcp.sessions"
+        "   WHERE terminated_at IS NULL"
+        "     AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))"
+        "), s AS ("
+        "  INSERT INTO mcp.sessions (id, backend_url, backend_session_id, protocol_version,"
+        "                            principal, client_info, client_capabilities, server_info)"
+        "  SELECT %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb FROM live"
+        "   WHERE %s::int = 0 OR live.n < %s::int"
+        "  RETURNING id, principal"
+        "), e AS ("
+        "  INSERT INTO mcp.events (session_id, direction, kind, message, principal)"
+        "  SELECT s.id, v.direction, 'message', v.message, s.principal"
+        "    FROM s, (VALUES (1, 'in', %s::jsonb), (2, 'out', %s::jsonb)) AS v(ord, direction, message)"
+        "   ORDER BY v.ord"
+        ")"
+        "SELECT id FROM s";
+    const char *idle = int_text(p, idle_secs), *max = int_text(p, max_live);
     apr_dbd_prepared_t *stmt;
-    int rv, nrows = 0;
+    apr_dbd_results_t *res = NULL;
+    apr_dbd_row_t *row = NULL;
+    int rv;
 
     if ((rv = prepare(db, p, sql, &stmt)) != 0) {
         return db_error(db, p, rv, "preparing the session insert", err);
     }
-    rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, s->id, s->backend_url,
-                         s->backend_session_id, s->protocol_version, s->principal,
-                         s->client_info, s->client_capabilities, s->server_info);
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, idle, idle, s->id,
+                          s->backend_url, s->backend_session_id, s->protocol_version,
+                          s->principal, s->client_info, s->client_capabilities, s->server_info,
+                          max, max, init_request, init_response);
     if (rv != 0) {
         return db_error(db, p, rv, "storing the session", err);
     }
+    return apr_dbd_get_row(db->driver, p, res, &row, -1) == 0 ? MCP_STORE_OK : MCP_STORE_LIMIT;
+}
+
+mcp_store_status_t mcp_store_session_count_live(const mcp_store_t *db, apr_pool_t *p,
+                                                int idle_secs, long *count, const char **err)
+{
+    static const char sql[] =
+        "SELECT count(*) FROM mcp.sessions WHERE terminated_at IS NULL"
+        "   AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))";
+    const char *idle = int_text(p, idle_secs);
+    apr_dbd_prepared_t *stmt;
+    apr_dbd_results_t *res = NULL;
+    apr_dbd_row_t *row = NULL;
+    int rv;
+
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, "preparing the session count", err);
+    }
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, idle, idle);
+    if (rv != 0 || apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+        return db_error(db, p, rv, "counting live sessions", err);
+    }
+    *count = atol(apr_dbd_get_entry(db->driver, row, 0));
     return MCP_STORE_OK;
 }
 
 mcp_store_status_t mcp_store_session_touch(const mcp_store_t *db, apr_pool_t *p, const char *id,
-                                           const char *principal, mcp_store_session_t **out,
-                                           const char **err)
+                                           const char *principal, int idle_secs,
+                                           mcp_store_session_t **out, const char **err)
 {
     static const char sql[] =
+        "WITH expired AS ("
+        "  UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'expired'"
+        "   WHERE id = %s AND terminated_at IS NULL AND %s::int > 0"
+        "     AND last_seen_at <= now() - make_interval(secs => %s::int)"
+        ")"
         "UPDATE mcp.sessions SET last_seen_at = now()"
         " WHERE id = %s AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM %s"
+        "   AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))"
         " RETURNING backend_url, backend_session_id, protocol_version";
+    const char *idle = int_text(p, idle_secs);
     apr_dbd_prepared_t *stmt;
     apr_dbd_results_t *res = NULL;
     apr_dbd_row_t *row = NULL;
@@ -68,7 +131,8 @@ mcp_store_status_t mcp_store_session_touch(const mcp_store_t *db, apr_pool_t *p,
         return db_error(db, p, rv, "preparing the session look-up", err);
     }
     /* seek=1: read the whole (one-row) result now and leave the connection idle. */
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, id, principal);
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, id, idle, idle, id, principal,
+                          idle, idle);
     if (rv != 0) {
         return db_error(db, p, rv, "looking up the session", err);
     }
@@ -103,4 +167,273 @@ mcp_store_status_t mcp_store_session_terminate(const mcp_store_t *db, apr_pool_t
         return db_error(db, p, rv, "terminating the session", err);
     }
     return nrows > 0 ? MCP_STORE_OK : MCP_STORE_NOT_FOUND;
+}
+
+/* ---- streams and events ------------------------------------------------------------------ */
+
+/* The first column of the first row as a bigint; NOT_FOUND when there is no row. */
+static mcp_store_status_t first_id(const mcp_store_t *db, apr_pool_t *p, apr_dbd_results_t *res,
+                                   apr_int64_t *out)
+{
+    apr_dbd_row_t *row = NULL;
+
+    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+        return MCP_STORE_NOT_FOUND;
+    }
+    *out = apr_atoi64(apr_dbd_get_entry(db->driver, row, 0));
+    /* Read to the end: a random-access result is released when its rows run out. */
+    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
+    }
+    return MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_stream_open_request(const mcp_store_t *db, apr_pool_t *p,
+                                                 const mcp_store_session_t *session,
+                                                 const char *request_id, const char *method,
+                                                 const char *inbound, const char *owner,
+                                                 int lease_secs, apr_int64_t *stream_id,
+                                                 const char **err)
+{
+    static const char sql[] =
+        "WITH s AS ("
+        "  INSERT INTO mcp.streams (session_id, kind, request_id, method, owner, lease_until)"
+        "  VALUES (%s, 'request', %s::jsonb, %s, %s, now() + make_interval(secs => %s::int))"
+        "  RETURNING id, session_id"
+        "), e AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
+        "  SELECT session_id, id, 0, 'in', 'message', %s::jsonb, %s FROM s"
+        "  UNION ALL"
+        "  SELECT session_id, id, 1, 'out', 'priming', NULL, %s FROM s"
+        ")"
+        "SELECT id FROM s";
+    apr_dbd_prepared_t *stmt;
+    apr_dbd_results_t *res = NULL;
+    int rv;
+
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, "preparing the stream insert", err);
+    }
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, session->id, request_id,
+                          method, owner, int_text(p, lease_secs), inbound, session->principal,
+                          session->principal);
+    if (rv != 0) {
+        return db_error(db, p, rv, "storing the request and its stream", err);
+    }
+    return first_id(db, p, res, stream_id) == MCP_STORE_OK
+        ? MCP_STORE_OK : db_error(db, p, 0, "storing the request and its stream", err);
+}
+
+mcp_store_status_t mcp_store_stream_open_standalone(const mcp_store_t *db, apr_pool_t *p,
+                                                    const mcp_store_session_t *session,
+                                                    const char *owner, int lease_secs,
+                                                    apr_int64_t *stream_id, const char **err)
+{
+    static const char close_stale[] =
+        "UPDATE mcp.streams SET status = 'closed', completed_at = now()"
+        " WHERE session_id = %s AND kind = 'standalone' AND status = 'open'"
+        "   AND lease_until < now()";
+    static const char sql[] =
+        "WITH s AS ("
+        "  INSERT INTO mcp.streams (session_id, kind, owner, lease_until)"
+        "  VALUES (%s, 'standalone', %s, now() + make_interval(secs => %s::int))"
+        "  ON CONFLICT (session_id) WHERE kind = 'standalone' AND status = 'open' DO NOTHING"
+        "  RETURNING id, session_id"
+        "), e AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
+        "  SELECT session_id, id, 0, 'out', 'priming', NULL, %s FROM s"
+        ")"
+        "SELECT id FROM s";
+    apr_dbd_prepared_t *stmt;
+    apr_dbd_results_t *res = NULL;
+    int rv, nrows = 0;
+
+    if ((rv = prepare(db, p, close_stale, &stmt)) != 0
+        || (rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, session->id)) != 0) {
+        return db_error(db, p, rv, "closing a stale standalone stream", err);
+    }
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, "preparing the standalone stream insert", err);
+    }
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, session->id, owner,
+                          int_text(p, lease_secs), session->principal);
+    if (rv != 0) {
+        return db_error(db, p, rv, "opening the standalone stream", err);
+    }
+    return first_id(db, p, res, stream_id) == MCP_STORE_OK ? MCP_STORE_OK : MCP_STORE_CONFLICT;
+}
+
+static mcp_store_status_t run(const mcp_store_t *db, apr_pool_t *p, const char *sql,
+                              const char *what, const char **err, int *nrows, int nargs,
+                              const char *a1, const char *a2, const char *a3)
+{
+    apr_dbd_prepared_t *stmt;
+    int rv, n = 0;
+
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, what, err);
+    }
+    switch (nargs) {
+    case 2:  rv = apr_dbd_pvquery(db->driver, p, db->handle, &n, stmt, a1, a2);     break;
+    default: rv = apr_dbd_pvquery(db->driver, p, db->handle, &n, stmt, a1, a2, a3); break;
+    }
+    if (nrows) {
+        *nrows = n;
+    }
+    return rv ? db_error(db, p, rv, what, err) : MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_stream_finish(const mcp_store_t *db, apr_pool_t *p,
+                                           apr_int64_t stream_id, const char *status,
+                                           const char **err)
+{
+    static const char sql[] =
+        "UPDATE mcp.streams SET status = %s, completed_at = now()"
+        " WHERE id = %s::bigint AND status = 'open'";
+
+    return run(db, p, sql, "finishing a stream", err, NULL, 2, status, i64(p, stream_id), NULL);
+}
+
+mcp_store_status_t mcp_store_stream_renew(const mcp_store_t *db, apr_pool_t *p,
+                                          apr_int64_t stream_id, const char *session_id,
+                                          int lease_secs, const char **err)
+{
+    static const char sql[] =
+        "WITH st AS ("
+        "  UPDATE mcp.streams SET lease_until = now() + make_interval(secs => %s::int)"
+        "   WHERE id = %s::bigint AND status = 'open'"
+        ")"
+        "UPDATE mcp.sessions SET last_seen_at = now() WHERE id = %s";
+
+    return run(db, p, sql, "renewing a stream's lease", err, NULL, 3, int_text(p, lease_secs),
+               i64(p, stream_id), session_id);
+}
+
+mcp_store_status_t mcp_store_events_append(const mcp_store_t *db, apr_pool_t *p,
+                                           const mcp_store_session_t *session,
+                                           apr_int64_t stream_id, apr_int64_t first_seq,
+                                           const char *direction, const char *messages,
+                                           const char **err)
+{
+    static const char sql[] =
+        "INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
+        " SELECT %s, nullif(%s::bigint, 0),"
+        "        CASE WHEN %s::bigint = 0 THEN NULL ELSE %s::bigint + t.ord - 1 END,"
+        "        %s, 'message', t.value, %s"
+        "   FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(value, ord)"
+        "  ORDER BY t.ord";
+    const char *sid = i64(p, stream_id);
+    apr_dbd_prepared_t *stmt;
+    int rv, nrows = 0;
+
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, "preparing the event insert", err);
+    }
+    rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, session->id, sid, sid,
+                         i64(p, first_seq), direction, session->principal, messages);
+    return rv ? db_error(db, p, rv, "storing events", err) : MCP_STORE_OK;
+}
+
+static void read_stream(const mcp_store_t *db, apr_pool_t *p, apr_dbd_row_t *row,
+                        apr_int64_t id, mcp_store_stream_t *out)
+{
+    const char *last = apr_dbd_get_entry(db->driver, row, 3);
+
+    out->id = id;
+    out->kind = entry(db, p, row, 0);
+    out->status = entry(db, p, row, 1);
+    out->lease_expired = strcmp(apr_dbd_get_entry(db->driver, row, 2), "t") == 0;
+    out->last_seq = last ? apr_atoi64(last) : -1;
+    out->owner = entry(db, p, row, 4);
+}
+
+#define STREAM_COLUMNS \
+    "SELECT s.kind, s.status, (s.status = 'open' AND s.lease_until < now())," \
+    "       (SELECT max(seq) FROM mcp.events WHERE stream_id = s.id), s.owner" \
+    "  FROM mcp.streams s"
+
+mcp_store_status_t mcp_store_stream_for_event(const mcp_store_t *db, apr_pool_t *p,
+                                              const char *session_id, apr_int64_t stream_id,
+                                              apr_int64_t seq, mcp_store_stream_t *out,
+                                              const char **err)
+{
+    static const char sql[] =
+        STREAM_COLUMNS
+        " WHERE s.id = %s::bigint AND s.session_id = %s"
+        "   AND EXISTS (SELECT 1 FROM mcp.events e"
+        "                WHERE e.stream_id = s.id AND e.seq = %s::bigint AND e.direction = 'out')";
+    apr_dbd_prepared_t *stmt;
+    apr_dbd_results_t *res = NULL;
+    apr_dbd_row_t *row = NULL;
+    int rv;
+
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, "preparing the event look-up", err);
+    }
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, i64(p, stream_id), session_id,
+                          i64(p, seq));
+    if (rv != 0) {
+        return db_error(db, p, rv, "looking up an event", err);
+    }
+    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+        return MCP_STORE_NOT_FOUND;
+    }
+    read_stream(db, p, row, stream_id, out);
+    return MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_stream_get(const mcp_store_t *db, apr_pool_t *p,
+                                        apr_int64_t stream_id, mcp_store_stream_t *out,
+                                        const char **err)
+{
+    static const char sql[] = STREAM_COLUMNS " WHERE s.id = %s::bigint";
+    apr_dbd_prepared_t *stmt;
+    apr_dbd_results_t *res = NULL;
+    apr_dbd_row_t *row = NULL;
+    int rv;
+
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, "preparing the stream look-up", err);
+    }
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, i64(p, stream_id));
+    if (rv != 0) {
+        return db_error(db, p, rv, "looking up a stream", err);
+    }
+    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+        return MCP_STORE_NOT_FOUND;
+    }
+    read_stream(db, p, row, stream_id, out);
+    return MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_events_after(const mcp_store_t *db, apr_pool_t *p,
+                                          apr_int64_t stream_id, apr_int64_t after_seq, int limit,
+                                          mcp_store_event_fn *fn, void *baton, int *n,
+                                          const char **err)
+{
+    static const char sql[] =
+        "SELECT seq, message::text FROM mcp.events"
+        " WHERE stream_id = %s::bigint AND seq > %s::bigint AND direction = 'out'"
+        " ORDER BY seq LIMIT %s::int";
+    apr_dbd_prepared_t *stmt;
+    apr_dbd_results_t *res = NULL;
+    apr_dbd_row_t *row = NULL;
+    int rv, stopped = 0;
+
+    *n = 0;
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, "preparing the replay", err);
+    }
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, i64(p, stream_id),
+                          i64(p, after_seq), int_text(p, limit));
+    if (rv != 0) {
+        return db_error(db, p, rv, "reading stored events", err);
+    }
+    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
+        if (!stopped) {
+            stopped = fn(baton, apr_atoi64(apr_dbd_get_entry(db->driver, row, 0)),
+                         apr_dbd_get_entry(db->driver, row, 1));
+            (*n)++;
+        }
+    }
+    return MCP_STORE_OK;
 }

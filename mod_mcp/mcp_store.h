@@ -19,6 +19,8 @@ typedef struct mcp_store_t {
 typedef enum {
     MCP_STORE_OK = 0,
     MCP_STORE_NOT_FOUND,   /* no such live row (unknown, terminated, or another principal's) */
+    MCP_STORE_CONFLICT,    /* a row that must be unique exists (a second standalone stream)  */
+    MCP_STORE_LIMIT,       /* a configured limit was reached (MCPMaxSessions)                */
     MCP_STORE_ERROR        /* the database failed; *err says how                             */
 } mcp_store_status_t;
 
@@ -33,21 +35,105 @@ typedef struct mcp_store_session_t {
     const char *server_info;          /* JSON text or NULL                             */
 } mcp_store_session_t;
 
-/* Stores a new session (one INSERT, so a session row is never half-written). */
+/* Stores a new session together with its initialize exchange (request and response JSON, stored
+ * as inbound/outbound events of no stream), in one statement: a session row is never
+ * half-written. When max_live > 0 and that many live sessions (not terminated, active within
+ * idle_secs) exist already, nothing is stored and the answer is LIMIT. */
 mcp_store_status_t mcp_store_session_insert(const mcp_store_t *db, apr_pool_t *p,
-                                            const mcp_store_session_t *session, const char **err);
+                                            const mcp_store_session_t *session,
+                                            const char *init_request, const char *init_response,
+                                            int max_live, int idle_secs, const char **err);
+
+/* Number of live sessions (not terminated, active within idle_secs; 0: no idle limit). */
+mcp_store_status_t mcp_store_session_count_live(const mcp_store_t *db, apr_pool_t *p,
+                                                int idle_secs, long *count, const char **err);
 
 /* Looks up the live session id that belongs to principal (NULL: an unauthenticated session) and
- * records the activity. A terminated session, or one of another principal, is NOT_FOUND: a
+ * records the activity. A terminated session, one idle for more than idle_secs (0: no limit;
+ * it is then marked terminated by 'expired'), or one of another principal, is NOT_FOUND: a
  * session id is never a capability on its own. On OK, *out is allocated in p. */
 mcp_store_status_t mcp_store_session_touch(const mcp_store_t *db, apr_pool_t *p, const char *id,
-                                           const char *principal, mcp_store_session_t **out,
-                                           const char **err);
+                                           const char *principal, int idle_secs,
+                                           mcp_store_session_t **out, const char **err);
 
 /* Marks a live session terminated (by: "client", "expired" or "backend"). NOT_FOUND when it was
  * not live (already terminated, unknown, or another principal's). */
 mcp_store_status_t mcp_store_session_terminate(const mcp_store_t *db, apr_pool_t *p, const char *id,
                                                const char *principal, const char *by,
                                                const char **err);
+
+/* ---- streams and events ------------------------------------------------------------------ */
+
+/* A request stream's fixed positions: the inbound request, then the priming row. */
+#define MCP_STORE_SEQ_REQUEST  0
+#define MCP_STORE_SEQ_PRIMING  1
+
+/* Record, then dispatch: in one statement, creates the request stream (owned by owner, leased
+ * for lease_secs), stores the inbound message (seq 0) and the priming row (seq 1). The first
+ * outbound message takes seq 2. request_id is JSON (an array for a batch). */
+mcp_store_status_t mcp_store_stream_open_request(const mcp_store_t *db, apr_pool_t *p,
+                                                 const mcp_store_session_t *session,
+                                                 const char *request_id, const char *method,
+                                                 const char *inbound, const char *owner,
+                                                 int lease_secs, apr_int64_t *stream_id,
+                                                 const char **err);
+
+/* Opens the session's standalone GET stream with its priming row (seq 0); CONFLICT when the
+ * session has an open one whose lease has not run out (a stale one is closed first). */
+mcp_store_status_t mcp_store_stream_open_standalone(const mcp_store_t *db, apr_pool_t *p,
+                                                    const mcp_store_session_t *session,
+                                                    const char *owner, int lease_secs,
+                                                    apr_int64_t *stream_id, const char **err);
+
+/* Ends an open stream: status is "complete", "failed" or "closed". */
+mcp_store_status_t mcp_store_stream_finish(const mcp_store_t *db, apr_pool_t *p,
+                                           apr_int64_t stream_id, const char *status,
+                                           const char **err);
+
+/* The owner is still at work: extends the stream's lease and the session's activity. */
+mcp_store_status_t mcp_store_stream_renew(const mcp_store_t *db, apr_pool_t *p,
+                                          apr_int64_t stream_id, const char *session_id,
+                                          int lease_secs, const char **err);
+
+/* Stores messages (a JSON array's text holding n of them) in one statement. With stream_id > 0
+ * they take seq first_seq, first_seq+1, ... on that stream; with stream_id 0 they belong to no
+ * stream (inbound notifications and responses). direction: "in" or "out". */
+mcp_store_status_t mcp_store_events_append(const mcp_store_t *db, apr_pool_t *p,
+                                           const mcp_store_session_t *session,
+                                           apr_int64_t stream_id, apr_int64_t first_seq,
+                                           const char *direction, const char *messages,
+                                           const char **err);
+
+typedef struct mcp_store_stream_t {
+    apr_int64_t id;
+    const char *kind;          /* "request" or "standalone"                            */
+    const char *status;        /* "open", "complete", "failed", "closed"               */
+    int         lease_expired; /* open, but its owner stopped renewing the lease        */
+    apr_int64_t last_seq;      /* highest seq stored on it                             */
+    const char *owner;         /* host:pid of the process relaying it                  */
+} mcp_store_stream_t;
+
+/* The stream that event (stream_id, seq) belongs to, if that event exists and the stream is the
+ * session's; NOT_FOUND otherwise (another session's stream is never found). */
+mcp_store_status_t mcp_store_stream_for_event(const mcp_store_t *db, apr_pool_t *p,
+                                              const char *session_id, apr_int64_t stream_id,
+                                              apr_int64_t seq, mcp_store_stream_t *out,
+                                              const char **err);
+
+/* The stream's current state (for a follower deciding whether to wait for more). */
+mcp_store_status_t mcp_store_stream_get(const mcp_store_t *db, apr_pool_t *p,
+                                        apr_int64_t stream_id, mcp_store_stream_t *out,
+                                        const char **err);
+
+/* Called for each stored outbound event in order; message is NULL for a priming row. Non-zero
+ * stops the iteration. */
+typedef int mcp_store_event_fn(void *baton, apr_int64_t seq, const char *message);
+
+/* The stream's outbound events with seq > after_seq, in order, at most limit of them.
+ * *n gets how many were delivered. */
+mcp_store_status_t mcp_store_events_after(const mcp_store_t *db, apr_pool_t *p,
+                                          apr_int64_t stream_id, apr_int64_t after_seq, int limit,
+                                          mcp_store_event_fn *fn, void *baton, int *n,
+                                          const char **err);
 
 #endif

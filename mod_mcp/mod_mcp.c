@@ -8,11 +8,15 @@
 #include <http_log.h>
 #include <http_protocol.h>
 #include <http_core.h>
+#include <ap_mpm.h>
+#include <apr_strings.h>
+#include <unistd.h>
 
 #include "mcp_backend.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_handler.h"
+#include "mod_mcp_request.h"
 
 /* Idle backend connections kept per child for reuse. */
 #define MCP_BACKEND_IDLE_HANDLES 64
@@ -48,12 +52,21 @@ static int mcp_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptem
 
 static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
 {
-    mcp_backend_pool_t *pool = mcp_backend_pool_create(pchild, MCP_BACKEND_IDLE_HANDLES);
+    char host[APRMAXHOSTLEN + 1];
+    int threads = 0;
 
-    if (!pool) {
-        ap_log_error(APLOG_MARK, APLOG_CRIT, 0, s, "cannot create the backend connection cache");
+    mcp_child.backends = mcp_backend_pool_create(pchild, MCP_BACKEND_IDLE_HANDLES);
+    /* Each follower of a stream holds a worker thread, so a slot per thread is enough. */
+    ap_mpm_query(AP_MPMQ_MAX_THREADS, &threads);
+    mcp_child.router = mcp_router_create(pchild, threads > 0 ? threads : 1);
+    if (apr_gethostname(host, sizeof(host), pchild) != APR_SUCCESS) {
+        apr_cpystrn(host, "localhost", sizeof(host));
     }
-    mcp_handler_child_init(pchild, pool);
+    mcp_child.owner = apr_psprintf(pchild, "%s:%" APR_PID_T_FMT, host, getpid());
+    if (!mcp_child.backends || !mcp_child.router) {
+        ap_log_error(APLOG_MARK, APLOG_CRIT, 0, s,
+                     "cannot set up mod_mcp's per-process state; MCP requests will fail");
+    }
 }
 
 static void mcp_register_hooks(apr_pool_t *p)

@@ -17,6 +17,14 @@ void *mcp_config_create_dir(apr_pool_t *p, char *dir)
     conf->max_message_size = UNSET;
     conf->backend_connect_timeout = UNSET;
     conf->backend_timeout = UNSET;
+    conf->stream_timeout = UNSET;
+    conf->stream_queue_length = UNSET;
+    conf->stream_queue_bytes = UNSET;
+    conf->retry_interval = UNSET;
+    conf->keepalive_interval = UNSET;
+    conf->stream_lease = UNSET;
+    conf->session_idle_timeout = UNSET;
+    conf->max_sessions = UNSET;
     return conf;
 }
 
@@ -33,6 +41,16 @@ void *mcp_config_merge_dir(apr_pool_t *p, void *basev, void *addv)
     MERGE(max_message_size, UNSET);
     MERGE(backend_connect_timeout, UNSET);
     MERGE(backend_timeout, UNSET);
+    MERGE(stream_timeout, UNSET);
+    MERGE(stream_queue_length, UNSET);
+    MERGE(stream_queue_bytes, UNSET);
+    MERGE(retry_interval, UNSET);
+    MERGE(keepalive_interval, UNSET);
+    MERGE(stream_lease, UNSET);
+    MERGE(session_idle_timeout, UNSET);
+    MERGE(max_sessions, UNSET);
+    MERGE(allowed_origins, NULL);
+    MERGE(allowed_hosts, NULL);
     return merged;
 }
 
@@ -46,6 +64,19 @@ const mcp_dir_conf_t *mcp_config_get(request_rec *r)
     DEFAULT(max_message_size, MCP_DEFAULT_MAX_MESSAGE_SIZE);
     DEFAULT(backend_connect_timeout, MCP_DEFAULT_BACKEND_CONNECT_TIMEOUT);
     DEFAULT(backend_timeout, MCP_DEFAULT_BACKEND_TIMEOUT);
+    DEFAULT(stream_timeout, MCP_DEFAULT_STREAM_TIMEOUT);
+    DEFAULT(stream_queue_length, MCP_DEFAULT_STREAM_QUEUE_LENGTH);
+    DEFAULT(stream_queue_bytes, MCP_DEFAULT_STREAM_QUEUE_BYTES);
+    DEFAULT(retry_interval, MCP_DEFAULT_RETRY_INTERVAL);
+    DEFAULT(keepalive_interval, MCP_DEFAULT_KEEPALIVE_INTERVAL);
+    DEFAULT(stream_lease, MCP_DEFAULT_STREAM_LEASE);
+    DEFAULT(session_idle_timeout, MCP_DEFAULT_SESSION_IDLE_TIMEOUT);
+    DEFAULT(max_sessions, MCP_DEFAULT_MAX_SESSIONS);
+    if (!conf->allowed_origins) {
+        conf->allowed_origins = apr_array_make(r->pool, 2, sizeof(const char *));
+        APR_ARRAY_PUSH(conf->allowed_origins, const char *) = "self";
+        APR_ARRAY_PUSH(conf->allowed_origins, const char *) = "localhost";
+    }
     return conf;
 }
 
@@ -65,17 +96,62 @@ static const char *set_backend(cmd_parms *cmd, void *dconf, const char *arg)
     return NULL;
 }
 
-static const char *set_size(cmd_parms *cmd, void *dconf, const char *arg)
+/* Each setter below finds its field through cmd->info, the field's offset in mcp_dir_conf_t
+ * (set with APR_OFFSETOF in the table at the end). */
+#define FIELD(type, dconf, cmd) ((type *)((char *)(dconf) + (apr_size_t)(cmd)->info))
+
+static const char *parse_count(cmd_parms *cmd, const char *arg, apr_off_t min, apr_off_t *out)
 {
-    mcp_dir_conf_t *conf = dconf;
-    apr_off_t n;
     char *end;
 
-    if (apr_strtoff(&n, arg, &end, 10) != APR_SUCCESS || *end || n < 1) {
-        return apr_psprintf(cmd->pool, "%s: '%s' is not a positive number of bytes",
-                            cmd->cmd->name, arg);
+    if (apr_strtoff(out, arg, &end, 10) != APR_SUCCESS || *end || *out < min) {
+        return apr_psprintf(cmd->pool, "%s: '%s' is not a number >= %" APR_OFF_T_FMT,
+                            cmd->cmd->name, arg, min);
     }
-    conf->max_message_size = n;
+    return NULL;
+}
+
+/* A size in bytes, at least 1. */
+static const char *set_bytes(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    return parse_count(cmd, arg, 1, FIELD(apr_off_t, dconf, cmd));
+}
+
+/* A count of at least 1 (MCPStreamQueueLength). */
+static const char *set_positive_int(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    apr_off_t n;
+    const char *err = parse_count(cmd, arg, 1, &n);
+
+    if (!err && n > 1000000) {
+        return apr_psprintf(cmd->pool, "%s: %s is too large", cmd->cmd->name, arg);
+    }
+    *FIELD(int, dconf, cmd) = (int)n;
+    return err;
+}
+
+/* A limit where 0 means none (MCPMaxSessions). */
+static const char *set_limit(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    apr_off_t n;
+    const char *err = parse_count(cmd, arg, 0, &n);
+
+    if (!err && n > 100000000) {
+        return apr_psprintf(cmd->pool, "%s: %s is too large", cmd->cmd->name, arg);
+    }
+    *FIELD(int, dconf, cmd) = (int)n;
+    return err;
+}
+
+/* A list of words, replacing what an enclosing section said. */
+static const char *add_word(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    apr_array_header_t **list = FIELD(apr_array_header_t *, dconf, cmd);
+
+    if (!*list) {
+        *list = apr_array_make(cmd->pool, 4, sizeof(const char *));
+    }
+    APR_ARRAY_PUSH(*list, const char *) = apr_pstrdup(cmd->pool, arg);
     return NULL;
 }
 
@@ -92,27 +168,66 @@ static const char *parse_duration(cmd_parms *cmd, const char *arg, apr_interval_
     return NULL;
 }
 
-static const char *set_connect_timeout(cmd_parms *cmd, void *dconf, const char *arg)
+static const char *set_duration(cmd_parms *cmd, void *dconf, const char *arg)
 {
-    return parse_duration(cmd, arg, &((mcp_dir_conf_t *)dconf)->backend_connect_timeout);
+    return parse_duration(cmd, arg, FIELD(apr_interval_time_t, dconf, cmd));
 }
 
-static const char *set_backend_timeout(cmd_parms *cmd, void *dconf, const char *arg)
+/* A duration that must not be zero (intervals that pace a loop). */
+static const char *set_interval(cmd_parms *cmd, void *dconf, const char *arg)
 {
-    return parse_duration(cmd, arg, &((mcp_dir_conf_t *)dconf)->backend_timeout);
+    apr_interval_time_t *t = FIELD(apr_interval_time_t, dconf, cmd);
+    const char *err = parse_duration(cmd, arg, t);
+
+    if (!err && *t < apr_time_from_msec(10)) {
+        return apr_psprintf(cmd->pool, "%s: '%s' is too short (10ms at least)", cmd->cmd->name,
+                            arg);
+    }
+    return err;
 }
+
+#define AT(field) ((void *)APR_OFFSETOF(mcp_dir_conf_t, field))
+#define CONTEXT (RSRC_CONF | ACCESS_CONF)
 
 const command_rec mcp_config_cmds[] = {
-    AP_INIT_TAKE1("MCPBackend", set_backend, NULL, RSRC_CONF | ACCESS_CONF,
+    AP_INIT_TAKE1("MCPBackend", set_backend, NULL, CONTEXT,
                   "URL of the backend MCP server: http://host:port/path, https://..., or "
                   "unix:/path/to.sock|http://localhost/path"),
-    AP_INIT_TAKE1("MCPMaxMessageSize", set_size, NULL, RSRC_CONF | ACCESS_CONF,
-                  "Largest JSON-RPC body accepted from a client or a backend, in bytes "
+    AP_INIT_TAKE1("MCPMaxMessageSize", set_bytes, AT(max_message_size), CONTEXT,
+                  "Largest JSON-RPC message accepted from a client or a backend, in bytes "
                   "(default 4194304)"),
-    AP_INIT_TAKE1("MCPBackendConnectTimeout", set_connect_timeout, NULL, RSRC_CONF | ACCESS_CONF,
+    AP_INIT_TAKE1("MCPBackendConnectTimeout", set_duration, AT(backend_connect_timeout), CONTEXT,
                   "How long to wait for a connection to the backend (default 5s)"),
-    AP_INIT_TAKE1("MCPBackendTimeout", set_backend_timeout, NULL, RSRC_CONF | ACCESS_CONF,
-                  "Longest a single exchange with the backend may take, 0 for no limit "
-                  "(default 300s)"),
+    AP_INIT_TAKE1("MCPBackendTimeout", set_duration, AT(backend_timeout), CONTEXT,
+                  "Longest an exchange with the backend that opens no stream may take "
+                  "(initialize, notifications, DELETE), 0 for no limit (default 60s)"),
+    AP_INIT_TAKE1("MCPStreamTimeout", set_duration, AT(stream_timeout), CONTEXT,
+                  "Longest the gateway relays the answer to a request, with or without the "
+                  "client, before it ends the stream with an error (default 300s; 0: no limit)"),
+    AP_INIT_TAKE1("MCPStreamQueueLength", set_positive_int, AT(stream_queue_length), CONTEXT,
+                  "Events held in a stream's output queue before they are stored and flushed "
+                  "(default 16)"),
+    AP_INIT_TAKE1("MCPStreamQueueBytes", set_bytes, AT(stream_queue_bytes), CONTEXT,
+                  "Bytes held in a stream's output queue before they are stored and flushed "
+                  "(default 262144)"),
+    AP_INIT_TAKE1("MCPRetryInterval", set_interval, AT(retry_interval), CONTEXT,
+                  "The retry: hint sent with priming events (default 1s)"),
+    AP_INIT_TAKE1("MCPKeepAliveInterval", set_interval, AT(keepalive_interval), CONTEXT,
+                  "Idle time after which an SSE stream gets a keep-alive comment (default 15s)"),
+    AP_INIT_TAKE1("MCPStreamLease", set_interval, AT(stream_lease), CONTEXT,
+                  "How long a stream's owner may go silent before others treat it as dead; "
+                  "renewed every third of it (default 30s)"),
+    AP_INIT_TAKE1("MCPSessionIdleTimeout", set_duration, AT(session_idle_timeout), CONTEXT,
+                  "Inactivity after which a session expires; an open stream is activity "
+                  "(default 1h; 0: never)"),
+    AP_INIT_TAKE1("MCPMaxSessions", set_limit, AT(max_sessions), CONTEXT,
+                  "Live sessions allowed at once across all servers sharing the database "
+                  "(default 10000; 0: no limit)"),
+    AP_INIT_ITERATE("MCPAllowedOrigins", add_word, AT(allowed_origins), CONTEXT,
+                    "Origins allowed to call: self, localhost, *, or exact origins such as "
+                    "https://app.example.com (default: self localhost)"),
+    AP_INIT_ITERATE("MCPAllowedHosts", add_word, AT(allowed_hosts), CONTEXT,
+                    "Host header names accepted besides the server's own names and loopback "
+                    "(DNS-rebinding protection); * accepts any"),
     { NULL }
 };

@@ -11,9 +11,17 @@
 
 #include "mcp_backend.h"
 
-#define MCP_DEFAULT_MAX_MESSAGE_SIZE      (4 * 1024 * 1024)
+#define MCP_DEFAULT_MAX_MESSAGE_SIZE        (4 * 1024 * 1024)
 #define MCP_DEFAULT_BACKEND_CONNECT_TIMEOUT apr_time_from_sec(5)
-#define MCP_DEFAULT_BACKEND_TIMEOUT       apr_time_from_sec(300)
+#define MCP_DEFAULT_BACKEND_TIMEOUT         apr_time_from_sec(60)
+#define MCP_DEFAULT_STREAM_TIMEOUT          apr_time_from_sec(300)
+#define MCP_DEFAULT_STREAM_QUEUE_LENGTH     16
+#define MCP_DEFAULT_STREAM_QUEUE_BYTES      (256 * 1024)
+#define MCP_DEFAULT_RETRY_INTERVAL          apr_time_from_sec(1)
+#define MCP_DEFAULT_KEEPALIVE_INTERVAL      apr_time_from_sec(15)
+#define MCP_DEFAULT_STREAM_LEASE            apr_time_from_sec(30)
+#define MCP_DEFAULT_SESSION_IDLE_TIMEOUT    apr_time_from_sec(3600)
+#define MCP_DEFAULT_MAX_SESSIONS            10000
 
 typedef struct mcp_dir_conf_t {
     const char                 *backend_spec;    /* MCPBackend as written                     */
@@ -21,6 +29,16 @@ typedef struct mcp_dir_conf_t {
     apr_off_t                   max_message_size;
     apr_interval_time_t         backend_connect_timeout;
     apr_interval_time_t         backend_timeout;
+    apr_interval_time_t         stream_timeout;
+    int                         stream_queue_length;
+    apr_off_t                   stream_queue_bytes;
+    apr_interval_time_t         retry_interval;
+    apr_interval_time_t         keepalive_interval;
+    apr_interval_time_t         stream_lease;
+    apr_interval_time_t         session_idle_timeout;  /* 0: sessions never expire            */
+    int                         max_sessions;          /* 0: no limit                         */
+    apr_array_header_t         *allowed_origins;       /* const char *: self, localhost, *, URL */
+    apr_array_header_t         *allowed_hosts;         /* const char *: names, localhost, *     */
 } mcp_dir_conf_t;
 
 extern const command_rec mcp_config_cmds[];

@@ -1,8 +1,8 @@
 /* mod_mcp_handler — see mod_mcp_handler.h.
  *
- * Conventions: a step returns OK to let the request go on, or DONE after it has written the
- * answer itself (httpd treats a handler's DONE like OK). Every rejection is a JSON-RPC error body
- * with a precise HTTP status, logged at info.
+ * Validation happens in the order the README documents; every rejection goes through
+ * mcp_req_error. POSTs carrying requests and standalone GETs go on to mod_mcp_relay, resumptions
+ * to mod_mcp_replay; initialize, notifications/responses and DELETE are short exchanges done here.
  */
 #include <string.h>
 
@@ -18,72 +18,35 @@
 #include "mcp_http.h"
 #include "mcp_id.h"
 #include "mcp_jsonrpc.h"
+#include "mcp_origin.h"
 #include "mcp_protocol.h"
 #include "mcp_sse.h"
 #include "mcp_store.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_handler.h"
+#include "mod_mcp_relay.h"
+#include "mod_mcp_replay.h"
+#include "mod_mcp_request.h"
 
 APLOG_USE_MODULE(mcp);
 
-/* Methods of the endpoint; GET (the standalone stream) is not served yet. */
-#define MCP_ALLOW "POST, DELETE"
+#define MCP_ALLOW "GET, POST, DELETE"
 
-static mcp_backend_pool_t *backend_pool;
-
-void mcp_handler_child_init(apr_pool_t *pchild, mcp_backend_pool_t *pool)
+/* The buffered body as one NUL-terminated string. */
+static const char *flatten(request_rec *r, apr_bucket_brigade *bb, apr_size_t *len)
 {
-    (void)pchild;
-    backend_pool = pool;
-}
+    apr_off_t total = 0;
+    char *buf;
 
-/* ---- one request ------------------------------------------------------------------------- */
-
-typedef struct mcp_req_t {
-    request_rec          *r;
-    const mcp_dir_conf_t *conf;
-    const char           *raw;         /* the POST body as received                      */
-    apr_size_t            raw_len;
-    mcp_jsonrpc_body_t   *body;        /* ... parsed                                     */
-    json_object          *id;          /* the single request's id, echoed in errors      */
-    mcp_store_session_t  *session;     /* NULL until looked up (and for initialize)      */
-    const char           *session_header;
-} mcp_req_t;
-
-static int reply_error(mcp_req_t *q, int status, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-/* Answers with a JSON-RPC error and a precise status. A body not read yet is discarded so the
- * connection can be kept alive (except after 413, where reading it is what we refuse). */
-static int reply_error(mcp_req_t *q, int status, int code, const char *fmt, ...)
-{
-    request_rec *r = q->r;
-    const char *message;
-    va_list ap;
-
-    va_start(ap, fmt);
-    message = apr_pvsprintf(r->pool, fmt, ap);
-    va_end(ap);
-
-    ap_log_rerror(APLOG_MARK, status >= 500 ? APLOG_WARNING : APLOG_INFO, 0, r,
-                  "%s %s -> %d: %s", r->method, r->uri, status, message);
-    if (status == HTTP_REQUEST_ENTITY_TOO_LARGE) {
-        r->connection->keepalive = AP_CONN_CLOSE;
+    apr_brigade_length(bb, 1, &total);
+    *len = (apr_size_t)total;
+    buf = apr_palloc(r->pool, *len + 1);
+    if (apr_brigade_flatten(bb, buf, len) != APR_SUCCESS) {
+        *len = 0;
     }
-    else {
-        ap_discard_request_body(r);
-    }
-    r->status = status;
-    ap_set_content_type(r, "application/json");
-    ap_rputs(mcp_jsonrpc_error_body(r->pool, q->id, code, message, NULL), r);
-    return DONE;
-}
-
-static int reply_empty(mcp_req_t *q, int status)
-{
-    q->r->status = status;
-    return DONE;
+    buf[*len] = '\0';
+    return buf;
 }
 
 /* ---- validation -------------------------------------------------------------------------- */
@@ -96,12 +59,12 @@ static int check_post_headers(mcp_req_t *q)
 
     if (!mcp_http_accepts(accept, "application/json")
         || !mcp_http_accepts(accept, "text/event-stream")) {
-        return reply_error(q, HTTP_NOT_ACCEPTABLE, MCP_JSONRPC_SERVER_ERROR,
+        return mcp_req_error(q, HTTP_NOT_ACCEPTABLE, MCP_JSONRPC_SERVER_ERROR,
                            "Not Acceptable: the client must accept both application/json and "
                            "text/event-stream (Accept: %s)", accept ? accept : "absent");
     }
     if (!mcp_http_media_type_is(ctype, "application/json")) {
-        return reply_error(q, HTTP_UNSUPPORTED_MEDIA_TYPE, MCP_JSONRPC_SERVER_ERROR,
+        return mcp_req_error(q, HTTP_UNSUPPORTED_MEDIA_TYPE, MCP_JSONRPC_SERVER_ERROR,
                            "Unsupported Media Type: Content-Type must be application/json "
                            "(got %s)", ctype ? ctype : "none");
     }
@@ -110,7 +73,7 @@ static int check_post_headers(mcp_req_t *q)
 
 static int reply_too_large(mcp_req_t *q)
 {
-    return reply_error(q, HTTP_REQUEST_ENTITY_TOO_LARGE, MCP_JSONRPC_INVALID_REQUEST,
+    return mcp_req_error(q, HTTP_REQUEST_ENTITY_TOO_LARGE, MCP_JSONRPC_INVALID_REQUEST,
                        "Payload Too Large: the message exceeds MCPMaxMessageSize (%" APR_OFF_T_FMT
                        " bytes)", q->conf->max_message_size);
 }
@@ -123,8 +86,6 @@ static int read_body(mcp_req_t *q)
     const char *clen = apr_table_get(r->headers_in, "Content-Length");
     apr_bucket_brigade *bb;
     apr_off_t total = 0;
-    char *buf;
-    apr_size_t len;
     int seen_eos = 0;
 
     if (clen) {
@@ -141,7 +102,7 @@ static int read_body(mcp_req_t *q)
         apr_off_t got = 0;
 
         if (rv != APR_SUCCESS) {
-            return reply_error(q, ap_map_http_request_error(rv, HTTP_BAD_REQUEST),
+            return mcp_req_error(q, ap_map_http_request_error(rv, HTTP_BAD_REQUEST),
                                MCP_JSONRPC_SERVER_ERROR, "Bad Request: the body could not be read");
         }
         seen_eos = !APR_BRIGADE_EMPTY(in) && APR_BUCKET_IS_EOS(APR_BRIGADE_LAST(in));
@@ -153,13 +114,9 @@ static int read_body(mcp_req_t *q)
         APR_BRIGADE_CONCAT(bb, in);
         apr_brigade_destroy(in);
     }
-    if (apr_brigade_pflatten(bb, &buf, &len, r->pool) != APR_SUCCESS) {
-        return reply_error(q, HTTP_INTERNAL_SERVER_ERROR, MCP_JSONRPC_INTERNAL_ERROR,
-                           "Internal Error: the body could not be buffered");
-    }
+    /* NUL-terminated: the body is also a bound SQL parameter. */
+    q->raw = flatten(r, bb, &q->raw_len);
     apr_brigade_destroy(bb);
-    q->raw = buf;
-    q->raw_len = len;
     return OK;
 }
 
@@ -169,13 +126,13 @@ static int parse_body(mcp_req_t *q)
     mcp_jsonrpc_status_t st = mcp_jsonrpc_parse(q->r->pool, q->raw, q->raw_len, &q->body, &reason);
 
     if (st == MCP_JSONRPC_ERR_PARSE) {
-        return reply_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_PARSE_ERROR, "Parse error: %s", reason);
+        return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_PARSE_ERROR, "Parse error: %s", reason);
     }
     if (q->body && !q->body->is_batch) {
         q->id = mcp_jsonrpc_reply_id(&q->body->msgs[0]);
     }
     if (st == MCP_JSONRPC_ERR_INVALID) {
-        return reply_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST, "Invalid Request: %s",
+        return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST, "Invalid Request: %s",
                            reason);
     }
     return OK;
@@ -187,24 +144,11 @@ static int check_version_header(mcp_req_t *q)
     const char *v = apr_table_get(q->r->headers_in, "MCP-Protocol-Version");
 
     if (v && !mcp_protocol_served(v)) {
-        return reply_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_SERVER_ERROR,
+        return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_SERVER_ERROR,
                            "Bad Request: unsupported MCP-Protocol-Version '%s' (supported: %s)", v,
                            mcp_protocol_served_list());
     }
     return OK;
-}
-
-static int reply_store_unavailable(mcp_req_t *q)
-{
-    return reply_error(q, HTTP_SERVICE_UNAVAILABLE, MCP_JSONRPC_UNAVAILABLE,
-                       "Service Unavailable: the session store is unavailable");
-}
-
-static int reply_session_not_found(mcp_req_t *q)
-{
-    return reply_error(q, HTTP_NOT_FOUND, MCP_JSONRPC_SESSION_NOT_FOUND,
-                       "Session not found: it is unknown, terminated or expired; initialize a "
-                       "new session");
 }
 
 /* Finds the request's live session, which must belong to the same user and the same backend. */
@@ -218,193 +162,101 @@ static int load_session(mcp_req_t *q)
 
     q->session_header = apr_table_get(r->headers_in, "Mcp-Session-Id");
     if (!q->session_header || !*q->session_header) {
-        return reply_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_SERVER_ERROR,
-                           "Bad Request: Mcp-Session-Id header is required");
+        return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_SERVER_ERROR,
+                             "Bad Request: Mcp-Session-Id header is required");
     }
     if (!mcp_id_session_is_wellformed(q->session_header)) {
-        return reply_session_not_found(q);
+        return mcp_req_session_not_found(q);
     }
     if (!(dbd = mcp_dbd_open(r, &store))) {
-        return reply_store_unavailable(q);
+        return mcp_req_store_unavailable(q);
     }
-    st = mcp_store_session_touch(&store, r->pool, q->session_header, r->user, &q->session, &err);
+    st = mcp_store_session_touch(&store, r->pool, q->session_header, r->user, mcp_req_idle_secs(q),
+                                 &q->session, &err);
     mcp_dbd_close(r, dbd);
     if (st == MCP_STORE_ERROR) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "session look-up failed: %s", err);
-        return reply_store_unavailable(q);
+        return mcp_req_store_unavailable(q);
     }
     if (st == MCP_STORE_NOT_FOUND || strcmp(q->session->backend_url, q->conf->backend_spec) != 0) {
-        return reply_session_not_found(q);
+        return mcp_req_session_not_found(q);
+    }
+    q->rev = mcp_protocol_served(q->session->protocol_version);
+    if (!q->rev) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "session %s has protocol version %s, which is "
+                      "not served", q->session->id, q->session->protocol_version);
+        return mcp_req_session_not_found(q);
     }
     return OK;
 }
 
-static void terminate_session(mcp_req_t *q, const char *by)
+/* Stores messages that belong to no stream (the audit of notifications and responses). */
+static int store_inbound(mcp_req_t *q, const char *messages)
 {
     mcp_store_t store;
     const char *err = NULL;
     ap_dbd_t *dbd = mcp_dbd_open(q->r, &store);
+    mcp_store_status_t st = dbd ? mcp_store_events_append(&store, q->r->pool, q->session, 0, 0,
+                                                          "in", messages, &err)
+                                : MCP_STORE_ERROR;
 
-    if (dbd) {
-        if (mcp_store_session_terminate(&store, q->r->pool, q->session->id, q->r->user, by, &err)
-            == MCP_STORE_ERROR) {
-            ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "terminating session %s failed: %s",
-                          q->session->id, err);
-        }
-        mcp_dbd_close(q->r, dbd);
+    mcp_dbd_close(q->r, dbd);
+    if (st != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "storing inbound messages failed: %s",
+                      err ? err : "no database connection");
+        return mcp_req_store_unavailable(q);
     }
+    return OK;
 }
 
-/* ---- relaying the backend's answer ------------------------------------------------------- */
+/* ---- short exchanges with the backend (no stream) ---------------------------------------- */
 
-typedef struct relay_t {
+typedef struct exchange_t {
     mcp_req_t              *q;
-    int                     may_stream;     /* an SSE answer may go to the client as it comes */
-    int                     streaming;      /* ... and does: the client's headers are sent     */
     mcp_backend_response_t  response;
-    apr_bucket_brigade     *buffered;       /* a non-streamed body, bounded by the size limit  */
-    apr_off_t               buffered_len;
+    apr_bucket_brigade     *body;
+    apr_off_t               body_len;
     int                     too_large;
-    mcp_sse_parser_t       *sse;
-    apr_bucket_brigade     *out;
-    apr_pool_t             *event_pool;     /* cleared per event: a long stream stays flat     */
-    int                     client_gone;
-    int                     responses_relayed;
-} relay_t;
+} exchange_t;
 
-static void set_sse_headers(request_rec *r)
+static int on_exchange_body(void *baton, const char *buf, apr_size_t len)
 {
-    r->status = HTTP_OK;
-    ap_set_content_type(r, "text/event-stream");
-    apr_table_setn(r->headers_out, "Cache-Control", "no-cache, no-transform");
-    apr_table_setn(r->headers_out, "X-Accel-Buffering", "no");
-    apr_table_setn(r->subprocess_env, "no-gzip", "1");
-}
+    exchange_t *x = baton;
 
-/* Writes bytes to the client and flushes them. A vanished client is noticed and remembered; the
- * relay goes on reading the backend (a disconnect is not a cancellation). */
-static void client_write(relay_t *rl, const char *data, apr_size_t len)
-{
-    request_rec *r = rl->q->r;
-    apr_bucket_brigade *bb = rl->out;
-
-    if (rl->client_gone) {
-        return;
-    }
-    APR_BRIGADE_INSERT_TAIL(bb, apr_bucket_transient_create(data, len, bb->bucket_alloc));
-    APR_BRIGADE_INSERT_TAIL(bb, apr_bucket_flush_create(bb->bucket_alloc));
-    if (ap_pass_brigade(r->output_filters, bb) != APR_SUCCESS || r->connection->aborted) {
-        rl->client_gone = 1;
-        ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r,
-                      "client went away; reading the backend's answer to its end");
-    }
-    apr_brigade_cleanup(bb);
-}
-
-/* Sends one JSON-RPC message as an SSE event. */
-static void relay_message(relay_t *rl, const char *json, apr_size_t json_len)
-{
-    apr_size_t len;
-    const char *text;
-    json_object *obj;
-    mcp_jsonrpc_msg_t msg;
-
-    apr_pool_clear(rl->event_pool);
-    obj = mcp_jsonrpc_parse_value(rl->event_pool, json, json_len);
-    if (obj) {
-        mcp_jsonrpc_classify(obj, &msg);
-        if (msg.kind == MCP_MSG_RESPONSE || msg.kind == MCP_MSG_ERROR) {
-            rl->responses_relayed++;
-        }
-    }
-    text = mcp_sse_event_format(rl->event_pool, NULL, NULL, json, -1, &len);
-    client_write(rl, text, len);
-}
-
-static int on_backend_event(void *baton, const mcp_sse_event_t *ev)
-{
-    /* An event without data (the backend's priming event) is the backend's business: the
-     * gateway frames its own streams. */
-    if (ev->data_len > 0) {
-        relay_message(baton, ev->data, ev->data_len);
-    }
-    return 0;
-}
-
-static int on_backend_headers(void *baton, const mcp_backend_response_t *resp)
-{
-    relay_t *rl = baton;
-    request_rec *r = rl->q->r;
-
-    if (rl->may_stream && resp->status == HTTP_OK
-        && mcp_http_media_type_is(resp->content_type, "text/event-stream")) {
-        rl->streaming = 1;
-        rl->out = apr_brigade_create(r->pool, r->connection->bucket_alloc);
-        apr_pool_create(&rl->event_pool, r->pool);
-        rl->sse = mcp_sse_parser_create(r->pool, (apr_size_t)rl->q->conf->max_message_size,
-                                        on_backend_event, rl);
-        set_sse_headers(r);
-    }
-    return 0;
-}
-
-static int on_backend_body(void *baton, const char *buf, apr_size_t len)
-{
-    relay_t *rl = baton;
-
-    if (rl->streaming) {
-        int rv = mcp_sse_parser_feed(rl->sse, buf, len);
-        if (rv == MCP_SSE_ERR_TOO_LARGE) {
-            rl->too_large = 1;
-        }
-        return rv;
-    }
-    rl->buffered_len += (apr_off_t)len;
-    if (rl->buffered_len > rl->q->conf->max_message_size) {
-        rl->too_large = 1;
+    x->body_len += (apr_off_t)len;
+    if (x->body_len > x->q->conf->max_message_size) {
+        x->too_large = 1;
         return 1;
     }
-    return apr_brigade_write(rl->buffered, NULL, NULL, buf, len) == APR_SUCCESS ? 0 : 1;
+    return apr_brigade_write(x->body, NULL, NULL, buf, len) == APR_SUCCESS ? 0 : 1;
 }
 
-static mcp_backend_status_t forward(mcp_req_t *q, relay_t *rl, const char *method, int may_stream,
-                                    const char **err)
+/* One request/answer with the backend, the answer buffered (bounded by MCPMaxMessageSize). */
+static mcp_backend_status_t exchange(mcp_req_t *q, exchange_t *x, const char *method,
+                                     const char *backend_session_id, const char **err)
 {
-    request_rec *r = q->r;
     mcp_backend_call_t call;
     mcp_backend_status_t st;
 
-    memset(rl, 0, sizeof(*rl));
-    rl->q = q;
-    rl->may_stream = may_stream;
-    rl->buffered = apr_brigade_create(r->pool, r->connection->bucket_alloc);
-
+    memset(x, 0, sizeof(*x));
+    x->q = q;
+    x->body = apr_brigade_create(q->r->pool, q->r->connection->bucket_alloc);
     memset(&call, 0, sizeof(call));
     call.target = q->conf->backend;
     call.method = method;
     call.body = q->raw;
     call.body_len = q->raw_len;
-    if (q->session) {
-        call.session_id = q->session->backend_session_id;
-        call.protocol_version = q->session->protocol_version;
-    }
+    call.session_id = backend_session_id;
+    call.protocol_version = q->session ? q->session->protocol_version : NULL;
     call.connect_timeout_ms = (long)apr_time_as_msec(q->conf->backend_connect_timeout);
     call.timeout_ms = (long)apr_time_as_msec(q->conf->backend_timeout);
-    call.on_headers = on_backend_headers;
-    call.on_body = on_backend_body;
-    call.baton = rl;
-
-    st = mcp_backend_perform(backend_pool, r->pool, &call, &rl->response, err);
-    if (rl->sse && st == MCP_BACKEND_OK) {
-        mcp_sse_parser_finish(rl->sse);
-    }
-    if (rl->too_large) {
-        *err = apr_psprintf(r->pool, "the backend's message exceeds MCPMaxMessageSize (%"
+    call.on_body = on_exchange_body;
+    call.baton = x;
+    st = mcp_backend_perform(mcp_child.backends, q->r->pool, &call, &x->response, err);
+    if (x->too_large) {
+        *err = apr_psprintf(q->r->pool, "the backend's answer exceeds MCPMaxMessageSize (%"
                             APR_OFF_T_FMT " bytes)", q->conf->max_message_size);
     }
-    ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "backend %s %s: status %ld, %s", method,
-                  q->conf->backend->url, rl->response.status,
-                  st == MCP_BACKEND_OK ? "complete" : *err);
     return st;
 }
 
@@ -414,75 +266,15 @@ static int reply_backend_failure(mcp_req_t *q, mcp_backend_status_t st, const ch
     ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "backend %s failed: %s", q->conf->backend->url,
                   err);
     if (st == MCP_BACKEND_TIMEOUT) {
-        return reply_error(q, HTTP_GATEWAY_TIME_OUT, MCP_JSONRPC_BACKEND_ERROR,
-                           "Gateway Timeout: the backend did not answer in time: %s", err);
+        return mcp_req_error(q, HTTP_GATEWAY_TIME_OUT, MCP_JSONRPC_BACKEND_ERROR,
+                             "Gateway Timeout: the backend did not answer in time: %s", err);
     }
     if (st == MCP_BACKEND_UNREACHABLE) {
-        return reply_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
-                           "Bad Gateway: the backend is unreachable: %s", err);
+        return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+                             "Bad Gateway: the backend is unreachable: %s", err);
     }
-    return reply_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
-                       "Bad Gateway: the exchange with the backend failed: %s", err);
-}
-
-/* A stream that already began cannot change its status: the client gets a JSON-RPC error for
- * its request on the stream instead, so it never waits for an answer that will not come. */
-static void end_stream_with_error(mcp_req_t *q, relay_t *rl, const char *err)
-{
-    const char *body;
-
-    ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "backend %s failed mid-stream: %s",
-                  q->conf->backend->url, err);
-    if (q->id && rl->responses_relayed == 0) {
-        body = mcp_jsonrpc_error_body(q->r->pool, q->id, MCP_JSONRPC_BACKEND_ERROR,
-                                      apr_pstrcat(q->r->pool, "Bad Gateway: the backend's stream "
-                                                  "broke before its response: ", err, NULL),
-                                      NULL);
-        relay_message(rl, body, strlen(body));
-    }
-}
-
-static int reply_buffered(mcp_req_t *q, relay_t *rl, const char *content_type)
-{
-    request_rec *r = q->r;
-    char *buf;
-    apr_size_t len;
-
-    if (apr_brigade_pflatten(rl->buffered, &buf, &len, r->pool) != APR_SUCCESS) {
-        return reply_error(q, HTTP_INTERNAL_SERVER_ERROR, MCP_JSONRPC_INTERNAL_ERROR,
-                           "Internal Error: the backend's answer could not be buffered");
-    }
-    r->status = HTTP_OK;
-    ap_set_content_type(r, content_type);
-    ap_rwrite(buf, (int)len, r);
-    return DONE;
-}
-
-/* What the client gets for a complete backend answer that was not streamed. */
-static int reply_backend_answer(mcp_req_t *q, relay_t *rl)
-{
-    const mcp_backend_response_t *resp = &rl->response;
-    int is_json = mcp_http_media_type_is(resp->content_type, "application/json");
-
-    if (resp->status == HTTP_ACCEPTED || resp->status == HTTP_NO_CONTENT) {
-        return reply_empty(q, HTTP_ACCEPTED);
-    }
-    if (resp->status == HTTP_NOT_FOUND && q->session) {
-        /* The backend no longer knows the session (it restarted or expired it). */
-        terminate_session(q, "backend");
-        return reply_session_not_found(q);
-    }
-    if (resp->status == HTTP_OK && is_json) {
-        return reply_buffered(q, rl, "application/json");
-    }
-    if (resp->status >= 400 && resp->status < 500 && is_json) {
-        reply_buffered(q, rl, "application/json");
-        q->r->status = (int)resp->status;
-        return DONE;
-    }
-    return reply_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
-                       "Bad Gateway: the backend answered HTTP %ld (%s)", resp->status,
-                       resp->content_type ? resp->content_type : "no content type");
+    return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+                         "Bad Gateway: the exchange with the backend failed: %s", err);
 }
 
 /* ---- initialize: a new session ----------------------------------------------------------- */
@@ -503,32 +295,30 @@ static int collect_event(void *baton, const mcp_sse_event_t *ev)
 }
 
 /* The backend's messages in a buffered answer, JSON or SSE. */
-static apr_array_header_t *buffered_messages(mcp_req_t *q, relay_t *rl, int *is_sse)
+static apr_array_header_t *answer_messages(mcp_req_t *q, exchange_t *x, int *is_sse)
 {
     request_rec *r = q->r;
     collected_t c;
-    char *buf;
     apr_size_t len;
+    const char *buf = flatten(r, x->body, &len);
 
     c.pool = r->pool;
     c.messages = apr_array_make(r->pool, 4, sizeof(const char *));
-    if (apr_brigade_pflatten(rl->buffered, &buf, &len, r->pool) != APR_SUCCESS) {
-        return c.messages;
-    }
-    *is_sse = mcp_http_media_type_is(rl->response.content_type, "text/event-stream");
+    *is_sse = mcp_http_media_type_is(x->response.content_type, "text/event-stream");
     if (*is_sse) {
         mcp_sse_parser_t *parser = mcp_sse_parser_create(r->pool, len + 1, collect_event, &c);
         mcp_sse_parser_feed(parser, buf, len);
         mcp_sse_parser_finish(parser);
     }
     else {
-        APR_ARRAY_PUSH(c.messages, const char *) = apr_pstrmemdup(r->pool, buf, len);
+        APR_ARRAY_PUSH(c.messages, const char *) = buf;
     }
     return c.messages;
 }
 
 /* The response to the request with id among the messages, or NULL. */
-static json_object *find_response(request_rec *r, apr_array_header_t *messages, json_object *id)
+static json_object *find_response(request_rec *r, apr_array_header_t *messages, json_object *id,
+                                  const char **text_out)
 {
     int i;
 
@@ -543,6 +333,7 @@ static json_object *find_response(request_rec *r, apr_array_header_t *messages, 
         mcp_jsonrpc_classify(obj, &msg);
         if ((msg.kind == MCP_MSG_RESPONSE || msg.kind == MCP_MSG_ERROR)
             && json_object_equal(msg.id, id)) {
+            *text_out = text;
             return obj;
         }
     }
@@ -559,142 +350,209 @@ static const char *member_json(request_rec *r, json_object *obj, const char *key
 /* Ends a backend session that the gateway will not use (best effort: it is only logged). */
 static void abandon_backend_session(mcp_req_t *q, const char *backend_session_id)
 {
-    mcp_store_session_t orphan;
-    relay_t rl;
-    const char *err;
+    exchange_t x;
+    const char *err = NULL;
 
     if (!backend_session_id) {
         return;
     }
-    memset(&orphan, 0, sizeof(orphan));
-    orphan.backend_session_id = backend_session_id;
-    q->session = &orphan;
     q->raw = NULL;
     q->raw_len = 0;
-    if (forward(q, &rl, "DELETE", 0, &err) != MCP_BACKEND_OK) {
+    if (exchange(q, &x, "DELETE", backend_session_id, &err) != MCP_BACKEND_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r,
                       "could not end backend session %s: %s", backend_session_id, err);
     }
-    q->session = NULL;
 }
 
 /* Answers with the backend's buffered messages, in the form the backend chose. */
-static int reply_messages(mcp_req_t *q, relay_t *rl, apr_array_header_t *messages, int is_sse,
+static int reply_messages(mcp_req_t *q, exchange_t *x, apr_array_header_t *messages, int is_sse,
                           const char *session_id)
 {
     request_rec *r = q->r;
+    apr_bucket_brigade *bb = apr_brigade_create(r->pool, r->connection->bucket_alloc);
+    apr_size_t len;
     int i;
 
     if (session_id) {
         apr_table_setn(r->headers_out, "Mcp-Session-Id", session_id);
     }
     if (!is_sse) {
-        return reply_buffered(q, rl, "application/json");
+        const char *body = flatten(r, x->body, &len);
+        r->status = HTTP_OK;
+        ap_set_content_type(r, "application/json");
+        ap_rwrite(body, (int)len, r);
+        return DONE;
     }
-    set_sse_headers(r);
-    rl->out = apr_brigade_create(r->pool, r->connection->bucket_alloc);
-    apr_pool_create(&rl->event_pool, r->pool);
+    mcp_req_set_sse_headers(r);
     for (i = 0; i < messages->nelts; i++) {
-        const char *text = APR_ARRAY_IDX(messages, i, const char *);
-        relay_message(rl, text, strlen(text));
+        const char *text = mcp_sse_event_format(r->pool, NULL, NULL,
+                                                APR_ARRAY_IDX(messages, i, const char *), -1, &len);
+        apr_brigade_write(bb, NULL, NULL, text, len);
     }
+    ap_pass_brigade(r->output_filters, bb);
     return DONE;
+}
+
+/* A 503 before the backend is bothered, when MCPMaxSessions live sessions exist already. */
+static int check_session_limit(mcp_req_t *q)
+{
+    mcp_store_t store;
+    const char *err = NULL;
+    long live = 0;
+    ap_dbd_t *dbd;
+    mcp_store_status_t st;
+
+    if (q->conf->max_sessions <= 0) {
+        return OK;
+    }
+    if (!(dbd = mcp_dbd_open(q->r, &store))) {
+        return mcp_req_store_unavailable(q);
+    }
+    st = mcp_store_session_count_live(&store, q->r->pool, mcp_req_idle_secs(q), &live, &err);
+    mcp_dbd_close(q->r, dbd);
+    if (st != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "counting sessions failed: %s", err);
+        return mcp_req_store_unavailable(q);
+    }
+    if (live >= q->conf->max_sessions) {
+        return mcp_req_error(q, HTTP_SERVICE_UNAVAILABLE, MCP_JSONRPC_UNAVAILABLE,
+                             "Service Unavailable: the gateway holds its maximum of %d live "
+                             "sessions (MCPMaxSessions); try again later", q->conf->max_sessions);
+    }
+    return OK;
 }
 
 static int handle_initialize(mcp_req_t *q)
 {
     request_rec *r = q->r;
-    json_object *request = q->body->msgs[0].obj, *response, *result, *params;
+    json_object *request = q->body->msgs[0].obj, *response, *result, *params = NULL;
+    const char *err = NULL, *request_text, *response_text = NULL, *version;
     const mcp_protocol_t *rev;
     mcp_store_session_t session;
     apr_array_header_t *messages;
     unsigned char random[MCP_ID_SESSION_RANDOM_BYTES];
+    mcp_store_status_t stored;
+    mcp_backend_status_t st;
     mcp_store_t store;
     ap_dbd_t *dbd;
-    relay_t rl;
-    const char *err = NULL;
-    mcp_backend_status_t st;
-    int is_sse = 0;
+    exchange_t x;
+    int is_sse = 0, rc;
 
     if (q->session_header) {
-        return reply_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST,
-                           "Invalid Request: initialize starts a new session and must be sent "
-                           "without Mcp-Session-Id");
+        return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST,
+                             "Invalid Request: initialize starts a new session and must be sent "
+                             "without Mcp-Session-Id");
     }
-    st = forward(q, &rl, "POST", 0, &err);
+    if ((rc = check_session_limit(q)) != OK) {
+        return rc;
+    }
+    request_text = apr_pstrmemdup(r->pool, q->raw, q->raw_len);
+    st = exchange(q, &x, "POST", NULL, &err);
     if (st != MCP_BACKEND_OK) {
         return reply_backend_failure(q, st, err);
     }
-    if (rl.response.status != HTTP_OK) {
-        return reply_backend_answer(q, &rl);
+    if (x.response.status != HTTP_OK) {
+        return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+                             "Bad Gateway: the backend answered initialize with HTTP %ld",
+                             x.response.status);
     }
-    messages = buffered_messages(q, &rl, &is_sse);
-    response = find_response(r, messages, q->id);
+    messages = answer_messages(q, &x, &is_sse);
+    response = find_response(r, messages, q->id, &response_text);
     if (!response) {
-        abandon_backend_session(q, rl.response.session_id);
-        return reply_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
-                           "Bad Gateway: the backend's answer to initialize holds no response "
-                           "to it");
+        abandon_backend_session(q, x.response.session_id);
+        return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+                             "Bad Gateway: the backend's answer to initialize holds no response "
+                             "to it");
     }
     if (!json_object_object_get_ex(response, "result", &result)) {
         /* The backend refused (e.g. an unsupported version): the client gets its words. */
-        abandon_backend_session(q, rl.response.session_id);
-        return reply_messages(q, &rl, messages, is_sse, NULL);
+        abandon_backend_session(q, x.response.session_id);
+        return reply_messages(q, &x, messages, is_sse, NULL);
     }
-    rev = mcp_protocol_served(mcp_jsonrpc_get_string(result, "protocolVersion"));
-    if (!rev) {
-        abandon_backend_session(q, rl.response.session_id);
-        return reply_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
-                           "Bad Gateway: the backend negotiated protocol version '%s', which the "
-                           "gateway does not serve (it serves %s)",
-                           mcp_jsonrpc_get_string(result, "protocolVersion")
-                               ? mcp_jsonrpc_get_string(result, "protocolVersion") : "none",
-                           mcp_protocol_served_list());
+    version = mcp_jsonrpc_get_string(result, "protocolVersion");
+    if (!(rev = mcp_protocol_served(version))) {
+        abandon_backend_session(q, x.response.session_id);
+        return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+                             "Bad Gateway: the backend negotiated protocol version '%s', which "
+                             "the gateway does not serve (it serves %s)",
+                             version ? version : "none", mcp_protocol_served_list());
     }
 
     if (apr_generate_random_bytes(random, sizeof(random)) != APR_SUCCESS) {
-        abandon_backend_session(q, rl.response.session_id);
-        return reply_error(q, HTTP_INTERNAL_SERVER_ERROR, MCP_JSONRPC_INTERNAL_ERROR,
-                           "Internal Error: no secure random bytes for a session id");
+        abandon_backend_session(q, x.response.session_id);
+        return mcp_req_error(q, HTTP_INTERNAL_SERVER_ERROR, MCP_JSONRPC_INTERNAL_ERROR,
+                             "Internal Error: no secure random bytes for a session id");
     }
     memset(&session, 0, sizeof(session));
     session.id = mcp_id_session_encode(r->pool, random, sizeof(random));
     session.backend_url = q->conf->backend_spec;
-    session.backend_session_id = rl.response.session_id;
+    session.backend_session_id = x.response.session_id;
     session.protocol_version = rev->version;
     session.principal = r->user;
-    params = NULL;
     json_object_object_get_ex(request, "params", &params);
     session.client_info = params ? member_json(r, params, "clientInfo") : NULL;
     session.client_capabilities = params ? member_json(r, params, "capabilities") : NULL;
     session.server_info = member_json(r, result, "serverInfo");
 
     if (!(dbd = mcp_dbd_open(r, &store))) {
-        abandon_backend_session(q, rl.response.session_id);
-        return reply_store_unavailable(q);
+        abandon_backend_session(q, x.response.session_id);
+        return mcp_req_store_unavailable(q);
     }
-    if (mcp_store_session_insert(&store, r->pool, &session, &err) != MCP_STORE_OK) {
-        mcp_dbd_close(r, dbd);
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "storing a new session failed: %s", err);
-        abandon_backend_session(q, rl.response.session_id);
-        return reply_store_unavailable(q);
-    }
+    stored = mcp_store_session_insert(&store, r->pool, &session, request_text, response_text,
+                                      q->conf->max_sessions, mcp_req_idle_secs(q), &err);
     mcp_dbd_close(r, dbd);
+    if (stored != MCP_STORE_OK) {
+        abandon_backend_session(q, x.response.session_id);
+        if (stored == MCP_STORE_LIMIT) {
+            return mcp_req_error(q, HTTP_SERVICE_UNAVAILABLE, MCP_JSONRPC_UNAVAILABLE,
+                                 "Service Unavailable: the gateway holds its maximum of %d live "
+                                 "sessions (MCPMaxSessions); try again later",
+                                 q->conf->max_sessions);
+        }
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "storing a new session failed: %s", err);
+        return mcp_req_store_unavailable(q);
+    }
     ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r,
                   "session %s started (protocol %s, user %s, backend session %s)", session.id,
                   rev->version, r->user ? r->user : "-",
                   session.backend_session_id ? session.backend_session_id : "-");
-    return reply_messages(q, &rl, messages, is_sse, session.id);
+    return reply_messages(q, &x, messages, is_sse, session.id);
 }
 
-/* ---- POST, DELETE, others ---------------------------------------------------------------- */
+/* ---- POST, GET, DELETE ------------------------------------------------------------------- */
+
+/* Notifications and responses only: stored, forwarded, 202 once the backend took them. */
+static int handle_notifications(mcp_req_t *q)
+{
+    const char *err = NULL, *messages;
+    mcp_backend_status_t st;
+    exchange_t x;
+    int rc;
+
+    messages = q->body->is_batch ? apr_pstrmemdup(q->r->pool, q->raw, q->raw_len)
+        : apr_pstrcat(q->r->pool, "[", apr_pstrmemdup(q->r->pool, q->raw, q->raw_len), "]", NULL);
+    if ((rc = store_inbound(q, messages)) != OK) {
+        return rc;
+    }
+    st = exchange(q, &x, "POST", q->session->backend_session_id, &err);
+    if (st != MCP_BACKEND_OK) {
+        return reply_backend_failure(q, st, err);
+    }
+    if (x.response.status == HTTP_ACCEPTED || x.response.status == HTTP_OK
+        || x.response.status == HTTP_NO_CONTENT) {
+        return mcp_req_empty(q, HTTP_ACCEPTED);
+    }
+    if (x.response.status == HTTP_NOT_FOUND) {
+        mcp_req_terminate_session(q, "backend");
+        return mcp_req_session_not_found(q);
+    }
+    return mcp_req_error(q, x.response.status >= 400 && x.response.status < 500
+                         ? (int)x.response.status : HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+                         "the backend refused the message(s) with HTTP %ld", x.response.status);
+}
 
 static int handle_post(mcp_req_t *q)
 {
-    mcp_backend_status_t st;
-    const mcp_protocol_t *rev;
-    const char *err = NULL;
-    relay_t rl;
     int rc;
 
     if ((rc = check_post_headers(q)) != OK || (rc = read_body(q)) != OK
@@ -704,33 +562,38 @@ static int handle_post(mcp_req_t *q)
     q->session_header = apr_table_get(q->r->headers_in, "Mcp-Session-Id");
     if (mcp_jsonrpc_find_method(q->body, "initialize") >= 0) {
         if (q->body->is_batch) {
-            return reply_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST,
-                               "Invalid Request: initialize must not be part of a batch");
+            return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST,
+                                 "Invalid Request: initialize must not be part of a batch");
         }
         return handle_initialize(q);
     }
     if ((rc = load_session(q)) != OK) {
         return rc;
     }
-    rev = mcp_protocol_served(q->session->protocol_version);
-    if (q->body->is_batch && !(rev && rev->batches)) {
-        return reply_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST,
-                           "Invalid Request: batches are allowed only in sessions of protocol "
-                           "version %s; this session uses %s", MCP_PROTOCOL_DEFAULT,
-                           q->session->protocol_version);
+    if (q->body->is_batch && !q->rev->batches) {
+        return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST,
+                             "Invalid Request: batches are allowed only in sessions of protocol "
+                             "version %s; this session uses %s", MCP_PROTOCOL_DEFAULT,
+                             q->session->protocol_version);
     }
+    return q->body->n_requests > 0 ? mcp_relay_requests(q) : handle_notifications(q);
+}
 
-    st = forward(q, &rl, "POST", 1, &err);
-    if (rl.streaming) {
-        if (st != MCP_BACKEND_OK) {
-            end_stream_with_error(q, &rl, err);
-        }
-        return DONE;
+static int handle_get(mcp_req_t *q)
+{
+    const char *accept = apr_table_get(q->r->headers_in, "Accept");
+    const char *last_event_id = apr_table_get(q->r->headers_in, "Last-Event-ID");
+    int rc;
+
+    if (!mcp_http_accepts(accept, "text/event-stream")) {
+        return mcp_req_error(q, HTTP_NOT_ACCEPTABLE, MCP_JSONRPC_SERVER_ERROR,
+                             "Not Acceptable: a GET must accept text/event-stream (Accept: %s)",
+                             accept ? accept : "absent");
     }
-    if (st != MCP_BACKEND_OK) {
-        return reply_backend_failure(q, st, err);
+    if ((rc = check_version_header(q)) != OK || (rc = load_session(q)) != OK) {
+        return rc;
     }
-    return reply_backend_answer(q, &rl);
+    return last_event_id ? mcp_replay(q, last_event_id) : mcp_relay_standalone(q);
 }
 
 static int handle_delete(mcp_req_t *q)
@@ -739,7 +602,7 @@ static int handle_delete(mcp_req_t *q)
     const char *err = NULL;
     mcp_store_status_t st;
     ap_dbd_t *dbd;
-    relay_t rl;
+    exchange_t x;
     int rc;
 
     if ((rc = check_version_header(q)) != OK || (rc = load_session(q)) != OK) {
@@ -747,31 +610,82 @@ static int handle_delete(mcp_req_t *q)
     }
     /* Ours first, so no process accepts the session once the backend's is gone. */
     if (!(dbd = mcp_dbd_open(q->r, &store))) {
-        return reply_store_unavailable(q);
+        return mcp_req_store_unavailable(q);
     }
     st = mcp_store_session_terminate(&store, q->r->pool, q->session->id, q->r->user, "client",
                                      &err);
     mcp_dbd_close(q->r, dbd);
     if (st == MCP_STORE_NOT_FOUND) {
-        return reply_session_not_found(q);
+        return mcp_req_session_not_found(q);
     }
     if (st == MCP_STORE_ERROR) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "terminating a session failed: %s", err);
-        return reply_store_unavailable(q);
+        return mcp_req_store_unavailable(q);
     }
     ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s terminated by the client",
                   q->session->id);
     if (q->session->backend_session_id
-        && forward(q, &rl, "DELETE", 0, &err) != MCP_BACKEND_OK) {
+        && exchange(q, &x, "DELETE", q->session->backend_session_id, &err) != MCP_BACKEND_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r,
                       "the backend was not told that session %s ended: %s", q->session->id, err);
     }
-    return reply_empty(q, HTTP_OK);
+    return mcp_req_empty(q, HTTP_OK);
+}
+
+/* ---- Origin and Host (DNS-rebinding protection) ------------------------------------------ */
+
+/* The names this request may carry in Host: the server's names and aliases, the address it was
+ * reached at, loopback, and MCPAllowedHosts. */
+static apr_array_header_t *host_names(mcp_req_t *q)
+{
+    request_rec *r = q->r;
+    apr_array_header_t *names = apr_array_make(r->pool, 8, sizeof(const char *));
+    apr_array_header_t *lists[2];
+    int i, j;
+
+    APR_ARRAY_PUSH(names, const char *) = "localhost";
+    if (r->server->server_hostname) {
+        APR_ARRAY_PUSH(names, const char *) = r->server->server_hostname;
+    }
+    if (r->connection->local_ip) {
+        APR_ARRAY_PUSH(names, const char *) = r->connection->local_ip;
+    }
+    lists[0] = r->server->names;
+    lists[1] = r->server->wild_names;
+    for (i = 0; i < 2; i++) {
+        for (j = 0; lists[i] && j < lists[i]->nelts; j++) {
+            APR_ARRAY_PUSH(names, const char *) = APR_ARRAY_IDX(lists[i], j, const char *);
+        }
+    }
+    if (q->conf->allowed_hosts) {
+        apr_array_cat(names, q->conf->allowed_hosts);
+    }
+    return names;
+}
+
+static int check_origin_and_host(mcp_req_t *q)
+{
+    request_rec *r = q->r;
+    const char *origin = apr_table_get(r->headers_in, "Origin");
+    const char *host = apr_table_get(r->headers_in, "Host");
+    const char *request_host = host ? mcp_origin_host_of(r->pool, host) : NULL;
+
+    if (origin && !mcp_origin_allowed(r->pool, origin, request_host, q->conf->allowed_origins)) {
+        return mcp_req_error(q, HTTP_FORBIDDEN, MCP_JSONRPC_SERVER_ERROR,
+                             "Forbidden: Origin '%s' is not allowed (MCPAllowedOrigins)", origin);
+    }
+    if (host && !mcp_origin_host_allowed(r->pool, host, host_names(q))) {
+        return mcp_req_error(q, HTTP_FORBIDDEN, MCP_JSONRPC_SERVER_ERROR,
+                             "Forbidden: Host '%s' is not one of this server's names "
+                             "(MCPAllowedHosts)", host);
+    }
+    return OK;
 }
 
 int mcp_handler(request_rec *r)
 {
     mcp_req_t q;
+    int rc;
 
     if (!r->handler || strcmp(r->handler, "mcp") != 0) {
         return DECLINED;
@@ -782,18 +696,23 @@ int mcp_handler(request_rec *r)
     if (!q.conf->backend) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r,
                       "SetHandler mcp is used at %s without MCPBackend", r->uri);
-        return reply_error(&q, HTTP_INTERNAL_SERVER_ERROR, MCP_JSONRPC_INTERNAL_ERROR,
-                           "Internal Error: this MCP endpoint has no backend configured");
+        return mcp_req_error(&q, HTTP_INTERNAL_SERVER_ERROR, MCP_JSONRPC_INTERNAL_ERROR,
+                             "Internal Error: this MCP endpoint has no backend configured");
+    }
+    if ((rc = check_origin_and_host(&q)) != OK) {
+        return rc;
     }
     switch (r->method_number) {
     case M_POST:
         return handle_post(&q);
+    case M_GET:
+        return handle_get(&q);
     case M_DELETE:
         return handle_delete(&q);
     default:
         apr_table_setn(r->headers_out, "Allow", MCP_ALLOW);
-        return reply_error(&q, HTTP_METHOD_NOT_ALLOWED, MCP_JSONRPC_SERVER_ERROR,
-                           "Method Not Allowed: %s is not served here (allowed: %s)", r->method,
-                           MCP_ALLOW);
+        return mcp_req_error(&q, HTTP_METHOD_NOT_ALLOWED, MCP_JSONRPC_SERVER_ERROR,
+                             "Method Not Allowed: %s is not served here (allowed: %s)", r->method,
+                             MCP_ALLOW);
     }
 }

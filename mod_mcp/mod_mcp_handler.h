@@ -8,11 +8,6 @@
 
 #include <httpd.h>
 
-#include "mcp_backend.h"
-
-/* Per-process state the handler needs, set up in child_init. */
-void mcp_handler_child_init(apr_pool_t *pchild, mcp_backend_pool_t *backend_pool);
-
 int mcp_handler(request_rec *r);
 
 #endif

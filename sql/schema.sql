@@ -29,7 +29,52 @@ CREATE INDEX IF NOT EXISTS sessions_live_idx
 CREATE INDEX IF NOT EXISTS sessions_principal_idx
     ON mcp.sessions (principal, created_at);
 
--- Streams (one per POST that carries a request, one standalone GET stream per session) and
--- their events are added by the transport's event store; see the issue that introduces them.
+-- One row per SSE stream: a POST that carries requests ('request'), or a session's standalone GET
+-- stream ('standalone'). The owner is the process relaying it; it renews lease_until while it
+-- works, so a stream whose owner died can be recognised and finished by someone else.
+CREATE TABLE IF NOT EXISTS mcp.streams (
+    id            bigserial   PRIMARY KEY,
+    session_id    text        NOT NULL REFERENCES mcp.sessions (id) ON DELETE CASCADE,
+    kind          text        NOT NULL CHECK (kind IN ('request', 'standalone')),
+    request_id    jsonb,                  -- the JSON-RPC id (an array of ids for a batch)
+    method        text,                   -- the request's method (first request of a batch)
+    status        text        NOT NULL DEFAULT 'open'
+                  CHECK (status IN ('open', 'complete', 'failed', 'closed')),
+    owner         text,                   -- host:pid of the relaying process
+    lease_until   timestamptz,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    completed_at  timestamptz
+);
+
+CREATE INDEX IF NOT EXISTS streams_session_idx ON mcp.streams (session_id, created_at);
+CREATE INDEX IF NOT EXISTS streams_open_idx ON mcp.streams (lease_until) WHERE status = 'open';
+-- At most one open standalone GET stream per session (a second one is answered 409).
+CREATE UNIQUE INDEX IF NOT EXISTS streams_one_standalone_idx
+    ON mcp.streams (session_id) WHERE kind = 'standalone' AND status = 'open';
+
+-- Every message in both directions. Messages on a stream have its order (seq): for a request
+-- stream seq 0 is the inbound request, seq 1 the priming row (stored before the request goes to
+-- the backend), then what the client is sent. The SSE event id of a row is '<stream_id>-<seq>'.
+-- Inbound notifications and responses, and the initialize exchange, belong to no stream.
+CREATE TABLE IF NOT EXISTS mcp.events (
+    id          bigserial   PRIMARY KEY,
+    session_id  text        NOT NULL REFERENCES mcp.sessions (id) ON DELETE CASCADE,
+    stream_id   bigint      REFERENCES mcp.streams (id) ON DELETE CASCADE,
+    seq         bigint,
+    direction   text        NOT NULL CHECK (direction IN ('in', 'out')),
+    kind        text        NOT NULL CHECK (kind IN ('priming', 'message')),
+    message     jsonb,                    -- NULL for priming rows
+    principal   text,                     -- the session's authenticated user (for the audit)
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    CHECK ((stream_id IS NULL) = (seq IS NULL)),
+    CHECK ((kind = 'priming') = (message IS NULL))
+);
+
+-- Replay reads a stream's rows after a cursor, in order.
+CREATE UNIQUE INDEX IF NOT EXISTS events_stream_seq_idx ON mcp.events (stream_id, seq);
+CREATE INDEX IF NOT EXISTS events_session_idx ON mcp.events (session_id, id);
 
 COMMIT;
+
+-- The audit views.
+\ir audit.sql

@@ -1,0 +1,410 @@
+/* mod_mcp_relay — see mod_mcp_relay.h. */
+#include <string.h>
+
+#include <apr_strings.h>
+#include <httpd.h>
+#include <http_log.h>
+#include <http_protocol.h>
+
+#include "mcp_http.h"
+#include "mcp_sse.h"
+#include "mod_mcp_dbd.h"
+#include "mod_mcp_relay.h"
+#include "mod_mcp_stream.h"
+
+APLOG_USE_MODULE(mcp);
+
+typedef struct relay_t {
+    mcp_req_t              *q;
+    mcp_stream_t            st;
+    int                     standalone;    /* a GET stream: ends when the client is gone      */
+    mcp_backend_response_t  response;
+    mcp_sse_parser_t       *sse;           /* set when the backend answers with SSE           */
+    apr_bucket_brigade     *body;          /* any other answer, bounded by MCPMaxMessageSize  */
+    apr_off_t               body_len;
+    int                     too_large;
+    apr_pool_t             *scratch;       /* cleared per message                             */
+    apr_array_header_t     *outstanding;   /* json_object *: request ids not answered yet     */
+    int                     dropped;       /* backend messages that were not JSON             */
+} relay_t;
+
+/* ---- what the relay learns from each message --------------------------------------------- */
+
+static void settle(relay_t *rl, json_object *id)
+{
+    int i;
+
+    for (i = 0; i < rl->outstanding->nelts; i++) {
+        if (json_object_equal(APR_ARRAY_IDX(rl->outstanding, i, json_object *), id)) {
+            APR_ARRAY_IDX(rl->outstanding, i, json_object *) =
+                APR_ARRAY_IDX(rl->outstanding, rl->outstanding->nelts - 1, json_object *);
+            rl->outstanding->nelts--;
+            return;
+        }
+    }
+}
+
+/* One message from the backend: noted, queued (stored, then sent). */
+static int relay_message(relay_t *rl, const char *json, apr_size_t len)
+{
+    json_object *obj;
+    mcp_jsonrpc_msg_t msg;
+
+    apr_pool_clear(rl->scratch);
+    obj = mcp_jsonrpc_parse_value(rl->scratch, json, len);
+    if (!obj) {
+        rl->dropped++;
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, rl->q->r,
+                      "stream %" APR_INT64_T_FMT ": the backend sent a message that is not JSON; "
+                      "dropped", rl->st.id);
+        return 0;
+    }
+    mcp_jsonrpc_classify(obj, &msg);
+    if (msg.kind == MCP_MSG_RESPONSE || msg.kind == MCP_MSG_ERROR) {
+        settle(rl, msg.id);
+    }
+    return mcp_stream_add(&rl->st, json, len);
+}
+
+/* Every request still unanswered gets a stored JSON-RPC error, so no client waits forever. */
+static void answer_outstanding(relay_t *rl, int code, const char *message)
+{
+    request_rec *r = rl->q->r;
+
+    while (rl->outstanding->nelts > 0) {
+        json_object *id = APR_ARRAY_IDX(rl->outstanding, 0, json_object *);
+        const char *body = mcp_jsonrpc_error_body(r->pool, id, code, message, NULL);
+        relay_message(rl, body, strlen(body));
+    }
+    mcp_stream_commit(&rl->st);
+}
+
+/* ---- backend callbacks -------------------------------------------------------------------- */
+
+static int on_backend_event(void *baton, const mcp_sse_event_t *ev)
+{
+    /* An event without data (the backend's own priming) is the backend's business: the
+     * gateway frames, stores and primes its own streams. */
+    return ev->data_len > 0 ? relay_message(baton, ev->data, ev->data_len) : 0;
+}
+
+static int on_backend_headers(void *baton, const mcp_backend_response_t *resp)
+{
+    relay_t *rl = baton;
+    request_rec *r = rl->q->r;
+
+    if (resp->status == HTTP_OK && mcp_http_media_type_is(resp->content_type, "text/event-stream")) {
+        rl->sse = mcp_sse_parser_create(r->pool, (apr_size_t)rl->q->conf->max_message_size,
+                                        on_backend_event, rl);
+        if (rl->st.mode == MCP_STREAM_UNDECIDED) {
+            mcp_stream_start_sse(&rl->st, rl->standalone && rl->q->rev->priming ? 0 : -1);
+        }
+    }
+    return 0;
+}
+
+static int on_backend_body(void *baton, const char *buf, apr_size_t len)
+{
+    relay_t *rl = baton;
+
+    if (rl->sse) {
+        int rv = mcp_sse_parser_feed(rl->sse, buf, len);
+        if (rv == MCP_SSE_ERR_TOO_LARGE) {
+            rl->too_large = 1;
+        }
+        /* This piece is used up and the next may take a while: send what is queued now. */
+        if (rv == 0) {
+            rv = mcp_stream_commit(&rl->st);
+        }
+        return rv || (rl->standalone && rl->st.client_gone);
+    }
+    rl->body_len += (apr_off_t)len;
+    if (rl->body_len > rl->q->conf->max_message_size) {
+        rl->too_large = 1;
+        return 1;
+    }
+    return apr_brigade_write(rl->body, NULL, NULL, buf, len) == APR_SUCCESS ? 0 : 1;
+}
+
+static int on_backend_tick(void *baton)
+{
+    relay_t *rl = baton;
+
+    return mcp_stream_tick(&rl->st, 1) || (rl->standalone && rl->st.client_gone);
+}
+
+static mcp_backend_status_t forward(relay_t *rl, const char *method, apr_interval_time_t timeout,
+                                    const char **err)
+{
+    mcp_req_t *q = rl->q;
+    mcp_backend_call_t call;
+    mcp_backend_status_t status;
+
+    memset(&call, 0, sizeof(call));
+    call.target = q->conf->backend;
+    call.method = method;
+    call.body = q->raw;
+    call.body_len = q->raw_len;
+    call.session_id = q->session->backend_session_id;
+    call.protocol_version = q->session->protocol_version;
+    call.connect_timeout_ms = (long)apr_time_as_msec(q->conf->backend_connect_timeout);
+    call.timeout_ms = (long)apr_time_as_msec(timeout);
+    call.on_headers = on_backend_headers;
+    call.on_body = on_backend_body;
+    call.on_tick = on_backend_tick;
+    call.baton = rl;
+
+    status = mcp_backend_perform(mcp_child.backends, q->r->pool, &call, &rl->response, err);
+    if (rl->sse && status == MCP_BACKEND_OK) {
+        mcp_sse_parser_finish(rl->sse);
+    }
+    if (rl->too_large) {
+        *err = apr_psprintf(q->r->pool, "a message from the backend exceeds MCPMaxMessageSize (%"
+                            APR_OFF_T_FMT " bytes)", q->conf->max_message_size);
+    }
+    return status;
+}
+
+static void relay_init(relay_t *rl, mcp_req_t *q, apr_int64_t stream_id, apr_int64_t next_seq)
+{
+    memset(rl, 0, sizeof(*rl));
+    rl->q = q;
+    mcp_stream_init(&rl->st, q, stream_id, next_seq);
+    rl->body = apr_brigade_create(q->r->pool, q->r->connection->bucket_alloc);
+    apr_pool_create(&rl->scratch, q->r->pool);
+    rl->outstanding = apr_array_make(q->r->pool, 1, sizeof(json_object *));
+}
+
+/* ---- POST with requests ------------------------------------------------------------------- */
+
+/* The ids of the body's requests, as the stream row records them: the id, or an array of ids. */
+static const char *request_ids(relay_t *rl, const char **method)
+{
+    mcp_req_t *q = rl->q;
+    json_object *ids = json_object_new_array();
+    const char *text;
+    int i;
+
+    *method = NULL;
+    for (i = 0; i < q->body->count; i++) {
+        const mcp_jsonrpc_msg_t *m = &q->body->msgs[i];
+        if (m->kind == MCP_MSG_REQUEST) {
+            APR_ARRAY_PUSH(rl->outstanding, json_object *) = m->id;
+            json_object_array_add(ids, json_object_get(m->id));
+            *method = *method ? *method : m->method;
+        }
+    }
+    text = mcp_jsonrpc_to_string(q->r->pool, q->body->is_batch ? ids
+                                 : json_object_array_get_idx(ids, 0), NULL);
+    json_object_put(ids);
+    return text;
+}
+
+/* What a client that was sent nothing yet is told when the backend did not answer properly;
+ * the same words go, stored, to every unanswered request. */
+static int failure(relay_t *rl, mcp_backend_status_t status, const char *err, int *http,
+                   const char **message)
+{
+    mcp_req_t *q = rl->q;
+    long code = rl->response.status;
+
+    if (status == MCP_BACKEND_TIMEOUT) {
+        *http = HTTP_GATEWAY_TIME_OUT;
+        *message = apr_psprintf(q->r->pool, "Gateway Timeout: no complete answer from the backend "
+                                "within MCPStreamTimeout: %s", err);
+    }
+    else if (status == MCP_BACKEND_UNREACHABLE) {
+        *http = HTTP_BAD_GATEWAY;
+        *message = apr_psprintf(q->r->pool, "Bad Gateway: the backend is unreachable: %s", err);
+    }
+    else if (status != MCP_BACKEND_OK) {
+        *http = HTTP_BAD_GATEWAY;
+        *message = apr_psprintf(q->r->pool, "Bad Gateway: the exchange with the backend failed: "
+                                "%s", err);
+    }
+    else if (code == HTTP_NOT_FOUND) {
+        *http = HTTP_NOT_FOUND;
+        *message = "Session not found: the backend no longer knows this session";
+        return MCP_JSONRPC_SESSION_NOT_FOUND;
+    }
+    else if (code >= 400 && code < 500) {
+        *http = (int)code;
+        *message = apr_psprintf(q->r->pool, "the backend refused the request with HTTP %ld", code);
+    }
+    else if (code == HTTP_OK) {
+        *http = HTTP_BAD_GATEWAY;
+        *message = "Bad Gateway: the backend's answer holds no response to the request";
+    }
+    else {
+        *http = HTTP_BAD_GATEWAY;
+        *message = apr_psprintf(q->r->pool, "Bad Gateway: the backend answered HTTP %ld (%s)",
+                                code, rl->response.content_type ? rl->response.content_type
+                                                                : "no content type");
+    }
+    return MCP_JSONRPC_BACKEND_ERROR;
+}
+
+/* A JSON answer: one message or (2025-03-26) an array of them, each stored on the stream. */
+static int relay_json_body(relay_t *rl, const char **body, apr_size_t *len)
+{
+    request_rec *r = rl->q->r;
+    json_object *value;
+    char *buf;
+    apr_size_t n, i;
+
+    if (apr_brigade_pflatten(rl->body, &buf, &n, r->pool) != APR_SUCCESS
+        || !(value = mcp_jsonrpc_parse_value(r->pool, buf, n))) {
+        return -1;
+    }
+    if (json_object_is_type(value, json_type_array)) {
+        for (i = 0; i < json_object_array_length(value); i++) {
+            apr_size_t elen;
+            const char *text = mcp_jsonrpc_to_string(r->pool, json_object_array_get_idx(value, i),
+                                                     &elen);
+            relay_message(rl, text, elen);
+        }
+    }
+    else {
+        relay_message(rl, buf, n);
+    }
+    mcp_stream_commit(&rl->st);
+    *body = buf;
+    *len = n;
+    return 0;
+}
+
+int mcp_relay_requests(mcp_req_t *q)
+{
+    request_rec *r = q->r;
+    const char *method, *ids, *err = NULL, *json = NULL, *message;
+    apr_size_t json_len = 0;
+    mcp_backend_status_t status;
+    mcp_store_status_t stored;
+    apr_int64_t stream_id;
+    mcp_store_t store;
+    ap_dbd_t *dbd;
+    relay_t rl;
+    int http, code, answered_by_backend;
+
+    relay_init(&rl, q, 0, MCP_STORE_SEQ_PRIMING + 1);
+    ids = request_ids(&rl, &method);
+
+    /* Record, then dispatch. */
+    if (!(dbd = mcp_dbd_open(r, &store))) {
+        return mcp_req_store_unavailable(q);
+    }
+    stored = mcp_store_stream_open_request(&store, r->pool, q->session, ids, method, q->raw,
+                                           mcp_child.owner, mcp_req_lease_secs(q), &stream_id,
+                                           &err);
+    mcp_dbd_close(r, dbd);
+    if (stored != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "recording a request failed: %s", err);
+        return mcp_req_store_unavailable(q);
+    }
+    rl.st.id = stream_id;
+    if (q->rev->priming) {
+        mcp_stream_start_sse(&rl.st, MCP_STORE_SEQ_PRIMING);
+    }
+
+    status = forward(&rl, "POST", q->conf->stream_timeout, &err);
+    if (status == MCP_BACKEND_OK && !rl.sse && rl.response.status == HTTP_OK
+        && mcp_http_media_type_is(rl.response.content_type, "application/json")) {
+        if (relay_json_body(&rl, &json, &json_len) != 0) {
+            rl.response.status = HTTP_BAD_GATEWAY;   /* not JSON: reported as a bad answer below */
+        }
+    }
+    mcp_stream_commit(&rl.st);
+
+    answered_by_backend = rl.outstanding->nelts == 0;
+    if (!answered_by_backend) {
+        code = failure(&rl, status, err ? err : "the answer ended early", &http, &message);
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "stream %" APR_INT64_T_FMT ": %s",
+                      stream_id, message);
+        if (code == MCP_JSONRPC_SESSION_NOT_FOUND) {
+            mcp_req_terminate_session(q, "backend");
+        }
+        answer_outstanding(&rl, code, message);
+    }
+    mcp_stream_finish(&rl.st, answered_by_backend && !rl.st.broken ? "complete" : "failed");
+
+    if (rl.st.mode == MCP_STREAM_SSE) {
+        return DONE;
+    }
+    if (!answered_by_backend) {
+        return mcp_req_error(q, http, code, "%s", message);
+    }
+    /* A JSON answer to an older client: exactly the body that was stored. */
+    r->status = HTTP_OK;
+    ap_set_content_type(r, "application/json");
+    ap_rwrite(json, (int)json_len, r);
+    return DONE;
+}
+
+/* ---- GET: the standalone stream ----------------------------------------------------------- */
+
+int mcp_relay_standalone(mcp_req_t *q)
+{
+    request_rec *r = q->r;
+    const char *err = NULL;
+    mcp_backend_status_t status;
+    mcp_store_status_t stored;
+    apr_int64_t stream_id;
+    mcp_store_t store;
+    ap_dbd_t *dbd;
+    relay_t rl;
+
+    if (!(dbd = mcp_dbd_open(r, &store))) {
+        return mcp_req_store_unavailable(q);
+    }
+    stored = mcp_store_stream_open_standalone(&store, r->pool, q->session, mcp_child.owner,
+                                              mcp_req_lease_secs(q), &stream_id, &err);
+    mcp_dbd_close(r, dbd);
+    if (stored == MCP_STORE_CONFLICT) {
+        return mcp_req_error(q, HTTP_CONFLICT, MCP_JSONRPC_SERVER_ERROR,
+                             "Conflict: this session already has an open standalone stream");
+    }
+    if (stored != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "opening a standalone stream failed: %s", err);
+        return mcp_req_store_unavailable(q);
+    }
+
+    relay_init(&rl, q, stream_id, 1);
+    rl.standalone = 1;
+    q->raw = NULL;
+    q->raw_len = 0;
+    status = forward(&rl, "GET", 0, &err);
+    mcp_stream_commit(&rl.st);
+    mcp_stream_finish(&rl.st, "closed");
+    ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r,
+                  "standalone stream %" APR_INT64_T_FMT " ended: %s", stream_id,
+                  rl.st.client_gone ? "the client went away"
+                  : status == MCP_BACKEND_OK ? "the backend ended it" : err);
+    if (rl.st.mode == MCP_STREAM_SSE) {
+        return DONE;
+    }
+    if (status != MCP_BACKEND_OK) {
+        return mcp_req_error(q, status == MCP_BACKEND_TIMEOUT ? HTTP_GATEWAY_TIME_OUT
+                             : HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+                             "Bad Gateway: the backend's stream could not be opened: %s", err);
+    }
+    if (rl.response.status == HTTP_METHOD_NOT_ALLOWED) {
+        apr_table_setn(r->headers_out, "Allow", "POST, DELETE");
+        return mcp_req_error(q, HTTP_METHOD_NOT_ALLOWED, MCP_JSONRPC_SERVER_ERROR,
+                             "Method Not Allowed: the backend offers no standalone stream (GET); "
+                             "resuming a stream with Last-Event-ID works all the same");
+    }
+    if (rl.response.status == HTTP_NOT_FOUND) {
+        mcp_req_terminate_session(q, "backend");
+        return mcp_req_session_not_found(q);
+    }
+    if (rl.response.status == HTTP_CONFLICT) {
+        /* The backend still holds the session's previous GET stream (it has not noticed yet
+         * that it ended). */
+        return mcp_req_error(q, HTTP_CONFLICT, MCP_JSONRPC_SERVER_ERROR,
+                             "Conflict: the backend still has a standalone stream open for this "
+                             "session; try again shortly");
+    }
+    return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+                         "Bad Gateway: the backend answered the stream request with HTTP %ld",
+                         rl.response.status);
+}

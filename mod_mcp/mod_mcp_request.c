@@ -1,0 +1,97 @@
+/* mod_mcp_request — see mod_mcp_request.h. */
+#include <apr_strings.h>
+#include <httpd.h>
+#include <http_log.h>
+#include <http_protocol.h>
+
+#include "mod_mcp_dbd.h"
+#include "mod_mcp_request.h"
+
+APLOG_USE_MODULE(mcp);
+
+mcp_child_t mcp_child;
+
+int mcp_req_error(mcp_req_t *q, int status, int code, const char *fmt, ...)
+{
+    request_rec *r = q->r;
+    const char *message;
+    va_list ap;
+
+    va_start(ap, fmt);
+    message = apr_pvsprintf(r->pool, fmt, ap);
+    va_end(ap);
+
+    ap_log_rerror(APLOG_MARK, status >= 500 ? APLOG_WARNING : APLOG_INFO, 0, r,
+                  "%s %s -> %d: %s", r->method, r->uri, status, message);
+    /* A body not read yet is discarded so the connection can be kept alive, except after 413,
+     * where reading it is what the gateway refuses. */
+    if (status == HTTP_REQUEST_ENTITY_TOO_LARGE) {
+        r->connection->keepalive = AP_CONN_CLOSE;
+    }
+    else {
+        ap_discard_request_body(r);
+    }
+    r->status = status;
+    ap_set_content_type(r, "application/json");
+    ap_rputs(mcp_jsonrpc_error_body(r->pool, q->id, code, message, NULL), r);
+    return DONE;
+}
+
+int mcp_req_empty(mcp_req_t *q, int status)
+{
+    q->r->status = status;
+    return DONE;
+}
+
+int mcp_req_store_unavailable(mcp_req_t *q)
+{
+    return mcp_req_error(q, HTTP_SERVICE_UNAVAILABLE, MCP_JSONRPC_UNAVAILABLE,
+                         "Service Unavailable: the session store is unavailable");
+}
+
+int mcp_req_session_not_found(mcp_req_t *q)
+{
+    return mcp_req_error(q, HTTP_NOT_FOUND, MCP_JSONRPC_SESSION_NOT_FOUND,
+                         "Session not found: it is unknown, terminated or expired; initialize a "
+                         "new session");
+}
+
+void mcp_req_terminate_session(mcp_req_t *q, const char *by)
+{
+    mcp_store_t store;
+    const char *err = NULL;
+    ap_dbd_t *dbd = mcp_dbd_open(q->r, &store);
+
+    if (dbd && mcp_store_session_terminate(&store, q->r->pool, q->session->id, q->r->user, by,
+                                           &err) == MCP_STORE_ERROR) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "terminating session %s failed: %s",
+                      q->session->id, err);
+    }
+    mcp_dbd_close(q->r, dbd);
+}
+
+void mcp_req_set_sse_headers(request_rec *r)
+{
+    r->status = HTTP_OK;
+    ap_set_content_type(r, "text/event-stream");
+    apr_table_setn(r->headers_out, "Cache-Control", "no-cache, no-transform");
+    apr_table_setn(r->headers_out, "X-Accel-Buffering", "no");
+    apr_table_setn(r->subprocess_env, "no-gzip", "1");
+}
+
+static int whole_secs(apr_interval_time_t t)
+{
+    apr_time_t secs = apr_time_sec(t + APR_USEC_PER_SEC - 1);
+
+    return secs > 0x7fffffff ? 0x7fffffff : (int)secs;
+}
+
+int mcp_req_idle_secs(const mcp_req_t *q)
+{
+    return whole_secs(q->conf->session_idle_timeout);
+}
+
+int mcp_req_lease_secs(const mcp_req_t *q)
+{
+    return whole_secs(q->conf->stream_lease);
+}

@@ -1,0 +1,66 @@
+/* mod_mcp_request — one MCP request as the handler files share it, the per-process state they
+ * use, and the ways a request is answered with an error.
+ *
+ * Convention: a step returns OK to let the request go on, or DONE after it has written the answer
+ * itself (httpd treats a handler's DONE like OK). Every rejection is a JSON-RPC error body with
+ * a precise HTTP status, logged at info (5xx at warning).
+ */
+#ifndef MOD_MCP_REQUEST_H
+#define MOD_MCP_REQUEST_H
+
+#include <httpd.h>
+#include <json-c/json.h>
+
+#include "mcp_backend.h"
+#include "mcp_jsonrpc.h"
+#include "mcp_protocol.h"
+#include "mcp_router.h"
+#include "mcp_store.h"
+#include "mod_mcp_config.h"
+
+/* What every request of this process shares; set once in child_init. */
+typedef struct mcp_child_t {
+    mcp_backend_pool_t *backends;   /* idle libcurl handles (keep-alive to the backend)      */
+    mcp_router_t       *router;     /* wake-ups for followers of streams                     */
+    const char         *owner;      /* "host:pid", the owner written on streams relayed here */
+} mcp_child_t;
+
+extern mcp_child_t mcp_child;
+
+typedef struct mcp_req_t {
+    request_rec          *r;
+    const mcp_dir_conf_t *conf;
+    const char           *raw;            /* the POST body as received                     */
+    apr_size_t            raw_len;
+    mcp_jsonrpc_body_t   *body;           /* ... parsed                                    */
+    json_object          *id;             /* the single request's id, echoed in errors     */
+    const char           *session_header; /* Mcp-Session-Id as sent                        */
+    mcp_store_session_t  *session;        /* the live session (NULL for initialize)        */
+    const mcp_protocol_t *rev;            /* the session's negotiated revision             */
+} mcp_req_t;
+
+/* A JSON-RPC error answer with this status; returns DONE. */
+int mcp_req_error(mcp_req_t *q, int status, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* A bodiless answer with this status; returns DONE. */
+int mcp_req_empty(mcp_req_t *q, int status);
+
+/* 503: PostgreSQL could not be reached or failed. */
+int mcp_req_store_unavailable(mcp_req_t *q);
+
+/* 404: unknown, terminated, expired, or another user's session. */
+int mcp_req_session_not_found(mcp_req_t *q);
+
+/* Marks the request's session terminated (by: "client", "expired", "backend"); failures are
+ * logged only. */
+void mcp_req_terminate_session(mcp_req_t *q, const char *by);
+
+/* The response headers of every SSE stream the gateway sends. */
+void mcp_req_set_sse_headers(request_rec *r);
+
+/* Session lifetimes in whole seconds, as the store takes them (0: none). */
+int mcp_req_idle_secs(const mcp_req_t *q);
+int mcp_req_lease_secs(const mcp_req_t *q);
+
+#endif

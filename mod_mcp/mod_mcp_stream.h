@@ -1,0 +1,73 @@
+/* mod_mcp_stream — a stored SSE stream towards the client.
+ *
+ * Every message goes through a bounded queue: at most MCPStreamQueueLength messages or
+ * MCPStreamQueueBytes bytes are held; then, or whenever the source has nothing more ready
+ * (mcp_stream_commit), the queued messages are stored in PostgreSQL in one statement, and only
+ * then written to the client with their event ids and flushed. So nothing is ever written that is
+ * not stored, storage order is wire order, and a slow client blocks only its own request (the
+ * flush blocks; memory does not grow).
+ *
+ * A vanished client does not stop the stream: messages are still stored (the client can resume
+ * with Last-Event-ID); writing simply stops.
+ */
+#ifndef MOD_MCP_STREAM_H
+#define MOD_MCP_STREAM_H
+
+#include "mod_mcp_request.h"
+
+typedef enum {
+    MCP_STREAM_UNDECIDED = 0,  /* nothing sent yet: the answer may still be JSON or SSE      */
+    MCP_STREAM_SSE,            /* SSE headers are out; messages are written as events        */
+    MCP_STREAM_JSON            /* messages are stored only; the caller answers with JSON      */
+} mcp_stream_mode_t;
+
+typedef struct mcp_stream_t {
+    mcp_req_t          *q;
+    apr_int64_t         id;           /* mcp.streams row                                   */
+    apr_int64_t         next_seq;     /* seq the next stored message takes                 */
+    mcp_stream_mode_t   mode;
+    apr_bucket_brigade *out;
+    apr_pool_t         *batch_pool;   /* the queue's memory; cleared after every commit     */
+    apr_array_header_t *batch;        /* const char *: queued messages (JSON texts)         */
+    apr_size_t          batch_bytes;
+    apr_time_t          last_write;   /* for keep-alives                                    */
+    apr_time_t          last_renew;   /* for the lease                                      */
+    int                 client_gone;
+    int                 broken;       /* storing failed: nothing more may be written        */
+    int                 written;      /* events written to the client                       */
+} mcp_stream_t;
+
+/* Prepares a stream whose row exists; the next message stored takes next_seq. */
+void mcp_stream_init(mcp_stream_t *st, mcp_req_t *q, apr_int64_t id, apr_int64_t next_seq);
+
+/* Sends the SSE response headers; with priming_seq >= 0 also the priming event (its id, a
+ * retry: hint from MCPRetryInterval, empty data) for the row stored at that seq. */
+void mcp_stream_start_sse(mcp_stream_t *st, apr_int64_t priming_seq);
+
+/* Queues one message (valid JSON); commits when the queue is full. Returns non-zero once the
+ * stream is broken (storing failed). */
+int mcp_stream_add(mcp_stream_t *st, const char *json, apr_size_t len);
+
+/* Stores what is queued, then writes and flushes it (SSE mode), then wakes this process's
+ * followers of the stream. Returns non-zero once the stream is broken. */
+int mcp_stream_commit(mcp_stream_t *st);
+
+/* Sends what was written so far and releases the memory of the events sent (call it after each
+ * batch of mcp_stream_write_stored). */
+void mcp_stream_flush(mcp_stream_t *st);
+
+/* Puts one already-stored message with its event id (replay) on the way out, unflushed. */
+void mcp_stream_write_stored(mcp_stream_t *st, apr_int64_t seq, const char *json);
+
+/* Periodic duties while waiting: a keep-alive comment after MCPKeepAliveInterval of silence
+ * (SSE mode), a lease renewal every third of MCPStreamLease (renew_lease). Returns non-zero
+ * when the stream is broken. */
+int mcp_stream_tick(mcp_stream_t *st, int renew_lease);
+
+/* Writes raw bytes and flushes (SSE mode); notices a vanished client. */
+void mcp_stream_write(mcp_stream_t *st, const char *data, apr_size_t len);
+
+/* Marks the stream row finished ("complete", "failed" or "closed") and wakes its followers. */
+void mcp_stream_finish(mcp_stream_t *st, const char *status);
+
+#endif

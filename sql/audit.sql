@@ -1,0 +1,56 @@
+-- mod_mcp audit views over mcp.events (loaded by schema.sql; safe to re-run).
+--
+--   Which tools each user called, with arguments, outcome and duration:
+--     SELECT "user", tool, arguments, outcome, duration FROM mcp.tool_calls ORDER BY started_at;
+--   The full transcript of one session, in order:
+--     SELECT * FROM mcp.session_transcript WHERE session_id = '...' ORDER BY event_id;
+
+-- One row per tools/call request (batched calls of 2025-03-26 are not broken out).
+-- outcome: ok | tool error (result.isError) | error (JSON-RPC error) | running | no response
+CREATE OR REPLACE VIEW mcp.tool_calls AS
+SELECT s.id                                   AS stream_id,
+       s.session_id,
+       ses.principal                          AS "user",
+       req.message -> 'params' ->> 'name'     AS tool,
+       req.message -> 'params' -> 'arguments' AS arguments,
+       CASE
+           WHEN resp.message IS NULL AND s.status = 'open' THEN 'running'
+           WHEN resp.message IS NULL THEN 'no response'
+           WHEN resp.message ? 'error' THEN 'error'
+           WHEN coalesce((resp.message -> 'result' ->> 'isError')::boolean, false) THEN 'tool error'
+           ELSE 'ok'
+       END                                    AS outcome,
+       resp.message -> 'result'               AS result,
+       resp.message -> 'error'                AS error,
+       s.created_at                           AS started_at,
+       coalesce(resp.created_at, s.completed_at) AS finished_at,
+       coalesce(resp.created_at, s.completed_at) - s.created_at AS duration
+  FROM mcp.streams s
+  JOIN mcp.sessions ses ON ses.id = s.session_id
+  JOIN mcp.events req ON req.stream_id = s.id AND req.seq = 0 AND req.direction = 'in'
+  LEFT JOIN LATERAL (
+        SELECT e.message, e.created_at
+          FROM mcp.events e
+         WHERE e.stream_id = s.id AND e.direction = 'out' AND e.kind = 'message'
+           AND e.message -> 'id' = s.request_id
+           AND (e.message ? 'result' OR e.message ? 'error')
+         ORDER BY e.seq
+         LIMIT 1) resp ON true
+ WHERE s.kind = 'request' AND s.method = 'tools/call' AND jsonb_typeof(s.request_id) <> 'array';
+
+-- Every message of every session, both directions, with its stream position and SSE event id.
+CREATE OR REPLACE VIEW mcp.session_transcript AS
+SELECT e.session_id,
+       e.id                                  AS event_id,
+       e.created_at,
+       e.principal                           AS "user",
+       e.direction,
+       e.kind,
+       e.stream_id,
+       e.seq,
+       CASE WHEN e.stream_id IS NOT NULL AND e.direction = 'out'
+            THEN e.stream_id || '-' || e.seq END AS sse_event_id,
+       e.message ->> 'method'                AS method,
+       e.message -> 'id'                     AS jsonrpc_id,
+       e.message
+  FROM mcp.events e;
