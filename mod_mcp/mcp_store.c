@@ -301,11 +301,74 @@ mcp_store_status_t mcp_store_stream_renew(const mcp_store_t *db, apr_pool_t *p,
         "WITH st AS ("
         "  UPDATE mcp.streams SET lease_until = now() + make_interval(secs => %s::int)"
         "   WHERE id = %s::bigint AND status = 'open'"
+        "  RETURNING id"
+        "), se AS ("
+        "  UPDATE mcp.sessions SET last_seen_at = now() WHERE id = %s"
         ")"
-        "UPDATE mcp.sessions SET last_seen_at = now() WHERE id = %s";
+        "SELECT id FROM st";
+    apr_dbd_prepared_t *stmt;
+    apr_dbd_results_t *res = NULL;
+    apr_int64_t id;
+    int rv;
 
-    return run(db, p, sql, "renewing a stream's lease", err, NULL, 3, int_text(p, lease_secs),
-               i64(p, stream_id), session_id);
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, "preparing the lease renewal", err);
+    }
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, int_text(p, lease_secs),
+                          i64(p, stream_id), session_id);
+    if (rv != 0) {
+        return db_error(db, p, rv, "renewing a stream's lease", err);
+    }
+    return first_id(db, p, res, &id);
+}
+
+mcp_store_status_t mcp_store_streams_expire(const mcp_store_t *db, apr_pool_t *p,
+                                            apr_int64_t stream_id, const char *message,
+                                            long *finished, const char **err)
+{
+    /* The conditional UPDATE is the "exactly once": it locks each row, and whoever comes second
+     * finds the stream no longer open. */
+    static const char sql[] =
+        "WITH expired AS ("
+        "  UPDATE mcp.streams"
+        "     SET status = CASE kind WHEN 'request' THEN 'failed' ELSE 'closed' END,"
+        "         completed_at = now()"
+        "   WHERE status = 'open' AND lease_until < now()"
+        "     AND (%s::bigint = 0 OR id = %s::bigint)"
+        "  RETURNING id, session_id, kind, request_id"
+        "), answers AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
+        "  SELECT x.session_id, x.id,"
+        "         (SELECT coalesce(max(e.seq), 0) FROM mcp.events e WHERE e.stream_id = x.id)"
+        "           + r.ord,"
+        "         'out', 'message',"
+        "         jsonb_build_object('jsonrpc', '2.0', 'id', r.id, 'error',"
+        "             jsonb_build_object('code', -32002, 'message', %s::text)),"
+        "         (SELECT principal FROM mcp.sessions s WHERE s.id = x.session_id)"
+        "    FROM expired x,"
+        "         jsonb_array_elements(CASE jsonb_typeof(x.request_id) WHEN 'array'"
+        "                              THEN x.request_id ELSE jsonb_build_array(x.request_id) END)"
+        "           WITH ORDINALITY AS r(id, ord)"
+        "   WHERE x.kind = 'request'"
+        "   ORDER BY x.id, r.ord"
+        ")"
+        "SELECT count(*) FROM expired";
+    const char *sid = i64(p, stream_id);
+    apr_dbd_prepared_t *stmt;
+    apr_dbd_results_t *res = NULL;
+    apr_int64_t n = 0;
+    int rv;
+
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, "preparing the expiry of streams", err);
+    }
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, sid, sid, message);
+    if (rv != 0) {
+        return db_error(db, p, rv, "finishing streams whose owner is gone", err);
+    }
+    first_id(db, p, res, &n);
+    *finished = (long)n;
+    return MCP_STORE_OK;
 }
 
 mcp_store_status_t mcp_store_events_append(const mcp_store_t *db, apr_pool_t *p,

@@ -90,7 +90,8 @@ mcp_store_status_t mcp_store_stream_finish(const mcp_store_t *db, apr_pool_t *p,
                                            apr_int64_t stream_id, const char *status,
                                            const char **err);
 
-/* The owner is still at work: extends the stream's lease and the session's activity. */
+/* The owner is still at work: extends the stream's lease and the session's activity. NOT_FOUND
+ * when the stream is no longer open (someone finished it after its lease ran out). */
 mcp_store_status_t mcp_store_stream_renew(const mcp_store_t *db, apr_pool_t *p,
                                           apr_int64_t stream_id, const char *session_id,
                                           int lease_secs, const char **err);
@@ -103,6 +104,14 @@ mcp_store_status_t mcp_store_events_append(const mcp_store_t *db, apr_pool_t *p,
                                            apr_int64_t stream_id, apr_int64_t first_seq,
                                            const char *direction, const char *messages,
                                            const char **err);
+
+/* Finishes open streams whose lease ran out (their owner died): stream_id, or every such stream
+ * when stream_id is 0. Each unanswered request on them gets a stored JSON-RPC error response with
+ * message, so every client gets an answer. Exactly once: of several processes or hosts trying
+ * at the same time, one finishes each stream. *finished gets how many this call finished. */
+mcp_store_status_t mcp_store_streams_expire(const mcp_store_t *db, apr_pool_t *p,
+                                            apr_int64_t stream_id, const char *message,
+                                            long *finished, const char **err);
 
 typedef struct mcp_store_stream_t {
     apr_int64_t id;

@@ -12,7 +12,10 @@
 #include <apr_strings.h>
 #include <unistd.h>
 
+#include <mod_watchdog.h>
+
 #include "mcp_backend.h"
+#include "mcp_listener.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_handler.h"
@@ -21,12 +24,128 @@
 /* Idle backend connections kept per child for reuse. */
 #define MCP_BACKEND_IDLE_HANDLES 64
 
+/* The channel the schema's triggers notify (sql/schema.sql). */
+#define MCP_NOTIFY_CHANNEL "mcp_events"
+
 static apr_status_t backend_global_cleanup(void *data)
 {
     (void)data;
     mcp_backend_global_cleanup();
     return APR_SUCCESS;
 }
+
+/* ---- the sweep: streams whose owner died and that nobody follows -------------------------- */
+
+static apr_status_t sweep(int state, void *data, apr_pool_t *pool)
+{
+    server_rec *s = data;
+    const char *err = NULL;
+    mcp_store_t store;
+    long finished = 0;
+    ap_dbd_t *dbd;
+
+    if (state != AP_WATCHDOG_STATE_RUNNING || !(dbd = mcp_dbd_open_server(pool, s, &store))) {
+        return APR_SUCCESS;
+    }
+    if (mcp_store_streams_expire(&store, pool, 0, MCP_OWNER_GONE_MESSAGE, &finished, &err)
+        != MCP_STORE_OK) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "sweep: %s", err);
+    }
+    else if (finished > 0) {
+        ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s, "sweep: finished %ld stream(s) whose owner "
+                     "stopped renewing its lease", finished);
+    }
+    mcp_dbd_close_server(s, dbd);
+    return APR_SUCCESS;
+}
+
+/* One sweeping process per host (a singleton child watchdog); many hosts may sweep at once, as
+ * finishing a stream is a conditional update that only one of them wins. */
+static void register_sweep(apr_pool_t *pconf, server_rec *s)
+{
+    APR_OPTIONAL_FN_TYPE(ap_watchdog_get_instance) *get_instance =
+        APR_RETRIEVE_OPTIONAL_FN(ap_watchdog_get_instance);
+    APR_OPTIONAL_FN_TYPE(ap_watchdog_register_callback) *register_callback =
+        APR_RETRIEVE_OPTIONAL_FN(ap_watchdog_register_callback);
+    apr_interval_time_t interval = mcp_config_sweep_interval(s);
+    ap_watchdog_t *wd;
+
+    if (interval <= 0) {
+        return;
+    }
+    if (!get_instance || !register_callback) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "mod_watchdog is not available: streams "
+                     "whose owner died are finished only when a client resumes them");
+        return;
+    }
+    if (get_instance(&wd, "mcp-sweep", 0, 1, pconf) != APR_SUCCESS
+        || register_callback(wd, interval, s, sweep) != APR_SUCCESS) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "cannot register the stream sweep");
+    }
+}
+
+/* ---- the listener: wake-ups from other processes and hosts ------------------------------- */
+
+/* The listener's connection parameters, cloned once per child from a mod_dbd connection (so
+ * DBDParams stays the one place to configure the database), then reused: borrowing a pooled
+ * connection can block, and the listener must stay prompt to stop. */
+typedef struct listener_conf_t {
+    server_rec         *s;
+    apr_pool_t         *pool;      /* pchild */
+    const char *const  *keywords;  /* NULL until the first successful clone */
+    const char *const  *values;
+} listener_conf_t;
+
+static const char *const *copy_strings(apr_pool_t *p, const char *const *in, int n)
+{
+    const char **out = apr_pcalloc(p, sizeof(char *) * (n + 1));
+    int i;
+
+    for (i = 0; i < n; i++) {
+        out[i] = apr_pstrdup(p, in[i]);
+    }
+    return out;
+}
+
+static int listener_params(void *baton, apr_pool_t *p, const char *const **keywords,
+                           const char *const **values)
+{
+    listener_conf_t *lc = baton;
+
+    if (!lc->keywords) {
+        mcp_store_t store;
+        ap_dbd_t *dbd = mcp_dbd_open_server(p, lc->s, &store);
+        const char *const *k, *const *v;
+        int n;
+
+        if (!dbd) {
+            return -1;
+        }
+        if (mcp_listener_params_from_conn(p, apr_dbd_native_handle(dbd->driver, dbd->handle), &k,
+                                          &v) != 0) {
+            mcp_dbd_close_server(lc->s, dbd);
+            return -1;
+        }
+        mcp_dbd_close_server(lc->s, dbd);
+        for (n = 0; k[n]; n++) {
+        }
+        lc->values = copy_strings(lc->pool, v, n);
+        lc->keywords = copy_strings(lc->pool, k, n);
+    }
+    *keywords = lc->keywords;
+    *values = lc->values;
+    return 0;
+}
+
+static void listener_log(void *baton, int level, const char *msg)
+{
+    static const int levels[] = { APLOG_DEBUG, APLOG_INFO, APLOG_WARNING, APLOG_ERR };
+
+    ap_log_error(APLOG_MARK, levels[level < 0 ? 0 : level > 3 ? 3 : level], 0,
+                 ((listener_conf_t *)baton)->s, "listener: %s", msg);
+}
+
+/* ---- hooks -------------------------------------------------------------------------------- */
 
 static int mcp_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp, server_rec *s)
 {
@@ -47,12 +166,14 @@ static int mcp_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptem
                      "mod_dbd is not loaded: every MCP request will fail until it is "
                      "(LoadModule dbd_module, DBDriver pgsql, DBDParams ...)");
     }
+    register_sweep(pconf, s);
     return OK;
 }
 
 static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
 {
     char host[APRMAXHOSTLEN + 1];
+    listener_conf_t *listener;
     int threads = 0;
 
     mcp_child.backends = mcp_backend_pool_create(pchild, MCP_BACKEND_IDLE_HANDLES);
@@ -63,6 +184,16 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
         apr_cpystrn(host, "localhost", sizeof(host));
     }
     mcp_child.owner = apr_psprintf(pchild, "%s:%" APR_PID_T_FMT, host, getpid());
+    listener = apr_pcalloc(pchild, sizeof(*listener));
+    listener->s = s;
+    listener->pool = pchild;
+    if (mcp_child.router
+        && mcp_listener_start(&mcp_child.listener, pchild, mcp_child.router, MCP_NOTIFY_CHANNEL,
+                              listener_params, listener_log, listener) != APR_SUCCESS) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "cannot start the LISTEN thread; followers of "
+                     "streams relayed elsewhere will poll the database instead");
+        mcp_child.listener = NULL;
+    }
     if (!mcp_child.backends || !mcp_child.router) {
         ap_log_error(APLOG_MARK, APLOG_CRIT, 0, s,
                      "cannot set up mod_mcp's per-process state; MCP requests will fail");
@@ -81,8 +212,8 @@ AP_DECLARE_MODULE(mcp) = {
     STANDARD20_MODULE_STUFF,
     mcp_config_create_dir,
     mcp_config_merge_dir,
-    NULL,
-    NULL,
+    mcp_config_create_server,
+    mcp_config_merge_server,
     mcp_config_cmds,
     mcp_register_hooks,
     AP_MODULE_FLAG_NONE

@@ -3,6 +3,9 @@
 #include <httpd.h>
 #include <http_log.h>
 
+#include <strings.h>
+
+#include "mcp_origin.h"
 #include "mod_mcp_config.h"
 
 extern module AP_MODULE_DECLARE_DATA mcp_module;
@@ -78,6 +81,31 @@ const mcp_dir_conf_t *mcp_config_get(request_rec *r)
         APR_ARRAY_PUSH(conf->allowed_origins, const char *) = "localhost";
     }
     return conf;
+}
+
+void *mcp_config_create_server(apr_pool_t *p, server_rec *s)
+{
+    mcp_server_conf_t *conf = apr_pcalloc(p, sizeof(*conf));
+
+    (void)s;
+    conf->sweep_interval = UNSET;
+    return conf;
+}
+
+void *mcp_config_merge_server(apr_pool_t *p, void *basev, void *addv)
+{
+    const mcp_server_conf_t *base = basev, *add = addv;
+    mcp_server_conf_t *merged = apr_pcalloc(p, sizeof(*merged));
+
+    MERGE(sweep_interval, UNSET);
+    return merged;
+}
+
+apr_interval_time_t mcp_config_sweep_interval(server_rec *s)
+{
+    const mcp_server_conf_t *conf = ap_get_module_config(s->module_config, &mcp_module);
+
+    return conf->sweep_interval == UNSET ? MCP_DEFAULT_SWEEP_INTERVAL : conf->sweep_interval;
 }
 
 /* ---- directive handlers ------------------------------------------------------------------ */
@@ -186,6 +214,30 @@ static const char *set_interval(cmd_parms *cmd, void *dconf, const char *arg)
     return err;
 }
 
+/* MCPAllowedOrigins: self, localhost, *, or an origin (scheme://host[:port], no path). */
+static const char *add_origin(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    const char *scheme, *host;
+    int port;
+
+    if (strcasecmp(arg, "self") != 0 && strcasecmp(arg, "localhost") != 0 && strcmp(arg, "*") != 0
+        && (mcp_origin_parse(cmd->temp_pool, arg, &scheme, &host, &port) != 0 || !host)) {
+        return apr_psprintf(cmd->pool, "%s: '%s' is not self, localhost, * or an origin such as "
+                            "https://app.example.com (scheme://host[:port], no path)",
+                            cmd->cmd->name, arg);
+    }
+    return add_word(cmd, dconf, arg);
+}
+
+static const char *set_sweep_interval(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    mcp_server_conf_t *conf = ap_get_module_config(cmd->server->module_config, &mcp_module);
+    const char *err = ap_check_cmd_context(cmd, NOT_IN_DIR_CONTEXT);
+
+    (void)dconf;
+    return err ? err : parse_duration(cmd, arg, &conf->sweep_interval);
+}
+
 #define AT(field) ((void *)APR_OFFSETOF(mcp_dir_conf_t, field))
 #define CONTEXT (RSRC_CONF | ACCESS_CONF)
 
@@ -223,11 +275,14 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_TAKE1("MCPMaxSessions", set_limit, AT(max_sessions), CONTEXT,
                   "Live sessions allowed at once across all servers sharing the database "
                   "(default 10000; 0: no limit)"),
-    AP_INIT_ITERATE("MCPAllowedOrigins", add_word, AT(allowed_origins), CONTEXT,
+    AP_INIT_ITERATE("MCPAllowedOrigins", add_origin, AT(allowed_origins), CONTEXT,
                     "Origins allowed to call: self, localhost, *, or exact origins such as "
                     "https://app.example.com (default: self localhost)"),
     AP_INIT_ITERATE("MCPAllowedHosts", add_word, AT(allowed_hosts), CONTEXT,
                     "Host header names accepted besides the server's own names and loopback "
                     "(DNS-rebinding protection); * accepts any"),
+    AP_INIT_TAKE1("MCPSweepInterval", set_sweep_interval, NULL, RSRC_CONF,
+                  "How often one process per host finishes streams whose owner died "
+                  "(default 30s; 0: never)"),
     { NULL }
 };

@@ -41,7 +41,18 @@ typedef struct mcp_dir_conf_t {
     apr_array_header_t         *allowed_hosts;         /* const char *: names, localhost, *     */
 } mcp_dir_conf_t;
 
+#define MCP_DEFAULT_SWEEP_INTERVAL          apr_time_from_sec(30)
+
+/* Per-server settings (the background work of each process). */
+typedef struct mcp_server_conf_t {
+    apr_interval_time_t sweep_interval;   /* 0: no sweep                                  */
+} mcp_server_conf_t;
+
 extern const command_rec mcp_config_cmds[];
+
+void *mcp_config_create_server(apr_pool_t *p, server_rec *s);
+void *mcp_config_merge_server(apr_pool_t *p, void *base, void *add);
+apr_interval_time_t mcp_config_sweep_interval(server_rec *s);
 
 void *mcp_config_create_dir(apr_pool_t *p, char *dir);
 void *mcp_config_merge_dir(apr_pool_t *p, void *base, void *add);

@@ -22,4 +22,8 @@ int mcp_dbd_init(void);
 ap_dbd_t *mcp_dbd_open(request_rec *r, mcp_store_t *store);
 void mcp_dbd_close(request_rec *r, ap_dbd_t *dbd);
 
+/* The same outside a request (background threads of a child). */
+ap_dbd_t *mcp_dbd_open_server(apr_pool_t *p, server_rec *s, mcp_store_t *store);
+void mcp_dbd_close_server(server_rec *s, ap_dbd_t *dbd);
+
 #endif

@@ -7,6 +7,7 @@
 #include <http_protocol.h>
 
 #include "mcp_id.h"
+#include "mcp_listener.h"
 #include "mcp_router.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_replay.h"
@@ -17,9 +18,9 @@ APLOG_USE_MODULE(mcp);
 /* Rows read per query. */
 #define REPLAY_BATCH 256
 
-/* How often a follower of a stream relayed by another process looks at the table when nothing
- * woke it (wake-ups across processes come with the LISTEN/NOTIFY listener). */
-#define REMOTE_POLL apr_time_from_msec(250)
+/* How often a follower looks at the table when nothing woke it while this process has no
+ * working LISTEN connection (wake-ups from other processes and hosts come through it). */
+#define POLL_WITHOUT_LISTENER apr_time_from_msec(250)
 
 typedef struct follower_t {
     mcp_req_t    *q;
@@ -74,39 +75,78 @@ static int stream_state(follower_t *f, mcp_store_stream_t *state)
     return rv;
 }
 
+/* The stream's owner died: finish it (unless another process or host just did) with a terminal
+ * error for its request, which the next read then delivers. */
+static void finish_for_dead_owner(follower_t *f, const mcp_store_stream_t *state)
+{
+    const char *err = NULL;
+    mcp_store_t store;
+    long finished = 0;
+    ap_dbd_t *dbd = mcp_dbd_open(f->q->r, &store);
+
+    if (dbd && mcp_store_streams_expire(&store, f->pool, f->st.id, MCP_OWNER_GONE_MESSAGE, &finished,
+                                        &err) != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, f->q->r, "stream %" APR_INT64_T_FMT ": finishing "
+                      "it failed: %s", f->st.id, err);
+    }
+    mcp_dbd_close(f->q->r, dbd);
+    ap_log_rerror(APLOG_MARK, finished ? APLOG_NOTICE : APLOG_DEBUG, 0, f->q->r,
+                  "stream %" APR_INT64_T_FMT ": its owner %s stopped renewing its lease; %s",
+                  f->st.id, state->owner ? state->owner : "-",
+                  finished ? "finished it with an error response" : "already finished");
+}
+
+static apr_interval_time_t wake_up_timeout(follower_t *f)
+{
+    return mcp_child.listener && mcp_listener_connected(mcp_child.listener) ? f->q->conf->keepalive_interval
+                                                      : POLL_WITHOUT_LISTENER;
+}
+
+/* Replays, then follows the stream until it ends, the client goes, or the server stops. Database
+ * failures (a restart) are waited out for as long as a lease lasts. */
 static void follow(follower_t *f, mcp_router_sub_t *sub)
 {
+    apr_time_t failing_since = 0;
     mcp_store_stream_t state;
     int n;
 
     for (;;) {
-        if ((n = read_more(f)) < 0 || f->st.client_gone) {
+        if (mcp_stream_server_stopping()) {
+            mcp_stream_end_early(&f->st);
+            return;
+        }
+        n = read_more(f);
+        if (f->st.client_gone) {
             return;
         }
         if (n == REPLAY_BATCH) {
             continue;
         }
-        if (stream_state(f, &state) != MCP_STORE_OK) {
-            return;
-        }
-        if (strcmp(state.status, "open") != 0) {
-            /* It ended after the read above: what it stored before ending is read now. */
-            while (read_more(f) == REPLAY_BATCH && !f->st.client_gone) {
+        if (n < 0 || stream_state(f, &state) != MCP_STORE_OK) {
+            apr_time_t now = apr_time_now();
+            failing_since = failing_since ? failing_since : now;
+            if (now - failing_since > f->q->conf->stream_lease) {
+                return;
             }
-            return;
-        }
-        if (state.lease_expired) {
-            ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, f->q->r, "stream %" APR_INT64_T_FMT
-                          ": its owner %s stopped renewing its lease; not following it",
-                          f->st.id, state.owner ? state.owner : "-");
-            return;
-        }
-        if (sub) {
-            int local = state.owner && strcmp(state.owner, mcp_child.owner) == 0;
-            mcp_router_wait(sub, local ? f->q->conf->keepalive_interval : REMOTE_POLL);
         }
         else {
-            apr_sleep(REMOTE_POLL);
+            failing_since = 0;
+            if (strcmp(state.status, "open") != 0) {
+                /* It ended after the read above: what it stored before ending is read now. */
+                while (read_more(f) == REPLAY_BATCH && !f->st.client_gone) {
+                }
+                return;
+            }
+            if (state.lease_expired) {
+                finish_for_dead_owner(f, &state);
+                continue;
+            }
+        }
+        if (sub) {
+            mcp_router_wait(sub, failing_since ? POLL_WITHOUT_LISTENER : wake_up_timeout(f));
+        }
+        else {
+            apr_sleep(POLL_WITHOUT_LISTENER);
         }
         mcp_stream_tick(&f->st, 0);
     }

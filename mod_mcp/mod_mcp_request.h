@@ -13,6 +13,7 @@
 
 #include "mcp_backend.h"
 #include "mcp_jsonrpc.h"
+#include "mcp_listener.h"
 #include "mcp_protocol.h"
 #include "mcp_router.h"
 #include "mcp_store.h"
@@ -22,10 +23,16 @@
 typedef struct mcp_child_t {
     mcp_backend_pool_t *backends;   /* idle libcurl handles (keep-alive to the backend)      */
     mcp_router_t       *router;     /* wake-ups for followers of streams                     */
+    mcp_listener_t     *listener;   /* LISTEN connection feeding the router (NULL: none)     */
     const char         *owner;      /* "host:pid", the owner written on streams relayed here */
 } mcp_child_t;
 
 extern mcp_child_t mcp_child;
+
+/* The terminal answer a client gets for a request whose relaying process died. */
+#define MCP_OWNER_GONE_MESSAGE \
+    "Bad Gateway: the gateway process relaying this request stopped before the response " \
+    "(its lease ran out); the request's outcome is unknown"
 
 typedef struct mcp_req_t {
     request_rec          *r;

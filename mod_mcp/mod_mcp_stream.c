@@ -9,6 +9,7 @@
 #include <http_protocol.h>
 #include <http_core.h>
 #include <util_filter.h>
+#include <ap_mpm.h>
 
 #include "mcp_id.h"
 #include "mcp_router.h"
@@ -81,31 +82,71 @@ void mcp_stream_start_sse(mcp_stream_t *st, apr_int64_t priming_seq)
     mcp_stream_write(st, "", 0);
 }
 
-int mcp_stream_commit(mcp_stream_t *st)
+/* One piece of work on the store for a stream. */
+typedef mcp_store_status_t store_op_fn(mcp_stream_t *st, const mcp_store_t *store, void *arg,
+                                       const char **err);
+
+/* Runs op, retrying while the database is away (a restart): the caller waits, and with it the
+ * backend (back-pressure), for at most half a lease. Returns the last status. */
+static mcp_store_status_t with_store(mcp_stream_t *st, store_op_fn *op, void *arg, const char *what)
 {
     request_rec *r = st->q->r;
-    apr_pool_t *p = st->batch_pool;
-    const char *err = NULL, *messages;
+    apr_interval_time_t backoff = apr_time_from_msec(50);
+    apr_time_t deadline = apr_time_now() + st->q->conf->stream_lease / 2;
+    mcp_store_status_t rv;
+    const char *err;
     mcp_store_t store;
     ap_dbd_t *dbd;
+
+    for (;;) {
+        rv = MCP_STORE_ERROR;
+        err = NULL;
+        if ((dbd = mcp_dbd_open(r, &store))) {
+            rv = op(st, &store, arg, &err);
+            mcp_dbd_close(r, dbd);
+        }
+        if (rv != MCP_STORE_ERROR) {
+            return rv;
+        }
+        if (apr_time_now() + backoff > deadline) {
+            ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "stream %" APR_INT64_T_FMT ": %s failed: %s",
+                          st->id, what, err ? err : "no database connection");
+            return rv;
+        }
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "stream %" APR_INT64_T_FMT ": %s failed, "
+                      "retrying: %s", st->id, what, err ? err : "no database connection");
+        apr_sleep(backoff);
+        backoff = backoff * 2 > apr_time_from_sec(2) ? apr_time_from_sec(2) : backoff * 2;
+    }
+}
+
+static mcp_store_status_t append_op(mcp_stream_t *st, const mcp_store_t *store, void *messages,
+                                    const char **err)
+{
+    return mcp_store_events_append(store, st->batch_pool, st->q->session, st->id, st->next_seq,
+                                   "out", messages, err);
+}
+
+static mcp_store_status_t finish_op(mcp_stream_t *st, const mcp_store_t *store, void *status,
+                                    const char **err)
+{
+    return mcp_store_stream_finish(store, st->batch_pool, st->id, status, err);
+}
+
+int mcp_stream_commit(mcp_stream_t *st)
+{
+    apr_pool_t *p = st->batch_pool;
     int i, n = st->batch->nelts;
 
     if (st->broken || n == 0) {
         return st->broken;
     }
-    messages = apr_pstrcat(p, "[", apr_array_pstrcat(p, st->batch, ','), "]", NULL);
-    if (!(dbd = mcp_dbd_open(r, &store))
-        || mcp_store_events_append(&store, p, st->q->session, st->id, st->next_seq, "out",
-                                   messages, &err) != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r,
-                      "stream %" APR_INT64_T_FMT ": %d message(s) could not be stored, so they "
-                      "are not sent: %s", st->id, n, err ? err : "no database connection");
-        mcp_dbd_close(r, dbd);
+    if (with_store(st, append_op, apr_pstrcat(p, "[", apr_array_pstrcat(p, st->batch, ','), "]",
+                                              NULL), "storing messages") != MCP_STORE_OK) {
+        /* Never written unless stored: the client gets nothing more from this stream. */
         st->broken = 1;
         return 1;
     }
-    mcp_dbd_close(r, dbd);
-
     for (i = 0; i < n; i++) {
         put_event(st, p, st->next_seq + i, APR_ARRAY_IDX(st->batch, i, const char *), -1);
     }
@@ -191,30 +232,73 @@ int mcp_stream_tick(mcp_stream_t *st, int renew_lease)
         const char *err = NULL;
         ap_dbd_t *dbd = mcp_dbd_open(st->q->r, &store);
 
+        mcp_store_status_t rv = dbd ? mcp_store_stream_renew(&store, st->batch_pool, st->id,
+                                                             st->q->session->id,
+                                                             mcp_req_lease_secs(st->q), &err)
+                                    : MCP_STORE_ERROR;
+
+        mcp_dbd_close(st->q->r, dbd);
         st->last_renew = now;
-        if (!dbd || mcp_store_stream_renew(&store, st->batch_pool, st->id, st->q->session->id,
-                                           mcp_req_lease_secs(st->q), &err) != MCP_STORE_OK) {
+        if (rv == MCP_STORE_NOT_FOUND) {
+            /* Finished by someone else: our lease ran out (we were stalled) and a follower or
+             * the sweep gave the client its terminal answer. Nothing more may be added. */
+            ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, st->q->r,
+                          "stream %" APR_INT64_T_FMT ": was finished by another process after "
+                          "its lease ran out; relaying stops", st->id);
+            st->broken = 1;
+        }
+        else if (rv != MCP_STORE_OK) {
             ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, st->q->r,
                           "stream %" APR_INT64_T_FMT ": lease not renewed: %s", st->id,
                           err ? err : "no database connection");
         }
-        mcp_dbd_close(st->q->r, dbd);
     }
     return st->broken;
 }
 
+int mcp_stream_server_stopping(void)
+{
+    int state = AP_MPMQ_RUNNING;
+
+    return ap_mpm_query(AP_MPMQ_MPM_STATE, &state) == APR_SUCCESS && state == AP_MPMQ_STOPPING;
+}
+
+void mcp_stream_end_early(mcp_stream_t *st)
+{
+    request_rec *r = st->q->r;
+    apr_bucket_brigade *bb = st->out;
+    apr_socket_t *sock = ap_get_conn_socket(r->connection);
+    const char *hint;
+
+    if (st->mode != MCP_STREAM_SSE || st->client_gone) {
+        return;
+    }
+    /* A block with only retry: sets the client's reconnection delay and dispatches nothing. */
+    hint = apr_psprintf(st->batch_pool, "retry: %" APR_TIME_T_FMT "\n\n",
+                        apr_time_as_msec(st->q->conf->retry_interval));
+    mcp_stream_write(st, hint, strlen(hint));
+    APR_BRIGADE_INSERT_TAIL(bb, apr_bucket_eos_create(bb->bucket_alloc));
+    ap_pass_brigade(r->output_filters, bb);
+    apr_brigade_cleanup(bb);
+    /* The request's filters are done after EOS; the connection's must still send the last
+     * chunk before the socket is half-closed. */
+    APR_BRIGADE_INSERT_TAIL(bb, apr_bucket_flush_create(bb->bucket_alloc));
+    ap_pass_brigade(r->connection->output_filters, bb);
+    apr_brigade_cleanup(bb);
+    /* The response is complete; closing our side lets the client see it at once although this
+     * thread goes on relaying (and storing) what the backend still sends. */
+    r->connection->keepalive = AP_CONN_CLOSE;
+    if (sock) {
+        apr_socket_shutdown(sock, APR_SHUTDOWN_WRITE);
+    }
+    st->client_gone = 1;
+    ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "stream %" APR_INT64_T_FMT ": ended early with "
+                  "a retry hint; the client resumes with Last-Event-ID", st->id);
+}
+
 void mcp_stream_finish(mcp_stream_t *st, const char *status)
 {
-    mcp_store_t store;
-    const char *err = NULL;
-    ap_dbd_t *dbd = mcp_dbd_open(st->q->r, &store);
-
-    if (!dbd || mcp_store_stream_finish(&store, st->batch_pool, st->id, status, &err)
-                != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, st->q->r,
-                      "stream %" APR_INT64_T_FMT ": could not be marked %s: %s", st->id, status,
-                      err ? err : "no database connection");
-    }
-    mcp_dbd_close(st->q->r, dbd);
+    with_store(st, finish_op, (void *)status, apr_pstrcat(st->batch_pool, "marking it ", status,
+                                                            NULL));
     mcp_router_notify(mcp_child.router, st->id);
 }

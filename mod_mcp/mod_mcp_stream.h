@@ -67,6 +67,15 @@ int mcp_stream_tick(mcp_stream_t *st, int renew_lease);
 /* Writes raw bytes and flushes (SSE mode); notices a vanished client. */
 void mcp_stream_write(mcp_stream_t *st, const char *data, apr_size_t len);
 
+/* Non-zero while httpd stops this process (graceful restart or stop): streams should hand their
+ * clients over to the new processes. */
+int mcp_stream_server_stopping(void);
+
+/* Ends the client's response now, with a retry: hint (MCPRetryInterval) so that it resumes with
+ * Last-Event-ID, and closes the connection; the caller may go on storing (the stream row stays
+ * open). Used at graceful restarts. */
+void mcp_stream_end_early(mcp_stream_t *st);
+
 /* Marks the stream row finished ("complete", "failed" or "closed") and wakes its followers. */
 void mcp_stream_finish(mcp_stream_t *st, const char *status);
 

@@ -74,6 +74,35 @@ CREATE TABLE IF NOT EXISTS mcp.events (
 CREATE UNIQUE INDEX IF NOT EXISTS events_stream_seq_idx ON mcp.events (stream_id, seq);
 CREATE INDEX IF NOT EXISTS events_session_idx ON mcp.events (session_id, id);
 
+-- Wake-ups for followers in other processes and on other hosts: every statement that stores
+-- events on a stream, and every change of a stream's status, notifies channel mcp_events with
+-- the stream id. A notification is only a wake-up (delivered at commit); the tables are the truth.
+CREATE OR REPLACE FUNCTION mcp.notify_stream_events() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('mcp_events', d.stream_id::text)
+       FROM (SELECT DISTINCT stream_id FROM new_events WHERE stream_id IS NOT NULL) AS d;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER events_notify
+    AFTER INSERT ON mcp.events REFERENCING NEW TABLE AS new_events
+    FOR EACH STATEMENT EXECUTE FUNCTION mcp.notify_stream_events();
+
+CREATE OR REPLACE FUNCTION mcp.notify_stream_status() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('mcp_events', NEW.id::text);
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER streams_notify
+    AFTER UPDATE OF status ON mcp.streams
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+    EXECUTE FUNCTION mcp.notify_stream_status();
+
 COMMIT;
 
 -- The audit views.
