@@ -31,6 +31,8 @@ from mcp_client import McpSession
 
 REPO = Path(__file__).resolve().parents[2]
 STACK = REPO / "tests" / "stack"
+# The MPM of the stack the tests start (MCP_TEST_MPM: event, worker or prefork).
+MPM = os.environ.get("MCP_TEST_MPM", "event")
 # Extra httpd directives for the tests' stack (Include'd at the end of each httpd.conf).
 GATEWAY_CONF = Path(__file__).resolve().parent / "gateway.conf"
 
@@ -73,7 +75,7 @@ def stack():
     # Output to a file, not a pipe: nothing started in the background can then hold up
     # this call by keeping a pipe open.
     with open(up_log, "wb") as out:
-        rc = subprocess.run([str(STACK), "up", "--httpd", "2", "--dir", str(d)] + extra_conf,
+        rc = subprocess.run([str(STACK), "up", "--httpd", "2", "--mpm", MPM, "--dir", str(d)] + extra_conf,
                             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                             timeout=300).returncode
     if rc != 0:
