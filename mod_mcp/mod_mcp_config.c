@@ -26,6 +26,7 @@ void *mcp_config_create_dir(apr_pool_t *p, char *dir)
     conf->retry_interval = UNSET;
     conf->keepalive_interval = UNSET;
     conf->stream_lease = UNSET;
+    conf->stream_close_after = UNSET;
     conf->session_idle_timeout = UNSET;
     conf->max_sessions = UNSET;
     return conf;
@@ -50,6 +51,7 @@ void *mcp_config_merge_dir(apr_pool_t *p, void *basev, void *addv)
     MERGE(retry_interval, UNSET);
     MERGE(keepalive_interval, UNSET);
     MERGE(stream_lease, UNSET);
+    MERGE(stream_close_after, UNSET);
     MERGE(session_idle_timeout, UNSET);
     MERGE(max_sessions, UNSET);
     MERGE(allowed_origins, NULL);
@@ -73,6 +75,7 @@ const mcp_dir_conf_t *mcp_config_get(request_rec *r)
     DEFAULT(retry_interval, MCP_DEFAULT_RETRY_INTERVAL);
     DEFAULT(keepalive_interval, MCP_DEFAULT_KEEPALIVE_INTERVAL);
     DEFAULT(stream_lease, MCP_DEFAULT_STREAM_LEASE);
+    DEFAULT(stream_close_after, 0);
     DEFAULT(session_idle_timeout, MCP_DEFAULT_SESSION_IDLE_TIMEOUT);
     DEFAULT(max_sessions, MCP_DEFAULT_MAX_SESSIONS);
     if (!conf->allowed_origins) {
@@ -269,6 +272,9 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_TAKE1("MCPStreamLease", set_interval, AT(stream_lease), CONTEXT,
                   "How long a stream's owner may go silent before others treat it as dead; "
                   "renewed every third of it (default 30s)"),
+    AP_INIT_TAKE1("MCPStreamCloseAfter", set_duration, AT(stream_close_after), CONTEXT,
+                  "End a 2025-11-25 client's stream after this long, with a retry: hint, so that "
+                  "it polls with Last-Event-ID instead of holding a connection (default 0: off)"),
     AP_INIT_TAKE1("MCPSessionIdleTimeout", set_duration, AT(session_idle_timeout), CONTEXT,
                   "Inactivity after which a session expires; an open stream is activity "
                   "(default 1h; 0: never)"),

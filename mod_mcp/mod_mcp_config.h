@@ -35,6 +35,7 @@ typedef struct mcp_dir_conf_t {
     apr_interval_time_t         retry_interval;
     apr_interval_time_t         keepalive_interval;
     apr_interval_time_t         stream_lease;
+    apr_interval_time_t         stream_close_after;    /* 0: streams stay open to the end     */
     apr_interval_time_t         session_idle_timeout;  /* 0: sessions never expire            */
     int                         max_sessions;          /* 0: no limit                         */
     apr_array_header_t         *allowed_origins;       /* const char *: self, localhost, *, URL */

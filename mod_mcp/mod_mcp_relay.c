@@ -130,9 +130,9 @@ static int on_backend_tick(void *baton)
 {
     relay_t *rl = baton;
 
-    /* A graceful restart: the client resumes on a new process, which follows this stream
-     * through the table while this one finishes relaying it. */
-    if (mcp_stream_server_stopping()) {
+    /* A graceful restart, or polling (MCPStreamCloseAfter): the client resumes, on whichever
+     * process, and follows this stream through the table while this one finishes relaying it. */
+    if (mcp_stream_should_hand_over(&rl->st)) {
         mcp_stream_end_early(&rl->st);
     }
     return mcp_stream_tick(&rl->st, 1) || (rl->standalone && rl->st.client_gone);

@@ -111,7 +111,7 @@ static void follow(follower_t *f, mcp_router_sub_t *sub)
     int n;
 
     for (;;) {
-        if (mcp_stream_server_stopping()) {
+        if (mcp_stream_should_hand_over(&f->st)) {
             mcp_stream_end_early(&f->st);
             return;
         }

@@ -30,7 +30,7 @@ void mcp_stream_init(mcp_stream_t *st, mcp_req_t *q, apr_int64_t id, apr_int64_t
     st->out = apr_brigade_create(r->pool, r->connection->bucket_alloc);
     apr_pool_create(&st->batch_pool, r->pool);
     st->batch = apr_array_make(st->batch_pool, q->conf->stream_queue_length, sizeof(const char *));
-    st->last_write = st->last_renew = apr_time_now();
+    st->started = st->last_write = st->last_renew = apr_time_now();
 }
 
 void mcp_stream_write(mcp_stream_t *st, const char *data, apr_size_t len)
@@ -261,6 +261,17 @@ int mcp_stream_server_stopping(void)
     int state = AP_MPMQ_RUNNING;
 
     return ap_mpm_query(AP_MPMQ_MPM_STATE, &state) == APR_SUCCESS && state == AP_MPMQ_STOPPING;
+}
+
+int mcp_stream_should_hand_over(const mcp_stream_t *st)
+{
+    apr_interval_time_t close_after = st->q->conf->stream_close_after;
+
+    if (st->mode != MCP_STREAM_SSE || st->client_gone) {
+        return 0;
+    }
+    return mcp_stream_server_stopping()
+        || (close_after > 0 && st->q->rev->priming && apr_time_now() - st->started >= close_after);
 }
 
 void mcp_stream_end_early(mcp_stream_t *st)

@@ -35,6 +35,7 @@ typedef struct mcp_stream_t {
     int                 client_gone;
     int                 broken;       /* storing failed: nothing more may be written        */
     int                 written;      /* events written to the client                       */
+    apr_time_t          started;      /* when the client's response began                   */
 } mcp_stream_t;
 
 /* Prepares a stream whose row exists; the next message stored takes next_seq. */
@@ -75,6 +76,10 @@ int mcp_stream_server_stopping(void);
  * Last-Event-ID, and closes the connection; the caller may go on storing (the stream row stays
  * open). Used at graceful restarts. */
 void mcp_stream_end_early(mcp_stream_t *st);
+
+/* Non-zero when the client's response should end now so that it resumes later: the server is
+ * stopping, or MCPStreamCloseAfter passed (2025-11-25 sessions, which can poll). */
+int mcp_stream_should_hand_over(const mcp_stream_t *st);
 
 /* Marks the stream row finished ("complete", "failed" or "closed") and wakes its followers. */
 void mcp_stream_finish(mcp_stream_t *st, const char *status);

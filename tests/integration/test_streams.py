@@ -310,3 +310,30 @@ def test_small_queue_still_delivers_everything_in_order(mcp, stack):
     evs = list(s.request_stream("tools/call", slow_params(30, 0)))
     seqs = [int(e.id.split("-")[1]) for e in evs if e.data]
     assert seqs == list(range(2, 2 + 31))
+
+
+def test_close_after_makes_clients_poll_without_losing_anything(mcp, stack, pg):
+    # /mcp-poll: MCPStreamCloseAfter 500ms. The POST stream and every resumed GET end early with
+    # a retry: hint; the client keeps resuming from its last event id until the response.
+    s = mcp(base(stack) + "/mcp-poll")
+    s.initialize()
+    count = 8
+    received, connections, last_id = [], 1, None
+    for ev in s.request_stream("tools/call", slow_params(count, 200), include_empty=True):
+        if ev.id:
+            last_id = ev.id
+            received.append(ev)
+        else:
+            assert ev.retry == 1000, ev      # the hint that ends a connection early
+    while not received or "result" not in (received[-1].json or {}):
+        assert connections < 50, "no progress"
+        connections += 1
+        for ev in s.get_stream(last_event_id=last_id, include_empty=True):
+            if ev.id:
+                last_id = ev.id
+                received.append(ev)
+    assert connections > 1, "the stream was never closed early"
+    seqs = [int(e.id.split("-")[1]) for e in received]
+    assert seqs == list(range(1, 2 + count + 1)), seqs    # priming, progress..., response
+    assert received[-1].json["result"]["content"][0]["text"] == f"slow done: {count} steps"
+    assert stream_status(pg, stream_of(received[0].id)) == "complete"
