@@ -262,26 +262,6 @@ mcp_store_status_t mcp_store_stream_open_standalone(const mcp_store_t *db, apr_p
     return first_id(db, p, res, stream_id) == MCP_STORE_OK ? MCP_STORE_OK : MCP_STORE_CONFLICT;
 }
 
-static mcp_store_status_t run(const mcp_store_t *db, apr_pool_t *p, const char *sql,
-                              const char *what, const char **err, int *nrows, int nargs,
-                              const char *a1, const char *a2, const char *a3)
-{
-    apr_dbd_prepared_t *stmt;
-    int rv, n = 0;
-
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, what, err);
-    }
-    switch (nargs) {
-    case 2:  rv = apr_dbd_pvquery(db->driver, p, db->handle, &n, stmt, a1, a2);     break;
-    default: rv = apr_dbd_pvquery(db->driver, p, db->handle, &n, stmt, a1, a2, a3); break;
-    }
-    if (nrows) {
-        *nrows = n;
-    }
-    return rv ? db_error(db, p, rv, what, err) : MCP_STORE_OK;
-}
-
 mcp_store_status_t mcp_store_stream_finish(const mcp_store_t *db, apr_pool_t *p,
                                            apr_int64_t stream_id, const char *status,
                                            const char **err)
@@ -289,8 +269,15 @@ mcp_store_status_t mcp_store_stream_finish(const mcp_store_t *db, apr_pool_t *p,
     static const char sql[] =
         "UPDATE mcp.streams SET status = %s, completed_at = now()"
         " WHERE id = %s::bigint AND status = 'open'";
+    apr_dbd_prepared_t *stmt;
+    int rv, nrows = 0;
 
-    return run(db, p, sql, "finishing a stream", err, NULL, 2, status, i64(p, stream_id), NULL);
+    if ((rv = prepare(db, p, sql, &stmt)) != 0
+        || (rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, status,
+                                 i64(p, stream_id))) != 0) {
+        return db_error(db, p, rv, "finishing a stream", err);
+    }
+    return MCP_STORE_OK;
 }
 
 mcp_store_status_t mcp_store_stream_renew(const mcp_store_t *db, apr_pool_t *p,
