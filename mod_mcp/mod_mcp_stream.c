@@ -29,6 +29,7 @@ void mcp_stream_init(mcp_stream_t *st, mcp_req_t *q, apr_int64_t id, apr_int64_t
     st->next_seq = next_seq;
     st->out = apr_brigade_create(r->pool, r->connection->bucket_alloc);
     apr_pool_create(&st->batch_pool, r->pool);
+    apr_pool_create(&st->tick_pool, r->pool);
     st->batch = apr_array_make(st->batch_pool, q->conf->stream_queue_length, sizeof(const char *));
     st->started = st->last_write = st->last_renew = apr_time_now();
 }
@@ -231,11 +232,14 @@ int mcp_stream_tick(mcp_stream_t *st, int renew_lease)
         mcp_store_t store;
         const char *err = NULL;
         ap_dbd_t *dbd = mcp_dbd_open(st->q->r, &store);
+        mcp_store_status_t rv = MCP_STORE_ERROR;
 
-        mcp_store_status_t rv = dbd ? mcp_store_stream_renew(&store, st->batch_pool, st->id,
-                                                             st->q->session->id,
-                                                             mcp_req_lease_secs(st->q), &err)
-                                    : MCP_STORE_ERROR;
+        /* An idle stream renews for hours: each renewal's memory goes with the next. */
+        apr_pool_clear(st->tick_pool);
+        if (dbd) {
+            rv = mcp_store_stream_renew(&store, st->tick_pool, st->id, st->q->session->id,
+                                        mcp_req_lease_secs(st->q), &err);
+        }
 
         mcp_dbd_close(st->q->r, dbd);
         st->last_renew = now;

@@ -28,6 +28,7 @@ typedef struct mcp_stream_t {
     mcp_stream_mode_t   mode;
     apr_bucket_brigade *out;
     apr_pool_t         *batch_pool;   /* the queue's memory; cleared after every commit     */
+    apr_pool_t         *tick_pool;    /* lease renewals; cleared at each one                */
     apr_array_header_t *batch;        /* const char *: queued messages (JSON texts)         */
     apr_size_t          batch_bytes;
     apr_time_t          last_write;   /* for keep-alives                                    */
