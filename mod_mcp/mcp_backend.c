@@ -120,6 +120,35 @@ typedef struct exchange_t {
     int                         aborted;
 } exchange_t;
 
+static int deliver_headers(exchange_t *x)
+{
+    mcp_backend_response_t *r = x->response;
+
+    x->headers_delivered = 1;
+    curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &r->status);
+    r->content_type = apr_table_get(r->headers, "Content-Type");
+    r->session_id = apr_table_get(r->headers, "Mcp-Session-Id");
+    if (x->call->on_headers && x->call->on_headers(x->call->baton, r) != 0) {
+        x->aborted = 1;
+        return -1;
+    }
+    return 0;
+}
+
+/* The end of a final response's header block: the caller hears of it now, not with the first
+ * body byte, which for an SSE stream may come much later (a backend that sends nothing until its
+ * first message or keep-alive). */
+static int at_end_of_headers(exchange_t *x, const char *buf, size_t len)
+{
+    long code = 0;
+
+    if ((len == 2 && buf[0] == '\r' && buf[1] == '\n') || (len == 1 && buf[0] == '\n')) {
+        curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &code);
+        return code >= 200;
+    }
+    return 0;
+}
+
 static size_t on_header_line(char *buf, size_t size, size_t n, void *data)
 {
     exchange_t *x = data;
@@ -127,6 +156,9 @@ static size_t on_header_line(char *buf, size_t size, size_t n, void *data)
     const char *colon;
     char *name, *value;
 
+    if (!x->headers_delivered && at_end_of_headers(x, buf, len)) {
+        return deliver_headers(x) == 0 ? len : 0;
+    }
     if (len >= 5 && strncmp(buf, "HTTP/", 5) == 0) {
         /* A new status line: forget the headers of an interim (1xx) response. */
         apr_table_clear(x->response->headers);
@@ -145,21 +177,6 @@ static size_t on_header_line(char *buf, size_t size, size_t n, void *data)
     value[strcspn(value, "\r\n")] = '\0';
     apr_table_addn(x->response->headers, name, value);
     return len;
-}
-
-static int deliver_headers(exchange_t *x)
-{
-    mcp_backend_response_t *r = x->response;
-
-    x->headers_delivered = 1;
-    curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &r->status);
-    r->content_type = apr_table_get(r->headers, "Content-Type");
-    r->session_id = apr_table_get(r->headers, "Mcp-Session-Id");
-    if (x->call->on_headers && x->call->on_headers(x->call->baton, r) != 0) {
-        x->aborted = 1;
-        return -1;
-    }
-    return 0;
 }
 
 static size_t on_body(char *buf, size_t size, size_t n, void *data)
