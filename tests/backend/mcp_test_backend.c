@@ -9,6 +9,11 @@
  * The tools exist to exercise a gateway: echo/add for plain calls, slow and
  * sample for streamed answers and server->client requests, notify for the
  * standalone stream, and session_info to report what really arrived here.
+ * Besides them it serves what the official MCP conformance suite
+ * (@modelcontextprotocol/conformance, "server" scenarios) asks of a server:
+ * the test_* tools, prompts, resources and a resource template, completion,
+ * logging levels and resource subscriptions.  Tools, prompts, resources and
+ * completions are tables; each entry has a small handler.
  *
  * libmicrohttpd runs one thread per connection, so an SSE content reader may
  * simply block until its next event is due.  All shared state is guarded by
@@ -51,12 +56,18 @@
 #define JSON_MAX_DEPTH    64
 #define SLOW_MAX_COUNT    1000
 #define SLOW_MAX_INTERVAL 10000
-#define SAMPLE_TIMEOUT_MS 30000
+#define SAMPLE_TIMEOUT_MS 30000  /* how long a tool waits for the client's answer */
+#define MAX_SUBSCRIPTIONS 100    /* resources/subscribe URIs per session */
+#define MAX_COMPLETIONS   100    /* values in one completion/complete answer */
+#define RETRY_MS          1000   /* retry: hint of test_reconnection's priming event */
+#define RECONNECT_DELAY_MS 1500  /* test_reconnection's default delay_ms */
 #define KEEPALIVE_MS      15000
 #define POLL_SLICE_MS     250    /* how often a blocked stream checks its client */
 #define SESSION_ID_LEN    32
 #define JSON_FLAGS        (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 #define NELEM(a)          (sizeof(a) / sizeof((a)[0]))
+#define STR_(x)           #x
+#define STR(x)            STR_(x)   /* a macro's value as a string literal */
 
 static const char *const init_versions[] = {"2025-03-26", "2025-06-18", "2025-11-25"};
 #define LATEST_VERSION "2025-11-25"
@@ -288,27 +299,79 @@ static json_object *rpc_notification(const char *method, json_object *params)
     return m;
 }
 
-static json_object *log_message(const char *logger, const char *text)
+/* The RFC 5424 levels of logging/setLevel, least severe first. */
+static const char *const log_levels[] = {"debug", "info",     "notice", "warning",
+                                         "error", "critical", "alert",  "emergency"};
+enum { LOG_DEBUG, LOG_INFO };
+
+static int log_level_index(const char *name)
+{
+    for (size_t i = 0; name && i < NELEM(log_levels); i++)
+        if (!strcmp(name, log_levels[i]))
+            return (int)i;
+    return -1;
+}
+
+static json_object *log_message(const char *logger, int level, const char *text)
 {
     json_object *p = json_object_new_object();
-    json_object_object_add(p, "level", json_object_new_string("info"));
+    json_object_object_add(p, "level", json_object_new_string(log_levels[level]));
     json_object_object_add(p, "logger", json_object_new_string(logger));
     json_object_object_add(p, "data", json_object_new_string(text));
     return rpc_notification("notifications/message", p);
 }
 
-/* A CallToolResult with one text block. */
-static json_object *tool_text(const char *text, int is_error)
+/* Content blocks, as tool results and prompt messages carry them. */
+static json_object *text_block(const char *text)
+{
+    json_object *b = json_object_new_object();
+    json_object_object_add(b, "type", json_object_new_string("text"));
+    json_object_object_add(b, "text", json_object_new_string(text));
+    return b;
+}
+
+/* An image or audio block: base64 data. */
+static json_object *media_block(const char *type, const char *mime_type, const char *data)
+{
+    json_object *b = json_object_new_object();
+    json_object_object_add(b, "type", json_object_new_string(type));
+    json_object_object_add(b, "data", json_object_new_string(data));
+    json_object_object_add(b, "mimeType", json_object_new_string(mime_type));
+    return b;
+}
+
+/* An embedded text resource. */
+static json_object *resource_block(const char *uri, const char *mime_type, const char *text)
+{
+    json_object *b = json_object_new_object(), *r = json_object_new_object();
+    json_object_object_add(r, "uri", json_object_new_string(uri));
+    json_object_object_add(r, "mimeType", json_object_new_string(mime_type));
+    json_object_object_add(r, "text", json_object_new_string(text));
+    json_object_object_add(b, "type", json_object_new_string("resource"));
+    json_object_object_add(b, "resource", r);
+    return b;
+}
+
+/* A CallToolResult holding the given blocks (a NULL-terminated list, each
+   owned by the result). */
+static json_object *tool_content(int is_error, json_object *block, ...)
 {
     json_object *r = json_object_new_object(), *content = json_object_new_array();
-    json_object *block = json_object_new_object();
-    json_object_object_add(block, "type", json_object_new_string("text"));
-    json_object_object_add(block, "text", json_object_new_string(text));
-    json_object_array_add(content, block);
+    va_list ap;
+    va_start(ap, block);
+    for (; block; block = va_arg(ap, json_object *))
+        json_object_array_add(content, block);
+    va_end(ap);
     json_object_object_add(r, "content", content);
     if (is_error)
         json_object_object_add(r, "isError", json_object_new_boolean(1));
     return r;
+}
+
+/* A CallToolResult with one text block. */
+static json_object *tool_text(const char *text, int is_error)
+{
+    return tool_content(is_error, text_block(text), NULL);
 }
 
 enum msg_kind { MSG_INVALID, MSG_REQUEST, MSG_NOTIFICATION, MSG_RESPONSE };
@@ -351,14 +414,14 @@ static enum msg_kind classify(json_object *m, const char **method, json_object *
  * one more, so DELETE can unlist it while streams drain.
  * ------------------------------------------------------------------------ */
 
-/* A tools/call that waits (slow, sample): registered so a cancellation, or
-   the client's answer to our sampling request, can find and wake it. */
+/* A tools/call that waits (timed tools, tools that ask the client):
+   registered so a cancellation, or the client's answer to our request, can
+   find and wake it. */
 struct call {
     struct call *next;
     char *req_id;          /* JSON text of the client's request id */
-    char srv_id[32];       /* sample: id of our sampling/createMessage */
-    char *outcome;         /* sample: tool result text once answered */
-    int outcome_is_error;
+    char srv_id[32];       /* asking tools: id of our request to the client */
+    char *answer;          /* asking tools: JSON text of the client's response */
     int cancelled;
     pthread_cond_t cond;
 };
@@ -374,6 +437,11 @@ struct session {
     int refs;
     int terminated;
     char *protocol_header;      /* last MCP-Protocol-Version seen */
+    char version[16];           /* protocolVersion agreed at initialize */
+    int client_sampling;        /* the client declared these capabilities */
+    int client_elicitation;
+    int log_level;              /* logging/setLevel: index into log_levels */
+    json_object *subscriptions; /* resources/subscribe: uri -> true */
     long requests, responses;
     json_object *notifications; /* method -> count */
     json_object *cancelled;     /* requestIds from notifications/cancelled */
@@ -390,6 +458,8 @@ static struct session *session_new(void)
     s->refs = 1;
     s->notifications = json_object_new_object();
     s->cancelled = json_object_new_array();
+    s->subscriptions = json_object_new_object();
+    s->log_level = LOG_DEBUG; /* until the client says otherwise, everything */
     cond_init(&s->stream_cond);
     return s;
 }
@@ -404,6 +474,7 @@ static void session_free(struct session *s)
     }
     json_object_put(s->notifications);
     json_object_put(s->cancelled);
+    json_object_put(s->subscriptions);
     free(s->protocol_header);
     pthread_cond_destroy(&s->stream_cond);
     free(s);
@@ -474,11 +545,11 @@ static int random_hex(char *out, size_t nbytes)
     return 0;
 }
 
-static struct call *call_new_locked(struct session *s, json_object *req_id, int sampling)
+static struct call *call_new_locked(struct session *s, json_object *req_id, int asks)
 {
     struct call *c = xcalloc(sizeof *c);
     c->req_id = xstrdup(req_id ? json_text(req_id) : "null");
-    if (sampling)
+    if (asks)
         snprintf(c->srv_id, sizeof c->srv_id, "srv-%lu",
                  __atomic_add_fetch(&g_next_srv, 1, __ATOMIC_RELAXED));
     cond_init(&c->cond);
@@ -496,7 +567,7 @@ static void call_free_locked(struct session *s, struct call *c)
         *pp = c->next;
     pthread_cond_destroy(&c->cond);
     free(c->req_id);
-    free(c->outcome);
+    free(c->answer);
     free(c);
 }
 
@@ -512,7 +583,7 @@ static enum wait_result call_wait_locked(struct session *s, struct call *c, int 
             return WAIT_ABORT;
         if (c->cancelled || s->terminated || client_gone(fd))
             return WAIT_CANCELLED;
-        if (c->outcome)
+        if (c->answer)
             return WAIT_READY;
         if (now_ms() >= deadline)
             return WAIT_DUE;
@@ -543,26 +614,6 @@ static void queue_push_locked(struct session *s, char *json)
     pthread_cond_broadcast(&s->stream_cond);
 }
 
-/* What the sample tool reports for the client's answer to our request. */
-static char *sampling_outcome(json_object *msg, int *is_error)
-{
-    json_object *err = member(msg, "error");
-    json_object *content = member(member(msg, "result"), "content");
-    const char *text;
-    *is_error = 1;
-    if (err) {
-        text = member_string(err, "message");
-        return xasprintf("sampling failed: %s", text ? text : "error response");
-    }
-    if (json_object_is_type(content, json_type_array)) /* newer specs allow a list */
-        content = json_object_array_get_idx(content, 0);
-    text = member_string(content, "text");
-    if (!text)
-        return xstrdup("sampling failed: response has no text content");
-    *is_error = 0;
-    return xasprintf("sampled: %s", text);
-}
-
 /* Books an incoming message on its session; these counters are what
    session_info reports.  A cancellation, or an answer to one of our own
    requests, wakes the call waiting for it.  json-c objects are never shared
@@ -571,14 +622,13 @@ static void record_message(struct session *s, enum msg_kind kind, const char *me
                            json_object *msg)
 {
     json_object *cancel_id = NULL, *count;
-    char *cancel_key = NULL, *outcome = NULL;
+    char *cancel_key = NULL, *answer = NULL;
     const char *srv_id = NULL;
-    int outcome_err = 0;
 
     if (kind == MSG_RESPONSE) {
         srv_id = member_string(msg, "id");
         if (srv_id)
-            outcome = sampling_outcome(msg, &outcome_err);
+            answer = xstrdup(json_text(msg));
     } else if (kind == MSG_NOTIFICATION && !strcmp(method, "notifications/cancelled")) {
         json_object *rid = member(member(msg, "params"), "requestId");
         if (rid) {
@@ -612,10 +662,9 @@ static void record_message(struct session *s, enum msg_kind kind, const char *me
     case MSG_RESPONSE:
         s->responses++;
         for (struct call *c = s->calls; srv_id && c; c = c->next)
-            if (c->srv_id[0] && !strcmp(c->srv_id, srv_id) && !c->outcome) {
-                c->outcome = outcome;
-                c->outcome_is_error = outcome_err;
-                outcome = NULL;
+            if (c->srv_id[0] && !strcmp(c->srv_id, srv_id) && !c->answer) {
+                c->answer = answer;
+                answer = NULL;
                 pthread_cond_broadcast(&c->cond);
                 break;
             }
@@ -624,7 +673,7 @@ static void record_message(struct session *s, enum msg_kind kind, const char *me
         break;
     }
     pthread_mutex_unlock(&g_lock);
-    free(outcome);
+    free(answer);
     free(cancel_key);
     json_object_put(cancel_id);
 }
@@ -749,22 +798,43 @@ static enum MHD_Result reply_message(struct request *rq, json_object *msg)
 }
 
 /* ------------------------------------------------------------------------
- * SSE streams that take time: slow, sample, and the standalone GET stream.
+ * SSE streams that take time: timed tools (slow, test_tool_with_logging,
+ * ...), tools that ask the client something (sample, test_sampling,
+ * test_elicitation, ...), and the standalone GET stream.
  * MHD pulls bytes through stream_read(); when the buffer is empty it asks
  * the stream to produce its next event, which may block until it is due.
  * ------------------------------------------------------------------------ */
-enum stream_kind { STREAM_SLOW, STREAM_SAMPLE, STREAM_STANDALONE };
+enum stream_kind { STREAM_TIMED, STREAM_ASK, STREAM_STANDALONE };
+
+struct stream;
+
+/* A timed tool: `count` steps `interval_ms` apart (the first at once), then,
+   one interval after the last step, the result. */
+struct timed {
+    void (*step)(struct stream *st);     /* the events of step st->step (1..count), if any */
+    json_object *(*result)(int count);   /* the CallToolResult */
+};
+
+/* A tool that asks the client: our request's method, and how the client's
+   result becomes the tool's text. */
+struct ask {
+    const char *method;
+    const char *what; /* "sampling", "elicitation": failures read "<what> failed: ..." */
+    char *(*outcome)(json_object *result, int *is_error);
+};
 
 struct stream {
     enum stream_kind kind;
     struct session *s;       /* holds a reference */
-    struct call *call;       /* slow/sample, registered in s->calls */
+    struct call *call;       /* timed/ask, registered in s->calls */
     int fd;
     unsigned long serial, events; /* event ids are "<serial>-<n>" */
     json_object *req_id;     /* the tools/call id, for the final result */
-    json_object *token;      /* slow: progress token, or NULL */
-    char *prompt;            /* sample */
+    const struct timed *timed;
+    json_object *token;      /* timed: progress token, or NULL */
     int step, count, interval_ms;
+    const struct ask *ask;
+    char *request;           /* ask: JSON text of our request to the client */
     int64_t due;             /* when the next event may go out */
     struct buf out;          /* produced, not yet handed to MHD */
     size_t off;
@@ -784,7 +854,7 @@ static struct stream *stream_new(enum stream_kind kind, struct request *rq,
     pthread_mutex_lock(&g_lock);
     s->refs++;
     if (kind != STREAM_STANDALONE)
-        st->call = call_new_locked(s, id, kind == STREAM_SAMPLE);
+        st->call = call_new_locked(s, id, kind == STREAM_ASK);
     pthread_mutex_unlock(&g_lock);
     return st;
 }
@@ -803,62 +873,72 @@ static void stream_event(struct stream *st, json_object *msg)
     json_object_put(msg);
 }
 
-static json_object *slow_notification(json_object *token, int i, int count)
+/* SEP-1699 priming: an event id with empty data, and a retry hint. */
+static void stream_priming(struct stream *st)
 {
-    json_object *p;
-    char text[64];
-    snprintf(text, sizeof text, "step %d of %d", i, count);
-    if (!token)
-        return log_message("slow", text);
-    p = json_object_new_object();
-    json_object_object_add(p, "progressToken", json_object_get(token));
-    json_object_object_add(p, "progress", json_object_new_int(i));
-    json_object_object_add(p, "total", json_object_new_int(count));
-    json_object_object_add(p, "message", json_object_new_string(text));
-    return rpc_notification("notifications/progress", p);
+    char *event = xasprintf("id: %lu-%lu\nretry: %d\ndata: \n\n", st->serial, ++st->events,
+                            RETRY_MS);
+    buf_adds(&st->out, event);
+    free(event);
 }
 
-static json_object *slow_result(json_object *id, int count)
+/* Whether the session wants log messages of this level (logging/setLevel). */
+static int session_logs(struct session *s, int level)
 {
-    char text[64];
-    snprintf(text, sizeof text, "slow done: %d steps", count);
-    return rpc_result(id, tool_text(text, 0));
+    int yes;
+    pthread_mutex_lock(&g_lock);
+    yes = level >= s->log_level;
+    pthread_mutex_unlock(&g_lock);
+    return yes;
 }
 
-static json_object *sampling_request(const char *srv_id, const char *prompt)
+/* Our request to the client, as JSON text.  Takes ownership of params. */
+static char *client_request(const char *srv_id, const char *method, json_object *params)
 {
-    json_object *m = json_object_new_object(), *p = json_object_new_object();
-    json_object *msgs = json_object_new_array(), *msg = json_object_new_object();
-    json_object *content = json_object_new_object();
-    json_object_object_add(content, "type", json_object_new_string("text"));
-    json_object_object_add(content, "text", json_object_new_string(prompt));
-    json_object_object_add(msg, "role", json_object_new_string("user"));
-    json_object_object_add(msg, "content", content);
-    json_object_array_add(msgs, msg);
-    json_object_object_add(p, "messages", msgs);
-    json_object_object_add(p, "maxTokens", json_object_new_int(100));
+    json_object *m = json_object_new_object();
+    char *text;
     json_object_object_add(m, "jsonrpc", json_object_new_string("2.0"));
     json_object_object_add(m, "id", json_object_new_string(srv_id));
-    json_object_object_add(m, "method", json_object_new_string("sampling/createMessage"));
-    json_object_object_add(m, "params", p);
-    return m;
+    json_object_object_add(m, "method", json_object_new_string(method));
+    json_object_object_add(m, "params", params);
+    text = xstrdup(json_text(m));
+    json_object_put(m);
+    return text;
 }
 
-/* The sample tool's answer for how its wait ended (not for WAIT_ABORT). */
-static json_object *sample_result(json_object *id, enum wait_result r, const char *outcome,
-                                  int is_error)
+/* An asking tool's answer for how its wait ended. */
+static json_object *ask_result(json_object *id, const struct ask *ask, enum wait_result r,
+                               const char *answer)
 {
-    if (r == WAIT_READY)
-        return rpc_result(id, tool_text(outcome, is_error));
-    if (r == WAIT_DUE)
-        return rpc_result(id, tool_text("sampling failed: no response within 30 s", 1));
-    return rpc_error(id, -32000, "Request cancelled");
+    json_object *msg, *err, *resp;
+    char *text;
+    int is_error = 1;
+
+    if (r == WAIT_DUE) {
+        text = xasprintf("%s failed: no response within %d s", ask->what,
+                         SAMPLE_TIMEOUT_MS / 1000);
+    } else if (r != WAIT_READY) {
+        return rpc_error(id, -32000, "Request cancelled");
+    } else {
+        msg = parse_body(answer, strlen(answer)); /* our copy of what the client sent */
+        err = member(msg, "error");
+        if (err) {
+            const char *m = member_string(err, "message");
+            text = xasprintf("%s failed: %s", ask->what, m ? m : "error response");
+        } else {
+            text = ask->outcome(member(msg, "result"), &is_error);
+        }
+        json_object_put(msg);
+    }
+    resp = rpc_result(id, tool_text(text, is_error));
+    free(text);
+    return resp;
 }
 
 /* Each producer appends to st->out or sets st->done; -1 (shutdown) drops
    the connection.  A cancelled call, a terminated session or a client that
    hung up ends the stream without a result, as MCP asks for cancellation. */
-static int produce_slow(struct stream *st)
+static int produce_timed(struct stream *st)
 {
     enum wait_result r;
     pthread_mutex_lock(&g_lock);
@@ -873,36 +953,34 @@ static int produce_slow(struct stream *st)
     st->due += st->interval_ms;
     if (st->step < st->count) {
         st->step++;
-        stream_event(st, slow_notification(st->token, st->step, st->count));
+        st->timed->step(st);
     } else {
-        stream_event(st, slow_result(st->req_id, st->count));
+        stream_event(st, rpc_result(st->req_id, st->timed->result(st->count)));
         st->done = 1;
     }
     return 0;
 }
 
-static int produce_sample(struct stream *st)
+static int produce_ask(struct stream *st)
 {
     enum wait_result r;
-    char *outcome = NULL;
-    int is_error = 0;
+    char *answer = NULL;
     if (st->step++ == 0) {
-        stream_event(st, sampling_request(st->call->srv_id, st->prompt));
+        stream_event_text(st, st->request);
         st->due = now_ms() + SAMPLE_TIMEOUT_MS;
         return 0;
     }
     pthread_mutex_lock(&g_lock);
     r = call_wait_locked(st->s, st->call, st->fd, st->due);
     if (r == WAIT_READY) {
-        outcome = st->call->outcome;
-        st->call->outcome = NULL;
-        is_error = st->call->outcome_is_error;
+        answer = st->call->answer;
+        st->call->answer = NULL;
     }
     pthread_mutex_unlock(&g_lock);
     st->done = 1;
     if (r == WAIT_READY || r == WAIT_DUE)
-        stream_event(st, sample_result(st->req_id, r, outcome, is_error));
-    free(outcome);
+        stream_event(st, ask_result(st->req_id, st->ask, r, answer));
+    free(answer);
     return r == WAIT_ABORT ? -1 : 0;
 }
 
@@ -953,16 +1031,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     size_t n;
     int rc;
     (void)pos;
-    while (st->off == st->out.len) {
+    while (st->off == st->out.len) { /* a step may produce nothing: go on to the next */
         st->off = st->out.len = 0;
         if (st->done)
             return MHD_CONTENT_READER_END_OF_STREAM;
         switch (st->kind) {
-        case STREAM_SLOW:
-            rc = produce_slow(st);
+        case STREAM_TIMED:
+            rc = produce_timed(st);
             break;
-        case STREAM_SAMPLE:
-            rc = produce_sample(st);
+        case STREAM_ASK:
+            rc = produce_ask(st);
             break;
         default:
             rc = produce_standalone(st);
@@ -992,7 +1070,7 @@ static void stream_free(void *cls)
     pthread_mutex_unlock(&g_lock);
     json_object_put(st->req_id);
     json_object_put(st->token);
-    free(st->prompt);
+    free(st->request);
     buf_free(&st->out);
     free(st);
 }
@@ -1053,6 +1131,192 @@ static int arg_int(json_object *args, const char *key, int def, int lo, int hi, 
     return 0;
 }
 
+/* params._meta.progressToken, if it is a usable one. */
+static json_object *progress_token(struct tool_call *tc)
+{
+    json_object *token = member(tc->meta, "progressToken");
+    if (json_object_is_type(token, json_type_string) || json_object_is_type(token, json_type_int))
+        return token;
+    return NULL;
+}
+
+static json_object *progress_notification(json_object *token, int progress, int total,
+                                          const char *message)
+{
+    json_object *p = json_object_new_object();
+    json_object_object_add(p, "progressToken", json_object_get(token));
+    json_object_object_add(p, "progress", json_object_new_int(progress));
+    json_object_object_add(p, "total", json_object_new_int(total));
+    if (message)
+        json_object_object_add(p, "message", json_object_new_string(message));
+    return rpc_notification("notifications/progress", p);
+}
+
+/* Runs a timed tool: as an SSE stream, or in --mode json as a plain wait
+   just as long, without the notifications. */
+static json_object *run_timed(struct tool_call *tc, const struct timed *t, int count,
+                              int interval_ms, json_object *token)
+{
+    struct stream *st;
+    enum wait_result r;
+    struct call *c;
+
+    if (cfg.mode == MODE_JSON) {
+        pthread_mutex_lock(&g_lock);
+        c = call_new_locked(tc->s, tc->id, 0);
+        r = call_wait_locked(tc->s, c, tc->rq->fd, now_ms() + (int64_t)count * interval_ms);
+        call_free_locked(tc->s, c);
+        pthread_mutex_unlock(&g_lock);
+        if (r != WAIT_DUE)
+            return rpc_error(tc->id, -32000, "Request cancelled");
+        return rpc_result(tc->id, t->result(count));
+    }
+    st = stream_new(STREAM_TIMED, tc->rq, tc->s, tc->id);
+    st->timed = t;
+    st->count = count;
+    st->interval_ms = interval_ms;
+    st->token = token ? json_object_get(token) : NULL;
+    *tc->stream = st;
+    return NULL;
+}
+
+/* Sends our request to the client and makes the tool's result of its answer:
+   on the call's own SSE stream, or in --mode json on the session's GET
+   stream while this POST waits.  Takes ownership of params. */
+static json_object *ask_client(struct tool_call *tc, const struct ask *ask, json_object *params)
+{
+    struct stream *st;
+    struct call *c;
+    enum wait_result r;
+    char *answer = NULL, *text;
+    json_object *resp;
+
+    if (cfg.mode != MODE_JSON) {
+        st = stream_new(STREAM_ASK, tc->rq, tc->s, tc->id);
+        st->ask = ask;
+        st->request = client_request(st->call->srv_id, ask->method, params);
+        *tc->stream = st;
+        return NULL;
+    }
+    pthread_mutex_lock(&g_lock);
+    if (!tc->s->stream_open) {
+        pthread_mutex_unlock(&g_lock);
+        json_object_put(params);
+        text = xasprintf("%s failed: in --mode json the %s request needs an open GET stream",
+                         ask->what, ask->what);
+        resp = rpc_result(tc->id, tool_text(text, 1));
+        free(text);
+        return resp;
+    }
+    c = call_new_locked(tc->s, tc->id, 1);
+    queue_push_locked(tc->s, client_request(c->srv_id, ask->method, params));
+    r = call_wait_locked(tc->s, c, tc->rq->fd, now_ms() + SAMPLE_TIMEOUT_MS);
+    if (r == WAIT_READY) {
+        answer = c->answer;
+        c->answer = NULL;
+    }
+    call_free_locked(tc->s, c);
+    pthread_mutex_unlock(&g_lock);
+    resp = ask_result(tc->id, ask, r, answer);
+    free(answer);
+    return resp;
+}
+
+/* What the client's sampling result says. */
+static const char *sampled_text(json_object *result)
+{
+    json_object *content = member(result, "content");
+    if (json_object_is_type(content, json_type_array)) /* newer specs allow a list */
+        content = json_object_array_get_idx(content, 0);
+    return member_string(content, "text");
+}
+
+static char *sampled_as(const char *prefix, json_object *result, int *is_error)
+{
+    const char *text = sampled_text(result);
+    *is_error = !text;
+    if (!text)
+        return xstrdup("sampling failed: response has no text content");
+    return xasprintf("%s%s", prefix, text);
+}
+
+static char *sample_outcome(json_object *result, int *is_error)
+{
+    return sampled_as("sampled: ", result, is_error);
+}
+
+static char *llm_outcome(json_object *result, int *is_error)
+{
+    return sampled_as("LLM response: ", result, is_error);
+}
+
+/* What the client's elicitation result says: its action and content. */
+static char *elicited_as(const char *prefix, json_object *result, int *is_error)
+{
+    const char *action = member_string(result, "action");
+    json_object *content = member(result, "content");
+    *is_error = !action;
+    if (!action)
+        return xstrdup("elicitation failed: response has no action");
+    return xasprintf("%s: action=%s, content=%s", prefix, action,
+                     content ? json_text(content) : "{}");
+}
+
+static char *user_response_outcome(json_object *result, int *is_error)
+{
+    return elicited_as("User response", result, is_error);
+}
+
+static char *form_outcome(json_object *result, int *is_error)
+{
+    return elicited_as("Elicitation completed", result, is_error);
+}
+
+static const struct ask ask_sample = {"sampling/createMessage", "sampling", sample_outcome};
+static const struct ask ask_llm = {"sampling/createMessage", "sampling", llm_outcome};
+static const struct ask ask_user = {"elicitation/create", "elicitation", user_response_outcome};
+static const struct ask ask_form = {"elicitation/create", "elicitation", form_outcome};
+
+static json_object *sampling_params(const char *prompt)
+{
+    json_object *p = json_object_new_object(), *msgs = json_object_new_array();
+    json_object *msg = json_object_new_object();
+    json_object_object_add(msg, "role", json_object_new_string("user"));
+    json_object_object_add(msg, "content", text_block(prompt));
+    json_object_array_add(msgs, msg);
+    json_object_object_add(p, "messages", msgs);
+    json_object_object_add(p, "maxTokens", json_object_new_int(100));
+    return p;
+}
+
+static json_object *elicitation_params(const char *message, const char *schema)
+{
+    json_object *p = json_object_new_object();
+    json_object_object_add(p, "message", json_object_new_string(message));
+    json_object_object_add(p, "requestedSchema", json_tokener_parse(schema));
+    return p;
+}
+
+/* Whether the client declared sampling (or elicitation) at initialize. */
+static int client_declared(struct session *s, int elicitation)
+{
+    int yes;
+    pthread_mutex_lock(&g_lock);
+    yes = elicitation ? s->client_elicitation : s->client_sampling;
+    pthread_mutex_unlock(&g_lock);
+    return yes;
+}
+
+static json_object *undeclared(struct tool_call *tc, const char *what)
+{
+    char *text = xasprintf("%s failed: the client did not declare the %s capability", what, what);
+    json_object *resp = rpc_result(tc->id, tool_text(text, 1));
+    free(text);
+    return resp;
+}
+
+/* --- the project's own tools --- */
+
 static json_object *tool_echo(struct tool_call *tc)
 {
     const char *text;
@@ -1089,83 +1353,45 @@ static json_object *tool_add(struct tool_call *tc)
     return rpc_result(tc->id, result);
 }
 
+static void slow_step(struct stream *st)
+{
+    char text[64];
+    snprintf(text, sizeof text, "step %d of %d", st->step, st->count);
+    if (st->token)
+        stream_event(st, progress_notification(st->token, st->step, st->count, text));
+    else if (session_logs(st->s, LOG_INFO))
+        stream_event(st, log_message("slow", LOG_INFO, text));
+}
+
+static json_object *slow_result(int count)
+{
+    char text[64];
+    snprintf(text, sizeof text, "slow done: %d steps", count);
+    return tool_text(text, 0);
+}
+
+static const struct timed timed_slow = {slow_step, slow_result};
+
 static json_object *tool_slow(struct tool_call *tc)
 {
-    json_object *token = member(tc->meta, "progressToken");
-    struct stream *st;
     int count, interval;
-    enum wait_result r;
-    struct call *c;
-
     if (arg_int(tc->args, "count", 3, 0, SLOW_MAX_COUNT, &count) ||
         arg_int(tc->args, "interval_ms", 200, 0, SLOW_MAX_INTERVAL, &interval))
         return invalid_params(tc, "count must be an integer 0..1000, interval_ms 0..10000");
-    if (!json_object_is_type(token, json_type_string) && !json_object_is_type(token, json_type_int))
-        token = NULL;
-
-    if (cfg.mode == MODE_JSON) { /* no stream: just take as long */
-        pthread_mutex_lock(&g_lock);
-        c = call_new_locked(tc->s, tc->id, 0);
-        r = call_wait_locked(tc->s, c, tc->rq->fd, now_ms() + (int64_t)count * interval);
-        call_free_locked(tc->s, c);
-        pthread_mutex_unlock(&g_lock);
-        if (r != WAIT_DUE)
-            return rpc_error(tc->id, -32000, "Request cancelled");
-        return slow_result(tc->id, count);
-    }
-    st = stream_new(STREAM_SLOW, tc->rq, tc->s, tc->id);
-    st->count = count;
-    st->interval_ms = interval;
-    st->token = token ? json_object_get(token) : NULL;
-    *tc->stream = st;
-    return NULL;
+    return run_timed(tc, &timed_slow, count, interval, progress_token(tc));
 }
 
 static json_object *tool_sample(struct tool_call *tc)
 {
     const char *prompt;
-    struct stream *st;
-    struct call *c;
-    json_object *req;
-    enum wait_result r = WAIT_DUE;
-    char *outcome = NULL;
-    int is_error = 0;
-
     if (arg_string(tc->args, "prompt", &prompt))
         return invalid_params(tc, "prompt must be a string");
-    if (cfg.mode != MODE_JSON) {
-        st = stream_new(STREAM_SAMPLE, tc->rq, tc->s, tc->id);
-        st->prompt = xstrdup(prompt);
-        *tc->stream = st;
-        return NULL;
-    }
-    /* --mode json: our request can only travel on the standalone stream. */
-    pthread_mutex_lock(&g_lock);
-    if (!tc->s->stream_open) {
-        pthread_mutex_unlock(&g_lock);
-        return rpc_result(tc->id, tool_text("sampling failed: in --mode json the sampling "
-                                            "request needs an open GET stream", 1));
-    }
-    c = call_new_locked(tc->s, tc->id, 1);
-    req = sampling_request(c->srv_id, prompt);
-    queue_push_locked(tc->s, xstrdup(json_text(req)));
-    json_object_put(req);
-    r = call_wait_locked(tc->s, c, tc->rq->fd, now_ms() + SAMPLE_TIMEOUT_MS);
-    if (r == WAIT_READY) {
-        outcome = c->outcome;
-        c->outcome = NULL;
-        is_error = c->outcome_is_error;
-    }
-    call_free_locked(tc->s, c);
-    pthread_mutex_unlock(&g_lock);
-    req = sample_result(tc->id, r, outcome, is_error);
-    free(outcome);
-    return req;
+    return ask_client(tc, &ask_sample, sampling_params(prompt));
 }
 
 static json_object *tool_session_info(struct tool_call *tc)
 {
-    json_object *info = json_object_new_object(), *copy = NULL, *result;
+    json_object *info = json_object_new_object(), *copy = NULL, *subs, *result;
     struct session *s = tc->s;
     pthread_mutex_lock(&g_lock);
     json_object_object_add(info, "session", cfg.stateless ? NULL : json_object_new_string(s->id));
@@ -1178,6 +1404,13 @@ static json_object *tool_session_info(struct tool_call *tc)
     copy = NULL;
     json_object_deep_copy(s->cancelled, &copy, NULL);
     json_object_object_add(info, "cancelled", copy);
+    json_object_object_add(info, "logLevel", json_object_new_string(log_levels[s->log_level]));
+    subs = json_object_new_array();
+    json_object_object_foreach(s->subscriptions, uri, v) {
+        (void)v;
+        json_object_array_add(subs, json_object_new_string(uri));
+    }
+    json_object_object_add(info, "subscriptions", subs);
     pthread_mutex_unlock(&g_lock);
     result = tool_text(json_text(info), 0);
     json_object_put(info);
@@ -1191,21 +1424,239 @@ static json_object *tool_fail(struct tool_call *tc)
 
 static json_object *tool_notify(struct tool_call *tc)
 {
-    const char *text;
+    const char *text, *how;
     json_object *msg;
-    int sent;
     if (arg_string(tc->args, "text", &text))
         return invalid_params(tc, "text must be a string");
-    msg = log_message("notify", text);
+    msg = log_message("notify", LOG_INFO, text);
     pthread_mutex_lock(&g_lock);
-    sent = tc->s->stream_open;
-    queue_push_locked(tc->s, xstrdup(json_text(msg)));
+    if (LOG_INFO < tc->s->log_level) {
+        how = "filtered";
+    } else {
+        how = tc->s->stream_open ? "sent" : "queued";
+        queue_push_locked(tc->s, xstrdup(json_text(msg)));
+    }
     pthread_mutex_unlock(&g_lock);
     json_object_put(msg);
-    return rpc_result(tc->id, tool_text(sent ? "sent" : "queued", 0));
+    return rpc_result(tc->id, tool_text(how, 0));
 }
 
+/* --- the tools the MCP conformance suite calls --- */
+
+/* A 1x1 red PNG and a WAV of eight samples of silence (8 kHz, 8 bit). */
+#define PNG_1X1 \
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR42mP4z8AAAAMBAQD3A0FDAAAAAElFTkSuQmCC"
+#define WAV_TINY "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA=="
+
+static json_object *tool_simple_text(struct tool_call *tc)
+{
+    return rpc_result(tc->id, tool_text("This is a simple text response for testing.", 0));
+}
+
+static json_object *tool_image(struct tool_call *tc)
+{
+    return rpc_result(tc->id, tool_content(0, media_block("image", "image/png", PNG_1X1), NULL));
+}
+
+static json_object *tool_audio(struct tool_call *tc)
+{
+    return rpc_result(tc->id, tool_content(0, media_block("audio", "audio/wav", WAV_TINY), NULL));
+}
+
+static json_object *tool_embedded_resource(struct tool_call *tc)
+{
+    return rpc_result(tc->id, tool_content(0, resource_block("test://embedded-resource",
+                                                             "text/plain",
+                                                             "This is an embedded resource content."),
+                                           NULL));
+}
+
+static json_object *tool_mixed_content(struct tool_call *tc)
+{
+    return rpc_result(tc->id,
+                      tool_content(0, text_block("Multiple content types test:"),
+                                   media_block("image", "image/png", PNG_1X1),
+                                   resource_block("test://mixed-content-resource",
+                                                  "application/json",
+                                                  "{\"test\":\"data\",\"value\":123}"),
+                                   NULL));
+}
+
+static json_object *tool_error_handling(struct tool_call *tc)
+{
+    return rpc_result(tc->id, tool_text("This tool intentionally returns an error for testing", 1));
+}
+
+static const char *const logging_steps[] = {"Tool execution started", "Tool processing data",
+                                            "Tool execution completed"};
+
+static void logging_step(struct stream *st)
+{
+    if (session_logs(st->s, LOG_INFO))
+        stream_event(st, log_message("test_tool_with_logging", LOG_INFO,
+                                     logging_steps[st->step - 1]));
+}
+
+static json_object *logging_result(int count)
+{
+    (void)count;
+    return tool_text("Tool with logging executed successfully", 0);
+}
+
+static const struct timed timed_logging = {logging_step, logging_result};
+
+static json_object *tool_with_logging(struct tool_call *tc)
+{
+    return run_timed(tc, &timed_logging, (int)NELEM(logging_steps), 50, NULL);
+}
+
+/* Progress 0, 50 and 100 of 100, if the client asked for progress. */
+static void progress_step(struct stream *st)
+{
+    if (st->token)
+        stream_event(st, progress_notification(st->token, (st->step - 1) * 50, 100, NULL));
+}
+
+static json_object *progress_result(int count)
+{
+    (void)count;
+    return tool_text("Tool with progress executed successfully", 0);
+}
+
+static const struct timed timed_progress = {progress_step, progress_result};
+
+static json_object *tool_with_progress(struct tool_call *tc)
+{
+    return run_timed(tc, &timed_progress, 3, 50, progress_token(tc));
+}
+
+/* SEP-1699: the stream starts with a priming event (2025-11-25 sessions
+   only: older clients cannot parse empty data) and the result follows
+   delay_ms later.  The stream is not closed early: resumption is the
+   gateway's business (MCPStreamCloseAfter). */
+static void reconnection_step(struct stream *st)
+{
+    int primes;
+    pthread_mutex_lock(&g_lock);
+    primes = strcmp(st->s->version, "2025-11-25") >= 0;
+    pthread_mutex_unlock(&g_lock);
+    if (primes)
+        stream_priming(st);
+}
+
+static json_object *reconnection_result(int count)
+{
+    (void)count;
+    return tool_text("Reconnection test completed successfully", 0);
+}
+
+static const struct timed timed_reconnection = {reconnection_step, reconnection_result};
+
+static json_object *tool_reconnection(struct tool_call *tc)
+{
+    int delay;
+    if (arg_int(tc->args, "delay_ms", RECONNECT_DELAY_MS, 0, SLOW_MAX_INTERVAL, &delay))
+        return invalid_params(tc, "delay_ms must be an integer 0..10000");
+    return run_timed(tc, &timed_reconnection, 1, delay, NULL);
+}
+
+static json_object *tool_test_sampling(struct tool_call *tc)
+{
+    const char *prompt;
+    if (arg_string(tc->args, "prompt", &prompt))
+        return invalid_params(tc, "prompt must be a string");
+    if (!client_declared(tc->s, 0))
+        return undeclared(tc, "sampling");
+    return ask_client(tc, &ask_llm, sampling_params(prompt));
+}
+
+#define ELICIT_USER_SCHEMA                                                                  \
+    "{\"type\":\"object\",\"properties\":{"                                                 \
+    "\"username\":{\"type\":\"string\",\"description\":\"User's response\"},"               \
+    "\"email\":{\"type\":\"string\",\"description\":\"User's email address\"}},"            \
+    "\"required\":[\"username\",\"email\"]}"
+
+/* SEP-1034: a default for every primitive type. */
+#define ELICIT_DEFAULTS_SCHEMA                                                              \
+    "{\"type\":\"object\",\"properties\":{"                                                 \
+    "\"name\":{\"type\":\"string\",\"description\":\"Name\",\"default\":\"John Doe\"},"     \
+    "\"age\":{\"type\":\"integer\",\"description\":\"Age\",\"default\":30},"                \
+    "\"score\":{\"type\":\"number\",\"description\":\"Score\",\"default\":95.5},"           \
+    "\"status\":{\"type\":\"string\",\"description\":\"Status\","                           \
+    "\"enum\":[\"active\",\"inactive\",\"pending\"],\"default\":\"active\"},"               \
+    "\"verified\":{\"type\":\"boolean\",\"description\":\"Verified\",\"default\":true}}}"
+
+/* SEP-1330: the five kinds of enum. */
+#define ELICIT_ENUMS_SCHEMA                                                                 \
+    "{\"type\":\"object\",\"properties\":{"                                                 \
+    "\"untitledSingle\":{\"type\":\"string\",\"title\":\"Untitled single-select\","         \
+    "\"enum\":[\"option1\",\"option2\",\"option3\"]},"                                      \
+    "\"titledSingle\":{\"type\":\"string\",\"title\":\"Titled single-select\",\"oneOf\":["  \
+    "{\"const\":\"value1\",\"title\":\"First Option\"},"                                    \
+    "{\"const\":\"value2\",\"title\":\"Second Option\"},"                                   \
+    "{\"const\":\"value3\",\"title\":\"Third Option\"}]},"                                  \
+    "\"legacyEnum\":{\"type\":\"string\",\"title\":\"Legacy titled enum\","                 \
+    "\"enum\":[\"opt1\",\"opt2\",\"opt3\"],"                                                \
+    "\"enumNames\":[\"Option One\",\"Option Two\",\"Option Three\"]},"                      \
+    "\"untitledMulti\":{\"type\":\"array\",\"title\":\"Untitled multi-select\","            \
+    "\"items\":{\"type\":\"string\",\"enum\":[\"option1\",\"option2\",\"option3\"]}},"      \
+    "\"titledMulti\":{\"type\":\"array\",\"title\":\"Titled multi-select\","                \
+    "\"items\":{\"anyOf\":["                                                                \
+    "{\"const\":\"value1\",\"title\":\"First Choice\"},"                                    \
+    "{\"const\":\"value2\",\"title\":\"Second Choice\"},"                                   \
+    "{\"const\":\"value3\",\"title\":\"Third Choice\"}]}}}}"
+
+static json_object *tool_test_elicitation(struct tool_call *tc)
+{
+    const char *message;
+    if (arg_string(tc->args, "message", &message))
+        return invalid_params(tc, "message must be a string");
+    if (!client_declared(tc->s, 1))
+        return undeclared(tc, "elicitation");
+    return ask_client(tc, &ask_user, elicitation_params(message, ELICIT_USER_SCHEMA));
+}
+
+static json_object *tool_elicitation_defaults(struct tool_call *tc)
+{
+    if (!client_declared(tc->s, 1))
+        return undeclared(tc, "elicitation");
+    return ask_client(tc, &ask_form,
+                      elicitation_params("Please review and update the form fields with defaults",
+                                         ELICIT_DEFAULTS_SCHEMA));
+}
+
+static json_object *tool_elicitation_enums(struct tool_call *tc)
+{
+    if (!client_declared(tc->s, 1))
+        return undeclared(tc, "elicitation");
+    return ask_client(tc, &ask_form,
+                      elicitation_params("Please select options from the enum fields",
+                                         ELICIT_ENUMS_SCHEMA));
+}
+
+static json_object *tool_json_schema(struct tool_call *tc)
+{
+    char *text = xasprintf("json_schema_2020_12_tool received: %s",
+                           tc->args ? json_text(tc->args) : "{}");
+    json_object *resp = rpc_result(tc->id, tool_text(text, 0));
+    free(text);
+    return resp;
+}
+
+/* --- the table --- */
+
 #define NO_ARGS "{\"type\":\"object\",\"properties\":{},\"required\":[]}"
+#define STRING_ARG(name, what)                                                              \
+    "{\"type\":\"object\",\"properties\":{\"" name "\":{\"type\":\"string\","               \
+    "\"description\":\"" what "\"}},\"required\":[\"" name "\"]}"
+
+/* SEP-1613: JSON Schema 2020-12 keywords that must reach the client intact. */
+#define SCHEMA_2020_12                                                                      \
+    "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","    \
+    "\"$defs\":{\"address\":{\"type\":\"object\",\"properties\":{"                          \
+    "\"street\":{\"type\":\"string\"},\"city\":{\"type\":\"string\"}}}},"                   \
+    "\"properties\":{\"name\":{\"type\":\"string\"},"                                       \
+    "\"address\":{\"$ref\":\"#/$defs/address\"}},\"additionalProperties\":false}"
 
 static const struct tool {
     const char *name, *description;
@@ -1240,6 +1691,38 @@ static const struct tool {
      "{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\"}},"
      "\"required\":[\"text\"]}",
      NULL, 0, tool_notify},
+    /* The conformance suite's. */
+    {"test_simple_text", "Returns a simple text block.", NO_ARGS, NULL, 0, tool_simple_text},
+    {"test_image_content", "Returns an image block (a 1x1 PNG).", NO_ARGS, NULL, 0, tool_image},
+    {"test_audio_content", "Returns an audio block (a tiny WAV).", NO_ARGS, NULL, 0, tool_audio},
+    {"test_embedded_resource", "Returns an embedded text resource.", NO_ARGS, NULL, 0,
+     tool_embedded_resource},
+    {"test_multiple_content_types", "Returns a text, an image and a resource block.", NO_ARGS,
+     NULL, 0, tool_mixed_content},
+    {"test_tool_with_logging", "Sends three info log messages 50 ms apart, then a result.",
+     NO_ARGS, NULL, 1, tool_with_logging},
+    {"test_error_handling", "Always returns a tool error.", NO_ARGS, NULL, 0, tool_error_handling},
+    {"test_tool_with_progress",
+     "Reports progress 0, 50 and 100 of 100, 50 ms apart (with a progressToken), then a result.",
+     NO_ARGS, NULL, 1, tool_with_progress},
+    {"test_sampling", "Asks the client to sample an LLM and returns its answer.",
+     STRING_ARG("prompt", "The prompt to send to the LLM"), NULL, 1, tool_test_sampling},
+    {"test_elicitation", "Asks the client for a username and an email address.",
+     STRING_ARG("message", "The message to show the user"), NULL, 1, tool_test_elicitation},
+    {"test_elicitation_sep1034_defaults",
+     "Elicits a form whose fields of every primitive type have defaults (SEP-1034).", NO_ARGS,
+     NULL, 1, tool_elicitation_defaults},
+    {"test_elicitation_sep1330_enums",
+     "Elicits a form with the five kinds of enum field (SEP-1330).", NO_ARGS, NULL, 1,
+     tool_elicitation_enums},
+    {"json_schema_2020_12_tool", "Tool with JSON Schema 2020-12 features", SCHEMA_2020_12, NULL,
+     0, tool_json_schema},
+    {"test_reconnection",
+     "SSE: a priming event (SEP-1699), then the result delay_ms later (default "
+     STR(RECONNECT_DELAY_MS) ").",
+     "{\"type\":\"object\",\"properties\":{\"delay_ms\":{\"type\":\"integer\","
+     "\"minimum\":0,\"maximum\":10000,\"default\":" STR(RECONNECT_DELAY_MS) "}}}",
+     NULL, 1, tool_reconnection},
 };
 
 static json_object *tools_list(void)
@@ -1259,68 +1742,538 @@ static json_object *tools_list(void)
 }
 
 /* ------------------------------------------------------------------------
- * JSON-RPC method dispatch.
+ * Prompts.
  * ------------------------------------------------------------------------ */
-static json_object *call_tool(struct request *rq, struct session *s, json_object *msg,
-                              json_object *id, int in_batch, struct stream **stream)
+
+/* A PromptMessage list: the blocks (NULL-terminated), each a user message. */
+static json_object *user_messages(json_object *block, ...)
 {
-    json_object *params = member(msg, "params");
-    json_object *args = member(params, "arguments");
-    const char *name = member_string(params, "name");
-    struct tool_call tc = {rq, s, id, args, member(params, "_meta"), stream};
+    json_object *list = json_object_new_array();
+    va_list ap;
+    va_start(ap, block);
+    for (; block; block = va_arg(ap, json_object *)) {
+        json_object *m = json_object_new_object();
+        json_object_object_add(m, "role", json_object_new_string("user"));
+        json_object_object_add(m, "content", block);
+        json_object_array_add(list, m);
+    }
+    va_end(ap);
+    return list;
+}
+
+static json_object *prompt_simple(json_object *args)
+{
+    (void)args;
+    return user_messages(text_block("This is a simple prompt for testing."), NULL);
+}
+
+static json_object *prompt_with_arguments(json_object *args)
+{
+    char *text = xasprintf("Prompt with arguments: arg1='%s', arg2='%s'",
+                           member_string(args, "arg1"), member_string(args, "arg2"));
+    json_object *list = user_messages(text_block(text), NULL);
+    free(text);
+    return list;
+}
+
+static json_object *prompt_embedded_resource(json_object *args)
+{
+    return user_messages(resource_block(member_string(args, "resourceUri"), "text/plain",
+                                        "Embedded resource content for testing."),
+                         text_block("Please process the embedded resource above."), NULL);
+}
+
+static json_object *prompt_with_image(json_object *args)
+{
+    (void)args;
+    return user_messages(media_block("image", "image/png", PNG_1X1),
+                         text_block("Please analyze the image above."), NULL);
+}
+
+static const struct prompt {
+    const char *name, *description;
+    const char *arguments; /* JSON text of the PromptArgument list, or NULL */
+    json_object *(*messages)(json_object *args); /* required arguments are there */
+} prompts[] = {
+    {"test_simple_prompt", "A simple prompt without arguments", NULL, prompt_simple},
+    {"test_prompt_with_arguments", "A prompt with two required arguments",
+     "[{\"name\":\"arg1\",\"description\":\"First test argument\",\"required\":true},"
+     "{\"name\":\"arg2\",\"description\":\"Second test argument\",\"required\":true}]",
+     prompt_with_arguments},
+    {"test_prompt_with_embedded_resource", "A prompt that embeds the resource it is given",
+     "[{\"name\":\"resourceUri\",\"description\":\"URI of the resource to embed\","
+     "\"required\":true}]",
+     prompt_embedded_resource},
+    {"test_prompt_with_image", "A prompt with an image", NULL, prompt_with_image},
+};
+
+static const struct prompt *find_prompt(const char *name)
+{
+    for (size_t i = 0; name && i < NELEM(prompts); i++)
+        if (!strcmp(prompts[i].name, name))
+            return &prompts[i];
+    return NULL;
+}
+
+static json_object *prompts_list(void)
+{
+    json_object *list = json_object_new_array(), *result = json_object_new_object();
+    for (size_t i = 0; i < NELEM(prompts); i++) {
+        json_object *p = json_object_new_object();
+        json_object_object_add(p, "name", json_object_new_string(prompts[i].name));
+        json_object_object_add(p, "description", json_object_new_string(prompts[i].description));
+        if (prompts[i].arguments)
+            json_object_object_add(p, "arguments", json_tokener_parse(prompts[i].arguments));
+        json_object_array_add(list, p);
+    }
+    json_object_object_add(result, "prompts", list);
+    return result;
+}
+
+/* NULL if the arguments fit the prompt, else what is wrong with them. */
+static const char *prompt_args_problem(const struct prompt *p, json_object *args)
+{
+    json_object *decl;
+    const char *problem = NULL;
+    if (args && !json_object_is_type(args, json_type_object))
+        return "arguments must be an object";
+    if (args) {
+        json_object_object_foreach(args, key, value) {
+            (void)key;
+            if (!json_object_is_type(value, json_type_string))
+                return "argument values must be strings";
+        }
+    }
+    if (!p->arguments)
+        return NULL;
+    decl = json_tokener_parse(p->arguments);
+    for (size_t i = 0; !problem && i < json_object_array_length(decl); i++) {
+        json_object *a = json_object_array_get_idx(decl, i);
+        if (json_object_get_boolean(member(a, "required")) &&
+            !member(args, member_string(a, "name")))
+            problem = "a required argument is missing";
+    }
+    json_object_put(decl);
+    return problem;
+}
+
+/* ------------------------------------------------------------------------
+ * Resources: a few fixed ones and the template test://template/{id}/data.
+ * ------------------------------------------------------------------------ */
+static const struct resource {
+    const char *uri, *name, *description, *mime_type;
+    const char *text, *blob; /* one of them */
+} resources[] = {
+    {"test://static-text", "static-text", "A static text resource", "text/plain",
+     "This is the content of the static text resource.", NULL},
+    {"test://static-binary", "static-binary", "A static binary resource (a 1x1 PNG)",
+     "image/png", NULL, PNG_1X1},
+    {"test://watched-resource", "watched-resource", "A resource to subscribe to", "text/plain",
+     "This is the watched resource.", NULL},
+};
+
+#define TEMPLATE_URI    "test://template/{id}/data"
+#define TEMPLATE_PREFIX "test://template/"
+#define TEMPLATE_SUFFIX "/data"
+#define TEMPLATE_ID_MAX 64
+
+/* The {id} of a URI the template matches (1..64 URI-unreserved characters),
+   copied to id; -1 if it does not match. */
+static int template_id(const char *uri, char id[TEMPLATE_ID_MAX + 1])
+{
+    size_t plen = strlen(TEMPLATE_PREFIX), slen = strlen(TEMPLATE_SUFFIX), n;
+    if (strncmp(uri, TEMPLATE_PREFIX, plen))
+        return -1;
+    uri += plen;
+    n = strspn(uri, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~");
+    if (n == 0 || n > TEMPLATE_ID_MAX || strcmp(uri + n, TEMPLATE_SUFFIX) || strlen(uri) != n + slen)
+        return -1;
+    memcpy(id, uri, n);
+    id[n] = '\0';
+    return 0;
+}
+
+/* The ReadResourceResult contents for uri, or NULL if there is no such
+   resource. */
+static json_object *resource_contents(const char *uri)
+{
+    json_object *c = NULL, *data, *list;
+    char id[TEMPLATE_ID_MAX + 1];
+    for (size_t i = 0; i < NELEM(resources); i++) {
+        if (strcmp(resources[i].uri, uri))
+            continue;
+        c = json_object_new_object();
+        json_object_object_add(c, "uri", json_object_new_string(uri));
+        json_object_object_add(c, "mimeType", json_object_new_string(resources[i].mime_type));
+        if (resources[i].text)
+            json_object_object_add(c, "text", json_object_new_string(resources[i].text));
+        else
+            json_object_object_add(c, "blob", json_object_new_string(resources[i].blob));
+        break;
+    }
+    if (!c && template_id(uri, id) == 0) {
+        char *text = xasprintf("Data for ID: %s", id);
+        data = json_object_new_object();
+        json_object_object_add(data, "id", json_object_new_string(id));
+        json_object_object_add(data, "templateTest", json_object_new_boolean(1));
+        json_object_object_add(data, "data", json_object_new_string(text));
+        free(text);
+        c = json_object_new_object();
+        json_object_object_add(c, "uri", json_object_new_string(uri));
+        json_object_object_add(c, "mimeType", json_object_new_string("application/json"));
+        json_object_object_add(c, "text", json_object_new_string(json_text(data)));
+        json_object_put(data);
+    }
+    if (!c)
+        return NULL;
+    list = json_object_new_array();
+    json_object_array_add(list, c);
+    return list;
+}
+
+static json_object *resources_list(void)
+{
+    json_object *list = json_object_new_array(), *result = json_object_new_object();
+    for (size_t i = 0; i < NELEM(resources); i++) {
+        json_object *r = json_object_new_object();
+        json_object_object_add(r, "uri", json_object_new_string(resources[i].uri));
+        json_object_object_add(r, "name", json_object_new_string(resources[i].name));
+        json_object_object_add(r, "description", json_object_new_string(resources[i].description));
+        json_object_object_add(r, "mimeType", json_object_new_string(resources[i].mime_type));
+        json_object_array_add(list, r);
+    }
+    json_object_object_add(result, "resources", list);
+    return result;
+}
+
+static json_object *resource_templates_list(void)
+{
+    json_object *list = json_object_new_array(), *result = json_object_new_object();
+    json_object *t = json_object_new_object();
+    json_object_object_add(t, "uriTemplate", json_object_new_string(TEMPLATE_URI));
+    json_object_object_add(t, "name", json_object_new_string("template"));
+    json_object_object_add(t, "description",
+                           json_object_new_string("JSON data for any id (URI-unreserved, 1..64)"));
+    json_object_object_add(t, "mimeType", json_object_new_string("application/json"));
+    json_object_array_add(list, t);
+    json_object_object_add(result, "resourceTemplates", list);
+    return result;
+}
+
+/* ------------------------------------------------------------------------
+ * Completion (completion/complete): fixed candidates per argument, those
+ * starting with what the client typed.
+ * ------------------------------------------------------------------------ */
+static const char *const arg1_values[] = {"hello", "help", "test", "testValue1", "testing"};
+static const char *const arg2_values[] = {"world", "word", "test", "testValue2"};
+static const char *const id_values[] = {"1", "2", "3", "42", "123"};
+
+static const struct completion {
+    const char *ref_type, *ref, *argument;
+    const char *const *values;
+    size_t n;
+} completions[] = {
+    {"ref/prompt", "test_prompt_with_arguments", "arg1", arg1_values, NELEM(arg1_values)},
+    {"ref/prompt", "test_prompt_with_arguments", "arg2", arg2_values, NELEM(arg2_values)},
+    {"ref/resource", TEMPLATE_URI, "id", id_values, NELEM(id_values)},
+};
+
+/* Whether ref names a prompt or the resource template. */
+static int known_ref(const char *type, const char *ref)
+{
+    if (!type || !ref)
+        return 0;
+    if (!strcmp(type, "ref/prompt"))
+        return find_prompt(ref) != NULL;
+    return !strcmp(type, "ref/resource") && !strcmp(ref, TEMPLATE_URI);
+}
+
+/* The CompleteResult; an argument without candidates gets none. */
+static json_object *complete(const char *type, const char *ref, const char *argument,
+                             const char *prefix)
+{
+    json_object *values = json_object_new_array(), *c = json_object_new_object();
+    json_object *result = json_object_new_object();
+    size_t plen = strlen(prefix);
+    for (size_t i = 0; i < NELEM(completions); i++) {
+        const struct completion *k = &completions[i];
+        if (strcmp(k->ref_type, type) || strcmp(k->ref, ref) || strcmp(k->argument, argument))
+            continue;
+        for (size_t j = 0; j < k->n && json_object_array_length(values) < MAX_COMPLETIONS; j++)
+            if (!strncmp(k->values[j], prefix, plen))
+                json_object_array_add(values, json_object_new_string(k->values[j]));
+    }
+    json_object_object_add(c, "total", json_object_new_int((int)json_object_array_length(values)));
+    json_object_object_add(c, "values", values);
+    json_object_object_add(c, "hasMore", json_object_new_boolean(0));
+    json_object_object_add(result, "completion", c);
+    return result;
+}
+
+/* ------------------------------------------------------------------------
+ * JSON-RPC method dispatch: a table of methods, each with a small handler.
+ * ------------------------------------------------------------------------ */
+struct rpc {
+    struct request *rq;
+    struct session *s;
+    json_object *msg, *params, *id;
+    int in_batch;
+    struct stream **stream; /* NULL inside a batch */
+};
+
+static json_object *bad_params(struct rpc *c, const char *what)
+{
+    return rpc_error(c->id, -32602, "Invalid params: %s", what);
+}
+
+static json_object *m_ping(struct rpc *c)
+{
+    return rpc_result(c->id, json_object_new_object());
+}
+
+static json_object *m_set_level(struct rpc *c)
+{
+    int level = log_level_index(member_string(c->params, "level"));
+    if (level < 0)
+        return bad_params(c, "level must be one of debug, info, notice, warning, error, "
+                             "critical, alert, emergency");
+    pthread_mutex_lock(&g_lock);
+    c->s->log_level = level;
+    pthread_mutex_unlock(&g_lock);
+    return rpc_result(c->id, json_object_new_object());
+}
+
+static json_object *m_tools_list(struct rpc *c)
+{
+    return rpc_result(c->id, tools_list());
+}
+
+static json_object *m_tools_call(struct rpc *c)
+{
+    json_object *args = member(c->params, "arguments");
+    const char *name = member_string(c->params, "name");
+    struct tool_call tc = {c->rq, c->s, c->id, args, member(c->params, "_meta"), c->stream};
 
     if (!name)
-        return rpc_error(id, -32602, "Invalid params: tool name is required");
-    if (!in_batch) {
-        size_t used = strlen(rq->rpc);
-        snprintf(rq->rpc + used, sizeof rq->rpc - used, ":%s", name);
+        return bad_params(c, "tool name is required");
+    if (!c->in_batch) {
+        size_t used = strlen(c->rq->rpc);
+        snprintf(c->rq->rpc + used, sizeof c->rq->rpc - used, ":%s", name);
     }
     if (args && !json_object_is_type(args, json_type_object))
-        return rpc_error(id, -32602, "Invalid params: arguments must be an object");
+        return bad_params(c, "arguments must be an object");
     for (size_t i = 0; i < NELEM(tools); i++) {
         if (strcmp(tools[i].name, name))
             continue;
-        if (tools[i].sse_only && in_batch)
-            return rpc_error(id, -32600, "not supported in a batch");
+        if (tools[i].sse_only && c->in_batch)
+            return rpc_error(c->id, -32600, "not supported in a batch");
         return tools[i].fn(&tc);
     }
-    return rpc_error(id, -32602, "Unknown tool: %s", name);
+    return rpc_error(c->id, -32602, "Unknown tool: %s", name);
 }
+
+static json_object *m_prompts_list(struct rpc *c)
+{
+    return rpc_result(c->id, prompts_list());
+}
+
+static json_object *m_prompts_get(struct rpc *c)
+{
+    const char *name = member_string(c->params, "name"), *problem;
+    const struct prompt *p = find_prompt(name);
+    json_object *args = member(c->params, "arguments"), *result;
+
+    if (!name)
+        return bad_params(c, "prompt name is required");
+    if (!p)
+        return rpc_error(c->id, -32602, "Unknown prompt: %s", name);
+    if ((problem = prompt_args_problem(p, args)))
+        return bad_params(c, problem);
+    result = json_object_new_object();
+    json_object_object_add(result, "description", json_object_new_string(p->description));
+    json_object_object_add(result, "messages", p->messages(args));
+    return rpc_result(c->id, result);
+}
+
+static json_object *m_resources_list(struct rpc *c)
+{
+    return rpc_result(c->id, resources_list());
+}
+
+static json_object *m_templates_list(struct rpc *c)
+{
+    return rpc_result(c->id, resource_templates_list());
+}
+
+static json_object *m_resources_read(struct rpc *c)
+{
+    const char *uri = member_string(c->params, "uri");
+    json_object *contents, *result;
+    if (!uri)
+        return bad_params(c, "uri must be a string");
+    if (!(contents = resource_contents(uri)))
+        return rpc_error(c->id, -32002, "Resource not found: %s", uri);
+    result = json_object_new_object();
+    json_object_object_add(result, "contents", contents);
+    return rpc_result(c->id, result);
+}
+
+/* resources/subscribe and resources/unsubscribe: the session's set of URIs. */
+static json_object *subscription(struct rpc *c, int subscribe)
+{
+    const char *uri = member_string(c->params, "uri");
+    json_object *contents;
+    int full = 0;
+    if (!uri)
+        return bad_params(c, "uri must be a string");
+    if (subscribe) {
+        if (!(contents = resource_contents(uri)))
+            return rpc_error(c->id, -32002, "Resource not found: %s", uri);
+        json_object_put(contents);
+    }
+    pthread_mutex_lock(&g_lock);
+    if (!subscribe)
+        json_object_object_del(c->s->subscriptions, uri);
+    else if (json_object_object_get_ex(c->s->subscriptions, uri, NULL))
+        ;
+    else if (json_object_object_length(c->s->subscriptions) >= MAX_SUBSCRIPTIONS)
+        full = 1;
+    else
+        json_object_object_add(c->s->subscriptions, uri, json_object_new_boolean(1));
+    pthread_mutex_unlock(&g_lock);
+    if (full)
+        return rpc_error(c->id, -32000, "Too many subscriptions (at most %d)", MAX_SUBSCRIPTIONS);
+    return rpc_result(c->id, json_object_new_object());
+}
+
+static json_object *m_subscribe(struct rpc *c)
+{
+    return subscription(c, 1);
+}
+
+static json_object *m_unsubscribe(struct rpc *c)
+{
+    return subscription(c, 0);
+}
+
+static json_object *m_complete(struct rpc *c)
+{
+    json_object *ref = member(c->params, "ref"), *argument = member(c->params, "argument");
+    const char *type = member_string(ref, "type"), *name = member_string(argument, "name");
+    const char *value = member_string(argument, "value");
+    const char *target = member_string(ref, type && !strcmp(type, "ref/resource") ? "uri" : "name");
+
+    if (!known_ref(type, target))
+        return bad_params(c, "ref must name a prompt (ref/prompt) or the resource template "
+                             "(ref/resource)");
+    if (!name || !value)
+        return bad_params(c, "argument needs a name and a value");
+    return rpc_result(c->id, complete(type, target, name, value));
+}
+
+static const struct method {
+    const char *name;
+    json_object *(*fn)(struct rpc *c);
+} methods[] = {
+    {"ping", m_ping},
+    {"logging/setLevel", m_set_level},
+    {"tools/list", m_tools_list},
+    {"tools/call", m_tools_call},
+    {"prompts/list", m_prompts_list},
+    {"prompts/get", m_prompts_get},
+    {"resources/list", m_resources_list},
+    {"resources/templates/list", m_templates_list},
+    {"resources/read", m_resources_read},
+    {"resources/subscribe", m_subscribe},
+    {"resources/unsubscribe", m_unsubscribe},
+    {"completion/complete", m_complete},
+};
 
 /* Answers one request on an existing session; initialize only gets here from
    inside a batch.  Returns the response, or NULL when *stream was set
-   (slow/sample outside batches). */
+   (streamed tools outside batches). */
 static json_object *handle_method(struct request *rq, struct session *s, json_object *msg,
                                   const char *method, json_object *id, int in_batch,
                                   struct stream **stream)
 {
+    struct rpc c = {rq, s, msg, member(msg, "params"), id, in_batch, stream};
     if (!strcmp(method, "initialize"))
         return rpc_error(id, -32600, "initialize must not be part of a batch");
-    if (!strcmp(method, "ping") || !strcmp(method, "logging/setLevel"))
-        return rpc_result(id, json_object_new_object());
-    if (!strcmp(method, "tools/list"))
-        return rpc_result(id, tools_list());
-    if (!strcmp(method, "tools/call"))
-        return call_tool(rq, s, msg, id, in_batch, stream);
+    for (size_t i = 0; i < NELEM(methods); i++)
+        if (!strcmp(methods[i].name, method))
+            return methods[i].fn(&c);
     return rpc_error(id, -32601, "Method not found: %s", method);
+}
+
+/* The protocolVersion we answer: the client's, if we speak it. */
+static const char *negotiated_version(json_object *msg)
+{
+    const char *asked = member_string(member(msg, "params"), "protocolVersion");
+    return one_of(asked, init_versions, NELEM(init_versions)) ? asked : LATEST_VERSION;
+}
+
+static json_object *flag_object(const char *key, int value)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, key, json_object_new_boolean(value));
+    return o;
 }
 
 static json_object *initialize_result(json_object *msg)
 {
-    const char *asked = member_string(member(msg, "params"), "protocolVersion");
     json_object *r = json_object_new_object(), *caps = json_object_new_object();
-    json_object *tools_cap = json_object_new_object(), *info = json_object_new_object();
-    if (!one_of(asked, init_versions, NELEM(init_versions)))
-        asked = LATEST_VERSION;
-    json_object_object_add(r, "protocolVersion", json_object_new_string(asked));
-    json_object_object_add(tools_cap, "listChanged", json_object_new_boolean(0));
-    json_object_object_add(caps, "tools", tools_cap);
+    json_object *resources_cap = flag_object("subscribe", 1), *info = json_object_new_object();
+    json_object_object_add(r, "protocolVersion", json_object_new_string(negotiated_version(msg)));
+    json_object_object_add(caps, "tools", flag_object("listChanged", 0));
     json_object_object_add(caps, "logging", json_object_new_object());
+    json_object_object_add(caps, "prompts", flag_object("listChanged", 0));
+    json_object_object_add(resources_cap, "listChanged", json_object_new_boolean(0));
+    json_object_object_add(caps, "resources", resources_cap);
+    json_object_object_add(caps, "completions", json_object_new_object());
     json_object_object_add(r, "capabilities", caps);
     json_object_object_add(info, "name", json_object_new_string("mcp-test-backend"));
     json_object_object_add(info, "version", json_object_new_string("0.1.0"));
     json_object_object_add(r, "serverInfo", info);
     return r;
+}
+
+/* What initialize tells us about the client, kept for the tools. */
+static void note_initialize(struct session *s, json_object *msg)
+{
+    json_object *caps = member(member(msg, "params"), "capabilities");
+    pthread_mutex_lock(&g_lock);
+    snprintf(s->version, sizeof s->version, "%s", negotiated_version(msg));
+    s->client_sampling = json_object_is_type(member(caps, "sampling"), json_type_object);
+    s->client_elicitation = json_object_is_type(member(caps, "elicitation"), json_type_object);
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* Every JSON text in the tables parses: checked once at startup. */
+static int tables_ok(void)
+{
+    const char *texts[NELEM(tools) * 2 + NELEM(prompts) + 3];
+    size_t n = 0;
+    int ok = 1;
+    for (size_t i = 0; i < NELEM(tools); i++) {
+        texts[n++] = tools[i].input_schema;
+        if (tools[i].output_schema)
+            texts[n++] = tools[i].output_schema;
+    }
+    for (size_t i = 0; i < NELEM(prompts); i++)
+        if (prompts[i].arguments)
+            texts[n++] = prompts[i].arguments;
+    texts[n++] = ELICIT_USER_SCHEMA;
+    texts[n++] = ELICIT_DEFAULTS_SCHEMA;
+    texts[n++] = ELICIT_ENUMS_SCHEMA;
+    for (size_t i = 0; i < n; i++) {
+        json_object *o = json_tokener_parse(texts[i]);
+        if (!o) {
+            fprintf(stderr, "mcp-test-backend: bad JSON in a table: %s\n", texts[i]);
+            ok = 0;
+        }
+        json_object_put(o);
+    }
+    return ok;
 }
 
 /* ------------------------------------------------------------------------
@@ -1400,6 +2353,7 @@ static enum MHD_Result post_initialize(struct request *rq, json_object *msg, jso
         memcpy(rq->session, sid, sizeof sid);
     }
     note_protocol_header(rq, s);
+    note_initialize(s, msg);
     record_message(s, MSG_REQUEST, "initialize", msg);
     session_release(s);
     return reply_message(rq, rpc_result(id, initialize_result(msg)));
@@ -1817,6 +2771,11 @@ int main(int argc, char **argv)
 
     fd = unix_path ? listen_unix(unix_path) : listen_tcp(host, port, shown, sizeof shown);
     if (fd < 0) {
+        free(listen_spec);
+        return 1;
+    }
+    if (!tables_ok()) {
+        close(fd);
         free(listen_spec);
         return 1;
     }
