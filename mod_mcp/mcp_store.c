@@ -262,24 +262,6 @@ mcp_store_status_t mcp_store_stream_open_standalone(const mcp_store_t *db, apr_p
     return first_id(db, p, res, stream_id) == MCP_STORE_OK ? MCP_STORE_OK : MCP_STORE_CONFLICT;
 }
 
-mcp_store_status_t mcp_store_stream_finish(const mcp_store_t *db, apr_pool_t *p,
-                                           apr_int64_t stream_id, const char *status,
-                                           const char **err)
-{
-    static const char sql[] =
-        "UPDATE mcp.streams SET status = %s, completed_at = now()"
-        " WHERE id = %s::bigint AND status = 'open'";
-    apr_dbd_prepared_t *stmt;
-    int rv, nrows = 0;
-
-    if ((rv = prepare(db, p, sql, &stmt)) != 0
-        || (rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, status,
-                                 i64(p, stream_id))) != 0) {
-        return db_error(db, p, rv, "finishing a stream", err);
-    }
-    return MCP_STORE_OK;
-}
-
 mcp_store_status_t mcp_store_stream_renew(const mcp_store_t *db, apr_pool_t *p,
                                           apr_int64_t stream_id, const char *session_id,
                                           int lease_secs, const char **err)
@@ -381,6 +363,34 @@ mcp_store_status_t mcp_store_events_append(const mcp_store_t *db, apr_pool_t *p,
     rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, session->id, sid, sid,
                          i64(p, first_seq), direction, session->principal, messages);
     return rv ? db_error(db, p, rv, "storing events", err) : MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_events_append_finish(const mcp_store_t *db, apr_pool_t *p,
+                                                  const mcp_store_session_t *session,
+                                                  apr_int64_t stream_id, apr_int64_t first_seq,
+                                                  const char *messages, const char *status,
+                                                  const char **err)
+{
+    static const char sql[] =
+        "WITH ins AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
+        "  SELECT %s, %s::bigint, %s::bigint + t.ord - 1, 'out', 'message', t.value, %s"
+        "    FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(value, ord)"
+        "   ORDER BY t.ord"
+        ")"
+        "UPDATE mcp.streams SET status = %s, completed_at = now()"
+        " WHERE id = %s::bigint AND status = 'open'";
+    const char *sid = i64(p, stream_id);
+    apr_dbd_prepared_t *stmt;
+    int rv, nrows = 0;
+
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, "preparing the final insert", err);
+    }
+    rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, session->id, sid,
+                         i64(p, first_seq), session->principal, messages, status, sid);
+    return rv ? db_error(db, p, rv, "storing a stream's last messages and its end", err)
+              : MCP_STORE_OK;
 }
 
 static void read_stream(const mcp_store_t *db, apr_pool_t *p, apr_dbd_row_t *row,

@@ -85,16 +85,19 @@ mcp_store_status_t mcp_store_stream_open_standalone(const mcp_store_t *db, apr_p
                                                     const char *owner, int lease_secs,
                                                     apr_int64_t *stream_id, const char **err);
 
-/* Ends an open stream: status is "complete", "failed" or "closed". */
-mcp_store_status_t mcp_store_stream_finish(const mcp_store_t *db, apr_pool_t *p,
-                                           apr_int64_t stream_id, const char *status,
-                                           const char **err);
-
 /* The owner is still at work: extends the stream's lease and the session's activity. NOT_FOUND
  * when the stream is no longer open (someone finished it after its lease ran out). */
 mcp_store_status_t mcp_store_stream_renew(const mcp_store_t *db, apr_pool_t *p,
                                           apr_int64_t stream_id, const char *session_id,
                                           int lease_secs, const char **err);
+
+/* Stores a stream's last messages (a JSON array's text, may be "[]") and ends it with status, in
+ * one statement and so one transaction: followers elsewhere get one wake-up for both. */
+mcp_store_status_t mcp_store_events_append_finish(const mcp_store_t *db, apr_pool_t *p,
+                                                  const mcp_store_session_t *session,
+                                                  apr_int64_t stream_id, apr_int64_t first_seq,
+                                                  const char *messages, const char *status,
+                                                  const char **err);
 
 /* Stores messages (a JSON array's text holding n of them) in one statement. With stream_id > 0
  * they take seq first_seq, first_seq+1, ... on that stream; with stream_id 0 they belong to no

@@ -25,6 +25,7 @@ typedef struct relay_t {
     int                     too_large;
     apr_pool_t             *scratch;       /* cleared per message                             */
     apr_array_header_t     *outstanding;   /* json_object *: request ids not answered yet     */
+    int                     answered;      /* every response is in; the transfer was ended    */
     int                     dropped;       /* backend messages that were not JSON             */
 } relay_t;
 
@@ -76,7 +77,6 @@ static void answer_outstanding(relay_t *rl, int code, const char *message)
         const char *body = mcp_jsonrpc_error_body(r->pool, id, code, message, NULL);
         relay_message(rl, body, strlen(body));
     }
-    mcp_stream_commit(&rl->st);
 }
 
 /* ---- backend callbacks -------------------------------------------------------------------- */
@@ -112,11 +112,17 @@ static int on_backend_body(void *baton, const char *buf, apr_size_t len)
         if (rv == MCP_SSE_ERR_TOO_LARGE) {
             rl->too_large = 1;
         }
-        /* This piece is used up and the next may take a while: send what is queued now. */
-        if (rv == 0) {
-            rv = mcp_stream_commit(&rl->st);
+        if (rv != 0) {
+            return rv;
         }
-        return rv || (rl->standalone && rl->st.client_gone);
+        /* Every request is answered: the stream is done (the backend should end it now). What
+         * is queued is stored together with the stream's end. */
+        if (!rl->standalone && rl->outstanding->nelts == 0) {
+            rl->answered = 1;
+            return 1;
+        }
+        /* This piece is used up and the next may take a while: send what is queued now. */
+        return mcp_stream_commit(&rl->st) || (rl->standalone && rl->st.client_gone);
     }
     rl->body_len += (apr_off_t)len;
     if (rl->body_len > rl->q->conf->max_message_size) {
@@ -160,7 +166,10 @@ static mcp_backend_status_t forward(relay_t *rl, const char *method, apr_interva
     call.baton = rl;
 
     status = mcp_backend_perform(mcp_child.backends, q->r->pool, &call, &rl->response, err);
-    if (rl->sse && status == MCP_BACKEND_OK) {
+    if (rl->answered) {
+        status = MCP_BACKEND_OK;
+    }
+    else if (rl->sse && status == MCP_BACKEND_OK) {
         mcp_sse_parser_finish(rl->sse);
     }
     if (rl->too_large) {
@@ -272,7 +281,6 @@ static int relay_json_body(relay_t *rl, const char **body, apr_size_t *len)
     else {
         relay_message(rl, buf, n);
     }
-    mcp_stream_commit(&rl->st);
     *body = buf;
     *len = n;
     return 0;
@@ -318,7 +326,6 @@ int mcp_relay_requests(mcp_req_t *q)
             rl.response.status = HTTP_BAD_GATEWAY;   /* not JSON: reported as a bad answer below */
         }
     }
-    mcp_stream_commit(&rl.st);
 
     answered_by_backend = rl.outstanding->nelts == 0;
     if (!answered_by_backend) {
@@ -378,7 +385,6 @@ int mcp_relay_standalone(mcp_req_t *q)
     q->raw = NULL;
     q->raw_len = 0;
     status = forward(&rl, "GET", 0, &err);
-    mcp_stream_commit(&rl.st);
     mcp_stream_finish(&rl.st, "closed");
     ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r,
                   "standalone stream %" APR_INT64_T_FMT " ended: %s", stream_id,

@@ -56,6 +56,12 @@ void mcp_stream_write(mcp_stream_t *st, const char *data, apr_size_t len)
     st->last_write = apr_time_now();
 }
 
+static const char *queued_messages(mcp_stream_t *st)
+{
+    return apr_pstrcat(st->batch_pool, "[", apr_array_pstrcat(st->batch_pool, st->batch, ','), "]",
+                       NULL);
+}
+
 /* Puts one event into the brigade without flushing. */
 static void put_event(mcp_stream_t *st, apr_pool_t *p, apr_int64_t seq, const char *json,
                       long retry_ms)
@@ -128,10 +134,18 @@ static mcp_store_status_t append_op(mcp_stream_t *st, const mcp_store_t *store, 
                                    "out", messages, err);
 }
 
-static mcp_store_status_t finish_op(mcp_stream_t *st, const mcp_store_t *store, void *status,
+typedef struct finish_t {
+    const char *messages;   /* what was still queued, "[]" for nothing */
+    const char *status;
+} finish_t;
+
+static mcp_store_status_t finish_op(mcp_stream_t *st, const mcp_store_t *store, void *arg,
                                     const char **err)
 {
-    return mcp_store_stream_finish(store, st->batch_pool, st->id, status, err);
+    finish_t *f = arg;
+
+    return mcp_store_events_append_finish(store, st->batch_pool, st->q->session, st->id,
+                                          st->next_seq, f->messages, f->status, err);
 }
 
 int mcp_stream_commit(mcp_stream_t *st)
@@ -142,8 +156,8 @@ int mcp_stream_commit(mcp_stream_t *st)
     if (st->broken || n == 0) {
         return st->broken;
     }
-    if (with_store(st, append_op, apr_pstrcat(p, "[", apr_array_pstrcat(p, st->batch, ','), "]",
-                                              NULL), "storing messages") != MCP_STORE_OK) {
+    if (with_store(st, append_op, (void *)queued_messages(st), "storing messages")
+        != MCP_STORE_OK) {
         /* Never written unless stored: the client gets nothing more from this stream. */
         st->broken = 1;
         return 1;
@@ -313,7 +327,20 @@ void mcp_stream_end_early(mcp_stream_t *st)
 
 void mcp_stream_finish(mcp_stream_t *st, const char *status)
 {
-    with_store(st, finish_op, (void *)status, apr_pstrcat(st->batch_pool, "marking it ", status,
-                                                            NULL));
+    finish_t f;
+    int i, n = st->broken ? 0 : st->batch->nelts;
+
+    f.messages = n ? queued_messages(st) : "[]";
+    f.status = status;
+    if (with_store(st, finish_op, &f, apr_pstrcat(st->batch_pool, "storing its end (", status,
+                                                   ")", NULL)) == MCP_STORE_OK) {
+        for (i = 0; i < n; i++) {
+            put_event(st, st->batch_pool, st->next_seq + i,
+                      APR_ARRAY_IDX(st->batch, i, const char *), -1);
+        }
+        st->next_seq += n;
+    }
+    st->batch->nelts = 0;
+    mcp_stream_flush(st);
     mcp_router_notify(mcp_child.router, st->id);
 }

@@ -82,7 +82,8 @@ void mcp_stream_end_early(mcp_stream_t *st);
  * stopping, or MCPStreamCloseAfter passed (2025-11-25 sessions, which can poll). */
 int mcp_stream_should_hand_over(const mcp_stream_t *st);
 
-/* Marks the stream row finished ("complete", "failed" or "closed") and wakes its followers. */
+/* Stores what is still queued and marks the stream finished ("complete", "failed" or "closed"),
+ * in one transaction; then writes the queued messages and wakes this process's followers. */
 void mcp_stream_finish(mcp_stream_t *st, const char *status);
 
 #endif

@@ -75,13 +75,18 @@ CREATE UNIQUE INDEX IF NOT EXISTS events_stream_seq_idx ON mcp.events (stream_id
 CREATE INDEX IF NOT EXISTS events_session_idx ON mcp.events (session_id, id);
 
 -- Wake-ups for followers in other processes and on other hosts: every statement that stores
--- events on a stream, and every change of a stream's status, notifies channel mcp_events with
--- the stream id. A notification is only a wake-up (delivered at commit); the tables are the truth.
+-- outbound messages on a stream, and every change of a stream's status, notifies channel
+-- mcp_events with the stream id. A notification is only a wake-up (delivered at commit); the
+-- tables are the truth. Each transaction that notifies takes PostgreSQL's database-wide notify
+-- lock through its commit, so the gateway notifies once per stored batch and stores a stream's
+-- last messages and its end in one transaction (identical notifications of one transaction
+-- are folded into one). Inbound rows and priming rows wake nobody: no follower reads them.
 CREATE OR REPLACE FUNCTION mcp.notify_stream_events() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_notify('mcp_events', d.stream_id::text)
-       FROM (SELECT DISTINCT stream_id FROM new_events WHERE stream_id IS NOT NULL) AS d;
+       FROM (SELECT DISTINCT stream_id FROM new_events
+              WHERE stream_id IS NOT NULL AND direction = 'out' AND kind = 'message') AS d;
     RETURN NULL;
 END
 $$;
