@@ -4,7 +4,6 @@ owner leases, the sweep, PostgreSQL restarts and graceful restarts.
 The stack runs two independent httpd instances ("hosts"), each with several children.
 """
 
-import json
 import os
 import signal
 import statistics
@@ -13,10 +12,10 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 import requests
 
-from mcp_client import McpSession, iter_sse
+from waiting import wait_for
+from mcp_client import McpSession
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,15 +36,6 @@ def seq_of(ev):
 def stream_of(ev):
     return int(ev.id.split("-")[0])
 
-
-def wait_for(predicate, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def stream_row(pg, stream_id):

@@ -32,6 +32,7 @@ import requests
 
 from conftest import load_stack_env
 from mcp_client import McpSession, iter_sse
+from waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_DIR = REPO / "tests" / "node"
@@ -52,18 +53,6 @@ def _read(path: Path) -> str:
         return path.read_text(errors="replace")
     except OSError:
         return ""
-
-
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.1):
-    """Poll predicate() until it returns a true value or the deadline passes (AssertionError)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
 
 
 def run_node_script(node22: str, script: str, url: str, timeout: float = 180) -> dict:
@@ -214,7 +203,7 @@ def everything_stack(node22):
                     return "exited"
                 return port_open(port) and "up"
 
-            state = wait_until(ready, 30, f"server-everything to listen on 127.0.0.1:{port}")
+            state = wait_for(ready, 30, f"server-everything to listen on 127.0.0.1:{port}")
             if state == "up":
                 break
             if attempt == 2 or "EADDRINUSE" not in _read(se_log) and "already in use" not in _read(se_log):

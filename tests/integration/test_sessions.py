@@ -10,7 +10,7 @@ import time
 
 import requests
 
-from mcp_client import ACCEPT_BOTH, McpSession, iter_sse
+from mcp_client import ACCEPT_BOTH
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{32}$")
 

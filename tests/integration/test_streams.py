@@ -3,12 +3,12 @@ GET stream, disconnects that are not cancellations, and the bounded relay."""
 
 import json
 import threading
-import time
 
 import pytest
 import requests
 
-from mcp_client import ACCEPT_BOTH, McpError, McpSession, iter_sse
+from waiting import wait_for
+from mcp_client import McpError
 
 
 def base(stack):
@@ -30,16 +30,6 @@ def stream_rows(pg, stream_id):
 def stream_of(event_id):
     return int(event_id.split("-")[0])
 
-
-def wait_for(predicate, timeout=15.0, what="condition"):
-    """Poll a condition that another process makes true (a database row), with a deadline."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def stream_status(pg, stream_id):

@@ -1,6 +1,8 @@
 /* Unit tests for mcp_http: Accept and Content-Type matching. */
 #include <check.h>
 
+#include "unit_main.h"
+
 #include "mcp_http.h"
 
 #define JSON "application/json"
@@ -49,20 +51,19 @@ START_TEST(content_type)
 }
 END_TEST
 
-int main(void)
+static Suite *http_suite(void)
 {
     Suite *s = suite_create("mcp_http");
     TCase *tc = tcase_create("core");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, accept_lists);
     tcase_add_test(tc, accept_wildcards_do_not_count_and_q0_refuses);
     tcase_add_test(tc, content_type);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return s;
+}
+
+int main(void)
+{
+    return mcp_unit_run(http_suite());
 }

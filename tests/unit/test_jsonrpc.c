@@ -5,6 +5,8 @@
 #include <apr_pools.h>
 #include <check.h>
 
+#include "unit_main.h"
+
 #include "mcp_jsonrpc.h"
 
 static apr_pool_t *pool;
@@ -209,14 +211,11 @@ START_TEST(get_string)
 }
 END_TEST
 
-int main(void)
+static Suite *jsonrpc_suite(void)
 {
     Suite *s = suite_create("mcp_jsonrpc");
     TCase *tc = tcase_create("core");
-    SRunner *sr;
-    int failed;
 
-    apr_initialize();
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, request_notification_response_error);
     tcase_add_test(tc, not_jsonrpc_is_invalid_with_reason);
@@ -229,10 +228,10 @@ int main(void)
     tcase_add_test(tc, reply_id);
     tcase_add_test(tc, get_string);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    apr_terminate();
-    return failed ? 1 : 0;
+    return s;
+}
+
+int main(void)
+{
+    return mcp_unit_run(jsonrpc_suite());
 }

@@ -3,6 +3,8 @@
 
 #include <check.h>
 
+#include "unit_main.h"
+
 #include "mcp_protocol.h"
 
 START_TEST(served_revisions)
@@ -50,20 +52,19 @@ START_TEST(served_list_matches_table)
 }
 END_TEST
 
-int main(void)
+static Suite *protocol_suite(void)
 {
     Suite *s = suite_create("mcp_protocol");
     TCase *tc = tcase_create("core");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, served_revisions);
     tcase_add_test(tc, rules_per_revision);
     tcase_add_test(tc, served_list_matches_table);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return s;
+}
+
+int main(void)
+{
+    return mcp_unit_run(protocol_suite());
 }

@@ -14,6 +14,8 @@
 
 #include "mcp_router.h"
 
+#include "unit_main.h"
+
 static apr_pool_t *pool;
 
 static void setup(void)
@@ -744,14 +746,5 @@ static Suite *router_suite(void)
 
 int main(void)
 {
-    SRunner *sr;
-    int failed;
-
-    apr_initialize();
-    sr = srunner_create(router_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    apr_terminate();
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return mcp_unit_run(router_suite());
 }

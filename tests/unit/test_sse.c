@@ -26,6 +26,8 @@
 size_t __sanitizer_get_current_allocated_bytes(void);
 #else
 #include <malloc.h>
+
+#include "unit_main.h"
 #endif
 
 static apr_pool_t *pool;
@@ -1141,14 +1143,5 @@ static Suite *sse_suite(void)
 
 int main(void)
 {
-    SRunner *sr;
-    int failed;
-
-    apr_initialize();
-    sr = srunner_create(sse_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    apr_terminate();
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return mcp_unit_run(sse_suite());
 }
