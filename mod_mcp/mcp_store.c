@@ -188,39 +188,55 @@ static mcp_store_status_t first_id(const mcp_store_t *db, apr_pool_t *p, apr_dbd
 }
 
 mcp_store_status_t mcp_store_stream_open_request(const mcp_store_t *db, apr_pool_t *p,
-                                                 const mcp_store_session_t *session,
+                                                 mcp_store_session_t *session, int idle_secs,
                                                  const char *request_id, const char *method,
                                                  const char *inbound, const char *owner,
                                                  int lease_secs, apr_int64_t *stream_id,
                                                  const char **err)
 {
     static const char sql[] =
-        "WITH s AS ("
+        "WITH se AS ("
+        "  UPDATE mcp.sessions SET last_seen_at = now()"
+        "   WHERE id = %s AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM %s"
+        "     AND backend_url = %s"
+        "     AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))"
+        "  RETURNING id, principal, backend_session_id, protocol_version"
+        "), s AS ("
         "  INSERT INTO mcp.streams (session_id, kind, request_id, method, owner, lease_until)"
-        "  VALUES (%s, 'request', %s::jsonb, %s, %s, now() + make_interval(secs => %s::int))"
+        "  SELECT id, 'request', %s::jsonb, %s, %s, now() + make_interval(secs => %s::int)"
+        "    FROM se"
         "  RETURNING id, session_id"
         "), e AS ("
         "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
-        "  SELECT session_id, id, 0, 'in', 'message', %s::jsonb, %s FROM s"
+        "  SELECT s.session_id, s.id, 0, 'in', 'message', %s::jsonb, se.principal FROM s, se"
         "  UNION ALL"
-        "  SELECT session_id, id, 1, 'out', 'priming', NULL, %s FROM s"
+        "  SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, se.principal FROM s, se"
         ")"
-        "SELECT id FROM s";
+        "SELECT s.id, se.backend_session_id, se.protocol_version FROM s, se";
+    const char *idle = int_text(p, idle_secs);
     apr_dbd_prepared_t *stmt;
     apr_dbd_results_t *res = NULL;
+    apr_dbd_row_t *row = NULL;
     int rv;
 
     if ((rv = prepare(db, p, sql, &stmt)) != 0) {
         return db_error(db, p, rv, "preparing the stream insert", err);
     }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, session->id, request_id,
-                          method, owner, int_text(p, lease_secs), inbound, session->principal,
-                          session->principal);
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, session->id,
+                          session->principal, session->backend_url, idle, idle, request_id,
+                          method, owner, int_text(p, lease_secs), inbound);
     if (rv != 0) {
         return db_error(db, p, rv, "storing the request and its stream", err);
     }
-    return first_id(db, p, res, stream_id) == MCP_STORE_OK
-        ? MCP_STORE_OK : db_error(db, p, 0, "storing the request and its stream", err);
+    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+        return MCP_STORE_NOT_FOUND;
+    }
+    *stream_id = apr_atoi64(apr_dbd_get_entry(db->driver, row, 0));
+    session->backend_session_id = entry(db, p, row, 1);
+    session->protocol_version = entry(db, p, row, 2);
+    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
+    }
+    return MCP_STORE_OK;
 }
 
 mcp_store_status_t mcp_store_stream_open_standalone(const mcp_store_t *db, apr_pool_t *p,

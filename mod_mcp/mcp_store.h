@@ -68,11 +68,15 @@ mcp_store_status_t mcp_store_session_terminate(const mcp_store_t *db, apr_pool_t
 #define MCP_STORE_SEQ_REQUEST  0
 #define MCP_STORE_SEQ_PRIMING  1
 
-/* Record, then dispatch: in one statement, creates the request stream (owned by owner, leased
- * for lease_secs), stores the inbound message (seq 0) and the priming row (seq 1). The first
- * outbound message takes seq 2. request_id is JSON (an array for a batch). */
+/* Record, then dispatch: in one statement, checks that session->id is live, belongs to
+ * session->principal and session->backend_url and was active within idle_secs (0: no limit), records
+ * the activity, creates the request stream (owned by owner, leased for lease_secs), stores the
+ * inbound message (seq 0) and the priming row (seq 1). The first outbound message takes seq 2.
+ * request_id is JSON (an array for a batch). On OK, session->backend_session_id and
+ * ->protocol_version are filled in; NOT_FOUND when the session is not live for that principal
+ * and backend (nothing is stored then). */
 mcp_store_status_t mcp_store_stream_open_request(const mcp_store_t *db, apr_pool_t *p,
-                                                 const mcp_store_session_t *session,
+                                                 mcp_store_session_t *session, int idle_secs,
                                                  const char *request_id, const char *method,
                                                  const char *inbound, const char *owner,
                                                  int lease_secs, apr_int64_t *stream_id,

@@ -151,45 +151,6 @@ static int check_version_header(mcp_req_t *q)
     return OK;
 }
 
-/* Finds the request's live session, which must belong to the same user and the same backend. */
-static int load_session(mcp_req_t *q)
-{
-    request_rec *r = q->r;
-    mcp_store_t store;
-    mcp_store_status_t st;
-    const char *err = NULL;
-    ap_dbd_t *dbd;
-
-    q->session_header = apr_table_get(r->headers_in, "Mcp-Session-Id");
-    if (!q->session_header || !*q->session_header) {
-        return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_SERVER_ERROR,
-                             "Bad Request: Mcp-Session-Id header is required");
-    }
-    if (!mcp_id_session_is_wellformed(q->session_header)) {
-        return mcp_req_session_not_found(q);
-    }
-    if (!(dbd = mcp_dbd_open(r, &store))) {
-        return mcp_req_store_unavailable(q);
-    }
-    st = mcp_store_session_touch(&store, r->pool, q->session_header, r->user, mcp_req_idle_secs(q),
-                                 &q->session, &err);
-    mcp_dbd_close(r, dbd);
-    if (st == MCP_STORE_ERROR) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "session look-up failed: %s", err);
-        return mcp_req_store_unavailable(q);
-    }
-    if (st == MCP_STORE_NOT_FOUND || strcmp(q->session->backend_url, q->conf->backend_spec) != 0) {
-        return mcp_req_session_not_found(q);
-    }
-    q->rev = mcp_protocol_served(q->session->protocol_version);
-    if (!q->rev) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "session %s has protocol version %s, which is "
-                      "not served", q->session->id, q->session->protocol_version);
-        return mcp_req_session_not_found(q);
-    }
-    return OK;
-}
-
 /* Stores messages that belong to no stream (the audit of notifications and responses). */
 static int store_inbound(mcp_req_t *q, const char *messages)
 {
@@ -567,7 +528,12 @@ static int handle_post(mcp_req_t *q)
         }
         return handle_initialize(q);
     }
-    if ((rc = load_session(q)) != OK) {
+    /* A single request: the session is checked, touched and its stream opened in one statement
+     * (mod_mcp_relay). */
+    if (!q->body->is_batch && q->body->n_requests > 0) {
+        return mcp_relay_requests(q);
+    }
+    if ((rc = mcp_req_load_session(q)) != OK) {
         return rc;
     }
     if (q->body->is_batch && !q->rev->batches) {
@@ -590,7 +556,7 @@ static int handle_get(mcp_req_t *q)
                              "Not Acceptable: a GET must accept text/event-stream (Accept: %s)",
                              accept ? accept : "absent");
     }
-    if ((rc = check_version_header(q)) != OK || (rc = load_session(q)) != OK) {
+    if ((rc = check_version_header(q)) != OK || (rc = mcp_req_load_session(q)) != OK) {
         return rc;
     }
     return last_event_id ? mcp_replay(q, last_event_id) : mcp_relay_standalone(q);
@@ -605,7 +571,7 @@ static int handle_delete(mcp_req_t *q)
     exchange_t x;
     int rc;
 
-    if ((rc = check_version_header(q)) != OK || (rc = load_session(q)) != OK) {
+    if ((rc = check_version_header(q)) != OK || (rc = mcp_req_load_session(q)) != OK) {
         return rc;
     }
     /* Ours first, so no process accepts the session once the backend's is gone. */

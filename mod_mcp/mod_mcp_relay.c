@@ -297,8 +297,18 @@ int mcp_relay_requests(mcp_req_t *q)
     mcp_store_t store;
     ap_dbd_t *dbd;
     relay_t rl;
-    int http, code, answered_by_backend;
+    int http, code, answered_by_backend, rc;
 
+    if (!q->session) {
+        /* Checked, touched and opened in one statement below. */
+        if ((rc = mcp_req_check_session_header(q)) != OK) {
+            return rc;
+        }
+        q->session = apr_pcalloc(r->pool, sizeof(*q->session));
+        q->session->id = q->session_header;
+        q->session->principal = r->user;
+        q->session->backend_url = q->conf->backend_spec;
+    }
     relay_init(&rl, q, 0, MCP_STORE_SEQ_PRIMING + 1);
     ids = request_ids(&rl, &method);
 
@@ -306,13 +316,22 @@ int mcp_relay_requests(mcp_req_t *q)
     if (!(dbd = mcp_dbd_open(r, &store))) {
         return mcp_req_store_unavailable(q);
     }
-    stored = mcp_store_stream_open_request(&store, r->pool, q->session, ids, method, q->raw,
-                                           mcp_child.owner, mcp_req_lease_secs(q), &stream_id,
-                                           &err);
+    stored = mcp_store_stream_open_request(&store, r->pool, q->session, mcp_req_idle_secs(q), ids,
+                                           method, q->raw, mcp_child.owner,
+                                           mcp_req_lease_secs(q), &stream_id, &err);
     mcp_dbd_close(r, dbd);
+    if (stored == MCP_STORE_NOT_FOUND) {
+        /* Not live for this user and backend: the ordinary look-up says exactly why (and marks
+         * an expired session as such). */
+        q->session = NULL;
+        return (rc = mcp_req_load_session(q)) != OK ? rc : mcp_req_session_not_found(q);
+    }
     if (stored != MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "recording a request failed: %s", err);
         return mcp_req_store_unavailable(q);
+    }
+    if (!(q->rev = mcp_protocol_served(q->session->protocol_version))) {
+        return mcp_req_session_not_found(q);
     }
     rl.st.id = stream_id;
     if (q->rev->priming) {

@@ -18,7 +18,8 @@
 
 #include "mod_mcp_request.h"
 
-/* POST whose body holds at least one request (q->session and q->rev are set). */
+/* POST whose body holds at least one request. When q->session is not set yet, the session is
+ * checked, touched and the stream opened in one statement (one round trip for all of it). */
 int mcp_relay_requests(mcp_req_t *q);
 
 /* GET without Last-Event-ID: the session's one standalone stream, relaying the backend's GET

@@ -4,6 +4,9 @@
 #include <http_log.h>
 #include <http_protocol.h>
 
+#include <string.h>
+
+#include "mcp_id.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_request.h"
 
@@ -54,6 +57,54 @@ int mcp_req_session_not_found(mcp_req_t *q)
     return mcp_req_error(q, HTTP_NOT_FOUND, MCP_JSONRPC_SESSION_NOT_FOUND,
                          "Session not found: it is unknown, terminated or expired; initialize a "
                          "new session");
+}
+
+/* Finds the request's live session, which must belong to the same user and the same backend. */
+int mcp_req_check_session_header(mcp_req_t *q)
+{
+    q->session_header = apr_table_get(q->r->headers_in, "Mcp-Session-Id");
+    if (!q->session_header || !*q->session_header) {
+        return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_SERVER_ERROR,
+                             "Bad Request: Mcp-Session-Id header is required");
+    }
+    if (!mcp_id_session_is_wellformed(q->session_header)) {
+        return mcp_req_session_not_found(q);
+    }
+    return OK;
+}
+
+int mcp_req_load_session(mcp_req_t *q)
+{
+    request_rec *r = q->r;
+    mcp_store_t store;
+    mcp_store_status_t st;
+    const char *err = NULL;
+    ap_dbd_t *dbd;
+    int rc;
+
+    if ((rc = mcp_req_check_session_header(q)) != OK) {
+        return rc;
+    }
+    if (!(dbd = mcp_dbd_open(r, &store))) {
+        return mcp_req_store_unavailable(q);
+    }
+    st = mcp_store_session_touch(&store, r->pool, q->session_header, r->user, mcp_req_idle_secs(q),
+                                 &q->session, &err);
+    mcp_dbd_close(r, dbd);
+    if (st == MCP_STORE_ERROR) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "session look-up failed: %s", err);
+        return mcp_req_store_unavailable(q);
+    }
+    if (st == MCP_STORE_NOT_FOUND || strcmp(q->session->backend_url, q->conf->backend_spec) != 0) {
+        return mcp_req_session_not_found(q);
+    }
+    q->rev = mcp_protocol_served(q->session->protocol_version);
+    if (!q->rev) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "session %s has protocol version %s, which is "
+                      "not served", q->session->id, q->session->protocol_version);
+        return mcp_req_session_not_found(q);
+    }
+    return OK;
 }
 
 void mcp_req_terminate_session(mcp_req_t *q, const char *by)

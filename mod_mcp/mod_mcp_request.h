@@ -59,6 +59,15 @@ int mcp_req_store_unavailable(mcp_req_t *q);
 /* 404: unknown, terminated, expired, or another user's session. */
 int mcp_req_session_not_found(mcp_req_t *q);
 
+/* Finds the request's live session (Mcp-Session-Id), which must belong to the same user and the
+ * same backend, and records the activity; sets q->session and q->rev. OK, or DONE after
+ * answering 400 (no header), 404 or 503. */
+int mcp_req_load_session(mcp_req_t *q);
+
+/* Checks the Mcp-Session-Id header only: OK when it could name a session, else DONE after
+ * answering 400 (missing) or 404 (not an id this gateway issues). */
+int mcp_req_check_session_header(mcp_req_t *q);
+
 /* Marks the request's session terminated (by: "client", "expired", "backend"); failures are
  * logged only. */
 void mcp_req_terminate_session(mcp_req_t *q, const char *by);
