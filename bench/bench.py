@@ -1,0 +1,1194 @@
+#!/usr/bin/python3
+"""bench/bench.py — the measurements of bench/run (run that instead: it installs what this needs).
+
+    bench/bench.py --work DIR --pg-insert BIN --node NODE [--quick]
+
+Starts its own stacks with tests/stack (and server-everything + supergateway on Node 22), runs
+every measurement of the benchmark issue, writes bench/results.md, bench/results.json and
+bench/results.png, and stops everything it started. Exits non-zero when something failed.
+"""
+import argparse
+import concurrent.futures
+import datetime
+import http.client
+import json
+import os
+import platform
+import re
+import select
+import selectors
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+import psycopg2
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(BENCH)
+LUA = os.path.join(BENCH, "mcp.lua")
+PROTO = "2025-11-25"
+CLK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class BenchError(Exception):
+    pass
+
+
+# ---- small helpers ----------------------------------------------------------------------------
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def read_env(path):
+    env = {}
+    for line in open(path):
+        m = re.match(r"^([A-Z0-9_]+)='(.*)'$", line.rstrip("\n"))
+        if m:
+            env[m.group(1)] = m.group(2).replace("'\\''", "'")
+    return env
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def summary(xs):
+    """(median, min, max) of a list of numbers."""
+    xs = [x for x in xs if x is not None]
+    return (med(xs), min(xs), max(xs)) if xs else (float("nan"),) * 3
+
+
+def fmt(x, digits=0):
+    if x is None or x != x:
+        return "–"
+    if digits == 0:
+        return f"{x:,.0f}"
+    return f"{x:,.{digits}f}"
+
+
+def fmt_ms(us, digits=2):
+    return fmt(us / 1000.0, digits) if us == us else "–"
+
+
+def cell(xs, scale=1.0, digits=0):
+    """median [min–max] of a list."""
+    m, lo, hi = summary([x * scale for x in xs])
+    if len(xs) == 1:
+        return fmt(m, digits)
+    return f"{fmt(m, digits)} [{fmt(lo, digits)}–{fmt(hi, digits)}]"
+
+
+def pidfile(path):
+    try:
+        return int(open(path).read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def children(pid):
+    try:
+        out = run(["ps", "-o", "pid=", "--ppid", str(pid)]).stdout
+    except subprocess.CalledProcessError:
+        return []
+    return [int(x) for x in out.split()]
+
+
+def proc_status(pid):
+    """VmRSS (kB), threads, open fds, PSS (kB) of one process."""
+    st = {"rss_kb": 0, "threads": 0, "fds": 0, "pss_kb": 0}
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS:"):
+                st["rss_kb"] = int(line.split()[1])
+            elif line.startswith("Threads:"):
+                st["threads"] = int(line.split()[1])
+        st["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
+        for line in open(f"/proc/{pid}/smaps_rollup"):
+            if line.startswith("Pss:"):
+                st["pss_kb"] = int(line.split()[1])
+    except OSError:
+        pass
+    return st
+
+
+# ---- CPU accounting: who used the two cores during a run --------------------------------------
+
+class CpuMeter:
+    """Splits the CPU time used during a run by component: each process is attributed to the
+    first registered root among its ancestors (the httpd parents, the postmaster, the backends,
+    the load generator); kernel threads and everything else are reported apart."""
+
+    def __init__(self):
+        self.roots = {}   # pid -> label
+
+    def add(self, pid, label):
+        if pid:
+            self.roots[int(pid)] = label
+
+    def snapshot(self):
+        procs = {}
+        for p in os.listdir("/proc"):
+            if not p.isdigit():
+                continue
+            try:
+                s = open(f"/proc/{p}/stat").read()
+            except OSError:
+                continue
+            rest = s[s.rindex(")") + 2:].split()
+            # pid -> (ppid, utime+stime, start time): the start time tells a reused pid apart
+            procs[int(p)] = (int(rest[1]), int(rest[11]) + int(rest[12]), int(rest[19]))
+        by = {}
+        for pid, (ppid, ticks, start) in procs.items():
+            label, cur, depth = None, pid, 0
+            while cur and depth < 64:
+                if cur in self.roots:
+                    label = self.roots[cur]
+                    break
+                if cur == 2 or procs.get(cur, (0,))[0] == 2:
+                    label = "kernel"
+                    break
+                cur = procs.get(cur, (0,))[0]
+                depth += 1
+            by[(pid, start)] = (label or "other", ticks)
+        return by, time.monotonic()
+
+    @staticmethod
+    def delta(a, b):
+        """Cores used on average per component between two snapshots (1.0 = one core busy all
+        the time). Per process: a process that ended in between is not counted (its time is
+        gone from /proc), one that started counts from zero."""
+        (pa, ta), (pb, tb) = a, b
+        el = max(tb - ta, 1e-6)
+        out = {}
+        for key, (label, ticks) in pb.items():
+            used = ticks - pa.get(key, (label, 0))[1]
+            out[label] = out.get(label, 0.0) + max(used, 0) / CLK / el
+        return out
+
+
+class NotifyCounter:
+    """Counts the notifications on channel mcp_events (one LISTEN connection, drained by a
+    thread): how many notifying transactions the gateway commits per call."""
+
+    def __init__(self, dsn):
+        self.conn = psycopg2.connect(dsn)
+        self.conn.autocommit = True
+        self.conn.cursor().execute("LISTEN mcp_events")
+        self.count = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        while not self.stop.is_set():
+            r, _, _ = select.select([self.conn], [], [], 0.2)
+            if r:
+                self.conn.poll()
+                self.count += len(self.conn.notifies)
+                self.conn.notifies.clear()
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(2)
+        self.conn.close()
+
+
+# ---- MCP over HTTP ----------------------------------------------------------------------------
+
+HDRS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def split_url(url):
+    m = re.match(r"^http://([^:/]+):(\d+)(/.*)$", url)
+    if not m:
+        raise BenchError(f"bad URL {url}")
+    return m.group(1), int(m.group(2)), m.group(3)
+
+
+def mcp_session(url, proto=PROTO):
+    """initialize + notifications/initialized; returns the session id."""
+    host, port, path = split_url(url)
+    c = http.client.HTTPConnection(host, port, timeout=30)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": proto, "capabilities": {},
+                       "clientInfo": {"name": "mod_mcp-bench", "version": "1"}}}
+    c.request("POST", path, json.dumps(body), HDRS)
+    r = c.getresponse()
+    text = r.read()
+    sid = r.getheader("Mcp-Session-Id")
+    if r.status != 200 or not sid:
+        raise BenchError(f"initialize at {url}: HTTP {r.status} {text[:200]!r}")
+    c.request("POST", path, '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+              dict(HDRS, **{"Mcp-Session-Id": sid, "MCP-Protocol-Version": proto}))
+    r = c.getresponse()
+    r.read()
+    if r.status not in (200, 202):
+        raise BenchError(f"notifications/initialized at {url}: HTTP {r.status}")
+    c.close()
+    return sid
+
+
+def mcp_sessions(url, n, path, workers=8):
+    with concurrent.futures.ThreadPoolExecutor(workers) as ex:
+        sids = list(ex.map(lambda _: mcp_session(url), range(n)))
+    with open(path, "w") as f:
+        f.write("\n".join(sids) + "\n")
+    return sids
+
+
+def mcp_call(url, sid, tool, args, rid=1):
+    host, port, path = split_url(url)
+    c = http.client.HTTPConnection(host, port, timeout=30)
+    body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}}
+    c.request("POST", path, json.dumps(body),
+              dict(HDRS, **{"Mcp-Session-Id": sid, "MCP-Protocol-Version": PROTO}))
+    r = c.getresponse()
+    text = r.read().decode()
+    c.close()
+    if r.status != 200 or '"result"' not in text:
+        raise BenchError(f"tools/call {tool} at {url}: HTTP {r.status} {text[:300]!r}")
+    return text
+
+
+# ---- the bench -------------------------------------------------------------------------------
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.stack_cmd = os.path.join(args.tree, "tests", "stack")
+        self.work = args.work
+        self.quick = args.quick
+        self.dur = 2 if self.quick else 5                 # seconds per load point (whole)
+        self.reps = 1 if self.quick else 3
+        self.concs = [1, 8, 32]
+        self.m7_calls = 5000 if self.quick else 100000
+        self.replay_sizes = [1000, 10000] if self.quick else [10000, 100000]
+        self.streams = 100 if self.quick else 1000
+        self.slow_count = 60 if self.quick else 200
+        self.pg_dur = 1.5 if self.quick else 4.0
+        self.cpu = CpuMeter()
+        self.cpu.add(os.getpid(), "client")
+        self.stacks = []            # stack dirs to stop
+        self.procs = []             # Popen objects we started (own process groups)
+        self.results = {"mode": "quick" if self.quick else "full", "runs": {}}
+        self.failures = []
+        self.t_start = time.time()
+
+    # ---- processes --------------------------------------------------------------------------
+
+    def stack_up(self, name, httpd, conf, extra=()):
+        d = os.path.join(self.work, name)
+        log(f"starting stack {name}: tests/stack up --httpd {httpd} --mpm event --conf {conf}")
+        self.stacks.append(d)
+        p = subprocess.run([self.stack_cmd, "up", "--dir", d, "--httpd", str(httpd), "--mpm", "event",
+                            "--module", self.a.module, "--conf", conf, *extra],
+                           text=True, capture_output=True)
+        if p.returncode != 0:
+            raise BenchError(f"tests/stack up {name} failed:\n{p.stderr[-3000:]}")
+        env = read_env(os.path.join(d, "stack.env"))
+        for i, pf in enumerate(env["MCP_HTTPD_PIDFILES"].split()):
+            self.cpu.add(pidfile(pf), "httpd")
+        self.cpu.add(pidfile(env["MCP_PG_PIDFILE"]), "postgres")
+        if env.get("MCP_BACKEND_PIDFILE"):
+            self.cpu.add(pidfile(env["MCP_BACKEND_PIDFILE"]), "backend")
+        return d, env
+
+    def stack_down(self, d):
+        if d in self.stacks:
+            self.stacks.remove(d)
+        p = subprocess.run([self.stack_cmd, "down", "--dir", d], text=True, capture_output=True)
+        if p.returncode != 0:
+            log(f"tests/stack down {d} failed: {p.stderr[-500:]}")
+            return False
+        return True
+
+    def spawn(self, name, cmd, env=None):
+        logf = open(os.path.join(self.work, f"{name}.log"), "w")
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                             env=env, start_new_session=True)
+        with open(os.path.join(self.work, f"{name}.pid"), "w") as f:
+            f.write(f"{p.pid}\n")
+        self.procs.append(p)
+        return p
+
+    def stop_procs(self):
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)   # its own group: it and its children
+                except ProcessLookupError:
+                    pass
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait(5)
+        self.procs = []
+
+    def cleanup(self):
+        if getattr(self, "notifies", None):
+            self.notifies.close()
+            self.notifies = None
+        self.stop_procs()
+        ok = True
+        for d in list(self.stacks):
+            ok = self.stack_down(d) and ok
+        return ok
+
+    @staticmethod
+    def wait_http(url, timeout=30):
+        host, port, _ = split_url(url)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                socket.create_connection((host, port), 0.5).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise BenchError(f"nothing listens at {url} after {timeout} s")
+
+    # ---- load ------------------------------------------------------------------------------
+
+    def wrk(self, url, sessions_file, conc, dur, tool="echo", args='{"text":"hello"}', label=None):
+        threads = 1 if conc == 1 else 2
+        # wrk takes whole seconds only
+        cmd = ["wrk", "-t", str(threads), "-c", str(conc), "-d", f"{max(1, round(dur))}s",
+               "--timeout", "10s",
+               "-s", LUA, url, "--", sessions_file, PROTO, tool, args, str(threads)]
+        before, t0 = self.cpu.snapshot(), os.times()
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = p.communicate()
+        after, t1 = self.cpu.snapshot(), os.times()
+        m = re.search(r"^BENCH (\{.*\})$", out, re.M)
+        if p.returncode != 0 or not m:
+            raise BenchError(f"wrk failed ({' '.join(cmd)}):\n{out}\n{err}")
+        r = json.loads(m.group(1))
+        r["rps"] = r["good"] / (r["duration_us"] / 1e6)
+        r["errors"] = r["bad"] + r["connect_err"] + r["read_err"] + r["write_err"] + r["timeout_err"]
+        r["cpu"] = self.with_client(CpuMeter.delta(before, after), t0, t1, before, after)
+        if r["good"] == 0:
+            raise BenchError(f"no good answer from {url} ({label}): {r}")
+        if r["errors"]:
+            log(f"  note: {label or url} c={conc}: {r['errors']} errors ({r.get('first_bad')})")
+        return r
+
+    @staticmethod
+    def with_client(cpu, t0, t1, before, after):
+        """Adds the CPU of the reaped children (wrk, curl, pg_insert: gone from /proc by now)
+        to the client's share."""
+        el = max(after[1] - before[1], 1e-6)
+        kids = (t1.children_user + t1.children_system) - (t0.children_user + t0.children_system)
+        cpu["client"] = cpu.get("client", 0.0) + kids / el
+        return cpu
+
+    def record(self, section, key, value):
+        self.results["runs"].setdefault(section, {}).setdefault(key, []).append(value)
+
+    def runs(self, section, key):
+        return self.results["runs"].get(section, {}).get(key, [])
+
+    # ---- set-up ----------------------------------------------------------------------------
+
+    def setup_main(self):
+        node = self.a.node
+        nm = os.path.join(BENCH, "node_modules")
+        se_js = os.path.join(nm, "@modelcontextprotocol", "server-everything", "dist", "index.js")
+        sg_js = os.path.join(nm, "supergateway", "dist", "index.js")
+        loop = "file://" + os.path.join(BENCH, "loopback.mjs")
+        self.se_port, self.sg_port = free_port(), free_port()
+        env = dict(os.environ, PORT=str(self.se_port), NODE_ENV="production")
+        se = self.spawn("server-everything", [node, "--import", loop, se_js, "streamableHttp"], env)
+        self.cpu.add(se.pid, "server-everything")
+        stdio_cmd = f"{shlex.quote(node)} {shlex.quote(se_js)} stdio"
+        sg = self.spawn("supergateway", [node, "--import", loop, sg_js, "--stdio", stdio_cmd,
+                                         "--outputTransport", "streamableHttp", "--stateful",
+                                         "--port", str(self.sg_port), "--logLevel", "none"],
+                        dict(os.environ, NODE_ENV="production"))
+        self.cpu.add(sg.pid, "supergateway")
+        self.se_url = f"http://127.0.0.1:{self.se_port}/mcp"
+        self.sg_url = f"http://127.0.0.1:{self.sg_port}/mcp"
+        self.wait_http(self.se_url)
+        self.wait_http(self.sg_url)
+
+        conf = os.path.join(self.work, "main.conf")
+        with open(conf, "w") as f:
+            f.write(f"""# bench/run: extra configuration of the main stack (Included after tests/stack's own).
+# Production-like logging (tests/stack logs mcp:trace2), unlimited keep-alive (as wrk and the
+# backend do), MPM and database pool sized for 32 concurrent clients and the followers of
+# measurement 5; children are never recycled (measurement 7 watches them).
+LogLevel warn
+MaxKeepAliveRequests 0
+KeepAliveTimeout 30
+StartServers 2
+ServerLimit 2
+ThreadsPerChild 64
+MaxRequestWorkers 128
+MinSpareThreads 1
+MaxSpareThreads 128
+MaxConnectionsPerChild 0
+DBDMin 0
+DBDKeep 32
+DBDMax 32
+# server-everything (Node 22, Streamable HTTP) behind mod_mcp, for measurement 2
+<Location /mcp-se>
+    SetHandler mcp
+    MCPBackend {self.se_url}
+</Location>
+""")
+        d, env = self.stack_up("main", 2, conf)
+        self.main_dir, self.env = d, env
+        self.urls = env["MCP_URLS"].split()
+        self.gw = self.urls[0]
+        self.gw2 = self.urls[1]
+        self.gw_se = self.gw.replace("/mcp", "/mcp-se")
+        self.backend = env["MCP_BACKEND_URL"]
+        # The trivial fixed-response handler: a static JSON file served by httpd's core.
+        with open(os.path.join(d, "httpd-1", "htdocs", "trivial.json"), "w") as f:
+            f.write('{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}]}}\n')
+        self.trivial = self.gw.replace("/mcp", "/trivial.json")
+        self.pg = psycopg2.connect(env["MCP_PG"].replace("user=mcp", "user=postgres"))
+        self.pg.autocommit = True
+        self.httpd1_parent = pidfile(env["MCP_HTTPD_PIDFILE_1"])
+        self.notifies = NotifyCounter(env["MCP_PG"])
+
+        log("creating sessions")
+        sf = lambda n: os.path.join(self.work, f"{n}.sessions")
+        self.sess = {}
+        mcp_sessions(self.backend, 32, sf("backend"))
+        mcp_sessions(self.gw, 32, sf("gw"))
+        mcp_sessions(self.gw2, 32, sf("gw2"))
+        mcp_sessions(self.se_url, 8, sf("se"))
+        mcp_sessions(self.gw_se, 8, sf("gwse"))
+        mcp_sessions(self.sg_url, 8, sf("sg"), workers=2)
+        self.sf = sf
+        # one real call through each path before anything is measured
+        for url, name, tool, args in ((self.backend, "backend", "echo", {"text": "hello"}),
+                                      (self.gw, "gw", "echo", {"text": "hello"}),
+                                      (self.se_url, "se", "echo", {"message": "hello"}),
+                                      (self.gw_se, "gwse", "echo", {"message": "hello"}),
+                                      (self.sg_url, "sg", "echo", {"message": "hello"})):
+            sid = open(sf(name)).readline().strip()
+            mcp_call(url, sid, tool, args)
+
+    def sql(self, q, *params):
+        with self.pg.cursor() as c:
+            c.execute(q, params)
+            return c.fetchall() if c.description else None
+
+    def seq_value(self, name):
+        return self.sql(f"SELECT last_value FROM {name}")[0][0]
+
+    def next_xid(self):
+        """The next transaction id to be assigned: its growth counts the write transactions
+        committed meanwhile (exactly, unlike the statistics counters, which lag)."""
+        return int(self.sql("SELECT pg_snapshot_xmax(pg_current_snapshot())::text")[0][0])
+
+    # ---- measurement 1 and 3 (gateway side) ---------------------------------------------------
+
+    def m1(self):
+        log("measurement 1: tools/call echo — backend alone, through mod_mcp, trivial handler")
+        targets = [("backend", self.backend, self.sf("backend")),
+                   ("mod_mcp", self.gw, self.sf("gw")),
+                   ("trivial", self.trivial, self.sf("gw"))]
+        for name, url, sfile in targets:   # warm-up
+            self.wrk(url, sfile, 8, 1, label=name)
+        for rep in range(self.reps):
+            for c in self.concs:
+                order = targets[rep % 3:] + targets[:rep % 3]
+                for name, url, sfile in order:
+                    if name == "mod_mcp":
+                        ev0, st0, tx0 = (self.seq_value("mcp.events_id_seq"),
+                                         self.seq_value("mcp.streams_id_seq"), self.next_xid())
+                        nt0 = self.notifies.count
+                    r = self.wrk(url, sfile, c, self.dur, label=name)
+                    if name == "mod_mcp":
+                        time.sleep(0.3)   # the last notifications on their way to the counter
+                        secs = r["duration_us"] / 1e6
+                        r["events_per_s"] = (self.seq_value("mcp.events_id_seq") - ev0) / secs
+                        r["streams_per_s"] = (self.seq_value("mcp.streams_id_seq") - st0) / secs
+                        r["commits_per_s"] = (self.next_xid() - tx0) / secs
+                        r["notifies_per_s"] = (self.notifies.count - nt0) / secs
+                    self.record("m1", f"{name}/{c}", r)
+                    log(f"  rep {rep + 1} c={c:<2} {name:8s} {r['rps']:9.0f} req/s  "
+                        f"p50 {r['p50_us'] / 1000:7.2f} ms  p99 {r['p99_us'] / 1000:7.2f} ms")
+        self.results["table_stats"] = [
+            dict(zip(("table", "updates", "hot_updates", "inserts"), row)) for row in self.sql(
+                "SELECT relname, n_tup_upd, n_tup_hot_upd, n_tup_ins FROM pg_stat_user_tables"
+                " WHERE schemaname = 'mcp' ORDER BY relname")]
+
+    # ---- profile: where the CPU goes during mod_mcp calls (perf, when installed) --------------
+
+    PG_FUNCS = [
+        ("parse (pg_parse_query)", "pg_parse_query"),
+        ("analyze + rewrite", "pg_analyze_and_rewrite_varparams"),
+        ("plan (pg_plan_queries)", "pg_plan_queries"),
+        ("execute (standard_ExecutorRun)", "standard_ExecutorRun"),
+        ("statement triggers incl. NOTIFY trigger (AfterTriggerEndQuery)", "AfterTriggerEndQuery"),
+        ("commit (CommitTransactionCommand)", "CommitTransactionCommand"),
+        ("… WAL flush (XLogFlush)", "XLogFlush"),
+        ("… queueing NOTIFY at commit (PreCommit_Notify)", "PreCommit_Notify"),
+        ("LISTEN sessions forwarding notifications (ProcessNotifyInterrupt)",
+         "ProcessNotifyInterrupt"),
+        ("reading from the client socket (secure_read)", "secure_read"),
+    ]
+
+    def profile(self):
+        if not shutil.which("perf"):
+            log("profile: perf is not installed (apt-get install linux-perf); skipped")
+            return
+        data = os.path.join(self.work, "perf.data")
+        secs = max(2, self.dur - 1)
+        log(f"profile: perf record -a -g for {secs} s during mod_mcp calls at concurrency 8")
+        p = subprocess.Popen(["wrk", "-t", "2", "-c", "8", "-d", f"{secs + 2}s", "--timeout", "10s",
+                              "-s", LUA, self.gw, "--", self.sf("gw"), PROTO, "echo",
+                              '{"text":"hello"}', "2"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(1)
+        rec = subprocess.run(["perf", "record", "-a", "-g", "-F", "499", "-o", data, "--",
+                              "sleep", str(secs)], capture_output=True, text=True)
+        p.communicate()
+        if rec.returncode != 0:
+            log(f"profile: perf record failed: {rec.stderr[-300:]}")
+            return
+
+        def report(*args):
+            out = subprocess.run(["perf", "report", "-i", data, "--stdio", "-g", "none", *args],
+                                 capture_output=True, text=True).stdout
+            rows = []
+            for line in out.splitlines():
+                if line.startswith("#") or not line.strip():
+                    continue
+                rows.append(line.strip())
+            return rows
+
+        prof = {"seconds": secs, "by_process": [], "pg": [], "httpd": []}
+        for line in report("--no-children", "--sort", "comm"):
+            m = re.match(r"([\d.]+)%\s+(.+)$", line)
+            if m and float(m.group(1)) >= 0.5:
+                prof["by_process"].append((m.group(2), float(m.group(1))))
+        pg_rows = report("--children", "--comm", "postgres", "--sort", "sym")
+        for label, fn in self.PG_FUNCS:
+            for line in pg_rows:
+                m = re.match(r"([\d.]+)%\s+([\d.]+)%\s+\[[.k]\]\s+(\S+)", line)
+                if m and m.group(3) == fn:
+                    prof["pg"].append((label, float(m.group(1))))
+                    break
+        # (perf's --comm filter lets other processes' kernel samples through: filter here)
+        for line in report("--no-children", "--sort", "comm,dso"):
+            m = re.match(r"([\d.]+)%\s+(\S+)\s+(.+)$", line)
+            if m and m.group(2) == "apache2" and float(m.group(1)) >= 0.2:
+                prof["httpd"].append((m.group(3).replace(" (deleted)", "").strip(),
+                                      float(m.group(1))))
+        self.results["profile"] = prof
+        os.unlink(data)
+
+    # ---- attribution: what limits mod_mcp's throughput -----------------------------------------
+
+    def sample_waits(self, stop, counts):
+        conn = psycopg2.connect(self.env["MCP_PG"].replace("user=mcp", "user=postgres"))
+        conn.autocommit = True
+        cur = conn.cursor()
+        while not stop.is_set():
+            cur.execute("SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU (no wait)')"
+                        "  FROM pg_stat_activity WHERE datname = 'mcp' AND state = 'active'"
+                        "   AND pid <> pg_backend_pid() AND query NOT LIKE 'LISTEN%'")
+            for (w,) in cur.fetchall():
+                counts[w] = counts.get(w, 0) + 1
+            stop.wait(0.02)
+        conn.close()
+
+    def attribution(self):
+        log("attribution: mod_mcp c=32 as shipped / NOTIFY triggers off / synchronous_commit off")
+        c = 32
+        variants = ["as shipped", "NOTIFY triggers disabled", "synchronous_commit off"]
+        for rep in range(self.reps):
+            for v in variants[rep % 3:] + variants[:rep % 3]:
+                try:
+                    if v == "NOTIFY triggers disabled":
+                        self.sql("ALTER TABLE mcp.events DISABLE TRIGGER events_notify")
+                        self.sql("ALTER TABLE mcp.streams DISABLE TRIGGER streams_notify")
+                    elif v == "synchronous_commit off":
+                        self.sql("ALTER SYSTEM SET synchronous_commit = off")
+                        self.sql("SELECT pg_reload_conf()")
+                        time.sleep(0.2)
+                    stop, counts = threading.Event(), {}
+                    t = threading.Thread(target=self.sample_waits, args=(stop, counts))
+                    t.start()
+                    try:
+                        r = self.wrk(self.gw, self.sf("gw"), c, self.dur, label=v)
+                    finally:
+                        stop.set()
+                        t.join()
+                    r["waits"] = counts
+                    self.record("attr", v, r)
+                    log(f"  rep {rep + 1} {v:26s} {r['rps']:7.0f} req/s  p50 "
+                        f"{r['p50_us'] / 1000:6.2f} ms")
+                finally:
+                    self.sql("ALTER TABLE mcp.events ENABLE TRIGGER events_notify")
+                    self.sql("ALTER TABLE mcp.streams ENABLE TRIGGER streams_notify")
+                    self.sql("ALTER SYSTEM RESET synchronous_commit")
+                    self.sql("SELECT pg_reload_conf()")
+
+    # ---- measurement 2 ------------------------------------------------------------------------
+
+    def m2(self):
+        log("measurement 2: supergateway vs mod_mcp, both in front of server-everything")
+        targets = [("supergateway", self.sg_url, self.sf("sg")),
+                   ("mod_mcp→SE", self.gw_se, self.sf("gwse")),
+                   ("SE alone", self.se_url, self.sf("se"))]
+        args = '{"message":"hello"}'
+        for name, url, sfile in targets:
+            self.wrk(url, sfile, 8, 1, args=args, label=name)
+        for rep in range(self.reps):
+            for c in self.concs:
+                for name, url, sfile in targets[rep % 3:] + targets[:rep % 3]:
+                    r = self.wrk(url, sfile, c, self.dur, args=args, label=name)
+                    self.record("m2", f"{name}/{c}", r)
+                    log(f"  rep {rep + 1} c={c:<2} {name:12s} {r['rps']:8.0f} req/s  "
+                        f"p50 {r['p50_us'] / 1000:7.2f} ms  p99 {r['p99_us'] / 1000:7.2f} ms")
+
+    # ---- measurement 3: the PostgreSQL ceiling for the same INSERT ------------------------------
+
+    def m3(self):
+        log("measurement 3: raw INSERT ceiling (bench/pg_insert.c, libpq, bound parameters)")
+        sid = "bench-pg-insert-session-0001"
+        self.sql("INSERT INTO mcp.sessions (id, backend_url, protocol_version) VALUES (%s, %s, %s)"
+                 " ON CONFLICT DO NOTHING", sid, "bench", PROTO)
+        points = [("exec", True, c) for c in self.concs] + \
+                 [("exec", False, c) for c in self.concs] + [("prepared", False, 32)]
+        for rep in range(self.reps):
+            for mode, notify, c in points:
+                first = self.sql("INSERT INTO mcp.streams (session_id, kind, status) SELECT %s,"
+                                 " 'request', 'complete' FROM generate_series(1, %s) RETURNING id",
+                                 sid, c)
+                first = min(x[0] for x in first)
+                try:
+                    if not notify:
+                        self.sql("ALTER TABLE mcp.events DISABLE TRIGGER events_notify")
+                    before, t0 = self.cpu.snapshot(), os.times()
+                    p = subprocess.run([self.a.pg_insert, self.env["MCP_PG"], sid, str(first),
+                                        str(c), str(self.pg_dur), mode],
+                                       text=True, capture_output=True)
+                    after, t1 = self.cpu.snapshot(), os.times()
+                finally:
+                    self.sql("ALTER TABLE mcp.events ENABLE TRIGGER events_notify")
+                m = re.search(r"^BENCH (\{.*\})$", p.stdout, re.M)
+                if p.returncode != 0 or not m:
+                    raise BenchError(f"pg_insert failed: {p.stdout}{p.stderr}")
+                r = json.loads(m.group(1))
+                r["cpu"] = self.with_client(CpuMeter.delta(before, after), t0, t1, before, after)
+                key = f"{mode}/{'notify' if notify else 'nonotify'}/{c}"
+                self.record("m3", key, r)
+                log(f"  rep {rep + 1} {key:22s} {r['rate']:8.0f} inserts/s  p50 "
+                    f"{r['p50_us'] / 1000:6.2f} ms")
+
+    # ---- measurement 4: replay ----------------------------------------------------------------
+
+    def m4(self):
+        log("measurement 4: replay of stored events (GET with Last-Event-ID)")
+        sid = mcp_session(self.gw)
+        msg = ('{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":'
+               '"bench-1","progress":%s,"total":100000,"message":"step %s of 100000"}}')
+        streams = {}
+        for n in self.replay_sizes:
+            sid_row = self.sql(
+                "INSERT INTO mcp.streams (session_id, kind, request_id, method, status,"
+                " completed_at) VALUES (%s, 'request', '1', 'tools/call', 'complete', now())"
+                " RETURNING id", sid)[0][0]
+            t0 = time.time()
+            self.sql(
+                "INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message)"
+                " SELECT %s, %s, 0, 'in', 'message', '{\"jsonrpc\":\"2.0\",\"id\":1,"
+                "\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}'::jsonb"
+                " UNION ALL SELECT %s, %s, 1, 'out', 'priming', NULL"
+                " UNION ALL SELECT %s, %s, g + 1, 'out', 'message',"
+                "   format(%s, g, g)::jsonb FROM generate_series(1, %s) g",
+                sid, sid_row, sid, sid_row, sid, sid_row, msg, n)
+            self.sql("ANALYZE mcp.events")
+            log(f"  stored {n} events in stream {sid_row} ({time.time() - t0:.1f} s)")
+            streams[n] = sid_row
+        host, port, path = split_url(self.gw)
+        for rep in range(self.reps):
+            for n in self.replay_sizes:
+                sid_row = streams[n]
+                out = os.path.join(self.work, f"replay-{n}.sse")
+                before, t0 = self.cpu.snapshot(), os.times()
+                p = subprocess.run(
+                    ["curl", "-sS", "-N", "--max-time", "300", "-o", out, "-w",
+                     "%{http_code} %{time_starttransfer} %{time_total} %{size_download}",
+                     "-H", "Accept: text/event-stream", "-H", f"Mcp-Session-Id: {sid}",
+                     "-H", f"MCP-Protocol-Version: {PROTO}", "-H", f"Last-Event-ID: {sid_row}-1",
+                     self.gw], text=True, capture_output=True)
+                after, t1 = self.cpu.snapshot(), os.times()
+                code, ttfb, total, size = p.stdout.split()
+                with open(out, "rb") as f:
+                    data = f.read()
+                events = data.count(b"\nid: ") + (1 if data.startswith(b"id: ") else 0)
+                if code != "200" or events != n:
+                    raise BenchError(f"replay of {n}: HTTP {code}, {events} events received "
+                                     f"({p.stderr[-300:]})")
+                os.unlink(out)
+                r = {"n": n, "seconds": float(total), "ttfb": float(ttfb), "bytes": int(size),
+                     "events_per_s": n / float(total),
+                     "cpu": self.with_client(CpuMeter.delta(before, after), t0, t1, before, after)}
+                # the database's own time for the same rows: one query that reads them in order
+                # and renders each message as text, as the replay does, without sending them
+                t0 = time.monotonic()
+                got = self.sql("SELECT count(*), sum(length(m)) FROM (SELECT seq, message::text AS m"
+                               " FROM mcp.events WHERE stream_id = %s AND seq > 1"
+                               " AND direction = 'out' ORDER BY seq) s", sid_row)[0][0]
+                r["db_read_seconds"] = time.monotonic() - t0
+                if got != n:
+                    raise BenchError(f"replay reference read {got} rows, expected {n}")
+                self.record("m4", str(n), r)
+                log(f"  rep {rep + 1} replay {n:>6} events: {r['seconds']:.3f} s "
+                    f"({r['events_per_s']:,.0f} events/s, {int(size) / 1e6:.1f} MB); "
+                    f"DB read {r['db_read_seconds']:.3f} s")
+
+    # ---- measurement 5: cross-process delivery -------------------------------------------------
+
+    def m5_once(self, loaded):
+        sid = mcp_session(self.gw)
+        count, interval = self.slow_count, 10
+        h1, p1, path = split_url(self.gw)
+        h2, p2, _ = split_url(self.gw2)
+        first_id = {}
+        got_id = threading.Event()
+        errors = []
+
+        def owner():
+            try:
+                c = http.client.HTTPConnection(h1, p1, timeout=60)
+                body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                        "params": {"name": "slow", "arguments": {"count": count,
+                                                                 "interval_ms": interval},
+                                   "_meta": {"progressToken": "bench"}}}
+                c.request("POST", path, json.dumps(body),
+                          dict(HDRS, **{"Mcp-Session-Id": sid, "MCP-Protocol-Version": PROTO}))
+                r = c.getresponse()
+                while True:
+                    line = r.readline()
+                    if not line:
+                        break
+                    if line.startswith(b"id: ") and not got_id.is_set():
+                        first_id["id"] = line[4:].strip().decode()
+                        got_id.set()
+                c.close()
+            except Exception as e:   # noqa: BLE001 - reported below
+                errors.append(f"owner: {e}")
+                got_id.set()
+
+        received = {}
+        connected = {}
+
+        def follower():
+            try:
+                c = http.client.HTTPConnection(h2, p2, timeout=60)
+                c.request("GET", path, headers={
+                    "Accept": "text/event-stream", "Mcp-Session-Id": sid,
+                    "MCP-Protocol-Version": PROTO, "Last-Event-ID": first_id["id"]})
+                r = c.getresponse()
+                connected["t"] = time.time()
+                if r.status != 200:
+                    errors.append(f"follower: HTTP {r.status} {r.read()[:200]!r}")
+                    return
+                while True:
+                    line = r.readline()
+                    if not line:
+                        break
+                    if line.startswith(b"id: "):
+                        received[int(line[4:].strip().decode().split("-")[1])] = time.time()
+                c.close()
+            except Exception as e:   # noqa: BLE001
+                errors.append(f"follower: {e}")
+
+        load = []
+        if loaded:
+            d = count * interval / 1000.0 + 3
+            for url, sf in ((self.gw, self.sf("gw")), (self.gw2, self.sf("gw2"))):
+                lp = subprocess.Popen(["wrk", "-t", "1", "-c", "16", "-d", f"{d:.0f}s", "--timeout",
+                                       "10s", "-s", LUA, url, "--", sf, PROTO, "echo",
+                                       '{"text":"hello"}', "1"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                self.cpu.add(lp.pid, "client")
+                load.append(lp)
+            time.sleep(1.0)
+        to = threading.Thread(target=owner)
+        to.start()
+        got_id.wait(30)
+        if "id" not in first_id:
+            raise BenchError(f"measurement 5: no priming event from the owner: {errors}")
+        stream_id = int(first_id["id"].split("-")[0])
+        tf = threading.Thread(target=follower)
+        tf.start()
+        to.join(120)
+        tf.join(120)
+        load_rps = 0.0
+        for lp in load:
+            out, _ = lp.communicate()
+            m = re.search(r"^BENCH (\{.*\})$", out, re.M)
+            if m:
+                j = json.loads(m.group(1))
+                load_rps += j["good"] / (j["duration_us"] / 1e6)
+        if errors:
+            raise BenchError(f"measurement 5: {errors}")
+        rows = self.sql("SELECT seq, extract(epoch FROM created_at)::float8 FROM mcp.events"
+                        " WHERE stream_id = %s AND direction = 'out' AND kind = 'message'",
+                        stream_id)
+        created = dict(rows)
+        t_conn = connected["t"]
+        delays = sorted((received[s] - created[s]) * 1000.0 for s in received
+                        if s in created and created[s] > t_conn + 0.005)
+        if len(delays) < count // 4:
+            raise BenchError(f"measurement 5: only {len(delays)} live events of {count} "
+                             f"(received {len(received)})")
+        pct = lambda q: delays[min(int(len(delays) * q), len(delays) - 1)]
+        return {"n": len(delays), "received": len(received), "p50_ms": pct(0.5),
+                "p99_ms": pct(0.99), "max_ms": delays[-1], "load_rps": load_rps}
+
+    def m5(self):
+        log("measurement 5: cross-process delivery (insert on httpd-1, resumed on httpd-2)")
+        for rep in range(self.reps):
+            for loaded in ((False, True) if rep % 2 == 0 else (True, False)):
+                r = self.m5_once(loaded)
+                key = "heavy" if loaded else "light"
+                self.record("m5", key, r)
+                log(f"  rep {rep + 1} {key:5s} load: {r['n']} live events, p50 {r['p50_ms']:.2f} "
+                    f"ms, p99 {r['p99_ms']:.2f} ms (background {r['load_rps']:.0f} calls/s)")
+
+    # ---- measurement 7: memory over time ------------------------------------------------------
+
+    def httpd_snapshot(self, parent):
+        pids = [parent] + children(parent)
+        procs = {p: proc_status(p) for p in pids}
+        return {"pids": sorted(procs), "rss_kb": sum(s["rss_kb"] for s in procs.values()),
+                "pss_kb": sum(s["pss_kb"] for s in procs.values()),
+                "fds": sum(s["fds"] for s in procs.values()),
+                "threads": sum(s["threads"] for s in procs.values()),
+                "per_pid": procs}
+
+    def m7(self, rate_hint):
+        total = self.m7_calls
+        log(f"measurement 7: httpd RSS and fds before/after {total:,} calls (concurrency 8)")
+        parent = self.httpd1_parent
+        snaps = [dict(self.httpd_snapshot(parent), calls=0)]
+        st0 = self.seq_value("mcp.streams_id_seq")
+        done_calls = 0
+        step = total // 4
+        bad = 0
+        while done_calls < total:
+            target = min(done_calls + step, total)
+            while done_calls < target:
+                secs = max(1.0, (target - done_calls) / max(rate_hint, 50.0))
+                r = self.wrk(self.gw, self.sf("gw"), 8, secs, label="m7")
+                done_calls += r["good"]
+                bad += r["errors"]
+                rate_hint = r["rps"]
+            served = self.seq_value("mcp.streams_id_seq") - st0
+            snaps.append(dict(self.httpd_snapshot(parent), calls=done_calls, served=served))
+            log(f"  after {done_calls:,} calls: RSS {snaps[-1]['rss_kb'] / 1024:.1f} MiB, "
+                f"fds {snaps[-1]['fds']}, threads {snaps[-1]['threads']}")
+        self.results["m7"] = {"snapshots": snaps, "errors": bad}
+
+    # ---- measurement 6: 1,000 idle standalone streams ------------------------------------------
+
+    def m6(self):
+        n = self.streams
+        log(f"measurement 6: {n} idle standalone GET streams on one instance")
+        conf = os.path.join(self.work, "streams.conf")
+        children_n, tpc = 5, 250
+        with open(conf, "w") as f:
+            f.write(f"""# bench/run: one instance sized for {n} idle standalone streams. Each stream holds a
+# worker thread (and a backend connection) while it relays, so MaxRequestWorkers must exceed
+# the number of streams; all children are started up front and never stopped, so that the
+# baseline already counts their threads.
+LogLevel warn
+MaxKeepAliveRequests 0
+ThreadLimit {tpc}
+ThreadsPerChild {tpc}
+ServerLimit {children_n}
+StartServers {children_n}
+MaxRequestWorkers {children_n * tpc}
+MinSpareThreads 1
+MaxSpareThreads {children_n * tpc}
+MaxConnectionsPerChild 0
+""")
+        d, env = self.stack_up("streams", 1, conf)
+        url = env["MCP_URL"]
+        host, port, path = split_url(url)
+        parent = pidfile(env["MCP_HTTPD_PIDFILE_1"])
+        pg = psycopg2.connect(env["MCP_PG"].replace("user=mcp", "user=postgres"))
+        pg.autocommit = True
+        backend_pid = pidfile(env["MCP_BACKEND_PIDFILE"])
+
+        def db_conns():
+            with pg.cursor() as c:
+                c.execute("SELECT count(*), count(*) FILTER (WHERE query LIKE 'LISTEN%%'),"
+                          " count(*) FILTER (WHERE state = 'active' AND query NOT LIKE 'LISTEN%%')"
+                          " FROM pg_stat_activity WHERE datname = 'mcp' AND pid <> pg_backend_pid()")
+                return dict(zip(("total", "listen", "active"), c.fetchone()))
+
+        t0 = time.time()
+        sids = mcp_sessions(url, n, os.path.join(self.work, "streams.sessions"))
+        log(f"  {n} sessions in {time.time() - t0:.1f} s")
+        # warm every child a little (pools, first connections) before the baseline
+        mcp_call(url, sids[0], "echo", {"text": "warm"})
+        time.sleep(2)
+        reps = []
+        for rep in range(self.reps):
+            base = self.httpd_snapshot(parent)
+            base_db = db_conns()
+            sel = selectors.DefaultSelector()
+            socks = []
+            t0 = time.time()
+            for sid in sids:
+                s = socket.create_connection((host, port), 10)
+                s.sendall((f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                           f"Accept: text/event-stream\r\nMcp-Session-Id: {sid}\r\n"
+                           f"MCP-Protocol-Version: {PROTO}\r\n\r\n").encode())
+                s.setblocking(False)
+                sel.register(s, selectors.EVENT_READ, bytearray())
+                socks.append(s)
+            ok, bad = set(), {}
+            while len(ok) + len(bad) < n and time.time() - t0 < 120:
+                for key, _ in sel.select(1):
+                    try:
+                        data = key.fileobj.recv(65536)
+                    except BlockingIOError:
+                        continue
+                    buf = key.data
+                    buf.extend(data)
+                    if key.fileobj in ok:
+                        buf.clear()
+                        continue
+                    if not data:
+                        bad[key.fileobj] = bytes(buf[:200])
+                        sel.unregister(key.fileobj)
+                    elif b"\r\n\r\n" in buf:
+                        if buf.startswith(b"HTTP/1.1 200"):
+                            ok.add(key.fileobj)
+                            buf.clear()
+                        else:
+                            bad[key.fileobj] = bytes(buf[:300])
+                            sel.unregister(key.fileobj)
+            opened = time.time() - t0
+            if len(ok) < n:
+                raise BenchError(f"measurement 6: only {len(ok)} of {n} streams opened "
+                                 f"({len(bad)} refused: {list(bad.values())[:2]})")
+            # settle, then hold idle while measuring what the idle streams cost
+            time.sleep(3)
+            cpu0 = self.cpu.snapshot()
+            hold = 10 if not self.quick else 3
+            end = time.time() + hold
+            while time.time() < end:
+                for key, _ in sel.select(0.5):
+                    try:
+                        key.fileobj.recv(65536)   # keep-alive comments, if any
+                    except BlockingIOError:
+                        pass
+            cpu1 = self.cpu.snapshot()
+            held = self.httpd_snapshot(parent)
+            held_db = db_conns()
+            held_backend = proc_status(backend_pid)
+            with pg.cursor() as c:
+                c.execute("SELECT count(*) FROM mcp.streams WHERE kind = 'standalone'"
+                          " AND status = 'open'")
+                open_rows = c.fetchone()[0]
+            for s in socks:
+                s.close()
+            sel.close()
+            t_closed = time.time()
+            # wait until the gateway has noticed and closed them all
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                with pg.cursor() as c:
+                    c.execute("SELECT count(*) FROM mcp.streams WHERE kind = 'standalone'"
+                              " AND status = 'open'")
+                    if c.fetchone()[0] == 0:
+                        break
+                time.sleep(0.5)
+            closed_after = time.time() - t_closed
+            time.sleep(2)
+            after = self.httpd_snapshot(parent)
+            cpu = CpuMeter.delta(cpu0, cpu1)
+            r = {"n": n, "open_seconds": opened, "base_rss_kb": base["rss_kb"],
+                 "held_rss_kb": held["rss_kb"], "after_rss_kb": after["rss_kb"],
+                 "base_pss_kb": base["pss_kb"], "held_pss_kb": held["pss_kb"],
+                 "rss_per_stream_kb": (held["rss_kb"] - base["rss_kb"]) / n,
+                 "pss_per_stream_kb": (held["pss_kb"] - base["pss_kb"]) / n,
+                 "httpd_fds": held["fds"], "httpd_threads": held["threads"],
+                 "httpd_procs": len(held["pids"]),
+                 "db_base": base_db, "db_held": held_db, "open_rows": open_rows,
+                 "backend_rss_kb": held_backend["rss_kb"],
+                 "idle_cpu": cpu, "closed_seconds": closed_after}
+            reps.append(r)
+            log(f"  rep {rep + 1}: opened {n} in {opened:.1f} s; httpd RSS {base['rss_kb'] / 1024:.0f}"
+                f" → {held['rss_kb'] / 1024:.0f} MiB ({r['rss_per_stream_kb']:.0f} KiB/stream); "
+                f"DB connections {held_db['total']} (LISTEN {held_db['listen']})")
+        pg.close()
+        self.results["m6"] = reps
+        self.stack_down(d)
+
+    # ---- facts ----------------------------------------------------------------------------------
+
+    def facts(self):
+        def sh(cmd):
+            try:
+                return subprocess.run(cmd, shell=True, text=True, capture_output=True,
+                                      timeout=30).stdout.strip()
+            except subprocess.TimeoutExpired:
+                return ""
+
+        def dpkg(p):
+            return sh(f"dpkg-query -W -f='${{Version}}' {p} 2>/dev/null")
+
+        cpu_model = sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-").strip()
+        mem = sh("free -h | awk '/^Mem:/ {print $2}'")
+        nm = os.path.join(BENCH, "node_modules")
+        pkgver = lambda p: json.load(open(os.path.join(nm, p, "package.json")))["version"]
+        src = self.a.module_source or self.a.module
+        top = sh(f"git -C {shlex.quote(os.path.dirname(src))} rev-parse --show-toplevel 2>/dev/null")
+        commit = sh(f"git -C {shlex.quote(top)} log -1 --format='%H (%cd)' --date=iso") if top else ""
+        dirty = sh(f"git -C {shlex.quote(top)} status --porcelain --untracked-files=no -- mod_mcp sql"
+                   ) if top else ""
+        sha = sh(f"sha256sum {shlex.quote(self.a.module)} | cut -c1-16")
+        built = datetime.datetime.fromtimestamp(os.path.getmtime(src)).strftime(
+            "%Y-%m-%d %H:%M:%S") if os.path.exists(src) else "?"
+        f = {
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "nproc": sh("nproc"),
+            "cpu": cpu_model,
+            "memory": mem,
+            "kernel": platform.release(),
+            "os": sh(". /etc/os-release && echo $PRETTY_NAME"),
+            "loadavg": sh("cut -d' ' -f1-3 /proc/loadavg"),
+            "httpd": sh("/usr/sbin/apache2 -v | head -1 | sed 's/Server version: //'")
+                     + f" (Debian {dpkg('apache2')})",
+            "postgresql": self.sql("SHOW server_version")[0][0] if hasattr(self, "pg") else "",
+            "libpq": dpkg("libpq5"),
+            "libcurl": dpkg("libcurl4"),
+            "json-c": dpkg("libjson-c5"),
+            "apr / apr-util": f"{dpkg('libapr1')} / {dpkg('libaprutil1')}",
+            "libmicrohttpd (test backend)": dpkg("libmicrohttpd12"),
+            "node": sh(f"{shlex.quote(self.a.node)} --version"),
+            "wrk": sh("wrk -v 2>&1 | head -1 | awk '{print $2}'") + f" (Debian {dpkg('wrk')})",
+            "supergateway": pkgver("supergateway"),
+            "server-everything": pkgver("@modelcontextprotocol/server-everything"),
+            "gcc": sh("gcc -dumpfullversion"),
+            "gnuplot": sh("gnuplot --version"),
+            "mod_mcp commit": (commit or "?") + (" + uncommitted changes in mod_mcp/ or sql/"
+                                                 if dirty else ""),
+            "mod_mcp.so": f"{src}, built {built}, sha256 {sha}… (a copy of it is what every "
+                          f"stack of the run loads)",
+        }
+        if hasattr(self, "pg"):
+            settings = self.sql("SELECT name, setting FROM pg_settings WHERE name IN"
+                                " ('fsync', 'synchronous_commit', 'wal_sync_method',"
+                                " 'shared_buffers', 'max_connections')")
+            f["pg_settings"] = ", ".join(f"{k}={v}" for k, v in sorted(settings))
+        # how fast this disk makes a WAL flush durable
+        tf = os.path.join(self.work, "fsync.test")
+        out = sh(f"timeout 5 /usr/lib/postgresql/15/bin/pg_test_fsync -s 1 -f {tf} 2>&1 | "
+                 "grep -m1 -E '^ +fdatasync' ")
+        m = re.search(r"([\d.]+) ops/sec\s+(\d+) usecs/op", out)
+        f["fdatasync"] = f"{float(m.group(1)):,.0f}/s ({m.group(2)} µs each, pg_test_fsync)" if m \
+            else "n/a"
+        try:
+            os.unlink(tf)
+        except OSError:
+            pass
+        self.results["facts"] = f
+
+    # ---- the whole run ------------------------------------------------------------------------
+
+    def main(self):
+        self.setup_main()
+        self.facts()
+        self.m1()
+        self.profile()
+        rate8 = med([r["rps"] for r in self.runs("m1", "mod_mcp/8")])
+        self.attribution()
+        self.m2()
+        self.m3()
+        self.m4()
+        self.m5()
+        self.m7(rate8)
+        self.results["other_cpu_note"] = None
+        self.m6()
+        self.results["elapsed_s"] = time.time() - self.t_start
+        from report import write_report   # noqa: E402 - the report lives in bench/report.py
+        write_report(self.results, BENCH, self.work, self.quick)
+        # Wrong or missing answers from mod_mcp (or from the references it is compared with in
+        # measurement 1) fail the run, after the report that shows them is written.
+        errs = {k: sum(r["errors"] for r in rs) for k, rs in self.results["runs"]["m1"].items()}
+        errs.update({k: sum(r["errors"] for r in rs)
+                     for k, rs in self.results["runs"]["m2"].items() if k.startswith("mod_mcp")})
+        errs["m7"] = self.results["m7"]["errors"]
+        bad = {k: v for k, v in errs.items() if v}
+        if bad:
+            raise BenchError(f"requests failed (see bench/results.md): {bad}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--pg-insert", required=True)
+    ap.add_argument("--node", required=True)
+    ap.add_argument("--tree", default=REPO, help="the checkout whose tests/stack, schema and "
+                    "test backend are used")
+    ap.add_argument("--module", required=True, help="the mod_mcp.so to load (a private copy)")
+    ap.add_argument("--module-source", default="", help="where that copy came from")
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args()
+    b = Bench(a)
+    rc = 0
+
+    def on_signal(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        b.main()
+    except (BenchError, KeyboardInterrupt, Exception) as e:   # noqa: BLE001
+        log(f"FAILED: {e}")
+        if not isinstance(e, (BenchError, KeyboardInterrupt)):
+            traceback.print_exc()
+        rc = 1
+    finally:
+        log("stopping everything the benchmark started")
+        if not b.cleanup():
+            rc = rc or 1
+    if rc == 0:
+        log(f"done in {time.time() - b.t_start:.0f} s: bench/results.md, bench/results.png")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, BENCH)
+    sys.exit(main())
