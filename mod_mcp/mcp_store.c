@@ -336,11 +336,8 @@ mcp_store_status_t mcp_store_streams_expire(const mcp_store_t *db, apr_pool_t *p
         "           WITH ORDINALITY AS r(id, ord)"
         "   WHERE x.kind = 'request'"
         "   ORDER BY x.id, r.ord"
-        "), woken AS ("
-        "  SELECT pg_notify('" MCP_STORE_NOTIFY_CHANNEL "', x.id::text) FROM expired x"
-        "   WHERE EXISTS (SELECT 1 FROM mcp.followers f WHERE f.stream_id = x.id)"
         ")"
-        "SELECT (SELECT count(*) FROM expired), (SELECT count(*) FROM woken)";
+        "SELECT count(*) FROM expired";
     const char *sid = i64(p, stream_id);
     apr_dbd_prepared_t *stmt;
     apr_dbd_results_t *res = NULL;
@@ -410,77 +407,6 @@ mcp_store_status_t mcp_store_events_append_finish(const mcp_store_t *db, apr_poo
                          i64(p, first_seq), session->principal, messages, status, sid);
     return rv ? db_error(db, p, rv, "storing a stream's last messages and its end", err)
               : MCP_STORE_OK;
-}
-
-mcp_store_status_t mcp_store_follow(const mcp_store_t *db, apr_pool_t *p, apr_int64_t stream_id,
-                                    const char *follower, apr_int64_t *follow_id,
-                                    const char **err)
-{
-    static const char sql[] =
-        "INSERT INTO mcp.followers (stream_id, follower) VALUES (%s::bigint, %s) RETURNING id";
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    int rv;
-
-    if ((rv = prepare(db, p, sql, &stmt)) != 0
-        || (rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, i64(p, stream_id),
-                                  follower)) != 0) {
-        return db_error(db, p, rv, "registering a follower", err);
-    }
-    return first_id(db, p, res, follow_id) == MCP_STORE_OK
-        ? MCP_STORE_OK : db_error(db, p, 0, "registering a follower", err);
-}
-
-mcp_store_status_t mcp_store_unfollow(const mcp_store_t *db, apr_pool_t *p, apr_int64_t follow_id,
-                                      const char **err)
-{
-    static const char sql[] = "DELETE FROM mcp.followers WHERE id = %s::bigint";
-    apr_dbd_prepared_t *stmt;
-    int rv, nrows = 0;
-
-    if ((rv = prepare(db, p, sql, &stmt)) != 0
-        || (rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, i64(p, follow_id))) != 0) {
-        return db_error(db, p, rv, "removing a follower", err);
-    }
-    return MCP_STORE_OK;
-}
-
-mcp_store_status_t mcp_store_wake_followers(const mcp_store_t *db, apr_pool_t *p,
-                                            apr_int64_t stream_id, const char **err)
-{
-    static const char sql[] =
-        "SELECT pg_notify('" MCP_STORE_NOTIFY_CHANNEL "', %s)"
-        "  FROM (SELECT 1 FROM mcp.followers WHERE stream_id = %s::bigint LIMIT 1) AS f";
-    const char *sid = i64(p, stream_id);
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
-
-    if ((rv = prepare(db, p, sql, &stmt)) != 0
-        || (rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, sid, sid)) != 0) {
-        return db_error(db, p, rv, "waking followers", err);
-    }
-    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
-    }
-    return MCP_STORE_OK;
-}
-
-mcp_store_status_t mcp_store_followers_sweep(const mcp_store_t *db, apr_pool_t *p,
-                                             const char **err)
-{
-    static const char sql[] =
-        "DELETE FROM mcp.followers f USING mcp.streams s"
-        " WHERE s.id = f.stream_id AND s.status <> 'open'"
-        "   AND s.completed_at < now() - interval '1 hour'";
-    apr_dbd_prepared_t *stmt;
-    int rv, nrows = 0;
-
-    if ((rv = prepare(db, p, sql, &stmt)) != 0
-        || (rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt)) != 0) {
-        return db_error(db, p, rv, "removing followers that are gone", err);
-    }
-    return MCP_STORE_OK;
 }
 
 static void read_stream(const mcp_store_t *db, apr_pool_t *p, apr_dbd_row_t *row,

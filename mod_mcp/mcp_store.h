@@ -120,27 +120,6 @@ mcp_store_status_t mcp_store_streams_expire(const mcp_store_t *db, apr_pool_t *p
                                             apr_int64_t stream_id, const char *message,
                                             long *finished, const char **err);
 
-/* The channel followers' wake-ups are sent on (the listener LISTENs on it). */
-#define MCP_STORE_NOTIFY_CHANNEL "mcp_events"
-
-/* Registers a follower of the stream (before it reads the table); *follow_id identifies it. */
-mcp_store_status_t mcp_store_follow(const mcp_store_t *db, apr_pool_t *p, apr_int64_t stream_id,
-                                    const char *follower, apr_int64_t *follow_id,
-                                    const char **err);
-
-/* Removes a follower's registration. */
-mcp_store_status_t mcp_store_unfollow(const mcp_store_t *db, apr_pool_t *p, apr_int64_t follow_id,
-                                      const char **err);
-
-/* After a commit on the stream: wakes its followers in every process and on every host, if it
- * has any (one NOTIFY on MCP_STORE_NOTIFY_CHANNEL with the stream id). */
-mcp_store_status_t mcp_store_wake_followers(const mcp_store_t *db, apr_pool_t *p,
-                                            apr_int64_t stream_id, const char **err);
-
-/* Removes registrations left by followers that died (their stream ended an hour ago or more). */
-mcp_store_status_t mcp_store_followers_sweep(const mcp_store_t *db, apr_pool_t *p,
-                                             const char **err);
-
 typedef struct mcp_store_stream_t {
     apr_int64_t id;
     const char *kind;          /* "request" or "standalone"                            */

@@ -24,6 +24,8 @@
 /* Idle backend connections kept per child for reuse. */
 #define MCP_BACKEND_IDLE_HANDLES 64
 
+/* The channel the schema's triggers notify (sql/schema.sql). */
+#define MCP_NOTIFY_CHANNEL "mcp_events"
 
 static apr_status_t backend_global_cleanup(void *data)
 {
@@ -46,7 +48,7 @@ static apr_status_t sweep(int state, void *data, apr_pool_t *pool)
         return APR_SUCCESS;
     }
     if (mcp_store_streams_expire(&store, pool, 0, MCP_OWNER_GONE_MESSAGE, &finished, &err)
-        != MCP_STORE_OK || mcp_store_followers_sweep(&store, pool, &err) != MCP_STORE_OK) {
+        != MCP_STORE_OK) {
         ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "sweep: %s", err);
     }
     else if (finished > 0) {
@@ -186,7 +188,7 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
     listener->s = s;
     listener->pool = pchild;
     if (mcp_child.router
-        && mcp_listener_start(&mcp_child.listener, pchild, mcp_child.router, MCP_STORE_NOTIFY_CHANNEL,
+        && mcp_listener_start(&mcp_child.listener, pchild, mcp_child.router, MCP_NOTIFY_CHANNEL,
                               listener_params, listener_log, listener) != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "cannot start the LISTEN thread; followers of "
                      "streams relayed elsewhere will poll the database instead");

@@ -27,7 +27,6 @@ typedef struct follower_t {
     mcp_stream_t  st;
     apr_int64_t   cursor;      /* seq of the last event the client was sent */
     apr_pool_t   *pool;        /* cleared per read                          */
-    apr_int64_t   follow_id;   /* mcp.followers row: wakes from elsewhere   */
 } follower_t;
 
 static int send_stored(void *baton, apr_int64_t seq, const char *message)
@@ -99,7 +98,7 @@ static void finish_for_dead_owner(follower_t *f, const mcp_store_stream_t *state
 
 static apr_interval_time_t wake_up_timeout(follower_t *f)
 {
-    return f->follow_id && mcp_child.listener && mcp_listener_connected(mcp_child.listener) ? f->q->conf->keepalive_interval
+    return mcp_child.listener && mcp_listener_connected(mcp_child.listener) ? f->q->conf->keepalive_interval
                                                       : POLL_WITHOUT_LISTENER;
 }
 
@@ -153,29 +152,6 @@ static void follow(follower_t *f, mcp_router_sub_t *sub)
     }
 }
 
-/* Adds (on) or removes the follower's mcp.followers row. Without one the follower still works;
- * it then looks at the table as often as without a listener. */
-static void register_follower(follower_t *f, int on)
-{
-    const char *err = NULL;
-    mcp_store_t store;
-    mcp_store_status_t rv = MCP_STORE_ERROR;
-    ap_dbd_t *dbd = mcp_dbd_open(f->q->r, &store);
-
-    if (dbd) {
-        rv = on ? mcp_store_follow(&store, f->pool, f->st.id, mcp_child.owner, &f->follow_id, &err)
-                : f->follow_id ? mcp_store_unfollow(&store, f->pool, f->follow_id, &err)
-                               : MCP_STORE_OK;
-    }
-    mcp_dbd_close(f->q->r, dbd);
-    if (rv != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, f->q->r, "stream %" APR_INT64_T_FMT ": %s "
-                      "the follower failed: %s", f->st.id, on ? "registering" : "removing",
-                      err ? err : "no database connection");
-        f->follow_id = 0;
-    }
-}
-
 int mcp_replay(mcp_req_t *q, const char *last_event_id)
 {
     request_rec *r = q->r;
@@ -214,15 +190,12 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     f.cursor = seq;
     apr_pool_create(&f.pool, r->pool);
     mcp_stream_init(&f.st, q, stream_id, 0);
-    /* Subscribe before the first read: whatever is stored from now on wakes us, in this process
-     * (router) and from elsewhere (registered followers are notified after each commit). */
+    /* Subscribe before the first read: whatever is stored from now on wakes us. */
     sub = mcp_router_subscribe(mcp_child.router, stream_id);
-    register_follower(&f, 1);
     mcp_stream_start_sse(&f.st, -1);
     ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "resuming stream %" APR_INT64_T_FMT " after %s "
                   "(%s, %s)", stream_id, last_event_id, stream.kind, stream.status);
     follow(&f, sub);
-    register_follower(&f, 0);
     if (sub) {
         mcp_router_unsubscribe(sub);
     }

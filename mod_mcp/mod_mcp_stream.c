@@ -62,26 +62,6 @@ static const char *queued_messages(mcp_stream_t *st)
                        NULL);
 }
 
-/* After a commit: this process's followers through the router, the others through PostgreSQL
- * (only when the stream has followers; best effort — followers also re-read at every
- * keep-alive). */
-static void wake_followers(mcp_stream_t *st)
-{
-    const char *err = NULL;
-    mcp_store_t store;
-    ap_dbd_t *dbd;
-
-    mcp_router_notify(mcp_child.router, st->id);
-    apr_pool_clear(st->tick_pool);
-    if (!(dbd = mcp_dbd_open(st->q->r, &store))
-        || mcp_store_wake_followers(&store, st->tick_pool, st->id, &err) != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, st->q->r, "stream %" APR_INT64_T_FMT
-                      ": followers elsewhere were not woken: %s", st->id,
-                      err ? err : "no database connection");
-    }
-    mcp_dbd_close(st->q->r, dbd);
-}
-
 /* Puts one event into the brigade without flushing. */
 static void put_event(mcp_stream_t *st, apr_pool_t *p, apr_int64_t seq, const char *json,
                       long retry_ms)
@@ -188,7 +168,7 @@ int mcp_stream_commit(mcp_stream_t *st)
     st->next_seq += n;
     st->batch->nelts = 0;
     mcp_stream_flush(st);
-    wake_followers(st);
+    mcp_router_notify(mcp_child.router, st->id);
     return 0;
 }
 
@@ -362,5 +342,5 @@ void mcp_stream_finish(mcp_stream_t *st, const char *status)
     }
     st->batch->nelts = 0;
     mcp_stream_flush(st);
-    wake_followers(st);
+    mcp_router_notify(mcp_child.router, st->id);
 }

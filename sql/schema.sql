@@ -74,27 +74,39 @@ CREATE TABLE IF NOT EXISTS mcp.events (
 CREATE UNIQUE INDEX IF NOT EXISTS events_stream_seq_idx ON mcp.events (stream_id, seq);
 CREATE INDEX IF NOT EXISTS events_session_idx ON mcp.events (session_id, id);
 
--- Followers: every client following a stream (a GET with Last-Event-ID) is registered here while
--- it follows. Whoever stores on a stream wakes its followers after the commit, and only if it has
--- any: `SELECT pg_notify('mcp_events', <stream id>) ... WHERE a follower exists`. Each transaction
--- that notifies takes PostgreSQL's database-wide notify lock through its commit, so notifying
--- for the many streams nobody follows would serialise every commit. Checking after the commit
--- leaves no gap: a follower registers, then reads the table; a writer commits, then looks for
--- followers, so one of them always sees the other. A notification is only a wake-up; the tables
--- are the truth. Rows of followers that died are removed by the sweep.
-CREATE TABLE IF NOT EXISTS mcp.followers (
-    id         bigserial   PRIMARY KEY,
-    stream_id  bigint      NOT NULL REFERENCES mcp.streams (id) ON DELETE CASCADE,
-    follower   text        NOT NULL,        -- host:pid
-    since      timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX IF NOT EXISTS followers_stream_idx ON mcp.followers (stream_id);
+-- Wake-ups for followers in other processes and on other hosts: every statement that stores
+-- outbound messages on a stream, and every change of a stream's status, notifies channel
+-- mcp_events with the stream id. A notification is only a wake-up (delivered at commit); the
+-- tables are the truth. Each transaction that notifies takes PostgreSQL's database-wide notify
+-- lock through its commit, so the gateway notifies once per stored batch and stores a stream's
+-- last messages and its end in one transaction (identical notifications of one transaction
+-- are folded into one). Inbound rows and priming rows wake nobody: no follower reads them.
+CREATE OR REPLACE FUNCTION mcp.notify_stream_events() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('mcp_events', d.stream_id::text)
+       FROM (SELECT DISTINCT stream_id FROM new_events
+              WHERE stream_id IS NOT NULL AND direction = 'out' AND kind = 'message') AS d;
+    RETURN NULL;
+END
+$$;
 
--- Earlier versions notified from triggers on every insert; those are gone.
-DROP TRIGGER IF EXISTS events_notify ON mcp.events;
-DROP TRIGGER IF EXISTS streams_notify ON mcp.streams;
-DROP FUNCTION IF EXISTS mcp.notify_stream_events();
-DROP FUNCTION IF EXISTS mcp.notify_stream_status();
+CREATE OR REPLACE TRIGGER events_notify
+    AFTER INSERT ON mcp.events REFERENCING NEW TABLE AS new_events
+    FOR EACH STATEMENT EXECUTE FUNCTION mcp.notify_stream_events();
+
+CREATE OR REPLACE FUNCTION mcp.notify_stream_status() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('mcp_events', NEW.id::text);
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER streams_notify
+    AFTER UPDATE OF status ON mcp.streams
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+    EXECUTE FUNCTION mcp.notify_stream_status();
 
 COMMIT;
 
