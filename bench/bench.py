@@ -73,30 +73,10 @@ def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-def summary(xs):
-    """(median, min, max) of a list of numbers."""
-    xs = [x for x in xs if x is not None]
-    return (med(xs), min(xs), max(xs)) if xs else (float("nan"),) * 3
-
-
-def fmt(x, digits=0):
-    if x is None or x != x:
-        return "–"
-    if digits == 0:
-        return f"{x:,.0f}"
-    return f"{x:,.{digits}f}"
-
-
-def fmt_ms(us, digits=2):
-    return fmt(us / 1000.0, digits) if us == us else "–"
-
-
-def cell(xs, scale=1.0, digits=0):
-    """median [min–max] of a list."""
-    m, lo, hi = summary([x * scale for x in xs])
-    if len(xs) == 1:
-        return fmt(m, digits)
-    return f"{fmt(m, digits)} [{fmt(lo, digits)}–{fmt(hi, digits)}]"
+def tcp_active_opens():
+    """The kernel's count of TCP connections opened by connect() so far (all processes)."""
+    lines = [l.split() for l in open("/proc/net/snmp") if l.startswith("Tcp:")]
+    return int(lines[1][lines[0].index("ActiveOpens")])
 
 
 def pidfile(path):
@@ -381,15 +361,18 @@ class Bench:
         cmd = ["wrk", "-t", str(threads), "-c", str(conc), "-d", f"{max(1, round(dur))}s",
                "--timeout", "10s",
                "-s", LUA, url, "--", sessions_file, PROTO, tool, args, str(threads)]
-        before, t0 = self.cpu.snapshot(), os.times()
+        before, t0, opens0 = self.cpu.snapshot(), os.times(), tcp_active_opens()
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = p.communicate()
-        after, t1 = self.cpu.snapshot(), os.times()
+        after, t1, opens1 = self.cpu.snapshot(), os.times(), tcp_active_opens()
         m = re.search(r"^BENCH (\{.*\})$", out, re.M)
         if p.returncode != 0 or not m:
             raise BenchError(f"wrk failed ({' '.join(cmd)}):\n{out}\n{err}")
         r = json.loads(m.group(1))
         r["rps"] = r["good"] / (r["duration_us"] / 1e6)
+        # wrk opens its connections once; everything else here keeps its connections: what is
+        # left is connections opened per call (a gateway that does not reuse its backend's)
+        r["tcp_opens_per_call"] = max(opens1 - opens0 - conc, 0) / r["good"]
         r["errors"] = r["bad"] + r["connect_err"] + r["read_err"] + r["write_err"] + r["timeout_err"]
         r["cpu"] = self.with_client(CpuMeter.delta(before, after), t0, t1, before, after)
         if r["good"] == 0:

@@ -37,6 +37,10 @@ def rows(res):
     out.append(("1. added latency vs backend alone, p50 ms, concurrency 1",
                 get(res, "m1", "mod_mcp/1", "p50_us", 1e-3)
                 - get(res, "m1", "backend/1", "p50_us", 1e-3), "lower"))
+    out.append(("1. new TCP connections per call (to the backend), concurrency 8",
+                get(res, "m1", "mod_mcp/8", "tcp_opens_per_call"), "lower"))
+    out.append(("2. new TCP connections per call (to server-everything), concurrency 8",
+                get(res, "m2", "mod_mcp→SE/8", "tcp_opens_per_call"), "lower"))
     for c in (1, 8, 32):
         out.append((f"2. mod_mcp → server-everything calls/s, concurrency {c}",
                     get(res, "m2", f"mod_mcp→SE/{c}", "rps"), "higher"))

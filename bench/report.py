@@ -42,6 +42,11 @@ def cpu_split(rs, labels):
     return " / ".join(parts)
 
 
+def opens(rs):
+    xs = [r.get("tcp_opens_per_call") for r in rs]
+    return fmt(med(xs), 2) if any(x is not None for x in xs) else "–"
+
+
 MAIN_CPU = [("client", "client"), ("httpd", "httpd"), ("postgres", "PG"), ("backend", "backend"),
             ("kernel", "kernel thr."), ("other", "other")]
 NODE_CPU = [("client", "client"), ("httpd", "httpd"), ("postgres", "PG"),
@@ -161,7 +166,10 @@ def write_report(res, bench_dir, work, quick):
       "the backends all run on the same 2 cores. The CPU columns below say who used them during "
       "each run (cores busy on average; 2.00 = both cores all the time; \"kernel thr.\" is kernel "
       "threads such as the block-device workers that carry PostgreSQL's fsyncs, \"other\" is "
-      "every process not started by the benchmark).")
+      "every process not started by the benchmark). \"New TCP connections per call\" is the "
+      "growth of the kernel's count of opened connections (`ActiveOpens`) during a run, less "
+      "wrk's own, per call: 0 when every hop keeps its connections alive, 1 when the gateway "
+      "opens a new one to its backend for every call.")
     w("")
 
     # ---- set-up ------------------------------------------------------------------------------
@@ -175,7 +183,7 @@ def write_report(res, bench_dir, work, quick):
     w("* Load generator: wrk (C, epoll) with `bench/mcp.lua`. Sessions are created beforehand "
       "(initialize + notifications/initialized); every request is a JSON-RPC `tools/call` with "
       "`Content-Type`, `Accept: application/json, text/event-stream`, `Mcp-Session-Id` and "
-      f"`MCP-Protocol-Version: 2025-11-25`; each answer (JSON, or an SSE stream ended by its last "
+      "`MCP-Protocol-Version: 2025-11-25`; each answer (JSON, or an SSE stream ended by its last "
       "chunk) is read to its end and checked to be a 200 holding a JSON-RPC result. 1 wrk "
       "thread at concurrency 1, 2 threads above; one connection per concurrent client, "
       "keep-alive, each connection cycling through 32 sessions (8 for server-everything).")
@@ -193,8 +201,8 @@ def write_report(res, bench_dir, work, quick):
     w("## 1. `tools/call` echo: test backend alone (a), through mod_mcp (b), trivial httpd handler (c)")
     w("")
     w("| concurrency | target | calls/s | p50 ms | p99 ms | CPU cores: " +
-      " / ".join(n for _, n in MAIN_CPU) + " | errors |")
-    w("|---:|---|---:|---:|---:|---|---:|")
+      " / ".join(n for _, n in MAIN_CPU) + " | new TCP connections per call | errors |")
+    w("|---:|---|---:|---:|---:|---|---:|---:|")
     names = {"backend": "(a) backend alone", "mod_mcp": "(b) mod_mcp + event store",
              "trivial": "(c) trivial handler"}
     for c in CONCS:
@@ -204,7 +212,7 @@ def write_report(res, bench_dir, work, quick):
                 continue
             w(f"| {c} | {names[t]} | {cell([r['rps'] for r in rs])} | "
               f"{ms([r['p50_us'] for r in rs])} | {ms([r['p99_us'] for r in rs])} | "
-              f"{cpu_split(rs, MAIN_CPU)} | {sum(r['errors'] for r in rs)} |")
+              f"{cpu_split(rs, MAIN_CPU)} | {opens(rs)} | {sum(r['errors'] for r in rs)} |")
     w("")
     w("| concurrency | (b)/(a) calls/s | added latency (b)−(a) p50 ms | added p99 ms | "
       "(b)/(c) calls/s |")
@@ -299,15 +307,15 @@ def write_report(res, bench_dir, work, quick):
       "the reference for what its HTTP mode can do alone.")
     w("")
     w("| concurrency | target | calls/s | p50 ms | p99 ms | CPU cores: " +
-      " / ".join(n for _, n in NODE_CPU) + " | errors |")
-    w("|---:|---|---:|---:|---:|---|---:|")
+      " / ".join(n for _, n in NODE_CPU) + " | new TCP connections per call | errors |")
+    w("|---:|---|---:|---:|---:|---|---:|---:|")
     for c in CONCS:
         for t in ("supergateway", "mod_mcp→SE", "SE alone"):
             rs = R("m2", f"{t}/{c}")
             if rs:
                 w(f"| {c} | {t} | {cell([r['rps'] for r in rs])} | "
                   f"{ms([r['p50_us'] for r in rs])} | {ms([r['p99_us'] for r in rs])} | "
-                  f"{cpu_split(rs, NODE_CPU)} | {sum(r['errors'] for r in rs)} |")
+                  f"{cpu_split(rs, NODE_CPU)} | {opens(rs)} | {sum(r['errors'] for r in rs)} |")
     w("")
     w("| concurrency | mod_mcp / supergateway calls/s | p50 mod_mcp − supergateway ms | "
       "mod_mcp→SE / SE alone calls/s |")
