@@ -427,6 +427,30 @@ static void read_stream(const mcp_store_t *db, apr_pool_t *p, apr_dbd_row_t *row
     "       (SELECT max(seq) FROM mcp.events WHERE stream_id = s.id), s.owner" \
     "  FROM mcp.streams s"
 
+/* One stream row selected by sql (STREAM_COLUMNS ...) with nargs bound arguments. */
+static mcp_store_status_t select_stream(const mcp_store_t *db, apr_pool_t *p, const char *sql,
+                                        const char *what, int nargs, const char **args,
+                                        apr_int64_t stream_id, mcp_store_stream_t *out,
+                                        const char **err)
+{
+    apr_dbd_prepared_t *stmt;
+    apr_dbd_results_t *res = NULL;
+    apr_dbd_row_t *row = NULL;
+    int rv;
+
+    if ((rv = prepare(db, p, sql, &stmt)) != 0
+        || (rv = apr_dbd_pselect(db->driver, p, db->handle, &res, stmt, 1, nargs, args)) != 0) {
+        return db_error(db, p, rv, what, err);
+    }
+    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+        return MCP_STORE_NOT_FOUND;
+    }
+    read_stream(db, p, row, stream_id, out);
+    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
+    }
+    return MCP_STORE_OK;
+}
+
 mcp_store_status_t mcp_store_stream_for_event(const mcp_store_t *db, apr_pool_t *p,
                                               const char *session_id, apr_int64_t stream_id,
                                               apr_int64_t seq, mcp_store_stream_t *out,
@@ -437,24 +461,12 @@ mcp_store_status_t mcp_store_stream_for_event(const mcp_store_t *db, apr_pool_t 
         " WHERE s.id = %s::bigint AND s.session_id = %s"
         "   AND EXISTS (SELECT 1 FROM mcp.events e"
         "                WHERE e.stream_id = s.id AND e.seq = %s::bigint AND e.direction = 'out')";
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
+    const char *args[3];
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the event look-up", err);
-    }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, i64(p, stream_id), session_id,
-                          i64(p, seq));
-    if (rv != 0) {
-        return db_error(db, p, rv, "looking up an event", err);
-    }
-    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
-        return MCP_STORE_NOT_FOUND;
-    }
-    read_stream(db, p, row, stream_id, out);
-    return MCP_STORE_OK;
+    args[0] = i64(p, stream_id);
+    args[1] = session_id;
+    args[2] = i64(p, seq);
+    return select_stream(db, p, sql, "looking up an event", 3, args, stream_id, out, err);
 }
 
 mcp_store_status_t mcp_store_stream_get(const mcp_store_t *db, apr_pool_t *p,
@@ -462,23 +474,10 @@ mcp_store_status_t mcp_store_stream_get(const mcp_store_t *db, apr_pool_t *p,
                                         const char **err)
 {
     static const char sql[] = STREAM_COLUMNS " WHERE s.id = %s::bigint";
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
+    const char *args[1];
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the stream look-up", err);
-    }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, i64(p, stream_id));
-    if (rv != 0) {
-        return db_error(db, p, rv, "looking up a stream", err);
-    }
-    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
-        return MCP_STORE_NOT_FOUND;
-    }
-    read_stream(db, p, row, stream_id, out);
-    return MCP_STORE_OK;
+    args[0] = i64(p, stream_id);
+    return select_stream(db, p, sql, "looking up a stream", 1, args, stream_id, out, err);
 }
 
 mcp_store_status_t mcp_store_events_after(const mcp_store_t *db, apr_pool_t *p,
