@@ -1173,5 +1173,6 @@ def main():
 
 
 if __name__ == "__main__":
+    sys.dont_write_bytecode = True   # no __pycache__ in bench/ for the imported report.py
     sys.path.insert(0, BENCH)
     sys.exit(main())

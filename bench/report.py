@@ -123,9 +123,11 @@ def write_report(res, bench_dir, work, quick):
     ins_nn = {c: col("m3", f"exec/nonotify/{c}", "rate") for c in CONCS}
     if ins[32]:
         ev32 = col("m1", "mod_mcp/32", "events_per_s")
-        w(f"* Event store: the gateway stored {fmt(med(ev32))} events/s at concurrency 32; the "
-          f"same INSERT from a C client reaches {fmt(med(ins[32]))}/s with the NOTIFY trigger "
-          f"and {fmt(med(ins_nn[32]))}/s without it (32 connections).")
+        w(f"* Event store: the gateway stored {fmt(med(ev32))} events/s at concurrency 32 "
+          f"({fmt(per_call['events'], 0)} per call in {fmt(per_call['commits'], 0)} "
+          f"transactions); a C client doing the gateway's single-row INSERT, each row its own "
+          f"transaction, reaches {fmt(med(ins[32]))} rows/s with the NOTIFY trigger and "
+          f"{fmt(med(ins_nn[32]))}/s without it (32 connections).")
     for n in sorted({int(k) for k in runs.get("m4", {})}):
         w(f"* Replay of {n:,} stored events: {cell(col('m4', str(n), 'seconds'), 2)} s "
           f"({fmt(med(col('m4', str(n), 'events_per_s')))} events/s).")
@@ -495,8 +497,15 @@ def write_report(res, bench_dir, work, quick):
     # ---- limits ------------------------------------------------------------------------------
     w("## What limits each number, and what a bigger machine would change")
     w("")
+    se_opens = med(col("m2", "mod_mcp→SE/8", "tcp_opens_per_call"))
+    sse_note = (f" This module also opens a new TCP connection to the backend for every call "
+                f"answered with SSE ({fmt(se_opens, 2)} per call), which server-everything "
+                "pays for with a new socket and Express state each time."
+                if se_opens == se_opens and se_opens >= 0.5 else "")
     w(LIMITS_TEXT.replace("{TX}", fmt(per_call["commits"], 1))
-      .replace("{NTF}", fmt(per_call["notifies"], 1)))
+      .replace("{NTF}", fmt(per_call["notifies"], 1)).replace("{SSE}", sse_note))
+    w("")
+    hot_spots(w, res, R, col, per_call)
     w("")
 
     with open(os.path.join(bench_dir, "results.md"), "w") as fh:
@@ -504,6 +513,81 @@ def write_report(res, bench_dir, work, quick):
     with open(os.path.join(bench_dir, "results.json"), "w") as fh:
         json.dump(res, fh, indent=1, sort_keys=True, default=str)
     plot(res, bench_dir, work)
+
+
+def hot_spots(w, res, R, col, per_call):
+    """Where mod_mcp is slower than it needs to be, from this run's own evidence."""
+    items = []
+    ship = R("attr", "as shipped")
+    if ship:
+        waits = {}
+        for r in ship:
+            for k, n in r["waits"].items():
+                waits[k] = waits.get(k, 0) + n
+        lock = waits.get("Lock:object", 0) / (sum(waits.values()) or 1)
+        off = med(col("attr", "NOTIFY triggers disabled", "rps"))
+        on = med(col("attr", "as shipped", "rps"))
+        items.append(
+            f"**NOTIFY serialises commits.** {fmt(per_call['notifies'], 1)} notifying "
+            f"transaction(s) per call; at concurrency 32, {lock:.0%} of the active sessions' "
+            f"samples wait on `Lock:object` (PostgreSQL's database-wide notify lock, held from "
+            f"`PreCommit_Notify` through the WAL flush); without the triggers ×{off / on:.2f} "
+            f"calls/s. The raw INSERT with the trigger stays flat at "
+            f"{fmt(med(col('m3', 'exec/notify/32', 'rate')))}/s whatever the concurrency. Every "
+            "call notifies although almost no stream has a follower in another process: "
+            "notifying only streams that someone follows (a follower marks the stream before "
+            "its first read) would take this lock off the common path.")
+    prof = res.get("profile") or {}
+    pg = dict(prof.get("pg", []))
+    ppa = sum(pg.get(k, 0) for k in ("parse (pg_parse_query)", "analyze + rewrite",
+                                     "plan (pg_plan_queries)"))
+    pex = med(col("m3", "exec/nonotify/32", "rate"))
+    ppr = med(col("m3", "prepared/nonotify/32", "rate"))
+    if ppa:
+        items.append(
+            f"**Every statement is parsed, analysed and planned again.** Parse + analyse + plan "
+            f"are {ppa:.1f} % of all CPU samples (PostgreSQL as a whole: "
+            f"{dict(prof.get('by_process', [])).get('postgres', float('nan')):.1f} %): the "
+            "module's statements are unnamed (apr_dbd runs them with PQexecParams). Prepared "
+            f"once per connection, the same INSERT goes from {fmt(pex)} to {fmt(ppr)}/s "
+            "(measurement 3, no trigger, 32 connections).")
+    for t in res.get("table_stats") or []:
+        if t["table"] == "sessions" and t["updates"] > 1000 and t["hot_updates"] < t["updates"] / 10:
+            items.append(
+                f"**The session row is rewritten on every call, never as a HOT update.** "
+                f"{t['updates']:,} updates of `mcp.sessions` for {t['inserts']:,} sessions in "
+                f"measurement 1, {t['hot_updates']:,} of them HOT: `last_seen_at` is indexed "
+                "(`sessions_live_idx`), so each touch writes new index entries for one hot row. "
+                "Touching at most once a second per session (or not indexing the column) "
+                "would remove most of these writes.")
+    se_opens = med(col("m2", "mod_mcp→SE/8", "tcp_opens_per_call"))
+    if se_opens == se_opens and se_opens >= 0.5:
+        items.append(
+            f"**A new backend connection for every SSE answer.** {fmt(se_opens, 2)} new TCP "
+            "connections per call through mod_mcp to server-everything, whose answers are SSE "
+            f"(to the test backend's JSON answers: "
+            f"{fmt(med(col('m1', 'mod_mcp/8', 'tcp_opens_per_call')), 2)}; supergateway: "
+            f"{fmt(med(col('m2', 'supergateway/8', 'tcp_opens_per_call')), 2)}). Ending the transfer from libcurl's write callback "
+            "once every request is answered makes libcurl close the connection, even when the "
+            "backend's last chunk is already in the same read; letting the transfer end (or "
+            "stopping it only when the backend keeps the stream open after the answer) keeps "
+            "the connection.")
+    h = R("m1", "mod_mcp/8")
+    t = R("m1", "trivial/8")
+    if h and t:
+        us_g = med([r["cpu"].get("httpd", 0) / r["rps"] for r in h]) * 1e6
+        us_t = med([r["cpu"].get("httpd", 0) / r["rps"] for r in t]) * 1e6
+        items.append(
+            f"**httpd's own share is small.** httpd spends {fmt(us_g)} µs of CPU per mod_mcp call "
+            f"(the trivial handler: {fmt(us_t)} µs per request), mostly in the kernel for the "
+            "loopback round trips to PostgreSQL and the backend; not the bottleneck here.")
+    if not items:
+        return
+    w("## Hot spots in mod_mcp, from this run's evidence")
+    w("")
+    for i in items:
+        w(f"* {i}")
+    w("")
 
 
 LIMITS_TEXT = """\
@@ -524,10 +608,11 @@ LIMITS_TEXT = """\
 * **(1) backend alone / trivial handler** are CPU-bound on the shared cores (the C backend and
   httpd's core are both cheap); on a bigger machine they grow roughly with cores, and so would
   the load generator's ceiling (more wrk threads).
-* **(2) supergateway vs mod_mcp** run Node processes on the same cores: server-everything's own
-  HTTP handling (Express + the MCP SDK) costs more CPU per call than the C backend, so here the
-  backend limits both gateways; supergateway spends an extra JSON round through the stdio child
-  per call but stores nothing, mod_mcp stores every message and is limited as in (1).
+* **(2) supergateway vs mod_mcp** share the cores with Node: supergateway is bound by Node CPU
+  (its own process plus one stdio server per session, see its CPU column) and stores nothing;
+  mod_mcp in front of server-everything is bound as in (1), with server-everything's own HTTP
+  handling (Express + the MCP SDK, several times the CPU per call of the C backend) on top.{SSE}
+  More cores help supergateway (more Node processes run at once) more than mod_mcp.
 * **(3) raw INSERT** is bound by the NOTIFY commit lock with the trigger (flat across
   concurrency) and by fsync group commit + CPU without it (rises with concurrency). On a machine
   with a faster fsync and more cores the untriggered ceiling rises; the triggered one only with
@@ -601,3 +686,16 @@ def plot(res, bench_dir, work):
     p = subprocess.run(["gnuplot", script], capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"gnuplot failed: {p.stderr}")
+
+
+if __name__ == "__main__":
+    import sys
+    import tempfile
+    if len(sys.argv) != 2:
+        print("usage: bench/report.py RESULTS.json   (rewrites results.md and results.png "
+              "beside this script)", file=sys.stderr)
+        sys.exit(2)
+    data = json.load(open(sys.argv[1]))
+    with tempfile.TemporaryDirectory() as tmp:
+        write_report(data, os.path.dirname(os.path.abspath(__file__)), tmp,
+                     data.get("mode") == "quick")
