@@ -14,6 +14,10 @@
 
 APLOG_USE_MODULE(mcp);
 
+/* How long a backend may keep a request's stream open after the response before the gateway
+ * cuts it (the spec says it SHOULD end it; cutting costs the connection's reuse). */
+#define ANSWERED_GRACE apr_time_from_sec(1)
+
 typedef struct relay_t {
     mcp_req_t              *q;
     mcp_stream_t            st;
@@ -25,7 +29,7 @@ typedef struct relay_t {
     int                     too_large;
     apr_pool_t             *scratch;       /* cleared per message                             */
     apr_array_header_t     *outstanding;   /* json_object *: request ids not answered yet     */
-    int                     answered;      /* every response is in; the transfer was ended    */
+    apr_time_t              answered;      /* when every response was in and the stream ended */
     int                     dropped;       /* backend messages that were not JSON             */
 } relay_t;
 
@@ -83,9 +87,12 @@ static void answer_outstanding(relay_t *rl, int code, const char *message)
 
 static int on_backend_event(void *baton, const mcp_sse_event_t *ev)
 {
-    /* An event without data (the backend's own priming) is the backend's business: the
-     * gateway frames, stores and primes its own streams. */
-    return ev->data_len > 0 ? relay_message(baton, ev->data, ev->data_len) : 0;
+    relay_t *rl = baton;
+
+    /* After the response nothing more belongs to the request's stream (it has ended). An event
+     * without data (the backend's own priming) is the backend's business: the gateway frames,
+     * stores and primes its own streams. */
+    return !rl->answered && ev->data_len > 0 ? relay_message(rl, ev->data, ev->data_len) : 0;
 }
 
 static int on_backend_headers(void *baton, const mcp_backend_response_t *resp)
@@ -112,14 +119,16 @@ static int on_backend_body(void *baton, const char *buf, apr_size_t len)
         if (rv == MCP_SSE_ERR_TOO_LARGE) {
             rl->too_large = 1;
         }
-        if (rv != 0) {
+        if (rv != 0 || rl->answered) {
             return rv;
         }
-        /* Every request is answered: the stream is done (the backend should end it now). What
-         * is queued is stored together with the stream's end. */
+        /* Every request is answered: the stream ends now, what is queued stored together with
+         * its end. The transfer goes on to the backend's own end of the stream, so that the
+         * connection can be reused (on_backend_tick cuts a backend that lingers). */
         if (!rl->standalone && rl->outstanding->nelts == 0) {
-            rl->answered = 1;
-            return 1;
+            rl->answered = apr_time_now();
+            mcp_stream_finish(&rl->st, rl->st.broken ? "failed" : "complete");
+            return 0;
         }
         /* This piece is used up and the next may take a while: send what is queued now. */
         return mcp_stream_commit(&rl->st) || (rl->standalone && rl->st.client_gone);
@@ -136,6 +145,9 @@ static int on_backend_tick(void *baton)
 {
     relay_t *rl = baton;
 
+    if (rl->answered) {
+        return apr_time_now() - rl->answered > ANSWERED_GRACE;
+    }
     /* A graceful restart, or polling (MCPStreamCloseAfter): the client resumes, on whichever
      * process, and follows this stream through the table while this one finishes relaying it. */
     if (mcp_stream_should_hand_over(&rl->st)) {
@@ -339,6 +351,9 @@ int mcp_relay_requests(mcp_req_t *q)
     }
 
     status = forward(&rl, "POST", q->conf->stream_timeout, &err);
+    if (rl.answered) {
+        return DONE;   /* ended and stored as the response came (SSE) */
+    }
     if (status == MCP_BACKEND_OK && !rl.sse && rl.response.status == HTTP_OK
         && mcp_http_media_type_is(rl.response.content_type, "application/json")) {
         if (relay_json_body(&rl, &json, &json_len) != 0) {
