@@ -1,34 +1,225 @@
 /* mcp_store — see mcp_store.h. */
+#include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <apr_strings.h>
 
 #include "mcp_store.h"
 
-static mcp_store_status_t db_error(const mcp_store_t *db, apr_pool_t *p, int rv, const char *what,
-                                   const char **err)
-{
-    const char *msg = apr_dbd_error(db->driver, db->handle, rv);
+/* ---- running statements ------------------------------------------------------------------ */
 
-    *err = apr_psprintf(p, "%s: %s", what, msg ? msg : "unknown database error");
-    return MCP_STORE_ERROR;
+mcp_store_fault_t mcp_store_classify(const char *sqlstate, int connection_ok)
+{
+    static const char *const retry[] = {
+        "57P01", "57P02", "57P03",   /* admin shutdown, crash shutdown, cannot connect now */
+        "57014",                     /* query canceled (a server-side statement_timeout)   */
+        "40001", "40P01",            /* serialization failure, deadlock                    */
+        NULL
+    };
+    int i;
+
+    if (!connection_ok || !sqlstate || strlen(sqlstate) != 5) {
+        return MCP_STORE_FAULT_RETRY;
+    }
+    /* 08: connection exception; 53: insufficient resources (too many connections, ...) */
+    if (strncmp(sqlstate, "08", 2) == 0 || strncmp(sqlstate, "53", 2) == 0) {
+        return MCP_STORE_FAULT_RETRY;
+    }
+    for (i = 0; retry[i]; i++) {
+        if (strcmp(sqlstate, retry[i]) == 0) {
+            return MCP_STORE_FAULT_RETRY;
+        }
+    }
+    return MCP_STORE_FAULT_PERMANENT;
 }
 
-/* Prepared without a label: the driver runs it with PQexecParams, keeping no server-side
- * prepared statement that a PostgreSQL restart could take away. */
-static int prepare(const mcp_store_t *db, apr_pool_t *p, const char *sql,
-                   apr_dbd_prepared_t **stmt)
+void mcp_store_init(mcp_store_t *db, const mcp_store_lender_t *lender, void *baton,
+                    apr_interval_time_t patience, apr_interval_time_t statement_timeout)
 {
-    *stmt = NULL;   /* the driver fills in a non-NULL *stmt instead of allocating one */
-    return apr_dbd_prepare(db->driver, p, db->handle, sql, NULL, stmt);
+    memset(db, 0, sizeof(*db));
+    db->lender = lender;
+    db->baton = baton;
+    db->patience = patience;
+    db->statement_timeout = statement_timeout;
 }
 
-static const char *entry(const mcp_store_t *db, apr_pool_t *p, apr_dbd_row_t *row, int col)
+static apr_status_t clear_result(void *res)
 {
-    const char *v = apr_dbd_get_entry(db->driver, row, col);
+    PQclear(res);
+    return APR_SUCCESS;
+}
 
-    return v ? apr_pstrdup(p, v) : NULL;
+/* Waits until the connection's socket is ready for events; non-zero at the deadline (0: none). */
+static int wait_socket(PGconn *conn, short events, apr_time_t deadline)
+{
+    struct pollfd pfd;
+    int rv;
+
+    pfd.fd = PQsocket(conn);
+    pfd.events = events;
+    for (;;) {
+        int ms = -1;
+        if (deadline) {
+            apr_time_t left = deadline - apr_time_now();
+            if (left <= 0) {
+                return -1;
+            }
+            ms = (int)((left + 999) / 1000);
+        }
+        pfd.revents = 0;
+        rv = poll(&pfd, 1, ms);
+        if (rv > 0) {
+            return 0;
+        }
+        if (rv < 0 && errno != EINTR) {
+            return -1;
+        }
+    }
+}
+
+/* libpq's messages end with a newline. */
+static const char *trimmed(apr_pool_t *p, const char *msg)
+{
+    apr_size_t n = msg ? strlen(msg) : 0;
+
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' ')) {
+        n--;
+    }
+    return n ? apr_pstrmemdup(p, msg, n) : "unknown database error";
+}
+
+/* Sends the statement and reads its result without ever blocking longer than the statement
+ * timeout: a database that stopped answering (SIGSTOP, a dropped network) costs at most that,
+ * after which the connection is shut down (a cancel request would hang the same way). Returns
+ * the result (possibly an error result), or NULL with *err when the connection failed;
+ * *broken is set when the connection must not be used as it is. */
+static PGresult *run(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *sql, int n,
+                     const char *const *params, const char **err, int *broken)
+{
+    apr_time_t deadline = db->statement_timeout > 0 ? apr_time_now() + db->statement_timeout : 0;
+    PGresult *res, *first = NULL;
+    int rv;
+
+    *broken = 0;
+    if (!PQsendQueryParams(conn, sql, n, NULL, params, NULL, NULL, 0)) {
+        goto failed;
+    }
+    while ((rv = PQflush(conn)) == 1) {
+        if (wait_socket(conn, POLLIN | POLLOUT, deadline) != 0) {
+            goto timed_out;
+        }
+        if (!PQconsumeInput(conn)) {
+            goto failed;
+        }
+    }
+    if (rv < 0) {
+        goto failed;
+    }
+    for (;;) {
+        while (PQisBusy(conn)) {
+            if (wait_socket(conn, POLLIN, deadline) != 0) {
+                goto timed_out;
+            }
+            if (!PQconsumeInput(conn)) {
+                PQclear(first);
+                goto failed;
+            }
+        }
+        if (!(res = PQgetResult(conn))) {
+            break;
+        }
+        if (first) {
+            PQclear(res);
+        }
+        else {
+            first = res;
+        }
+    }
+    if (!first) {
+        goto failed;
+    }
+    *broken = PQstatus(conn) != CONNECTION_OK;
+    return first;
+
+timed_out:
+    PQclear(first);
+    /* Whatever libpq still waits for never comes: close the socket so that the connection is
+     * seen broken (and reset by its pool) instead of answering late on someone else's turn. */
+    shutdown(PQsocket(conn), SHUT_RDWR);
+    PQconsumeInput(conn);
+    *broken = 1;
+    *err = apr_psprintf(p, "no answer within %" APR_TIME_T_FMT " ms; connection given up",
+                        apr_time_as_msec(db->statement_timeout));
+    return NULL;
+
+failed:
+    *broken = 1;
+    *err = trimmed(p, PQerrorMessage(conn));
+    return NULL;
+}
+
+mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *what,
+                                  const char *sql, int n, const char *const *params,
+                                  PGresult **out)
+{
+    apr_time_t deadline = apr_time_now() + db->patience;
+
+    for (;;) {
+        mcp_store_fault_t fault = MCP_STORE_FAULT_RETRY;
+        const char *err = NULL, *state = NULL;
+        PGresult *res = NULL;
+        PGconn *conn = db->lender->borrow(db, &err);
+        int broken = 1;
+
+        if (conn) {
+            res = run(db, p, conn, sql, n, params, &err, &broken);
+            if (res && (PQresultStatus(res) == PGRES_TUPLES_OK
+                        || PQresultStatus(res) == PGRES_COMMAND_OK)) {
+                db->lender->give_back(db, conn, 0);
+                apr_pool_cleanup_register(p, res, clear_result, apr_pool_cleanup_null);
+                if (out) {
+                    *out = res;
+                }
+                return MCP_STORE_OK;
+            }
+            if (res) {
+                const char *s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+                state = s ? apr_pstrdup(p, s) : NULL;
+                err = trimmed(p, PQresultErrorMessage(res));
+                fault = mcp_store_classify(state, !broken);
+                PQclear(res);
+            }
+            db->lender->give_back(db, conn, broken);
+        }
+        db->sqlstate = state;
+        db->error = apr_psprintf(p, "%s: %s%s%s%s", what, err ? err : "no connection",
+                                 state ? " (SQLSTATE " : "", state ? state : "", state ? ")" : "");
+        if (fault == MCP_STORE_FAULT_PERMANENT) {
+            return MCP_STORE_REFUSED;
+        }
+        if (apr_time_now() >= deadline) {
+            return MCP_STORE_UNAVAILABLE;
+        }
+        if (db->lender->wait) {
+            if (db->lender->wait(db, deadline, db->error) != 0) {
+                return MCP_STORE_UNAVAILABLE;
+            }
+        }
+        else {
+            apr_interval_time_t left = deadline - apr_time_now();
+            apr_sleep(left < apr_time_from_msec(100) ? (left > 0 ? left : 0)
+                                                     : apr_time_from_msec(100));
+        }
+    }
+}
+
+/* A column of a row of a result (valid as long as the result, so as p); NULL for SQL NULL. */
+static const char *entry(PGresult *res, int row, int col)
+{
+    return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
 }
 
 static const char *i64(apr_pool_t *p, apr_int64_t v)
@@ -41,275 +232,271 @@ static const char *int_text(apr_pool_t *p, int v)
     return apr_psprintf(p, "%d", v);
 }
 
-mcp_store_status_t mcp_store_session_insert(const mcp_store_t *db, apr_pool_t *p,
+/* The first column of the first row as a bigint; NOT_FOUND when there is no row. */
+static mcp_store_status_t first_id(PGresult *res, apr_int64_t *out)
+{
+    if (PQntuples(res) < 1) {
+        return MCP_STORE_NOT_FOUND;
+    }
+    *out = apr_atoi64(PQgetvalue(res, 0, 0));
+    return MCP_STORE_OK;
+}
+
+#define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* ---- sessions ---------------------------------------------------------------------------- */
+
+mcp_store_status_t mcp_store_session_insert(mcp_store_t *db, apr_pool_t *p,
                                             const mcp_store_session_t *s,
                                             const char *init_request, const char *init_response,
-                                            int max_live, int idle_secs, const char **err)
+                                            int max_live, int idle_secs)
 {
     static const char sql[] =
         "WITH live AS ("
         "  SELECT count(*) AS n FROM mcp.sessions"
         "   WHERE terminated_at IS NULL"
-        "     AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))"
+        "     AND ($1::int = 0 OR last_seen_at > now() - make_interval(secs => $1::int))"
         "), s AS ("
         "  INSERT INTO mcp.sessions (id, backend_url, backend_session_id, protocol_version,"
         "                            principal, client_info, client_capabilities, server_info)"
-        "  SELECT %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb FROM live"
-        "   WHERE %s::int = 0 OR live.n < %s::int"
+        "  SELECT $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9::jsonb FROM live"
+        "   WHERE $10::int = 0 OR live.n < $10::int"
         "  RETURNING id, principal"
         "), e AS ("
         "  INSERT INTO mcp.events (session_id, direction, kind, message, principal)"
         "  SELECT s.id, v.direction, 'message', v.message, s.principal"
-        "    FROM s, (VALUES (1, 'in', %s::jsonb), (2, 'out', %s::jsonb)) AS v(ord, direction, message)"
+        "    FROM s, (VALUES (1, 'in', $11::jsonb), (2, 'out', $12::jsonb)) AS v(ord, direction, message)"
         "   ORDER BY v.ord"
         ")"
         "SELECT id FROM s";
-    const char *idle = int_text(p, idle_secs), *max = int_text(p, max_live);
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
+    const char *args[12];
+    PGresult *res;
+    mcp_store_status_t rv;
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the session insert", err);
+    args[0] = int_text(p, idle_secs);
+    args[1] = s->id;
+    args[2] = s->backend_url;
+    args[3] = s->backend_session_id;
+    args[4] = s->protocol_version;
+    args[5] = s->principal;
+    args[6] = s->client_info;
+    args[7] = s->client_capabilities;
+    args[8] = s->server_info;
+    args[9] = int_text(p, max_live);
+    args[10] = init_request;
+    args[11] = init_response;
+    if ((rv = mcp_store_exec(db, p, "storing the session", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
     }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, idle, idle, s->id,
-                          s->backend_url, s->backend_session_id, s->protocol_version,
-                          s->principal, s->client_info, s->client_capabilities, s->server_info,
-                          max, max, init_request, init_response);
-    if (rv != 0) {
-        return db_error(db, p, rv, "storing the session", err);
-    }
-    return apr_dbd_get_row(db->driver, p, res, &row, -1) == 0 ? MCP_STORE_OK : MCP_STORE_LIMIT;
+    return PQntuples(res) > 0 ? MCP_STORE_OK : MCP_STORE_LIMIT;
 }
 
-mcp_store_status_t mcp_store_session_count_live(const mcp_store_t *db, apr_pool_t *p,
-                                                int idle_secs, long *count, const char **err)
+mcp_store_status_t mcp_store_session_count_live(mcp_store_t *db, apr_pool_t *p,
+                                                int idle_secs, long *count)
 {
     static const char sql[] =
         "SELECT count(*) FROM mcp.sessions WHERE terminated_at IS NULL"
-        "   AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))";
-    const char *idle = int_text(p, idle_secs);
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
+        "   AND ($1::int = 0 OR last_seen_at > now() - make_interval(secs => $1::int))";
+    const char *args[1];
+    PGresult *res;
+    apr_int64_t n = 0;
+    mcp_store_status_t rv;
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the session count", err);
+    args[0] = int_text(p, idle_secs);
+    if ((rv = mcp_store_exec(db, p, "counting live sessions", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
     }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, idle, idle);
-    if (rv != 0 || apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
-        return db_error(db, p, rv, "counting live sessions", err);
-    }
-    *count = atol(apr_dbd_get_entry(db->driver, row, 0));
+    first_id(res, &n);
+    *count = (long)n;
     return MCP_STORE_OK;
 }
 
-mcp_store_status_t mcp_store_session_touch(const mcp_store_t *db, apr_pool_t *p, const char *id,
+mcp_store_status_t mcp_store_session_touch(mcp_store_t *db, apr_pool_t *p, const char *id,
                                            const char *principal, int idle_secs,
-                                           mcp_store_session_t **out, const char **err)
+                                           mcp_store_session_t **out)
 {
     static const char sql[] =
         "WITH expired AS ("
         "  UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'expired'"
-        "   WHERE id = %s AND terminated_at IS NULL AND %s::int > 0"
-        "     AND last_seen_at <= now() - make_interval(secs => %s::int)"
+        "   WHERE id = $1 AND terminated_at IS NULL AND $2::int > 0"
+        "     AND last_seen_at <= now() - make_interval(secs => $2::int)"
         ")"
         "UPDATE mcp.sessions SET last_seen_at = now()"
-        " WHERE id = %s AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM %s"
-        "   AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))"
+        " WHERE id = $1 AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM $3"
+        "   AND ($2::int = 0 OR last_seen_at > now() - make_interval(secs => $2::int))"
         " RETURNING backend_url, backend_session_id, protocol_version";
-    const char *idle = int_text(p, idle_secs);
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
+    const char *args[3];
     mcp_store_session_t *s;
-    int rv;
+    mcp_store_status_t rv;
+    PGresult *res;
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the session look-up", err);
+    args[0] = id;
+    args[1] = int_text(p, idle_secs);
+    args[2] = principal;
+    if ((rv = mcp_store_exec(db, p, "looking up the session", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
     }
-    /* seek=1: read the whole (one-row) result now and leave the connection idle. */
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, id, idle, idle, id, principal,
-                          idle, idle);
-    if (rv != 0) {
-        return db_error(db, p, rv, "looking up the session", err);
-    }
-    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+    if (PQntuples(res) < 1) {
         return MCP_STORE_NOT_FOUND;
     }
     s = apr_pcalloc(p, sizeof(*s));
     s->id = apr_pstrdup(p, id);
     s->principal = principal ? apr_pstrdup(p, principal) : NULL;
-    s->backend_url = entry(db, p, row, 0);
-    s->backend_session_id = entry(db, p, row, 1);
-    s->protocol_version = entry(db, p, row, 2);
+    s->backend_url = entry(res, 0, 0);
+    s->backend_session_id = entry(res, 0, 1);
+    s->protocol_version = entry(res, 0, 2);
     *out = s;
     return MCP_STORE_OK;
 }
 
-mcp_store_status_t mcp_store_session_terminate(const mcp_store_t *db, apr_pool_t *p, const char *id,
-                                               const char *principal, const char *by,
-                                               const char **err)
+mcp_store_status_t mcp_store_session_terminate(mcp_store_t *db, apr_pool_t *p, const char *id,
+                                               const char *principal, const char *by)
 {
     static const char sql[] =
-        "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = %s"
-        " WHERE id = %s AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM %s";
-    apr_dbd_prepared_t *stmt;
-    int rv, nrows = 0;
+        "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = $1"
+        " WHERE id = $2 AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM $3";
+    const char *args[3];
+    mcp_store_status_t rv;
+    PGresult *res;
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the session termination", err);
+    args[0] = by;
+    args[1] = id;
+    args[2] = principal;
+    if ((rv = mcp_store_exec(db, p, "terminating the session", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
     }
-    rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, by, id, principal);
-    if (rv != 0) {
-        return db_error(db, p, rv, "terminating the session", err);
-    }
-    return nrows > 0 ? MCP_STORE_OK : MCP_STORE_NOT_FOUND;
+    return atoi(PQcmdTuples(res)) > 0 ? MCP_STORE_OK : MCP_STORE_NOT_FOUND;
 }
 
 /* ---- streams and events ------------------------------------------------------------------ */
 
-/* The first column of the first row as a bigint; NOT_FOUND when there is no row. */
-static mcp_store_status_t first_id(const mcp_store_t *db, apr_pool_t *p, apr_dbd_results_t *res,
-                                   apr_int64_t *out)
-{
-    apr_dbd_row_t *row = NULL;
-
-    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
-        return MCP_STORE_NOT_FOUND;
-    }
-    *out = apr_atoi64(apr_dbd_get_entry(db->driver, row, 0));
-    /* Read to the end: a random-access result is released when its rows run out. */
-    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
-    }
-    return MCP_STORE_OK;
-}
-
-mcp_store_status_t mcp_store_stream_open_request(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_stream_open_request(mcp_store_t *db, apr_pool_t *p,
                                                  mcp_store_session_t *session, int idle_secs,
                                                  const char *request_id, const char *method,
                                                  const char *inbound, const char *owner,
-                                                 int lease_secs, apr_int64_t *stream_id,
-                                                 const char **err)
+                                                 int lease_secs, apr_int64_t *stream_id)
 {
     static const char sql[] =
         "WITH se AS ("
         "  UPDATE mcp.sessions SET last_seen_at = now()"
-        "   WHERE id = %s AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM %s"
-        "     AND backend_url = %s"
-        "     AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))"
+        "   WHERE id = $1 AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM $2"
+        "     AND backend_url = $3"
+        "     AND ($4::int = 0 OR last_seen_at > now() - make_interval(secs => $4::int))"
         "  RETURNING id, principal, backend_session_id, protocol_version"
         "), s AS ("
         "  INSERT INTO mcp.streams (session_id, kind, request_id, method, owner, lease_until)"
-        "  SELECT id, 'request', %s::jsonb, %s, %s, now() + make_interval(secs => %s::int)"
+        "  SELECT id, 'request', $5::jsonb, $6, $7, now() + make_interval(secs => $8::int)"
         "    FROM se"
         "  RETURNING id, session_id"
         "), e AS ("
         "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
-        "  SELECT s.session_id, s.id, 0, 'in', 'message', %s::jsonb, se.principal FROM s, se"
+        "  SELECT s.session_id, s.id, 0, 'in', 'message', $9::jsonb, se.principal FROM s, se"
         "  UNION ALL"
         "  SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, se.principal FROM s, se"
         ")"
         "SELECT s.id, se.backend_session_id, se.protocol_version FROM s, se";
-    const char *idle = int_text(p, idle_secs);
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
+    const char *args[9];
+    mcp_store_status_t rv;
+    PGresult *res;
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the stream insert", err);
+    args[0] = session->id;
+    args[1] = session->principal;
+    args[2] = session->backend_url;
+    args[3] = int_text(p, idle_secs);
+    args[4] = request_id;
+    args[5] = method;
+    args[6] = owner;
+    args[7] = int_text(p, lease_secs);
+    args[8] = inbound;
+    if ((rv = mcp_store_exec(db, p, "storing the request and its stream", sql, NARGS(args), args,
+                             &res)) != MCP_STORE_OK) {
+        return rv;
     }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, session->id,
-                          session->principal, session->backend_url, idle, idle, request_id,
-                          method, owner, int_text(p, lease_secs), inbound);
-    if (rv != 0) {
-        return db_error(db, p, rv, "storing the request and its stream", err);
-    }
-    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+    if (PQntuples(res) < 1) {
         return MCP_STORE_NOT_FOUND;
     }
-    *stream_id = apr_atoi64(apr_dbd_get_entry(db->driver, row, 0));
-    session->backend_session_id = entry(db, p, row, 1);
-    session->protocol_version = entry(db, p, row, 2);
-    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
-    }
+    *stream_id = apr_atoi64(PQgetvalue(res, 0, 0));
+    session->backend_session_id = entry(res, 0, 1);
+    session->protocol_version = entry(res, 0, 2);
     return MCP_STORE_OK;
 }
 
-mcp_store_status_t mcp_store_stream_open_standalone(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_stream_open_standalone(mcp_store_t *db, apr_pool_t *p,
                                                     const mcp_store_session_t *session,
                                                     const char *owner, int lease_secs,
-                                                    apr_int64_t *stream_id, const char **err)
+                                                    apr_int64_t *stream_id)
 {
-    static const char close_stale[] =
-        "UPDATE mcp.streams SET status = 'closed', completed_at = now()"
-        " WHERE session_id = %s AND kind = 'standalone' AND status = 'open'"
-        "   AND lease_until < now()";
     static const char sql[] =
         "WITH s AS ("
         "  INSERT INTO mcp.streams (session_id, kind, owner, lease_until)"
-        "  VALUES (%s, 'standalone', %s, now() + make_interval(secs => %s::int))"
+        "  VALUES ($1, 'standalone', $2, now() + make_interval(secs => $3::int))"
         "  ON CONFLICT (session_id) WHERE kind = 'standalone' AND status = 'open' DO NOTHING"
         "  RETURNING id, session_id"
         "), e AS ("
         "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
-        "  SELECT session_id, id, 0, 'out', 'priming', NULL, %s FROM s"
+        "  SELECT session_id, id, 0, 'out', 'priming', NULL, $4 FROM s"
         ")"
         "SELECT id FROM s";
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    int rv, nrows = 0;
+    static const char close_stale[] =
+        "UPDATE mcp.streams SET status = 'closed', completed_at = now()"
+        " WHERE session_id = $1 AND kind = 'standalone' AND status = 'open'"
+        "   AND lease_until < now()";
+    const char *args[4];
+    mcp_store_status_t rv;
+    PGresult *res;
 
-    if ((rv = prepare(db, p, close_stale, &stmt)) != 0
-        || (rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, session->id)) != 0) {
-        return db_error(db, p, rv, "closing a stale standalone stream", err);
+    args[0] = session->id;
+    args[1] = owner;
+    args[2] = int_text(p, lease_secs);
+    args[3] = session->principal;
+    /* A stale open stream (its owner stopped renewing) is closed by a statement of its own:
+     * the insert's conflict check would not see a change made in the same statement. */
+    if ((rv = mcp_store_exec(db, p, "closing a stale standalone stream", close_stale, 1, args,
+                             NULL)) != MCP_STORE_OK) {
+        return rv;
     }
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the standalone stream insert", err);
+    if ((rv = mcp_store_exec(db, p, "opening the standalone stream", sql, NARGS(args), args,
+                             &res)) != MCP_STORE_OK) {
+        return rv;
     }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, session->id, owner,
-                          int_text(p, lease_secs), session->principal);
-    if (rv != 0) {
-        return db_error(db, p, rv, "opening the standalone stream", err);
-    }
-    return first_id(db, p, res, stream_id) == MCP_STORE_OK ? MCP_STORE_OK : MCP_STORE_CONFLICT;
+    return first_id(res, stream_id) == MCP_STORE_OK ? MCP_STORE_OK : MCP_STORE_CONFLICT;
 }
 
-mcp_store_status_t mcp_store_stream_renew(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_stream_renew(mcp_store_t *db, apr_pool_t *p,
                                           apr_int64_t stream_id, const char *session_id,
-                                          int lease_secs, const char **err)
+                                          int lease_secs)
 {
     static const char sql[] =
         "WITH st AS ("
-        "  UPDATE mcp.streams SET lease_until = now() + make_interval(secs => %s::int)"
-        "   WHERE id = %s::bigint AND status = 'open'"
+        "  UPDATE mcp.streams SET lease_until = now() + make_interval(secs => $1::int)"
+        "   WHERE id = $2::bigint AND status = 'open'"
         "  RETURNING id"
         "), se AS ("
-        "  UPDATE mcp.sessions SET last_seen_at = now() WHERE id = %s"
+        "  UPDATE mcp.sessions SET last_seen_at = now() WHERE id = $3"
         ")"
         "SELECT id FROM st";
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
+    const char *args[3];
+    mcp_store_status_t rv;
     apr_int64_t id;
-    int rv;
+    PGresult *res;
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the lease renewal", err);
+    args[0] = int_text(p, lease_secs);
+    args[1] = i64(p, stream_id);
+    args[2] = session_id;
+    if ((rv = mcp_store_exec(db, p, "renewing a stream's lease", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
     }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, int_text(p, lease_secs),
-                          i64(p, stream_id), session_id);
-    if (rv != 0) {
-        return db_error(db, p, rv, "renewing a stream's lease", err);
-    }
-    return first_id(db, p, res, &id);
+    return first_id(res, &id);
 }
 
-mcp_store_status_t mcp_store_streams_expire(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_streams_expire(mcp_store_t *db, apr_pool_t *p,
                                             apr_int64_t stream_id, const char *message,
-                                            long *finished, const char **err)
+                                            long *finished)
 {
     /* The conditional UPDATE is the "exactly once": it locks each row, and whoever comes second
      * finds the stream no longer open. */
@@ -319,7 +506,7 @@ mcp_store_status_t mcp_store_streams_expire(const mcp_store_t *db, apr_pool_t *p
         "     SET status = CASE kind WHEN 'request' THEN 'failed' ELSE 'closed' END,"
         "         completed_at = now()"
         "   WHERE status = 'open' AND lease_until < now()"
-        "     AND (%s::bigint = 0 OR id = %s::bigint)"
+        "     AND ($1::bigint = 0 OR id = $1::bigint)"
         "  RETURNING id, session_id, kind, request_id"
         "), answers AS ("
         "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
@@ -328,7 +515,7 @@ mcp_store_status_t mcp_store_streams_expire(const mcp_store_t *db, apr_pool_t *p
         "           + r.ord,"
         "         'out', 'message',"
         "         jsonb_build_object('jsonrpc', '2.0', 'id', r.id, 'error',"
-        "             jsonb_build_object('code', -32002, 'message', %s::text)),"
+        "             jsonb_build_object('code', -32002, 'message', $2::text)),"
         "         (SELECT principal FROM mcp.sessions s WHERE s.id = x.session_id)"
         "    FROM expired x,"
         "         jsonb_array_elements(CASE jsonb_typeof(x.request_id) WHEN 'array'"
@@ -338,88 +525,69 @@ mcp_store_status_t mcp_store_streams_expire(const mcp_store_t *db, apr_pool_t *p
         "   ORDER BY x.id, r.ord"
         ")"
         "SELECT count(*) FROM expired";
-    const char *sid = i64(p, stream_id);
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
+    const char *args[2];
+    mcp_store_status_t rv;
     apr_int64_t n = 0;
-    int rv;
+    PGresult *res;
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the expiry of streams", err);
+    args[0] = i64(p, stream_id);
+    args[1] = message;
+    if ((rv = mcp_store_exec(db, p, "finishing streams whose owner is gone", sql, NARGS(args),
+                             args, &res)) != MCP_STORE_OK) {
+        return rv;
     }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, sid, sid, message);
-    if (rv != 0) {
-        return db_error(db, p, rv, "finishing streams whose owner is gone", err);
-    }
-    first_id(db, p, res, &n);
+    first_id(res, &n);
     *finished = (long)n;
     return MCP_STORE_OK;
 }
 
-mcp_store_status_t mcp_store_events_append(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_events_append(mcp_store_t *db, apr_pool_t *p,
                                            const mcp_store_session_t *session,
                                            apr_int64_t stream_id, apr_int64_t first_seq,
-                                           const char *direction, const char *messages,
-                                           const char **err)
+                                           const char *direction, const char *messages)
 {
     static const char sql[] =
         "INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
-        " SELECT %s, nullif(%s::bigint, 0),"
-        "        CASE WHEN %s::bigint = 0 THEN NULL ELSE %s::bigint + t.ord - 1 END,"
-        "        %s, 'message', t.value, %s"
-        "   FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(value, ord)"
+        " SELECT $1, nullif($2::bigint, 0),"
+        "        CASE WHEN $2::bigint = 0 THEN NULL ELSE $3::bigint + t.ord - 1 END,"
+        "        $4, 'message', t.value, $5"
+        "   FROM jsonb_array_elements($6::jsonb) WITH ORDINALITY AS t(value, ord)"
         "  ORDER BY t.ord";
-    const char *sid = i64(p, stream_id);
-    apr_dbd_prepared_t *stmt;
-    int rv, nrows = 0;
+    const char *args[6];
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the event insert", err);
-    }
-    rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, session->id, sid, sid,
-                         i64(p, first_seq), direction, session->principal, messages);
-    return rv ? db_error(db, p, rv, "storing events", err) : MCP_STORE_OK;
+    args[0] = session->id;
+    args[1] = i64(p, stream_id);
+    args[2] = i64(p, first_seq);
+    args[3] = direction;
+    args[4] = session->principal;
+    args[5] = messages;
+    return mcp_store_exec(db, p, "storing events", sql, NARGS(args), args, NULL);
 }
 
-mcp_store_status_t mcp_store_events_append_finish(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p,
                                                   const mcp_store_session_t *session,
                                                   apr_int64_t stream_id, apr_int64_t first_seq,
-                                                  const char *messages, const char *status,
-                                                  const char **err)
+                                                  const char *messages, const char *status)
 {
     static const char sql[] =
         "WITH ins AS ("
         "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
-        "  SELECT %s, %s::bigint, %s::bigint + t.ord - 1, 'out', 'message', t.value, %s"
-        "    FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(value, ord)"
+        "  SELECT $1, $2::bigint, $3::bigint + t.ord - 1, 'out', 'message', t.value, $4"
+        "    FROM jsonb_array_elements($5::jsonb) WITH ORDINALITY AS t(value, ord)"
         "   ORDER BY t.ord"
         ")"
-        "UPDATE mcp.streams SET status = %s, completed_at = now()"
-        " WHERE id = %s::bigint AND status = 'open'";
-    const char *sid = i64(p, stream_id);
-    apr_dbd_prepared_t *stmt;
-    int rv, nrows = 0;
+        "UPDATE mcp.streams SET status = $6, completed_at = now()"
+        " WHERE id = $2::bigint AND status = 'open'";
+    const char *args[6];
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the final insert", err);
-    }
-    rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, session->id, sid,
-                         i64(p, first_seq), session->principal, messages, status, sid);
-    return rv ? db_error(db, p, rv, "storing a stream's last messages and its end", err)
-              : MCP_STORE_OK;
-}
-
-static void read_stream(const mcp_store_t *db, apr_pool_t *p, apr_dbd_row_t *row,
-                        apr_int64_t id, mcp_store_stream_t *out)
-{
-    const char *last = apr_dbd_get_entry(db->driver, row, 3);
-
-    out->id = id;
-    out->kind = entry(db, p, row, 0);
-    out->status = entry(db, p, row, 1);
-    out->lease_expired = strcmp(apr_dbd_get_entry(db->driver, row, 2), "t") == 0;
-    out->last_seq = last ? apr_atoi64(last) : -1;
-    out->owner = entry(db, p, row, 4);
+    args[0] = session->id;
+    args[1] = i64(p, stream_id);
+    args[2] = i64(p, first_seq);
+    args[3] = session->principal;
+    args[4] = messages;
+    args[5] = status;
+    return mcp_store_exec(db, p, "storing a stream's last messages and its end", sql,
+                          NARGS(args), args, NULL);
 }
 
 #define STREAM_COLUMNS \
@@ -427,87 +595,85 @@ static void read_stream(const mcp_store_t *db, apr_pool_t *p, apr_dbd_row_t *row
     "       (SELECT max(seq) FROM mcp.events WHERE stream_id = s.id), s.owner" \
     "  FROM mcp.streams s"
 
-/* One stream row selected by sql (STREAM_COLUMNS ...) with nargs bound arguments. */
-static mcp_store_status_t select_stream(const mcp_store_t *db, apr_pool_t *p, const char *sql,
-                                        const char *what, int nargs, const char **args,
-                                        apr_int64_t stream_id, mcp_store_stream_t *out,
-                                        const char **err)
+/* One stream row selected by sql (STREAM_COLUMNS ...) with n bound arguments. */
+static mcp_store_status_t select_stream(mcp_store_t *db, apr_pool_t *p, const char *sql,
+                                        const char *what, int n, const char *const *args,
+                                        apr_int64_t stream_id, mcp_store_stream_t *out)
 {
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
+    mcp_store_status_t rv;
+    const char *last;
+    PGresult *res;
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0
-        || (rv = apr_dbd_pselect(db->driver, p, db->handle, &res, stmt, 1, nargs, args)) != 0) {
-        return db_error(db, p, rv, what, err);
+    if ((rv = mcp_store_exec(db, p, what, sql, n, args, &res)) != MCP_STORE_OK) {
+        return rv;
     }
-    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+    if (PQntuples(res) < 1) {
         return MCP_STORE_NOT_FOUND;
     }
-    read_stream(db, p, row, stream_id, out);
-    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
-    }
+    last = entry(res, 0, 3);
+    out->id = stream_id;
+    out->kind = entry(res, 0, 0);
+    out->status = entry(res, 0, 1);
+    out->lease_expired = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
+    out->last_seq = last ? apr_atoi64(last) : -1;
+    out->owner = entry(res, 0, 4);
     return MCP_STORE_OK;
 }
 
-mcp_store_status_t mcp_store_stream_for_event(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_stream_for_event(mcp_store_t *db, apr_pool_t *p,
                                               const char *session_id, apr_int64_t stream_id,
-                                              apr_int64_t seq, mcp_store_stream_t *out,
-                                              const char **err)
+                                              apr_int64_t seq, mcp_store_stream_t *out)
 {
     static const char sql[] =
         STREAM_COLUMNS
-        " WHERE s.id = %s::bigint AND s.session_id = %s"
+        " WHERE s.id = $1::bigint AND s.session_id = $2"
         "   AND EXISTS (SELECT 1 FROM mcp.events e"
-        "                WHERE e.stream_id = s.id AND e.seq = %s::bigint AND e.direction = 'out')";
+        "                WHERE e.stream_id = s.id AND e.seq = $3::bigint AND e.direction = 'out')";
     const char *args[3];
 
     args[0] = i64(p, stream_id);
     args[1] = session_id;
     args[2] = i64(p, seq);
-    return select_stream(db, p, sql, "looking up an event", 3, args, stream_id, out, err);
+    return select_stream(db, p, sql, "looking up an event", NARGS(args), args, stream_id, out);
 }
 
-mcp_store_status_t mcp_store_stream_get(const mcp_store_t *db, apr_pool_t *p,
-                                        apr_int64_t stream_id, mcp_store_stream_t *out,
-                                        const char **err)
+mcp_store_status_t mcp_store_stream_get(mcp_store_t *db, apr_pool_t *p,
+                                        apr_int64_t stream_id, mcp_store_stream_t *out)
 {
-    static const char sql[] = STREAM_COLUMNS " WHERE s.id = %s::bigint";
+    static const char sql[] = STREAM_COLUMNS " WHERE s.id = $1::bigint";
     const char *args[1];
 
     args[0] = i64(p, stream_id);
-    return select_stream(db, p, sql, "looking up a stream", 1, args, stream_id, out, err);
+    return select_stream(db, p, sql, "looking up a stream", NARGS(args), args, stream_id, out);
 }
 
-mcp_store_status_t mcp_store_events_after(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_events_after(mcp_store_t *db, apr_pool_t *p,
                                           apr_int64_t stream_id, apr_int64_t after_seq, int limit,
-                                          mcp_store_event_fn *fn, void *baton, int *n,
-                                          const char **err)
+                                          mcp_store_event_fn *fn, void *baton, int *n)
 {
     static const char sql[] =
         "SELECT seq, message::text FROM mcp.events"
-        " WHERE stream_id = %s::bigint AND seq > %s::bigint AND direction = 'out'"
-        " ORDER BY seq LIMIT %s::int";
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv, stopped = 0;
+        " WHERE stream_id = $1::bigint AND seq > $2::bigint AND direction = 'out'"
+        " ORDER BY seq LIMIT $3::int";
+    const char *args[3];
+    mcp_store_status_t rv;
+    PGresult *res;
+    int i, rows;
 
     *n = 0;
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the replay", err);
+    args[0] = i64(p, stream_id);
+    args[1] = i64(p, after_seq);
+    args[2] = int_text(p, limit);
+    if ((rv = mcp_store_exec(db, p, "reading stored events", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
     }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, i64(p, stream_id),
-                          i64(p, after_seq), int_text(p, limit));
-    if (rv != 0) {
-        return db_error(db, p, rv, "reading stored events", err);
-    }
-    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
-        if (!stopped) {
-            stopped = fn(baton, apr_atoi64(apr_dbd_get_entry(db->driver, row, 0)),
-                         apr_dbd_get_entry(db->driver, row, 1));
-            (*n)++;
+    /* The connection is back in its pool already: a slow client holds none. */
+    rows = PQntuples(res);
+    for (i = 0; i < rows; i++) {
+        (*n)++;
+        if (fn(baton, apr_atoi64(PQgetvalue(res, i, 0)), entry(res, i, 1))) {
+            break;
         }
     }
     return MCP_STORE_OK;

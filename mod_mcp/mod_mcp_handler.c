@@ -154,20 +154,10 @@ static int check_version_header(mcp_req_t *q)
 /* Stores messages that belong to no stream (the audit of notifications and responses). */
 static int store_inbound(mcp_req_t *q, const char *messages)
 {
-    mcp_store_t store;
-    const char *err = NULL;
-    ap_dbd_t *dbd = mcp_dbd_open(q->r, &store);
-    mcp_store_status_t st = dbd ? mcp_store_events_append(&store, q->r->pool, q->session, 0, 0,
-                                                          "in", messages, &err)
-                                : MCP_STORE_ERROR;
+    mcp_store_status_t st = mcp_store_events_append(mcp_req_db(q), q->r->pool, q->session, 0, 0,
+                                                    "in", messages);
 
-    mcp_dbd_close(q->r, dbd);
-    if (st != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "storing inbound messages failed: %s",
-                      err ? err : "no database connection");
-        return mcp_req_store_unavailable(q);
-    }
-    return OK;
+    return st == MCP_STORE_OK ? OK : mcp_req_store_failed(q, st);
 }
 
 /* ---- short exchanges with the backend (no stream) ---------------------------------------- */
@@ -357,23 +347,15 @@ static int reply_messages(mcp_req_t *q, exchange_t *x, apr_array_header_t *messa
 /* A 503 before the backend is bothered, when MCPMaxSessions live sessions exist already. */
 static int check_session_limit(mcp_req_t *q)
 {
-    mcp_store_t store;
-    const char *err = NULL;
     long live = 0;
-    ap_dbd_t *dbd;
     mcp_store_status_t st;
 
     if (q->conf->max_sessions <= 0) {
         return OK;
     }
-    if (!(dbd = mcp_dbd_open(q->r, &store))) {
-        return mcp_req_store_unavailable(q);
-    }
-    st = mcp_store_session_count_live(&store, q->r->pool, mcp_req_idle_secs(q), &live, &err);
-    mcp_dbd_close(q->r, dbd);
+    st = mcp_store_session_count_live(mcp_req_db(q), q->r->pool, mcp_req_idle_secs(q), &live);
     if (st != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "counting sessions failed: %s", err);
-        return mcp_req_store_unavailable(q);
+        return mcp_req_store_failed(q, st);
     }
     if (live >= q->conf->max_sessions) {
         return mcp_req_error(q, HTTP_SERVICE_UNAVAILABLE, MCP_JSONRPC_UNAVAILABLE,
@@ -394,8 +376,6 @@ static int handle_initialize(mcp_req_t *q)
     unsigned char random[MCP_ID_SESSION_RANDOM_BYTES];
     mcp_store_status_t stored;
     mcp_backend_status_t st;
-    mcp_store_t store;
-    ap_dbd_t *dbd;
     exchange_t x;
     int is_sse = 0, rc;
 
@@ -455,13 +435,8 @@ static int handle_initialize(mcp_req_t *q)
     session.client_capabilities = params ? member_json(r, params, "capabilities") : NULL;
     session.server_info = member_json(r, result, "serverInfo");
 
-    if (!(dbd = mcp_dbd_open(r, &store))) {
-        abandon_backend_session(q, x.response.session_id);
-        return mcp_req_store_unavailable(q);
-    }
-    stored = mcp_store_session_insert(&store, r->pool, &session, request_text, response_text,
-                                      q->conf->max_sessions, mcp_req_idle_secs(q), &err);
-    mcp_dbd_close(r, dbd);
+    stored = mcp_store_session_insert(mcp_req_db(q), r->pool, &session, request_text,
+                                      response_text, q->conf->max_sessions, mcp_req_idle_secs(q));
     if (stored != MCP_STORE_OK) {
         abandon_backend_session(q, x.response.session_id);
         if (stored == MCP_STORE_LIMIT) {
@@ -470,8 +445,7 @@ static int handle_initialize(mcp_req_t *q)
                                  "sessions (MCPMaxSessions); try again later",
                                  q->conf->max_sessions);
         }
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "storing a new session failed: %s", err);
-        return mcp_req_store_unavailable(q);
+        return mcp_req_store_failed(q, stored);
     }
     ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r,
                   "session %s started (protocol %s, user %s, backend session %s)", session.id,
@@ -564,10 +538,8 @@ static int handle_get(mcp_req_t *q)
 
 static int handle_delete(mcp_req_t *q)
 {
-    mcp_store_t store;
     const char *err = NULL;
     mcp_store_status_t st;
-    ap_dbd_t *dbd;
     exchange_t x;
     int rc;
 
@@ -575,18 +547,13 @@ static int handle_delete(mcp_req_t *q)
         return rc;
     }
     /* Ours first, so no process accepts the session once the backend's is gone. */
-    if (!(dbd = mcp_dbd_open(q->r, &store))) {
-        return mcp_req_store_unavailable(q);
-    }
-    st = mcp_store_session_terminate(&store, q->r->pool, q->session->id, q->r->user, "client",
-                                     &err);
-    mcp_dbd_close(q->r, dbd);
+    st = mcp_store_session_terminate(mcp_req_db(q), q->r->pool, q->session->id, q->r->user,
+                                     "client");
     if (st == MCP_STORE_NOT_FOUND) {
         return mcp_req_session_not_found(q);
     }
-    if (st == MCP_STORE_ERROR) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "terminating a session failed: %s", err);
-        return mcp_req_store_unavailable(q);
+    if (st != MCP_STORE_OK) {
+        return mcp_req_store_failed(q, st);
     }
     ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s terminated by the client",
                   q->session->id);

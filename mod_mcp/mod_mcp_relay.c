@@ -306,8 +306,6 @@ int mcp_relay_requests(mcp_req_t *q)
     mcp_backend_status_t status;
     mcp_store_status_t stored;
     apr_int64_t stream_id;
-    mcp_store_t store;
-    ap_dbd_t *dbd;
     relay_t rl;
     int http, code, answered_by_backend, rc;
 
@@ -325,13 +323,9 @@ int mcp_relay_requests(mcp_req_t *q)
     ids = request_ids(&rl, &method);
 
     /* Record, then dispatch. */
-    if (!(dbd = mcp_dbd_open(r, &store))) {
-        return mcp_req_store_unavailable(q);
-    }
-    stored = mcp_store_stream_open_request(&store, r->pool, q->session, mcp_req_idle_secs(q), ids,
-                                           method, q->raw, mcp_child.owner,
-                                           mcp_req_lease_secs(q), &stream_id, &err);
-    mcp_dbd_close(r, dbd);
+    stored = mcp_store_stream_open_request(mcp_req_db(q), r->pool, q->session,
+                                           mcp_req_idle_secs(q), ids, method, q->raw,
+                                           mcp_child.owner, mcp_req_lease_secs(q), &stream_id);
     if (stored == MCP_STORE_NOT_FOUND) {
         /* Not live for this user and backend: the ordinary look-up says exactly why (and marks
          * an expired session as such). */
@@ -339,8 +333,7 @@ int mcp_relay_requests(mcp_req_t *q)
         return (rc = mcp_req_load_session(q)) != OK ? rc : mcp_req_session_not_found(q);
     }
     if (stored != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "recording a request failed: %s", err);
-        return mcp_req_store_unavailable(q);
+        return mcp_req_store_failed(q, stored);
     }
     if (!(q->rev = mcp_protocol_served(q->session->protocol_version))) {
         return mcp_req_session_not_found(q);
@@ -395,23 +388,16 @@ int mcp_relay_standalone(mcp_req_t *q)
     mcp_backend_status_t status;
     mcp_store_status_t stored;
     apr_int64_t stream_id;
-    mcp_store_t store;
-    ap_dbd_t *dbd;
     relay_t rl;
 
-    if (!(dbd = mcp_dbd_open(r, &store))) {
-        return mcp_req_store_unavailable(q);
-    }
-    stored = mcp_store_stream_open_standalone(&store, r->pool, q->session, mcp_child.owner,
-                                              mcp_req_lease_secs(q), &stream_id, &err);
-    mcp_dbd_close(r, dbd);
+    stored = mcp_store_stream_open_standalone(mcp_req_db(q), r->pool, q->session,
+                                              mcp_child.owner, mcp_req_lease_secs(q), &stream_id);
     if (stored == MCP_STORE_CONFLICT) {
         return mcp_req_error(q, HTTP_CONFLICT, MCP_JSONRPC_SERVER_ERROR,
                              "Conflict: this session already has an open standalone stream");
     }
     if (stored != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "opening a standalone stream failed: %s", err);
-        return mcp_req_store_unavailable(q);
+        return mcp_req_store_failed(q, stored);
     }
 
     relay_init(&rl, q, stream_id, 1);

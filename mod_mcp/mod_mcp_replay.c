@@ -9,7 +9,6 @@
 #include "mcp_id.h"
 #include "mcp_listener.h"
 #include "mcp_router.h"
-#include "mod_mcp_dbd.h"
 #include "mod_mcp_replay.h"
 #include "mod_mcp_stream.h"
 
@@ -44,52 +43,37 @@ static int send_stored(void *baton, apr_int64_t seq, const char *message)
 /* Sends the next stored events after the cursor. Returns how many rows were read, or -1. */
 static int read_more(follower_t *f)
 {
-    const char *err = NULL;
-    mcp_store_t store;
-    ap_dbd_t *dbd;
+    mcp_store_t *db = mcp_req_db(f->q);
     int n = 0;
 
     apr_pool_clear(f->pool);
-    if (!(dbd = mcp_dbd_open(f->q->r, &store))) {
-        return -1;
-    }
-    if (mcp_store_events_after(&store, f->pool, f->st.id, f->cursor, REPLAY_BATCH, send_stored, f,
-                               &n, &err) != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, f->q->r, "replaying stream %" APR_INT64_T_FMT
-                      ": %s", f->st.id, err);
+    if (mcp_store_events_after(db, f->pool, f->st.id, f->cursor, REPLAY_BATCH, send_stored, f, &n)
+        != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, f->q->r, "replaying stream %" APR_INT64_T_FMT
+                      ": %s", f->st.id, db->error);
         n = -1;
     }
-    mcp_dbd_close(f->q->r, dbd);
     mcp_stream_flush(&f->st);
     return n;
 }
 
 static int stream_state(follower_t *f, mcp_store_stream_t *state)
 {
-    const char *err = NULL;
-    mcp_store_t store;
-    ap_dbd_t *dbd = mcp_dbd_open(f->q->r, &store);
-    int rv = dbd ? mcp_store_stream_get(&store, f->pool, f->st.id, state, &err) : MCP_STORE_ERROR;
-
-    mcp_dbd_close(f->q->r, dbd);
-    return rv;
+    return mcp_store_stream_get(mcp_req_db(f->q), f->pool, f->st.id, state);
 }
 
 /* The stream's owner died: finish it (unless another process or host just did) with a terminal
  * error for its request, which the next read then delivers. */
 static void finish_for_dead_owner(follower_t *f, const mcp_store_stream_t *state)
 {
-    const char *err = NULL;
-    mcp_store_t store;
+    mcp_store_t *db = mcp_req_db(f->q);
     long finished = 0;
-    ap_dbd_t *dbd = mcp_dbd_open(f->q->r, &store);
 
-    if (dbd && mcp_store_streams_expire(&store, f->pool, f->st.id, MCP_OWNER_GONE_MESSAGE, &finished,
-                                        &err) != MCP_STORE_OK) {
+    if (mcp_store_streams_expire(db, f->pool, f->st.id, MCP_OWNER_GONE_MESSAGE, &finished)
+        != MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, f->q->r, "stream %" APR_INT64_T_FMT ": finishing "
-                      "it failed: %s", f->st.id, err);
+                      "it failed: %s", f->st.id, db->error);
     }
-    mcp_dbd_close(f->q->r, dbd);
     ap_log_rerror(APLOG_MARK, finished ? APLOG_NOTICE : APLOG_DEBUG, 0, f->q->r,
                   "stream %" APR_INT64_T_FMT ": its owner %s stopped renewing its lease; %s",
                   f->st.id, state->owner ? state->owner : "-",
@@ -159,9 +143,6 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     mcp_store_stream_t stream;
     mcp_store_status_t found;
     mcp_router_sub_t *sub;
-    const char *err = NULL;
-    mcp_store_t store;
-    ap_dbd_t *dbd;
     follower_t f;
 
     if (mcp_id_event_parse(last_event_id, &stream_id, &seq) != 0) {
@@ -169,15 +150,10 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
                              "Bad Request: Last-Event-ID '%s' is not an event id this gateway "
                              "issued", last_event_id);
     }
-    if (!(dbd = mcp_dbd_open(r, &store))) {
-        return mcp_req_store_unavailable(q);
-    }
-    found = mcp_store_stream_for_event(&store, r->pool, q->session->id, stream_id, seq, &stream,
-                                       &err);
-    mcp_dbd_close(r, dbd);
-    if (found == MCP_STORE_ERROR) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "looking up Last-Event-ID failed: %s", err);
-        return mcp_req_store_unavailable(q);
+    found = mcp_store_stream_for_event(mcp_req_db(q), r->pool, q->session->id, stream_id, seq,
+                                       &stream);
+    if (found != MCP_STORE_OK && found != MCP_STORE_NOT_FOUND) {
+        return mcp_req_store_failed(q, found);
     }
     if (found == MCP_STORE_NOT_FOUND) {
         return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_SERVER_ERROR,

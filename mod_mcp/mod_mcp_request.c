@@ -46,10 +46,25 @@ int mcp_req_empty(mcp_req_t *q, int status)
     return DONE;
 }
 
-int mcp_req_store_unavailable(mcp_req_t *q)
+mcp_store_t *mcp_req_db(mcp_req_t *q)
 {
-    return mcp_req_error(q, HTTP_SERVICE_UNAVAILABLE, MCP_JSONRPC_UNAVAILABLE,
-                         "Service Unavailable: the session store is unavailable");
+    if (!q->db) {
+        q->db = mcp_db_request(q->r, mcp_config_database_timeout(q->r->server));
+    }
+    return q->db;
+}
+
+int mcp_req_store_failed(mcp_req_t *q, mcp_store_status_t st)
+{
+    const char *message;
+    int http, code;
+
+    mcp_db_answer(q->r, mcp_req_db(q), st, &http, &code, &message);
+    if (http == HTTP_SERVICE_UNAVAILABLE) {
+        apr_table_setn(q->r->headers_out, "Retry-After",
+                       apr_psprintf(q->r->pool, "%d", mcp_req_retry_secs(q)));
+    }
+    return mcp_req_error(q, http, code, "%s", message);
 }
 
 int mcp_req_session_not_found(mcp_req_t *q)
@@ -76,24 +91,16 @@ int mcp_req_check_session_header(mcp_req_t *q)
 int mcp_req_load_session(mcp_req_t *q)
 {
     request_rec *r = q->r;
-    mcp_store_t store;
     mcp_store_status_t st;
-    const char *err = NULL;
-    ap_dbd_t *dbd;
     int rc;
 
     if ((rc = mcp_req_check_session_header(q)) != OK) {
         return rc;
     }
-    if (!(dbd = mcp_dbd_open(r, &store))) {
-        return mcp_req_store_unavailable(q);
-    }
-    st = mcp_store_session_touch(&store, r->pool, q->session_header, r->user, mcp_req_idle_secs(q),
-                                 &q->session, &err);
-    mcp_dbd_close(r, dbd);
-    if (st == MCP_STORE_ERROR) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "session look-up failed: %s", err);
-        return mcp_req_store_unavailable(q);
+    st = mcp_store_session_touch(mcp_req_db(q), r->pool, q->session_header, r->user,
+                                 mcp_req_idle_secs(q), &q->session);
+    if (st != MCP_STORE_OK && st != MCP_STORE_NOT_FOUND) {
+        return mcp_req_store_failed(q, st);
     }
     if (st == MCP_STORE_NOT_FOUND || strcmp(q->session->backend_url, q->conf->backend_spec) != 0) {
         return mcp_req_session_not_found(q);
@@ -109,16 +116,14 @@ int mcp_req_load_session(mcp_req_t *q)
 
 void mcp_req_terminate_session(mcp_req_t *q, const char *by)
 {
-    mcp_store_t store;
-    const char *err = NULL;
-    ap_dbd_t *dbd = mcp_dbd_open(q->r, &store);
+    mcp_store_t *db = mcp_req_db(q);
+    mcp_store_status_t st = mcp_store_session_terminate(db, q->r->pool, q->session->id,
+                                                        q->r->user, by);
 
-    if (dbd && mcp_store_session_terminate(&store, q->r->pool, q->session->id, q->r->user, by,
-                                           &err) == MCP_STORE_ERROR) {
+    if (st != MCP_STORE_OK && st != MCP_STORE_NOT_FOUND) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "terminating session %s failed: %s",
-                      q->session->id, err);
+                      q->session->id, db->error);
     }
-    mcp_dbd_close(q->r, dbd);
 }
 
 void mcp_req_set_sse_headers(request_rec *r)
@@ -145,4 +150,11 @@ int mcp_req_idle_secs(const mcp_req_t *q)
 int mcp_req_lease_secs(const mcp_req_t *q)
 {
     return whole_secs(q->conf->stream_lease);
+}
+
+int mcp_req_retry_secs(const mcp_req_t *q)
+{
+    int secs = whole_secs(q->conf->retry_interval);
+
+    return secs > 0 ? secs : 1;
 }

@@ -32,6 +32,10 @@ void mcp_stream_init(mcp_stream_t *st, mcp_req_t *q, apr_int64_t id, apr_int64_t
     apr_pool_create(&st->tick_pool, r->pool);
     st->batch = apr_array_make(st->batch_pool, q->conf->stream_queue_length, sizeof(const char *));
     st->started = st->last_write = st->last_renew = apr_time_now();
+    /* Storing waits out an outage for up to half a lease (the backend waits meanwhile:
+     * back-pressure); a renewal is tried once, the next one comes a third of a lease later. */
+    st->db = mcp_db_request(r, q->conf->stream_lease / 2);
+    st->renew_db = mcp_db_request(r, 0);
 }
 
 void mcp_stream_write(mcp_stream_t *st, const char *data, apr_size_t len)
@@ -89,76 +93,27 @@ void mcp_stream_start_sse(mcp_stream_t *st, apr_int64_t priming_seq)
     mcp_stream_write(st, "", 0);
 }
 
-/* One piece of work on the store for a stream. */
-typedef mcp_store_status_t store_op_fn(mcp_stream_t *st, const mcp_store_t *store, void *arg,
-                                       const char **err);
-
-/* Runs op, retrying while the database is away (a restart): the caller waits, and with it the
- * backend (back-pressure), for at most half a lease. Returns the last status. */
-static mcp_store_status_t with_store(mcp_stream_t *st, store_op_fn *op, void *arg, const char *what)
+/* Logs a failed store call of the stream (the gate logs the outage itself). */
+static void log_store_failure(mcp_stream_t *st, mcp_store_status_t rv)
 {
-    request_rec *r = st->q->r;
-    apr_interval_time_t backoff = apr_time_from_msec(50);
-    apr_time_t deadline = apr_time_now() + st->q->conf->stream_lease / 2;
-    mcp_store_status_t rv;
-    const char *err;
-    mcp_store_t store;
-    ap_dbd_t *dbd;
-
-    for (;;) {
-        rv = MCP_STORE_ERROR;
-        err = NULL;
-        if ((dbd = mcp_dbd_open(r, &store))) {
-            rv = op(st, &store, arg, &err);
-            mcp_dbd_close(r, dbd);
-        }
-        if (rv != MCP_STORE_ERROR) {
-            return rv;
-        }
-        if (apr_time_now() + backoff > deadline) {
-            ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "stream %" APR_INT64_T_FMT ": %s failed: %s",
-                          st->id, what, err ? err : "no database connection");
-            return rv;
-        }
-        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "stream %" APR_INT64_T_FMT ": %s failed, "
-                      "retrying: %s", st->id, what, err ? err : "no database connection");
-        apr_sleep(backoff);
-        backoff = backoff * 2 > apr_time_from_sec(2) ? apr_time_from_sec(2) : backoff * 2;
-    }
-}
-
-static mcp_store_status_t append_op(mcp_stream_t *st, const mcp_store_t *store, void *messages,
-                                    const char **err)
-{
-    return mcp_store_events_append(store, st->batch_pool, st->q->session, st->id, st->next_seq,
-                                   "out", messages, err);
-}
-
-typedef struct finish_t {
-    const char *messages;   /* what was still queued, "[]" for nothing */
-    const char *status;
-} finish_t;
-
-static mcp_store_status_t finish_op(mcp_stream_t *st, const mcp_store_t *store, void *arg,
-                                    const char **err)
-{
-    finish_t *f = arg;
-
-    return mcp_store_events_append_finish(store, st->batch_pool, st->q->session, st->id,
-                                          st->next_seq, f->messages, f->status, err);
+    ap_log_rerror(APLOG_MARK, rv == MCP_STORE_REFUSED ? APLOG_ERR : APLOG_WARNING, 0, st->q->r,
+                  "stream %" APR_INT64_T_FMT ": %s", st->id, st->db->error);
 }
 
 int mcp_stream_commit(mcp_stream_t *st)
 {
     apr_pool_t *p = st->batch_pool;
     int i, n = st->batch->nelts;
+    mcp_store_status_t rv;
 
     if (st->broken || n == 0) {
         return st->broken;
     }
-    if (with_store(st, append_op, (void *)queued_messages(st), "storing messages")
-        != MCP_STORE_OK) {
+    rv = mcp_store_events_append(st->db, p, st->q->session, st->id, st->next_seq, "out",
+                                 queued_messages(st));
+    if (rv != MCP_STORE_OK) {
         /* Never written unless stored: the client gets nothing more from this stream. */
+        log_store_failure(st, rv);
         st->broken = 1;
         return 1;
     }
@@ -243,19 +198,12 @@ int mcp_stream_tick(mcp_stream_t *st, int renew_lease)
         mcp_stream_write(st, keepalive, sizeof(keepalive) - 1);
     }
     if (renew_lease && !st->broken && now - st->last_renew >= conf->stream_lease / 3) {
-        mcp_store_t store;
-        const char *err = NULL;
-        ap_dbd_t *dbd = mcp_dbd_open(st->q->r, &store);
-        mcp_store_status_t rv = MCP_STORE_ERROR;
+        mcp_store_status_t rv;
 
         /* An idle stream renews for hours: each renewal's memory goes with the next. */
         apr_pool_clear(st->tick_pool);
-        if (dbd) {
-            rv = mcp_store_stream_renew(&store, st->tick_pool, st->id, st->q->session->id,
-                                        mcp_req_lease_secs(st->q), &err);
-        }
-
-        mcp_dbd_close(st->q->r, dbd);
+        rv = mcp_store_stream_renew(st->renew_db, st->tick_pool, st->id, st->q->session->id,
+                                    mcp_req_lease_secs(st->q));
         st->last_renew = now;
         if (rv == MCP_STORE_NOT_FOUND) {
             /* Finished by someone else: our lease ran out (we were stalled) and a follower or
@@ -266,9 +214,9 @@ int mcp_stream_tick(mcp_stream_t *st, int renew_lease)
             st->broken = 1;
         }
         else if (rv != MCP_STORE_OK) {
-            ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, st->q->r,
+            ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, st->q->r,
                           "stream %" APR_INT64_T_FMT ": lease not renewed: %s", st->id,
-                          err ? err : "no database connection");
+                          st->renew_db->error);
         }
     }
     return st->broken;
@@ -327,13 +275,15 @@ void mcp_stream_end_early(mcp_stream_t *st)
 
 void mcp_stream_finish(mcp_stream_t *st, const char *status)
 {
-    finish_t f;
     int i, n = st->broken ? 0 : st->batch->nelts;
+    mcp_store_status_t rv;
 
-    f.messages = n ? queued_messages(st) : "[]";
-    f.status = status;
-    if (with_store(st, finish_op, &f, apr_pstrcat(st->batch_pool, "storing its end (", status,
-                                                   ")", NULL)) == MCP_STORE_OK) {
+    rv = mcp_store_events_append_finish(st->db, st->batch_pool, st->q->session, st->id,
+                                        st->next_seq, n ? queued_messages(st) : "[]", status);
+    if (rv != MCP_STORE_OK) {
+        log_store_failure(st, rv);
+    }
+    else {
         for (i = 0; i < n; i++) {
             put_event(st, st->batch_pool, st->next_seq + i,
                       APR_ARRAY_IDX(st->batch, i, const char *), -1);

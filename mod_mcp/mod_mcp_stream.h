@@ -37,6 +37,8 @@ typedef struct mcp_stream_t {
     int                 broken;       /* storing failed: nothing more may be written        */
     int                 written;      /* events written to the client                       */
     apr_time_t          started;      /* when the client's response began                   */
+    mcp_store_t        *db;           /* storing: waits out an outage for half a lease       */
+    mcp_store_t        *renew_db;     /* lease renewals: one try each                        */
 } mcp_stream_t;
 
 /* Prepares a stream whose row exists; the next message stored takes next_seq. */
