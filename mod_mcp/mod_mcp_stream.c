@@ -100,6 +100,56 @@ static void log_store_failure(mcp_stream_t *st, mcp_store_status_t rv)
                   "stream %" APR_INT64_T_FMT ": %s", st->id, st->db->error);
 }
 
+/* PostgreSQL refused the queued messages for good (their data: e.g. a byte sequence that is not
+ * UTF-8): stores them one at a time instead. A message it refuses is replaced, when it is a
+ * response, by a JSON-RPC error response for the same request (the request still gets exactly
+ * one answer) and otherwise dropped; either way it is logged. The queue then holds what was
+ * stored, in order. Returns OK, or UNAVAILABLE when the database went away meanwhile. */
+static mcp_store_status_t store_one_by_one(mcp_stream_t *st)
+{
+    apr_pool_t *p = st->batch_pool;
+    apr_array_header_t *stored = apr_array_make(p, st->batch->nelts, sizeof(const char *));
+    int i;
+
+    for (i = 0; i < st->batch->nelts; i++) {
+        const char *msg = APR_ARRAY_IDX(st->batch, i, const char *), *why;
+        apr_int64_t seq = st->next_seq + stored->nelts;
+        mcp_store_status_t rv = mcp_store_events_append(st->db, p, st->q->session, st->id, seq,
+                                                        "out", apr_pstrcat(p, "[", msg, "]", NULL));
+        json_object *obj;
+        mcp_jsonrpc_msg_t m;
+
+        if (rv == MCP_STORE_REFUSED) {
+            why = apr_pstrdup(p, st->db->error);
+            obj = mcp_jsonrpc_parse_value(p, msg, strlen(msg));
+            msg = NULL;
+            if (obj && (mcp_jsonrpc_classify(obj, &m), m.kind == MCP_MSG_RESPONSE
+                                                        || m.kind == MCP_MSG_ERROR)) {
+                msg = mcp_jsonrpc_error_body(p, m.id, MCP_JSONRPC_BACKEND_ERROR,
+                                             apr_psprintf(p, "Bad Gateway: the backend's response "
+                                                          "could not be stored (SQLSTATE %s)",
+                                                          st->db->sqlstate ? st->db->sqlstate
+                                                                           : "none"), NULL);
+                rv = mcp_store_events_append(st->db, p, st->q->session, st->id, seq, "out",
+                                             apr_pstrcat(p, "[", msg, "]", NULL));
+            }
+            ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, st->q->r, "stream %" APR_INT64_T_FMT ": a "
+                          "message from the backend was refused by the database; %s: %s", st->id,
+                          rv == MCP_STORE_OK && msg ? "its request gets an error response instead"
+                                                    : "dropped", why);
+            if (rv == MCP_STORE_REFUSED) {
+                continue;
+            }
+        }
+        if (rv != MCP_STORE_OK) {
+            return rv;
+        }
+        APR_ARRAY_PUSH(stored, const char *) = msg;
+    }
+    st->batch = stored;
+    return MCP_STORE_OK;
+}
+
 int mcp_stream_commit(mcp_stream_t *st)
 {
     apr_pool_t *p = st->batch_pool;
@@ -111,6 +161,10 @@ int mcp_stream_commit(mcp_stream_t *st)
     }
     rv = mcp_store_events_append(st->db, p, st->q->session, st->id, st->next_seq, "out",
                                  queued_messages(st));
+    if (rv == MCP_STORE_REFUSED) {
+        rv = store_one_by_one(st);
+        n = st->batch->nelts;
+    }
     if (rv != MCP_STORE_OK) {
         /* Never written unless stored: the client gets nothing more from this stream. */
         log_store_failure(st, rv);
@@ -280,6 +334,18 @@ void mcp_stream_finish(mcp_stream_t *st, const char *status)
 
     rv = mcp_store_events_append_finish(st->db, st->batch_pool, st->q->session, st->id,
                                         st->next_seq, n ? queued_messages(st) : "[]", status);
+    if (rv == MCP_STORE_REFUSED && n > 0 && store_one_by_one(st) == MCP_STORE_OK) {
+        /* What could be stored is; the end comes on its own. */
+        n = st->batch->nelts;
+        for (i = 0; i < n; i++) {
+            put_event(st, st->batch_pool, st->next_seq + i,
+                      APR_ARRAY_IDX(st->batch, i, const char *), -1);
+        }
+        st->next_seq += n;
+        n = 0;
+        rv = mcp_store_events_append_finish(st->db, st->batch_pool, st->q->session, st->id,
+                                            st->next_seq, "[]", status);
+    }
     if (rv != MCP_STORE_OK) {
         log_store_failure(st, rv);
     }

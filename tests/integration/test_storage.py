@@ -108,3 +108,45 @@ def test_notification_with_nul_is_accepted_and_stored(session, pg):
                                     " AND stream_id IS NULL AND direction = 'in'",
                                 session.session_id)]
     assert body in texts
+
+
+@pytest.fixture
+def refusing_db(pg):
+    """PostgreSQL refuses, for good (SQLSTATE 23514), inbound messages holding 'refuse-in' and
+    outbound ones holding 'refuse-out'."""
+    with pg.cursor() as cur:
+        cur.execute("""ALTER TABLE mcp.events ADD CONSTRAINT test_refuse CHECK (
+                           message_text NOT LIKE '%%refuse-' || direction || '%%') NOT VALID""")
+    yield
+    with pg.cursor() as cur:
+        cur.execute("ALTER TABLE mcp.events DROP CONSTRAINT test_refuse")
+
+
+def test_a_refused_request_is_a_precise_error_at_once_not_an_outage(session, refusing_db):
+    r = session.post_raw(b'{"jsonrpc":"2.0","id":9,"method":"tools/call",'
+                         b'"params":{"name":"echo","arguments":{"text":"refuse-in"}}}')
+    assert r.status_code == 500, r.text
+    assert r.json()["id"] == 9
+    err = r.json()["error"]
+    assert err["code"] == -32603 and "SQLSTATE 23514" in err["message"]
+    assert "unavailable" not in err["message"]
+    assert "Retry-After" not in r.headers
+    assert r.elapsed.total_seconds() < 5   # not retried for MCPDatabaseTimeout (10 s)
+    # The session goes on.
+    assert session.call("tools/call", {"name": "echo", "arguments": {"text": "ok"}})
+
+
+def test_a_refused_response_becomes_a_stored_error_for_its_request(session, refusing_db, pg):
+    events = session.request_stream("tools/call", {"name": "echo",
+                                                   "arguments": {"text": "refuse-out"}})
+    answers = [e for e in events if e.data]
+    answer = answers[-1].json
+    assert answer["id"] == session.last_request_id
+    assert answer["error"]["code"] == -32002
+    assert "could not be stored (SQLSTATE 23514)" in answer["error"]["message"]
+    stream_id = int(answers[-1].id.split("-")[0])
+    (status,), = rows(pg, "SELECT status FROM mcp.streams WHERE id = %s", stream_id)
+    assert status in ("complete", "failed")
+    stored = [t for (t,) in rows(pg, "SELECT message_text FROM mcp.events WHERE stream_id = %s"
+                                     " AND direction = 'out' AND kind = 'message'", stream_id)]
+    assert stored == [answers[-1].data]   # exactly one answer, the one the client got
