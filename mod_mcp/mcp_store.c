@@ -97,9 +97,9 @@ static const char *trimmed(apr_pool_t *p, const char *msg)
  * the result (possibly an error result), or NULL with *err when the connection failed;
  * *broken is set when the connection must not be used as it is. */
 static PGresult *run(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *sql, int n,
-                     const char *const *params, const char **err, int *broken)
+                     const char *const *params, apr_time_t deadline, const char **err,
+                     int *broken)
 {
-    apr_time_t deadline = db->statement_timeout > 0 ? apr_time_now() + db->statement_timeout : 0;
     PGresult *res, *first = NULL;
     int rv;
 
@@ -151,8 +151,8 @@ timed_out:
     shutdown(PQsocket(conn), SHUT_RDWR);
     PQconsumeInput(conn);
     *broken = 1;
-    *err = apr_psprintf(p, "no answer within %" APR_TIME_T_FMT " ms; connection given up",
-                        apr_time_as_msec(db->statement_timeout));
+    *err = apr_psprintf(p, "no answer in time (MCPDatabaseTimeout %" APR_TIME_T_FMT " ms); "
+                        "connection given up", apr_time_as_msec(db->statement_timeout));
     return NULL;
 
 failed:
@@ -175,7 +175,14 @@ mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *wh
         int broken = 1;
 
         if (conn) {
-            res = run(db, p, conn, sql, n, params, &err, &broken);
+            /* One statement takes at most the statement timeout, and no longer than the
+             * caller's patience lasts. */
+            apr_time_t until = db->statement_timeout > 0 ? apr_time_now() + db->statement_timeout
+                                                          : 0;
+            if (db->patience > 0 && (!until || until > deadline)) {
+                until = deadline > apr_time_now() ? deadline : apr_time_now() + 1000;
+            }
+            res = run(db, p, conn, sql, n, params, until, &err, &broken);
             if (res && (PQresultStatus(res) == PGRES_TUPLES_OK
                         || PQresultStatus(res) == PGRES_COMMAND_OK)) {
                 db->lender->give_back(db, conn, 0);

@@ -162,8 +162,9 @@ static int gate_wait(mcp_store_t *db, apr_time_t deadline, const char *err)
                 /* A failed ping: a real outage, not one broken connection. */
                 gate.logged = 1;
                 ap_log_error(APLOG_MARK, APLOG_WARNING, 0, gate.s, "the database is unreachable "
-                             "(%s); requests wait for it up to MCPDatabaseTimeout (%" APR_TIME_T_FMT
-                             " ms)", err, apr_time_as_msec(mcp_config_database_timeout(gate.s)));
+                             "(%.*s); requests wait for it up to MCPDatabaseTimeout (%"
+                             APR_TIME_T_FMT " ms)", (int)strcspn(err, "\n"), err,
+                             apr_time_as_msec(mcp_config_database_timeout(gate.s)));
             }
             continue;
         }
