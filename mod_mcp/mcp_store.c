@@ -506,6 +506,70 @@ mcp_store_status_t mcp_store_stream_renew(mcp_store_t *db, apr_pool_t *p,
     return first_id(res, &id);
 }
 
+/* A PostgreSQL array literal of n strings. */
+static const char *text_array(apr_pool_t *p, int n, const char *const *v)
+{
+    apr_array_header_t *parts = apr_array_make(p, n, sizeof(const char *));
+    int i;
+
+    for (i = 0; i < n; i++) {
+        const char *c;
+        char *out = apr_palloc(p, 2 * strlen(v[i]) + 3), *o = out;
+        *o++ = '"';
+        for (c = v[i]; *c; c++) {
+            if (*c == '"' || *c == '\\') {
+                *o++ = '\\';
+            }
+            *o++ = *c;
+        }
+        *o++ = '"';
+        *o = '\0';
+        APR_ARRAY_PUSH(parts, const char *) = out;
+    }
+    return apr_pstrcat(p, "{", apr_array_pstrcat(p, parts, ','), "}", NULL);
+}
+
+mcp_store_status_t mcp_store_streams_renew(mcp_store_t *db, apr_pool_t *p, int n,
+                                           const apr_int64_t *ids, const char *const *sessions,
+                                           const int *secs, apr_array_header_t **alive)
+{
+    static const char sql[] =
+        "WITH v AS ("
+        "  SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[]) AS v(id, session_id, secs)"
+        "), st AS ("
+        "  UPDATE mcp.streams s SET lease_until = now() + make_interval(secs => v.secs)"
+        "    FROM v WHERE s.id = v.id AND s.status = 'open'"
+        "  RETURNING s.id, s.session_id"
+        "), se AS ("
+        "  UPDATE mcp.sessions SET last_seen_at = now()"
+        "   WHERE id IN (SELECT session_id FROM st)"
+        ")"
+        "SELECT id FROM st";
+    apr_array_header_t *idv = apr_array_make(p, n, sizeof(const char *));
+    apr_array_header_t *secv = apr_array_make(p, n, sizeof(const char *));
+    const char *args[3];
+    mcp_store_status_t rv;
+    PGresult *res;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        APR_ARRAY_PUSH(idv, const char *) = i64(p, ids[i]);
+        APR_ARRAY_PUSH(secv, const char *) = int_text(p, secs[i]);
+    }
+    args[0] = apr_pstrcat(p, "{", apr_array_pstrcat(p, idv, ','), "}", NULL);
+    args[1] = text_array(p, n, sessions);
+    args[2] = apr_pstrcat(p, "{", apr_array_pstrcat(p, secv, ','), "}", NULL);
+    if ((rv = mcp_store_exec(db, p, "renewing leases", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
+    }
+    *alive = apr_array_make(p, PQntuples(res) + 1, sizeof(apr_int64_t));
+    for (i = 0; i < PQntuples(res); i++) {
+        APR_ARRAY_PUSH(*alive, apr_int64_t) = apr_atoi64(PQgetvalue(res, i, 0));
+    }
+    return MCP_STORE_OK;
+}
+
 mcp_store_status_t mcp_store_streams_expire(mcp_store_t *db, apr_pool_t *p,
                                             apr_int64_t stream_id, const char *message,
                                             long *finished)
@@ -569,14 +633,26 @@ mcp_store_status_t mcp_store_events_append(mcp_store_t *db, apr_pool_t *p,
                                            apr_int64_t stream_id, apr_int64_t first_seq,
                                            const char *direction, const char *messages)
 {
+    mcp_store_status_t rv;
+    PGresult *res;
     static const char sql[] =
-        "INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
-        "                        message, principal)"
-        " SELECT $1, nullif($2::bigint, 0),"
-        "        CASE WHEN $2::bigint = 0 THEN NULL ELSE $3::bigint + t.ord - 1 END,"
-        "        $4, 'message', t.value::text, mcp.audit_jsonb(t.value::text), $5"
-        "   FROM json_array_elements($6::json) WITH ORDINALITY AS t(value, ord)"
-        "  ORDER BY t.ord";
+        "WITH open AS ("
+        "  SELECT $2::bigint = 0 OR EXISTS (SELECT 1 FROM mcp.streams"
+        "                                    WHERE id = $2::bigint AND status = 'open') AS yes"
+        "), ins AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
+        "                          message, principal)"
+        "  SELECT $1, nullif($2::bigint, 0),"
+        "         CASE WHEN $2::bigint = 0 THEN NULL ELSE $3::bigint + t.ord - 1 END,"
+        "         $4, 'message', t.value::text, mcp.audit_jsonb(t.value::text), $5"
+        "    FROM json_array_elements($6::json) WITH ORDINALITY AS t(value, ord), open"
+        "   WHERE open.yes"
+        "   ORDER BY t.ord"
+        /* A retry after a statement whose outcome was unknown (the connection broke after the
+         * server got it) finds its rows there: the same seq holds the same message. */
+        "  ON CONFLICT (stream_id, seq) DO NOTHING"
+        ")"
+        "SELECT yes FROM open";
     const char *args[6];
 
     args[0] = session->id;
@@ -585,7 +661,12 @@ mcp_store_status_t mcp_store_events_append(mcp_store_t *db, apr_pool_t *p,
     args[3] = direction;
     args[4] = session->principal;
     args[5] = messages;
-    return mcp_store_exec(db, p, "storing events", sql, NARGS(args), args, NULL);
+    if ((rv = mcp_store_exec(db, p, "storing events", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
+    }
+    return PQntuples(res) > 0 && strcmp(PQgetvalue(res, 0, 0), "t") == 0 ? MCP_STORE_OK
+                                                                         : MCP_STORE_NOT_FOUND;
 }
 
 mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p,
@@ -600,7 +681,9 @@ mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p
         "  SELECT $1, $2::bigint, $3::bigint + t.ord - 1, 'out', 'message', t.value::text,"
         "         mcp.audit_jsonb(t.value::text), $4"
         "    FROM json_array_elements($5::json) WITH ORDINALITY AS t(value, ord)"
+        "   WHERE EXISTS (SELECT 1 FROM mcp.streams WHERE id = $2::bigint AND status = 'open')"
         "   ORDER BY t.ord"
+        "  ON CONFLICT (stream_id, seq) DO NOTHING"
         ")"
         "UPDATE mcp.streams SET status = $6, completed_at = now()"
         " WHERE id = $2::bigint AND status = 'open'";

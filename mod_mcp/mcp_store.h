@@ -19,6 +19,7 @@
 #define MCP_STORE_H
 
 #include <apr_pools.h>
+#include <apr_tables.h>
 #include <apr_time.h>
 #include <libpq-fe.h>
 
@@ -148,6 +149,13 @@ mcp_store_status_t mcp_store_stream_renew(mcp_store_t *db, apr_pool_t *p,
                                           apr_int64_t stream_id, const char *session_id,
                                           int lease_secs);
 
+/* Renews the leases of n streams at once (the per-process lease keeper): ids[i] for secs[i]
+ * seconds, recording the activity of sessions[i]. *alive (apr_int64_t, in p) gets the ids that
+ * were still open; the others were finished by someone else. */
+mcp_store_status_t mcp_store_streams_renew(mcp_store_t *db, apr_pool_t *p, int n,
+                                           const apr_int64_t *ids, const char *const *sessions,
+                                           const int *secs, apr_array_header_t **alive);
+
 /* Stores a stream's last messages (a JSON array's text, may be "[]") and ends it with status, in
  * one statement and so one transaction: followers elsewhere get one wake-up for both. */
 mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p,
@@ -156,8 +164,10 @@ mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p
                                                   const char *messages, const char *status);
 
 /* Stores messages (a JSON array's text holding n of them) in one statement. With stream_id > 0
- * they take seq first_seq, first_seq+1, ... on that stream; with stream_id 0 they belong to no
- * stream (inbound notifications and responses). direction: "in" or "out". */
+ * they take seq first_seq, first_seq+1, ... on that stream (NOT_FOUND, nothing stored, when the
+ * stream is no longer open: another process finished it); with stream_id 0 they belong to no
+ * stream (inbound notifications and responses). direction: "in" or "out". A retry of a
+ * statement whose outcome was unknown stores nothing twice on a stream. */
 mcp_store_status_t mcp_store_events_append(mcp_store_t *db, apr_pool_t *p,
                                            const mcp_store_session_t *session,
                                            apr_int64_t stream_id, apr_int64_t first_seq,

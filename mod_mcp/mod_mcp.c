@@ -19,6 +19,7 @@
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_handler.h"
+#include "mod_mcp_lease.h"
 #include "mod_mcp_request.h"
 
 /* Idle backend connections kept per child for reuse. */
@@ -177,6 +178,7 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
     }
     mcp_child.owner = apr_psprintf(pchild, "%s:%" APR_PID_T_FMT, host, getpid());
     mcp_dbd_child_init(pchild, s);
+    mcp_child.leases = mcp_lease_keeper_start(pchild, s);
     listener = apr_pcalloc(pchild, sizeof(*listener));
     listener->s = s;
     listener->pool = pchild;

@@ -153,7 +153,7 @@ static int on_backend_tick(void *baton)
     if (mcp_stream_should_hand_over(&rl->st)) {
         mcp_stream_end_early(&rl->st);
     }
-    return mcp_stream_tick(&rl->st, 1) || (rl->standalone && rl->st.client_gone);
+    return mcp_stream_tick(&rl->st) || (rl->standalone && rl->st.client_gone);
 }
 
 static mcp_backend_status_t forward(relay_t *rl, const char *method, apr_interval_time_t timeout,
@@ -339,6 +339,7 @@ int mcp_relay_requests(mcp_req_t *q)
         return mcp_req_session_not_found(q);
     }
     rl.st.id = stream_id;
+    mcp_stream_own(&rl.st);
     if (q->rev->priming) {
         mcp_stream_start_sse(&rl.st, MCP_STORE_SEQ_PRIMING);
     }
@@ -401,6 +402,7 @@ int mcp_relay_standalone(mcp_req_t *q)
     }
 
     relay_init(&rl, q, stream_id, 1);
+    mcp_stream_own(&rl.st);
     rl.standalone = 1;
     q->raw = NULL;
     q->raw_len = 0;

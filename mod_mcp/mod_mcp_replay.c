@@ -132,7 +132,7 @@ static void follow(follower_t *f, mcp_router_sub_t *sub)
         else {
             apr_sleep(POLL_WITHOUT_LISTENER);
         }
-        mcp_stream_tick(&f->st, 0);
+        mcp_stream_tick(&f->st);
     }
 }
 

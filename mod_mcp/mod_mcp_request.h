@@ -13,6 +13,7 @@
 
 #include "mcp_backend.h"
 #include "mcp_jsonrpc.h"
+#include "mcp_lease.h"
 #include "mcp_listener.h"
 #include "mcp_protocol.h"
 #include "mcp_router.h"
@@ -25,6 +26,7 @@ typedef struct mcp_child_t {
     mcp_router_t       *router;     /* wake-ups for followers of streams                     */
     mcp_listener_t     *listener;   /* LISTEN connection feeding the router (NULL: none)     */
     const char         *owner;      /* "host:pid", the owner written on streams relayed here */
+    mcp_leases_t       *leases;     /* leases of those streams, renewed by the keeper thread */
 } mcp_child_t;
 
 extern mcp_child_t mcp_child;

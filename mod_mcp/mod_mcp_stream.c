@@ -29,13 +29,11 @@ void mcp_stream_init(mcp_stream_t *st, mcp_req_t *q, apr_int64_t id, apr_int64_t
     st->next_seq = next_seq;
     st->out = apr_brigade_create(r->pool, r->connection->bucket_alloc);
     apr_pool_create(&st->batch_pool, r->pool);
-    apr_pool_create(&st->tick_pool, r->pool);
     st->batch = apr_array_make(st->batch_pool, q->conf->stream_queue_length, sizeof(const char *));
-    st->started = st->last_write = st->last_renew = apr_time_now();
+    st->started = st->last_write = apr_time_now();
     /* Storing waits out an outage for up to half a lease (the backend waits meanwhile:
      * back-pressure); a renewal is tried once, the next one comes a third of a lease later. */
     st->db = mcp_db_request(r, q->conf->stream_lease / 2);
-    st->renew_db = mcp_db_request(r, 0);
 }
 
 void mcp_stream_write(mcp_stream_t *st, const char *data, apr_size_t len)
@@ -100,6 +98,37 @@ static void log_store_failure(mcp_stream_t *st, mcp_store_status_t rv)
                   "stream %" APR_INT64_T_FMT ": %s", st->id, st->db->error);
 }
 
+static apr_status_t disown(void *data)
+{
+    mcp_stream_t *st = data;
+
+    mcp_leases_remove(mcp_child.leases, st->lease);
+    st->lease = NULL;
+    return APR_SUCCESS;
+}
+
+void mcp_stream_own(mcp_stream_t *st)
+{
+    if (!st->lease && mcp_child.leases) {
+        st->lease = mcp_leases_add(mcp_child.leases, st->id, st->q->session->id,
+                                   st->q->conf->stream_lease, apr_time_now());
+        apr_pool_cleanup_register(st->q->r->pool, st, disown, apr_pool_cleanup_null);
+    }
+}
+
+/* Another process finished the stream after its lease ran out (this one was stalled, or the
+ * database was away for longer than a lease): nothing more may be added. */
+static int taken_over(mcp_stream_t *st)
+{
+    if (!st->broken && st->lease && mcp_lease_lost(mcp_child.leases, st->lease)) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, st->q->r,
+                      "stream %" APR_INT64_T_FMT ": was finished by another process after "
+                      "its lease ran out; relaying stops", st->id);
+        st->broken = 1;
+    }
+    return st->broken;
+}
+
 /* PostgreSQL refused the queued messages for good (their data: e.g. a byte sequence that is not
  * UTF-8): stores them one at a time instead. A message it refuses is replaced, when it is a
  * response, by a JSON-RPC error response for the same request (the request still gets exactly
@@ -142,7 +171,7 @@ static mcp_store_status_t store_one_by_one(mcp_stream_t *st)
             }
         }
         if (rv != MCP_STORE_OK) {
-            return rv;
+            return rv;   /* UNAVAILABLE, or NOT_FOUND: no longer open */
         }
         APR_ARRAY_PUSH(stored, const char *) = msg;
     }
@@ -156,7 +185,7 @@ int mcp_stream_commit(mcp_stream_t *st)
     int i, n = st->batch->nelts;
     mcp_store_status_t rv;
 
-    if (st->broken || n == 0) {
+    if (taken_over(st) || n == 0) {
         return st->broken;
     }
     rv = mcp_store_events_append(st->db, p, st->q->session, st->id, st->next_seq, "out",
@@ -164,6 +193,13 @@ int mcp_stream_commit(mcp_stream_t *st)
     if (rv == MCP_STORE_REFUSED) {
         rv = store_one_by_one(st);
         n = st->batch->nelts;
+    }
+    if (rv == MCP_STORE_NOT_FOUND) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, st->q->r,
+                      "stream %" APR_INT64_T_FMT ": was finished by another process after "
+                      "its lease ran out; relaying stops", st->id);
+        st->broken = 1;
+        return 1;
     }
     if (rv != MCP_STORE_OK) {
         /* Never written unless stored: the client gets nothing more from this stream. */
@@ -235,7 +271,7 @@ static int client_closed(conn_rec *c)
     return (pfd.revents & POLLIN) && recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
-int mcp_stream_tick(mcp_stream_t *st, int renew_lease)
+int mcp_stream_tick(mcp_stream_t *st)
 {
     const mcp_dir_conf_t *conf = st->q->conf;
     apr_time_t now = apr_time_now();
@@ -251,28 +287,7 @@ int mcp_stream_tick(mcp_stream_t *st, int renew_lease)
         static const char keepalive[] = ": keepalive\n\n";
         mcp_stream_write(st, keepalive, sizeof(keepalive) - 1);
     }
-    if (renew_lease && !st->broken && now - st->last_renew >= conf->stream_lease / 3) {
-        mcp_store_status_t rv;
-
-        /* An idle stream renews for hours: each renewal's memory goes with the next. */
-        apr_pool_clear(st->tick_pool);
-        rv = mcp_store_stream_renew(st->renew_db, st->tick_pool, st->id, st->q->session->id,
-                                    mcp_req_lease_secs(st->q));
-        st->last_renew = now;
-        if (rv == MCP_STORE_NOT_FOUND) {
-            /* Finished by someone else: our lease ran out (we were stalled) and a follower or
-             * the sweep gave the client its terminal answer. Nothing more may be added. */
-            ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, st->q->r,
-                          "stream %" APR_INT64_T_FMT ": was finished by another process after "
-                          "its lease ran out; relaying stops", st->id);
-            st->broken = 1;
-        }
-        else if (rv != MCP_STORE_OK) {
-            ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, st->q->r,
-                          "stream %" APR_INT64_T_FMT ": lease not renewed: %s", st->id,
-                          st->renew_db->error);
-        }
-    }
+    taken_over(st);
     return st->broken;
 }
 
@@ -329,9 +344,11 @@ void mcp_stream_end_early(mcp_stream_t *st)
 
 void mcp_stream_finish(mcp_stream_t *st, const char *status)
 {
-    int i, n = st->broken ? 0 : st->batch->nelts;
+    int i, n = taken_over(st) ? 0 : st->batch->nelts;
     mcp_store_status_t rv;
 
+    /* Ending it: the keeper must not take the end for someone else's. */
+    apr_pool_cleanup_run(st->q->r->pool, st, disown);
     rv = mcp_store_events_append_finish(st->db, st->batch_pool, st->q->session, st->id,
                                         st->next_seq, n ? queued_messages(st) : "[]", status);
     if (rv == MCP_STORE_REFUSED && n > 0 && store_one_by_one(st) == MCP_STORE_OK) {
