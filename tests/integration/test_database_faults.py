@@ -141,7 +141,7 @@ def postgres_pids(stack):
     return [int(postmaster)] + [int(p) for p in out.split()]
 
 
-def test_stopped_postgres_gives_503_within_the_bound_and_recovers(stack, mcp, pg):
+def test_stopped_postgres_gives_503_within_the_bound_and_recovers(stack, mcp, pg, capsys):
     host1, host2 = stack["MCP_URLS"].split()[:2]
     sessions = [mcp(u) for u in (host1, host2, host1, host2)]
     for s in sessions:
@@ -177,6 +177,8 @@ def test_stopped_postgres_gives_503_within_the_bound_and_recovers(stack, mcp, pg
     finally:
         for pid in pids:
             os.kill(pid, signal.SIGCONT)
+    with capsys.disabled():
+        print("\nSIGSTOP: 503 after " + ", ".join(f"{r[3]:.2f}" for r in results) + " s")
     for status, retry_after, text, took in results:
         assert status == 503, text
         assert retry_after and int(retry_after) >= 1
@@ -186,9 +188,12 @@ def test_stopped_postgres_gives_503_within_the_bound_and_recovers(stack, mcp, pg
 
     # Everything recovers: new calls work on both hosts, and the stream in progress ends
     # complete with every event (its storing waits out an outage for half a lease, 15 s).
+    t0 = time.monotonic()
     for s in sessions:
         wait_for(lambda: s.call("tools/call", {"name": "echo", "arguments": {"text": "y"}}),
                  timeout=30, what="a call after SIGCONT")
+    with capsys.disabled():
+        print(f"SIGCONT: calls work again after {time.monotonic() - t0:.2f} s")
     got += list(events)
     assert "result" in got[-1].json, got[-1].data
     seqs = [int(e.id.split("-")[1]) for e in got]
