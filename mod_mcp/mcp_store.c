@@ -293,8 +293,15 @@ mcp_store_status_t mcp_store_session_insert(mcp_store_t *db, apr_pool_t *p,
     args[9] = int_text(p, max_live);
     args[10] = init_request;
     args[11] = init_response;
-    if ((rv = mcp_store_exec(db, p, "storing the session", sql, NARGS(args), args, &res))
-        != MCP_STORE_OK) {
+    rv = mcp_store_exec(db, p, "storing the session", sql, NARGS(args), args, &res);
+    if (rv == MCP_STORE_REFUSED && db->sqlstate && strcmp(db->sqlstate, "23505") == 0
+        && strstr(db->error, "sessions_pkey")) {
+        /* A retry after a try whose outcome was unknown (the connection broke after the
+         * server got it): that try stored the session (its id is 192 random bits: nothing
+         * else can hold it). */
+        return MCP_STORE_OK;
+    }
+    if (rv != MCP_STORE_OK) {
         return rv;
     }
     return PQntuples(res) > 0 ? MCP_STORE_OK : MCP_STORE_LIMIT;
