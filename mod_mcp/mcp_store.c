@@ -485,34 +485,6 @@ mcp_store_status_t mcp_store_stream_open_standalone(mcp_store_t *db, apr_pool_t 
     return first_id(res, stream_id) == MCP_STORE_OK ? MCP_STORE_OK : MCP_STORE_CONFLICT;
 }
 
-mcp_store_status_t mcp_store_stream_renew(mcp_store_t *db, apr_pool_t *p,
-                                          apr_int64_t stream_id, const char *session_id,
-                                          int lease_secs)
-{
-    static const char sql[] =
-        "WITH st AS ("
-        "  UPDATE mcp.streams SET lease_until = now() + make_interval(secs => $1::int)"
-        "   WHERE id = $2::bigint AND status = 'open'"
-        "  RETURNING id"
-        "), se AS ("
-        "  UPDATE mcp.sessions SET last_seen_at = now() WHERE id = $3"
-        ")"
-        "SELECT id FROM st";
-    const char *args[3];
-    mcp_store_status_t rv;
-    apr_int64_t id;
-    PGresult *res;
-
-    args[0] = int_text(p, lease_secs);
-    args[1] = i64(p, stream_id);
-    args[2] = session_id;
-    if ((rv = mcp_store_exec(db, p, "renewing a stream's lease", sql, NARGS(args), args, &res))
-        != MCP_STORE_OK) {
-        return rv;
-    }
-    return first_id(res, &id);
-}
-
 /* A PostgreSQL array literal of n strings. */
 static const char *text_array(apr_pool_t *p, int n, const char *const *v)
 {

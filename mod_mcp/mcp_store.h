@@ -143,12 +143,6 @@ mcp_store_status_t mcp_store_stream_open_standalone(mcp_store_t *db, apr_pool_t 
                                                     const char *owner, int lease_secs,
                                                     apr_int64_t *stream_id);
 
-/* The owner is still at work: extends the stream's lease and the session's activity. NOT_FOUND
- * when the stream is no longer open (someone finished it after its lease ran out). */
-mcp_store_status_t mcp_store_stream_renew(mcp_store_t *db, apr_pool_t *p,
-                                          apr_int64_t stream_id, const char *session_id,
-                                          int lease_secs);
-
 /* Renews the leases of n streams at once (the per-process lease keeper): ids[i] for secs[i]
  * seconds, recording the activity of sessions[i]. *alive (apr_int64_t, in p) gets the ids that
  * were still open; the others were finished by someone else. */

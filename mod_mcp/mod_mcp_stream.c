@@ -32,7 +32,7 @@ void mcp_stream_init(mcp_stream_t *st, mcp_req_t *q, apr_int64_t id, apr_int64_t
     st->batch = apr_array_make(st->batch_pool, q->conf->stream_queue_length, sizeof(const char *));
     st->started = st->last_write = apr_time_now();
     /* Storing waits out an outage for up to half a lease (the backend waits meanwhile:
-     * back-pressure); a renewal is tried once, the next one comes a third of a lease later. */
+     * back-pressure). The lease itself is the keeper's business (mcp_stream_own). */
     st->db = mcp_db_request(r, q->conf->stream_lease / 2);
 }
 
@@ -118,13 +118,17 @@ void mcp_stream_own(mcp_stream_t *st)
 
 /* Another process finished the stream after its lease ran out (this one was stalled, or the
  * database was away for longer than a lease): nothing more may be added. */
+static void stop_taken_over(mcp_stream_t *st)
+{
+    ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, st->q->r, "stream %" APR_INT64_T_FMT ": was "
+                  "finished by another process after its lease ran out; relaying stops", st->id);
+    st->broken = 1;
+}
+
 static int taken_over(mcp_stream_t *st)
 {
     if (!st->broken && st->lease && mcp_lease_lost(mcp_child.leases, st->lease)) {
-        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, st->q->r,
-                      "stream %" APR_INT64_T_FMT ": was finished by another process after "
-                      "its lease ran out; relaying stops", st->id);
-        st->broken = 1;
+        stop_taken_over(st);
     }
     return st->broken;
 }
@@ -195,10 +199,7 @@ int mcp_stream_commit(mcp_stream_t *st)
         n = st->batch->nelts;
     }
     if (rv == MCP_STORE_NOT_FOUND) {
-        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, st->q->r,
-                      "stream %" APR_INT64_T_FMT ": was finished by another process after "
-                      "its lease ran out; relaying stops", st->id);
-        st->broken = 1;
+        stop_taken_over(st);
         return 1;
     }
     if (rv != MCP_STORE_OK) {
