@@ -89,3 +89,35 @@ def test_a_client_that_stops_reading_longer_than_the_lease_keeps_its_stream(mcp,
     seqs = [int(e.id.split("-")[1]) for e in events]
     assert seqs == list(range(2, 2 + count + 1))
     wait_for(lambda: stream_row(pg, stream_id)[0] == "complete", what="the stream's end")
+
+
+def test_a_lease_expiry_answers_only_requests_without_a_stored_response(mcp, pg):
+    # A batch stream whose owner died after storing the response to one of its two requests
+    # (written here as the dead owner would have left it). The sweep (every second) finishes
+    # it with an error for the other request only: never two answers for one id.
+    s = mcp()
+    s.initialize()
+    with pg.cursor() as cur:
+        cur.execute("""INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id,
+                                                method, owner, lease_until)
+                       VALUES (%s, 'request', '["a\\u0000", 2]', '["a\\ufffd", 2]', 'tools/call',
+                               'gone:1', now() - interval '1 second') RETURNING id""",
+                    (s.session_id,))
+        stream_id = cur.fetchone()[0]
+        answered = '{"jsonrpc":"2.0","id":"a\\u0000","result":{"content":[]}}'
+        cur.execute("""INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind,
+                                               message_text, message)
+                       VALUES (%s, %s, 0, 'in', 'message', '[]', '[]'),
+                              (%s, %s, 1, 'out', 'priming', NULL, NULL),
+                              (%s, %s, 2, 'out', 'message', %s, mcp.audit_jsonb(%s))""",
+                    (s.session_id, stream_id, s.session_id, stream_id, s.session_id, stream_id,
+                     answered, answered))
+    wait_for(lambda: stream_row(pg, stream_id)[0] == "failed", what="the sweep")
+    with pg.cursor() as cur:
+        cur.execute("""SELECT seq, message_text FROM mcp.events
+                        WHERE stream_id = %s AND seq > 1 ORDER BY seq""", (stream_id,))
+        rows = cur.fetchall()
+    assert rows[0] == (2, answered)
+    assert len(rows) == 2, rows
+    error = json.loads(rows[1][1])
+    assert error["id"] == 2 and error["error"]["code"] == -32002
