@@ -104,7 +104,10 @@ static PGresult *run(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *s
     int rv;
 
     *broken = 0;
-    if (!PQsendQueryParams(conn, sql, n, NULL, params, NULL, NULL, 0)) {
+    /* Non-blocking while it is ours: sending a large statement to a server that stopped
+     * reading must not block either. */
+    if (PQsetnonblocking(conn, 1) != 0
+        || !PQsendQueryParams(conn, sql, n, NULL, params, NULL, NULL, 0)) {
         goto failed;
     }
     while ((rv = PQflush(conn)) == 1) {
@@ -142,6 +145,7 @@ static PGresult *run(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *s
         goto failed;
     }
     *broken = PQstatus(conn) != CONNECTION_OK;
+    PQsetnonblocking(conn, 0);   /* as the pool lent it */
     return first;
 
 timed_out:
@@ -150,6 +154,7 @@ timed_out:
      * seen broken (and reset by its pool) instead of answering late on someone else's turn. */
     shutdown(PQsocket(conn), SHUT_RDWR);
     PQconsumeInput(conn);
+    PQsetnonblocking(conn, 0);
     *broken = 1;
     *err = apr_psprintf(p, "no answer in time (MCPDatabaseTimeout %" APR_TIME_T_FMT " ms); "
                         "connection given up", apr_time_as_msec(db->statement_timeout));
@@ -158,6 +163,7 @@ timed_out:
 failed:
     *broken = 1;
     *err = trimmed(p, PQerrorMessage(conn));
+    PQsetnonblocking(conn, 0);
     return NULL;
 }
 
