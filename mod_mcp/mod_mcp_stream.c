@@ -82,6 +82,11 @@ static void put_event(mcp_stream_t *st, apr_pool_t *p, apr_int64_t seq, const ch
 void mcp_stream_start_sse(mcp_stream_t *st, apr_int64_t priming_seq)
 {
     mcp_req_set_sse_headers(st->q->r);
+    /* A response that MCPStreamCloseAfter will end early ends with the connection: say so in
+     * the headers, or a client may send its next request on it before it sees the close. */
+    if (st->q->conf->stream_close_after > 0 && st->q->rev && st->q->rev->priming) {
+        st->q->r->connection->keepalive = AP_CONN_CLOSE;
+    }
     st->mode = MCP_STREAM_SSE;
     if (priming_seq >= 0) {
         put_event(st, st->batch_pool, priming_seq, "",
