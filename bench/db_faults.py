@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """bench/db_faults.py — what a database fault costs under load (numbers, no assertions).
 
-    bench/db_faults.py STACK_ENV restart|stop [SECONDS_STOPPED]
+    bench/db_faults.py STACK_ENV restart|stop|down [SECONDS]
 
 Creates 32 sessions on the stack's first httpd, runs wrk (bench/mcp.lua, tools/call echo,
-16 connections, 14 s) and, 4 s in, either restarts PostgreSQL (tests/stack restart-pg) or stops
-every PostgreSQL process with SIGSTOP for SECONDS_STOPPED (default 6) and then SIGCONTs them.
+$CONNECTIONS connections (16), 14 s) and, 4 s in, either restarts PostgreSQL (tests/stack restart-pg) or stops
+every PostgreSQL process with SIGSTOP for SECONDS (default 6) and then SIGCONTs them, or shuts
+PostgreSQL down (pg_ctl -m fast) for SECONDS and starts it again.
 Prints the calls made, how many failed and how, and the error-log lines at warn or worse.
 """
 import json
@@ -41,7 +42,8 @@ def main():
     sf.close()
     logs = sorted(d.glob("httpd-*/error_log"))
     sizes = {p: p.stat().st_size for p in logs}
-    wrk = subprocess.Popen(["wrk", "-t", "2", "-c", "16", "-d", "14s", "--timeout", "30s",
+    conns = os.environ.get("CONNECTIONS", "16")
+    wrk = subprocess.Popen(["wrk", "-t", "2", "-c", conns, "-d", "14s", "--timeout", "30s",
                             "-s", str(REPO / "bench" / "mcp.lua"), url, "--", sf.name,
                             "2025-11-25", "echo", '{"text":"hello"}', "2"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -51,6 +53,15 @@ def main():
         subprocess.run([str(REPO / "tests" / "stack"), "restart-pg", "--dir", str(d)],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         fault = f"restart-pg took {time.monotonic() - t0:.2f} s"
+    elif mode == "down":
+        pg = ["runuser", "-u", "postgres", "--", "/usr/lib/postgresql/15/bin/pg_ctl", "-D",
+              str(d / "pg" / "data"), "-w", "-t", "30"]
+        subprocess.run(pg + ["-m", "fast", "stop"], check=True, stdout=subprocess.DEVNULL,
+                       cwd="/tmp")
+        time.sleep(stopped)
+        subprocess.run(pg + ["-l", str(d / "pg" / "log"), "start"], check=True,
+                       stdout=subprocess.DEVNULL, cwd="/tmp")
+        fault = f"PostgreSQL down for {time.monotonic() - t0:.2f} s (stop, {stopped:.1f} s, start)"
     else:
         pm = int((d / "pg" / "data" / "postmaster.pid").read_text().split()[0])
         kids = subprocess.run(["pgrep", "-P", str(pm)], capture_output=True, text=True).stdout
