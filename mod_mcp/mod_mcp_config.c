@@ -148,6 +148,20 @@ static const char *set_bytes(cmd_parms *cmd, void *dconf, const char *arg)
     return parse_count(cmd, arg, 1, FIELD(apr_off_t, dconf, cmd));
 }
 
+/* MCPMaxMessageSize: at least 1 byte, at most MCP_MAX_MESSAGE_SIZE_LIMIT, so that no length
+ * derived from a message (with its framing, or a terminating NUL) overflows an int. */
+static const char *set_message_size(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    apr_off_t *size = FIELD(apr_off_t, dconf, cmd);
+    const char *err = parse_count(cmd, arg, 1, size);
+
+    if (!err && *size > MCP_MAX_MESSAGE_SIZE_LIMIT) {
+        return apr_psprintf(cmd->pool, "%s: %s is too large (at most %d bytes)", cmd->cmd->name,
+                            arg, MCP_MAX_MESSAGE_SIZE_LIMIT);
+    }
+    return err;
+}
+
 /* A count of at least 1 (MCPStreamQueueLength). */
 static const char *set_positive_int(cmd_parms *cmd, void *dconf, const char *arg)
 {
@@ -248,9 +262,9 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_TAKE1("MCPBackend", set_backend, NULL, CONTEXT,
                   "URL of the backend MCP server: http://host:port/path, https://..., or "
                   "unix:/path/to.sock|http://localhost/path"),
-    AP_INIT_TAKE1("MCPMaxMessageSize", set_bytes, AT(max_message_size), CONTEXT,
+    AP_INIT_TAKE1("MCPMaxMessageSize", set_message_size, AT(max_message_size), CONTEXT,
                   "Largest JSON-RPC message accepted from a client or a backend, in bytes "
-                  "(default 4194304)"),
+                  "(default 4194304, at most 1073741824)"),
     AP_INIT_TAKE1("MCPBackendConnectTimeout", set_duration, AT(backend_connect_timeout), CONTEXT,
                   "How long to wait for a connection to the backend (default 5s)"),
     AP_INIT_TAKE1("MCPBackendTimeout", set_duration, AT(backend_timeout), CONTEXT,

@@ -12,6 +12,7 @@
 #include "mcp_backend.h"
 
 #define MCP_DEFAULT_MAX_MESSAGE_SIZE        (4 * 1024 * 1024)
+#define MCP_MAX_MESSAGE_SIZE_LIMIT          (1024 * 1024 * 1024)   /* 1 GiB: far from INT_MAX */
 #define MCP_DEFAULT_BACKEND_CONNECT_TIMEOUT apr_time_from_sec(5)
 #define MCP_DEFAULT_BACKEND_TIMEOUT         apr_time_from_sec(60)
 #define MCP_DEFAULT_STREAM_TIMEOUT          apr_time_from_sec(300)

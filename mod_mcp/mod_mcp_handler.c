@@ -78,45 +78,110 @@ static int reply_too_large(mcp_req_t *q)
                        " bytes)", q->conf->max_message_size);
 }
 
-/* Reads the whole body, refusing more than MCPMaxMessageSize before buffering it. */
+/* Where read_body puts the bytes: straight into a buffer of the announced size
+ * (Content-Length), or, for a chunked body, into a brigade that packs them into 8 KB blocks. */
+typedef struct body_sink_t {
+    char               *buf;       /* Content-Length bodies                  */
+    apr_size_t          size;
+    apr_bucket_brigade *blocks;    /* chunked bodies                         */
+    apr_off_t           total;
+} body_sink_t;
+
+static apr_status_t body_put(body_sink_t *sink, const char *data, apr_size_t len)
+{
+    if (!sink->buf) {
+        sink->total += (apr_off_t)len;
+        return apr_brigade_write(sink->blocks, NULL, NULL, data, len);
+    }
+    if ((apr_size_t)sink->total + len > sink->size) {
+        return APR_EGENERAL;   /* more than announced: HTTP_IN never lets that through */
+    }
+    memcpy(sink->buf + sink->total, data, len);
+    sink->total += (apr_off_t)len;
+    return APR_SUCCESS;
+}
+
+/* Moves one read's buckets into the sink; sets *eos at the end of the body. The buckets go
+ * at once, and with them the input buffers they point into, so memory follows the body's size
+ * and not the number of pieces it came in. */
+static apr_status_t body_take(body_sink_t *sink, apr_bucket_brigade *in, apr_off_t limit,
+                              int *eos, int *too_large)
+{
+    apr_status_t rv = APR_SUCCESS;
+    apr_bucket *b;
+
+    for (b = APR_BRIGADE_FIRST(in); b != APR_BRIGADE_SENTINEL(in) && rv == APR_SUCCESS;
+         b = APR_BUCKET_NEXT(b)) {
+        const char *data;
+        apr_size_t len;
+
+        if (APR_BUCKET_IS_EOS(b)) {
+            *eos = 1;
+            break;
+        }
+        if (APR_BUCKET_IS_METADATA(b)) {
+            continue;
+        }
+        if ((rv = apr_bucket_read(b, &data, &len, APR_BLOCK_READ)) != APR_SUCCESS) {
+            break;
+        }
+        if (sink->total + (apr_off_t)len > limit) {
+            *too_large = 1;
+            break;
+        }
+        rv = body_put(sink, data, len);
+    }
+    apr_brigade_cleanup(in);
+    return rv;
+}
+
+/* Reads the whole body into one NUL-terminated buffer (the body is also a bound SQL
+ * parameter), refusing more than MCPMaxMessageSize before buffering it. */
 static int read_body(mcp_req_t *q)
 {
     request_rec *r = q->r;
-    apr_off_t limit = q->conf->max_message_size;
+    apr_off_t limit = q->conf->max_message_size, announced = -1;
     const char *clen = apr_table_get(r->headers_in, "Content-Length");
-    apr_bucket_brigade *bb;
-    apr_off_t total = 0;
-    int seen_eos = 0;
+    apr_bucket_brigade *in = apr_brigade_create(r->pool, r->connection->bucket_alloc);
+    body_sink_t sink;
+    int eos = 0, too_large = 0;
 
-    if (clen) {
-        apr_off_t n;
-        if (apr_strtoff(&n, clen, NULL, 10) == APR_SUCCESS && n > limit) {
-            return reply_too_large(q);
-        }
+    if (clen && apr_strtoff(&announced, clen, NULL, 10) == APR_SUCCESS && announced > limit) {
+        return reply_too_large(q);
     }
-    bb = apr_brigade_create(r->pool, r->connection->bucket_alloc);
-    while (!seen_eos) {
-        apr_bucket_brigade *in = apr_brigade_create(r->pool, r->connection->bucket_alloc);
+    memset(&sink, 0, sizeof(sink));
+    if (clen && announced >= 0 && !apr_table_get(r->headers_in, "Transfer-Encoding")) {
+        sink.size = (apr_size_t)announced;
+        sink.buf = apr_palloc(r->pool, sink.size + 1);
+    }
+    else {
+        sink.blocks = apr_brigade_create(r->pool, r->connection->bucket_alloc);
+    }
+    while (!eos) {
         apr_status_t rv = ap_get_brigade(r->input_filters, in, AP_MODE_READBYTES,
                                          APR_BLOCK_READ, HUGE_STRING_LEN);
-        apr_off_t got = 0;
-
-        if (rv != APR_SUCCESS) {
-            return mcp_req_error(q, ap_map_http_request_error(rv, HTTP_BAD_REQUEST),
-                               MCP_JSONRPC_SERVER_ERROR, "Bad Request: the body could not be read");
+        if (rv == APR_SUCCESS) {
+            rv = body_take(&sink, in, limit, &eos, &too_large);
         }
-        seen_eos = !APR_BRIGADE_EMPTY(in) && APR_BUCKET_IS_EOS(APR_BRIGADE_LAST(in));
-        apr_brigade_length(in, 1, &got);
-        total += got;
-        if (total > limit) {
+        if (too_large) {
             return reply_too_large(q);
         }
-        APR_BRIGADE_CONCAT(bb, in);
-        apr_brigade_destroy(in);
+        if (rv != APR_SUCCESS) {
+            return mcp_req_error(q, ap_map_http_request_error(rv, HTTP_BAD_REQUEST),
+                                 MCP_JSONRPC_SERVER_ERROR, "Bad Request: the body could not be "
+                                 "read");
+        }
     }
-    /* NUL-terminated: the body is also a bound SQL parameter. */
-    q->raw = flatten(r, bb, &q->raw_len);
-    apr_brigade_destroy(bb);
+    apr_brigade_destroy(in);
+    if (sink.blocks) {
+        q->raw = flatten(r, sink.blocks, &q->raw_len);
+        apr_brigade_destroy(sink.blocks);
+    }
+    else {
+        sink.buf[sink.total] = '\0';
+        q->raw = sink.buf;
+        q->raw_len = (apr_size_t)sink.total;
+    }
     return OK;
 }
 
@@ -321,7 +386,8 @@ static void abandon_backend_session(mcp_req_t *q, const char *backend_session_id
     q->raw_len = 0;
     if (exchange(q, &x, "DELETE", backend_session_id, &err) != MCP_BACKEND_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r,
-                      "could not end backend session %s: %s", backend_session_id, err);
+                      "could not end backend session %s: %s",
+                      mcp_id_tag(q->r->pool, backend_session_id), err);
     }
 }
 
@@ -473,10 +539,11 @@ static int handle_initialize(mcp_req_t *q)
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "storing a new session failed: %s", err);
         return mcp_req_store_unavailable(q);
     }
+    mcp_req_set_session_tag(r, session.id);
     ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r,
-                  "session %s started (protocol %s, user %s, backend session %s)", session.id,
-                  rev->version, r->user ? r->user : "-",
-                  session.backend_session_id ? session.backend_session_id : "-");
+                  "session %s started (protocol %s, user %s, backend session %s)",
+                  mcp_id_tag(r->pool, session.id), rev->version, r->user ? r->user : "-",
+                  mcp_id_tag(r->pool, session.backend_session_id));
     return reply_messages(q, &x, messages, is_sse, session.id);
 }
 
@@ -589,11 +656,12 @@ static int handle_delete(mcp_req_t *q)
         return mcp_req_store_unavailable(q);
     }
     ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s terminated by the client",
-                  q->session->id);
+                  mcp_id_tag(q->r->pool, q->session->id));
     if (q->session->backend_session_id
         && exchange(q, &x, "DELETE", q->session->backend_session_id, &err) != MCP_BACKEND_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r,
-                      "the backend was not told that session %s ended: %s", q->session->id, err);
+                      "the backend was not told that session %s ended: %s",
+                      mcp_id_tag(q->r->pool, q->session->id), err);
     }
     return mcp_req_empty(q, HTTP_OK);
 }
@@ -668,7 +736,8 @@ int mcp_handler(request_rec *r)
     if ((rc = check_origin_and_host(&q)) != OK) {
         return rc;
     }
-    switch (r->method_number) {
+    /* httpd hands HEAD over as a GET (header_only): it would open a stream nobody reads. */
+    switch (r->header_only ? M_INVALID : r->method_number) {
     case M_POST:
         return handle_post(&q);
     case M_GET:

@@ -70,6 +70,7 @@ int mcp_req_check_session_header(mcp_req_t *q)
     if (!mcp_id_session_is_wellformed(q->session_header)) {
         return mcp_req_session_not_found(q);
     }
+    mcp_req_set_session_tag(q->r, q->session_header);
     return OK;
 }
 
@@ -101,7 +102,8 @@ int mcp_req_load_session(mcp_req_t *q)
     q->rev = mcp_protocol_served(q->session->protocol_version);
     if (!q->rev) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "session %s has protocol version %s, which is "
-                      "not served", q->session->id, q->session->protocol_version);
+                      "not served", mcp_id_tag(r->pool, q->session->id),
+                      q->session->protocol_version);
         return mcp_req_session_not_found(q);
     }
     return OK;
@@ -116,9 +118,14 @@ void mcp_req_terminate_session(mcp_req_t *q, const char *by)
     if (dbd && mcp_store_session_terminate(&store, q->r->pool, q->session->id, q->r->user, by,
                                            &err) == MCP_STORE_ERROR) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "terminating session %s failed: %s",
-                      q->session->id, err);
+                      mcp_id_tag(q->r->pool, q->session->id), err);
     }
     mcp_dbd_close(q->r, dbd);
+}
+
+void mcp_req_set_session_tag(request_rec *r, const char *session_id)
+{
+    apr_table_setn(r->subprocess_env, "MCP_SESSION_TAG", mcp_id_tag(r->pool, session_id));
 }
 
 void mcp_req_set_sse_headers(request_rec *r)

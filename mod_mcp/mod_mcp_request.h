@@ -72,6 +72,10 @@ int mcp_req_check_session_header(mcp_req_t *q);
  * logged only. */
 void mcp_req_terminate_session(mcp_req_t *q, const char *by);
 
+/* Session ids are bearer tokens: logs name a session by mcp_id_tag() only. This sets it as the
+ * environment variable MCP_SESSION_TAG, for access logs (LogFormat "%{MCP_SESSION_TAG}e"). */
+void mcp_req_set_session_tag(request_rec *r, const char *session_id);
+
 /* The response headers of every SSE stream the gateway sends. */
 void mcp_req_set_sse_headers(request_rec *r);
 
