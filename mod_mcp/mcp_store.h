@@ -20,7 +20,7 @@ typedef enum {
     MCP_STORE_OK = 0,
     MCP_STORE_NOT_FOUND,   /* no such live row (unknown, terminated, or another principal's) */
     MCP_STORE_CONFLICT,    /* a row that must be unique exists (a second standalone stream)  */
-    MCP_STORE_LIMIT,       /* a configured limit was reached (MCPMaxSessions)                */
+    MCP_STORE_LIMIT,       /* a configured limit was reached (which: mcp_store_refusal_t)    */
     MCP_STORE_ERROR        /* the database failed; *err says how                             */
 } mcp_store_status_t;
 
@@ -151,5 +151,90 @@ mcp_store_status_t mcp_store_events_after(const mcp_store_t *db, apr_pool_t *p,
                                           apr_int64_t stream_id, apr_int64_t after_seq, int limit,
                                           mcp_store_event_fn *fn, void *baton, int *n,
                                           const char **err);
+
+/* ---- limits: admission control ---------------------------------------------------------- *
+ *
+ * Streams (request and standalone) and followers (GETs with Last-Event-ID of an open stream)
+ * each hold a worker thread; sessions hold backend state. The functions below admit one more
+ * of them only within limits, counted in PostgreSQL across every process and host, atomically:
+ * the check and the insert are one statement, serialised per session, holder and stream by
+ * advisory locks (sql/schema.sql: mcp.admit_stream, mcp.admit_session), so parallel requests
+ * never overshoot. A limit of 0 is no limit. */
+
+/* Which limit refused an admission. */
+typedef enum {
+    MCP_STORE_ADMITTED = 0,
+    MCP_STORE_REFUSED_SESSION_STREAMS,    /* the session's open streams and followers        */
+    MCP_STORE_REFUSED_HOLDER_STREAMS,     /* the holder's open streams and followers         */
+    MCP_STORE_REFUSED_STREAM_FOLLOWERS,   /* the stream's followers                          */
+    MCP_STORE_REFUSED_SESSIONS,           /* live sessions altogether                        */
+    MCP_STORE_REFUSED_HOLDER_SESSIONS     /* the holder's live sessions                      */
+} mcp_store_refusal_t;
+
+typedef struct mcp_store_limits_t {
+    const char *holder;                /* who: "user:<name>", or "addr:<client address>"     */
+    int         max_session_streams;   /* streams + followers per session                    */
+    int         max_holder_streams;    /* streams + followers per holder                     */
+    int         max_stream_followers;  /* followers per stream                               */
+} mcp_store_limits_t;
+
+/* mcp_store_session_insert, admitted: LIMIT (nothing stored, *refused says why) when max_live
+ * live sessions exist, or max_per_holder of them are holder's. The session row records holder. */
+mcp_store_status_t mcp_store_session_insert_admitted(const mcp_store_t *db, apr_pool_t *p,
+                                                     const mcp_store_session_t *session,
+                                                     const char *holder, const char *init_request,
+                                                     const char *init_response, int max_live,
+                                                     int max_per_holder, int idle_secs,
+                                                     mcp_store_refusal_t *refused,
+                                                     const char **err);
+
+/* The same two counts without storing anything (a cheap early refusal, before the backend is
+ * asked for a session; not atomic: the insert decides). OK or LIMIT with *refused. */
+mcp_store_status_t mcp_store_session_admissible(const mcp_store_t *db, apr_pool_t *p,
+                                                const char *holder, int max_live,
+                                                int max_per_holder, int idle_secs,
+                                                mcp_store_refusal_t *refused, const char **err);
+
+/* mcp_store_stream_open_request, admitted: LIMIT (*refused says why; nothing is stored but the
+ * session's activity) when the session or limits->holder holds its maximum of streams. */
+mcp_store_status_t mcp_store_stream_open_request_admitted(
+    const mcp_store_t *db, apr_pool_t *p, mcp_store_session_t *session, int idle_secs,
+    const char *request_id, const char *method, const char *inbound, const char *owner,
+    int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
+    mcp_store_refusal_t *refused, const char **err);
+
+/* mcp_store_stream_open_standalone, admitted: LIMIT as above, CONFLICT as there. */
+mcp_store_status_t mcp_store_stream_open_standalone_admitted(
+    const mcp_store_t *db, apr_pool_t *p, const mcp_store_session_t *session, const char *owner,
+    int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
+    mcp_store_refusal_t *refused, const char **err);
+
+/* mcp_store_stream_for_event, and when that stream is open, registers a follower of it (owned
+ * by owner, leased for lease_secs; *follower_id, else 0) in the same statement. LIMIT when the
+ * session, the holder or the stream holds its maximum (nothing registered; *out is filled). */
+mcp_store_status_t mcp_store_stream_follow(const mcp_store_t *db, apr_pool_t *p,
+                                           const char *session_id, apr_int64_t stream_id,
+                                           apr_int64_t seq, const char *owner, int lease_secs,
+                                           const mcp_store_limits_t *limits,
+                                           mcp_store_stream_t *out, apr_int64_t *follower_id,
+                                           mcp_store_refusal_t *refused, const char **err);
+
+/* The follower is still there: extends its lease. */
+mcp_store_status_t mcp_store_follower_renew(const mcp_store_t *db, apr_pool_t *p,
+                                            apr_int64_t follower_id, int lease_secs,
+                                            const char **err);
+
+/* The follower ended: it no longer counts. */
+mcp_store_status_t mcp_store_follower_release(const mcp_store_t *db, apr_pool_t *p,
+                                              apr_int64_t follower_id, const char **err);
+
+/* mcp_store_events_after, bounded by bytes as well as rows: a read stops after the row that
+ * brings the messages' total to max_bytes (so one row is always read). *more is set when the
+ * read stopped at a bound (more rows may follow). */
+mcp_store_status_t mcp_store_events_after_bounded(const mcp_store_t *db, apr_pool_t *p,
+                                                  apr_int64_t stream_id, apr_int64_t after_seq,
+                                                  int max_rows, apr_off_t max_bytes,
+                                                  mcp_store_event_fn *fn, void *baton, int *n,
+                                                  int *more, const char **err);
 
 #endif

@@ -29,6 +29,11 @@ void *mcp_config_create_dir(apr_pool_t *p, char *dir)
     conf->stream_close_after = UNSET;
     conf->session_idle_timeout = UNSET;
     conf->max_sessions = UNSET;
+    conf->max_principal_sessions = UNSET;
+    conf->max_session_streams = UNSET;
+    conf->max_principal_streams = UNSET;
+    conf->max_stream_followers = UNSET;
+    conf->max_batch_size = UNSET;
     return conf;
 }
 
@@ -54,6 +59,11 @@ void *mcp_config_merge_dir(apr_pool_t *p, void *basev, void *addv)
     MERGE(stream_close_after, UNSET);
     MERGE(session_idle_timeout, UNSET);
     MERGE(max_sessions, UNSET);
+    MERGE(max_principal_sessions, UNSET);
+    MERGE(max_session_streams, UNSET);
+    MERGE(max_principal_streams, UNSET);
+    MERGE(max_stream_followers, UNSET);
+    MERGE(max_batch_size, UNSET);
     MERGE(allowed_origins, NULL);
     MERGE(allowed_hosts, NULL);
     return merged;
@@ -78,6 +88,11 @@ const mcp_dir_conf_t *mcp_config_get(request_rec *r)
     DEFAULT(stream_close_after, 0);
     DEFAULT(session_idle_timeout, MCP_DEFAULT_SESSION_IDLE_TIMEOUT);
     DEFAULT(max_sessions, MCP_DEFAULT_MAX_SESSIONS);
+    DEFAULT(max_principal_sessions, MCP_DEFAULT_MAX_PRINCIPAL_SESSIONS);
+    DEFAULT(max_session_streams, MCP_DEFAULT_MAX_SESSION_STREAMS);
+    DEFAULT(max_principal_streams, MCP_DEFAULT_MAX_PRINCIPAL_STREAMS);
+    DEFAULT(max_stream_followers, MCP_DEFAULT_MAX_STREAM_FOLLOWERS);
+    DEFAULT(max_batch_size, MCP_DEFAULT_MAX_BATCH_SIZE);
     if (!conf->allowed_origins) {
         conf->allowed_origins = apr_array_make(r->pool, 2, sizeof(const char *));
         APR_ARRAY_PUSH(conf->allowed_origins, const char *) = "self";
@@ -295,6 +310,21 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_TAKE1("MCPMaxSessions", set_limit, AT(max_sessions), CONTEXT,
                   "Live sessions allowed at once across all servers sharing the database "
                   "(default 10000; 0: no limit)"),
+    AP_INIT_TAKE1("MCPMaxSessionsPerPrincipal", set_limit, AT(max_principal_sessions), CONTEXT,
+                  "Live sessions one user (or, unauthenticated, one client address) may hold "
+                  "across all servers (default 1000; 0: no limit)"),
+    AP_INIT_TAKE1("MCPMaxStreamsPerSession", set_limit, AT(max_session_streams), CONTEXT,
+                  "Open streams (requests being relayed, the standalone GET, Last-Event-ID "
+                  "followers) one session may hold across all servers (default 16; 0: no limit)"),
+    AP_INIT_TAKE1("MCPMaxStreamsPerPrincipal", set_limit, AT(max_principal_streams), CONTEXT,
+                  "Open streams one user (or, unauthenticated, one client address) may hold "
+                  "across all servers (default 64; 0: no limit)"),
+    AP_INIT_TAKE1("MCPMaxFollowersPerStream", set_limit, AT(max_stream_followers), CONTEXT,
+                  "Clients following one open stream with Last-Event-ID at once "
+                  "(default 4; 0: no limit)"),
+    AP_INIT_TAKE1("MCPMaxBatchSize", set_limit, AT(max_batch_size), CONTEXT,
+                  "Messages allowed in one JSON-RPC batch (2025-03-26) (default 100; 0: no "
+                  "limit)"),
     AP_INIT_ITERATE("MCPAllowedOrigins", add_origin, AT(allowed_origins), CONTEXT,
                     "Origins allowed to call: self, localhost, *, or exact origins such as "
                     "https://app.example.com (default: self localhost)"),

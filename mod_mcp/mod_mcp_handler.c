@@ -420,31 +420,32 @@ static int reply_messages(mcp_req_t *q, exchange_t *x, apr_array_header_t *messa
     return DONE;
 }
 
-/* A 503 before the backend is bothered, when MCPMaxSessions live sessions exist already. */
+/* A 429 before the backend is bothered, when MCPMaxSessions live sessions exist already, or
+ * MCPMaxSessionsPerPrincipal of this user's (address's). The insert decides atomically. */
 static int check_session_limit(mcp_req_t *q)
 {
     mcp_store_t store;
     const char *err = NULL;
-    long live = 0;
+    mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
     ap_dbd_t *dbd;
     mcp_store_status_t st;
 
-    if (q->conf->max_sessions <= 0) {
+    if (q->conf->max_sessions <= 0 && q->conf->max_principal_sessions <= 0) {
         return OK;
     }
     if (!(dbd = mcp_dbd_open(q->r, &store))) {
         return mcp_req_store_unavailable(q);
     }
-    st = mcp_store_session_count_live(&store, q->r->pool, mcp_req_idle_secs(q), &live, &err);
+    st = mcp_store_session_admissible(&store, q->r->pool, mcp_req_holder(q),
+                                      q->conf->max_sessions, q->conf->max_principal_sessions,
+                                      mcp_req_idle_secs(q), &refused, &err);
     mcp_dbd_close(q->r, dbd);
+    if (st == MCP_STORE_LIMIT) {
+        return mcp_req_refused(q, refused);
+    }
     if (st != MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "counting sessions failed: %s", err);
         return mcp_req_store_unavailable(q);
-    }
-    if (live >= q->conf->max_sessions) {
-        return mcp_req_error(q, HTTP_SERVICE_UNAVAILABLE, MCP_JSONRPC_UNAVAILABLE,
-                             "Service Unavailable: the gateway holds its maximum of %d live "
-                             "sessions (MCPMaxSessions); try again later", q->conf->max_sessions);
     }
     return OK;
 }
@@ -458,6 +459,7 @@ static int handle_initialize(mcp_req_t *q)
     mcp_store_session_t session;
     apr_array_header_t *messages;
     unsigned char random[MCP_ID_SESSION_RANDOM_BYTES];
+    mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
     mcp_store_status_t stored;
     mcp_backend_status_t st;
     mcp_store_t store;
@@ -525,16 +527,16 @@ static int handle_initialize(mcp_req_t *q)
         abandon_backend_session(q, x.response.session_id);
         return mcp_req_store_unavailable(q);
     }
-    stored = mcp_store_session_insert(&store, r->pool, &session, request_text, response_text,
-                                      q->conf->max_sessions, mcp_req_idle_secs(q), &err);
+    stored = mcp_store_session_insert_admitted(&store, r->pool, &session, mcp_req_holder(q),
+                                               request_text, response_text,
+                                               q->conf->max_sessions,
+                                               q->conf->max_principal_sessions,
+                                               mcp_req_idle_secs(q), &refused, &err);
     mcp_dbd_close(r, dbd);
     if (stored != MCP_STORE_OK) {
         abandon_backend_session(q, x.response.session_id);
         if (stored == MCP_STORE_LIMIT) {
-            return mcp_req_error(q, HTTP_SERVICE_UNAVAILABLE, MCP_JSONRPC_UNAVAILABLE,
-                                 "Service Unavailable: the gateway holds its maximum of %d live "
-                                 "sessions (MCPMaxSessions); try again later",
-                                 q->conf->max_sessions);
+            return mcp_req_refused(q, refused);
         }
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "storing a new session failed: %s", err);
         return mcp_req_store_unavailable(q);
@@ -586,6 +588,13 @@ static int handle_post(mcp_req_t *q)
     if ((rc = check_post_headers(q)) != OK || (rc = read_body(q)) != OK
         || (rc = parse_body(q)) != OK || (rc = check_version_header(q)) != OK) {
         return rc;
+    }
+    if (q->body->is_batch && q->conf->max_batch_size > 0
+        && q->body->count > q->conf->max_batch_size) {
+        /* Not a 429: the same batch would never pass. */
+        return mcp_req_error(q, HTTP_REQUEST_ENTITY_TOO_LARGE, MCP_JSONRPC_INVALID_REQUEST,
+                             "Payload Too Large: the batch holds %d messages, more than "
+                             "MCPMaxBatchSize (%d)", q->body->count, q->conf->max_batch_size);
     }
     q->session_header = apr_table_get(q->r->headers_in, "Mcp-Session-Id");
     if (mcp_jsonrpc_find_method(q->body, "initialize") >= 0) {

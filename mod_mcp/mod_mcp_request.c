@@ -14,15 +14,10 @@ APLOG_USE_MODULE(mcp);
 
 mcp_child_t mcp_child;
 
-int mcp_req_error(mcp_req_t *q, int status, int code, const char *fmt, ...)
+static int answer_error(mcp_req_t *q, int status, int code, const char *message,
+                        json_object *data)
 {
     request_rec *r = q->r;
-    const char *message;
-    va_list ap;
-
-    va_start(ap, fmt);
-    message = apr_pvsprintf(r->pool, fmt, ap);
-    va_end(ap);
 
     ap_log_rerror(APLOG_MARK, status >= 500 ? APLOG_WARNING : APLOG_INFO, 0, r,
                   "%s %s -> %d: %s", r->method, r->uri, status, message);
@@ -36,8 +31,85 @@ int mcp_req_error(mcp_req_t *q, int status, int code, const char *fmt, ...)
     }
     r->status = status;
     ap_set_content_type(r, "application/json");
-    ap_rputs(mcp_jsonrpc_error_body(r->pool, q->id, code, message, NULL), r);
+    ap_rputs(mcp_jsonrpc_error_body(r->pool, q->id, code, message, data), r);
     return DONE;
+}
+
+int mcp_req_error(mcp_req_t *q, int status, int code, const char *fmt, ...)
+{
+    const char *message;
+    va_list ap;
+
+    va_start(ap, fmt);
+    message = apr_pvsprintf(q->r->pool, fmt, ap);
+    va_end(ap);
+    return answer_error(q, status, code, message, NULL);
+}
+
+const char *mcp_req_holder(const mcp_req_t *q)
+{
+    request_rec *r = q->r;
+
+    return r->user ? apr_pstrcat(r->pool, "user:", r->user, NULL)
+                   : apr_pstrcat(r->pool, "addr:", r->useragent_ip, NULL);
+}
+
+void mcp_req_stream_limits(const mcp_req_t *q, mcp_store_limits_t *limits)
+{
+    limits->holder = mcp_req_holder(q);
+    limits->max_session_streams = q->conf->max_session_streams;
+    limits->max_holder_streams = q->conf->max_principal_streams;
+    limits->max_stream_followers = q->conf->max_stream_followers;
+}
+
+int mcp_req_refused(mcp_req_t *q, mcp_store_refusal_t why)
+{
+    request_rec *r = q->r;
+    const mcp_dir_conf_t *c = q->conf;
+    const char *who = r->user ? apr_pstrcat(r->pool, "user ", r->user, NULL)
+                              : apr_pstrcat(r->pool, "client address ", r->useragent_ip, NULL);
+    const char *directive, *message;
+    apr_time_t secs = apr_time_sec(c->retry_interval + APR_USEC_PER_SEC - 1);
+    json_object *data;
+    int max, rc;
+
+    switch (why) {
+    case MCP_STORE_REFUSED_SESSION_STREAMS:
+        directive = "MCPMaxStreamsPerSession";
+        max = c->max_session_streams;
+        message = apr_psprintf(r->pool, "this session holds its maximum of %d open streams", max);
+        break;
+    case MCP_STORE_REFUSED_HOLDER_STREAMS:
+        directive = "MCPMaxStreamsPerPrincipal";
+        max = c->max_principal_streams;
+        message = apr_psprintf(r->pool, "%s holds its maximum of %d open streams", who, max);
+        break;
+    case MCP_STORE_REFUSED_STREAM_FOLLOWERS:
+        directive = "MCPMaxFollowersPerStream";
+        max = c->max_stream_followers;
+        message = apr_psprintf(r->pool, "this stream has its maximum of %d followers", max);
+        break;
+    case MCP_STORE_REFUSED_HOLDER_SESSIONS:
+        directive = "MCPMaxSessionsPerPrincipal";
+        max = c->max_principal_sessions;
+        message = apr_psprintf(r->pool, "%s holds its maximum of %d live sessions", who, max);
+        break;
+    default:
+        directive = "MCPMaxSessions";
+        max = c->max_sessions;
+        message = apr_psprintf(r->pool, "the gateway holds its maximum of %d live sessions", max);
+        break;
+    }
+    apr_table_setn(r->headers_out, "Retry-After",
+                   apr_psprintf(r->pool, "%" APR_TIME_T_FMT, secs > 0 ? secs : 1));
+    data = json_object_new_object();
+    json_object_object_add(data, "limit", json_object_new_string(directive));
+    json_object_object_add(data, "max", json_object_new_int(max));
+    rc = answer_error(q, HTTP_TOO_MANY_REQUESTS, MCP_JSONRPC_LIMIT_REACHED,
+                      apr_psprintf(r->pool, "Too Many Requests: %s (%s); try again later",
+                                   message, directive), data);
+    json_object_put(data);
+    return rc;
 }
 
 int mcp_req_empty(mcp_req_t *q, int status)
