@@ -4,6 +4,7 @@
  * mcp_req_error. POSTs carrying requests and standalone GETs go on to mod_mcp_relay, resumptions
  * to mod_mcp_replay; initialize, notifications/responses and DELETE are short exchanges done here.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include <apr_strings.h>
@@ -78,23 +79,41 @@ static int reply_too_large(mcp_req_t *q)
                        " bytes)", q->conf->max_message_size);
 }
 
-/* Where read_body puts the bytes: straight into a buffer of the announced size
- * (Content-Length), or, for a chunked body, into a brigade that packs them into 8 KB blocks. */
+/* Where read_body puts the bytes: one buffer, of the announced size (Content-Length) or, for a
+ * chunked body, grown by doubling with realloc (freed with the request). Not a brigade: small
+ * writes into one cost a block per piece (measured: ~460 bytes per 1-byte chunk). */
 typedef struct body_sink_t {
-    char               *buf;       /* Content-Length bodies                  */
-    apr_size_t          size;
-    apr_bucket_brigade *blocks;    /* chunked bodies                         */
-    apr_off_t           total;
+    char       *buf;
+    apr_size_t  size;
+    apr_off_t   total;
+    int         grows;     /* chunked: buf is malloc'ed */
 } body_sink_t;
+
+static apr_status_t free_body(void *sink)
+{
+    free(((body_sink_t *)sink)->buf);
+    return APR_SUCCESS;
+}
 
 static apr_status_t body_put(body_sink_t *sink, const char *data, apr_size_t len)
 {
-    if (!sink->buf) {
-        sink->total += (apr_off_t)len;
-        return apr_brigade_write(sink->blocks, NULL, NULL, data, len);
-    }
-    if ((apr_size_t)sink->total + len > sink->size) {
-        return APR_EGENERAL;   /* more than announced: HTTP_IN never lets that through */
+    apr_size_t need = (apr_size_t)sink->total + len + 1;   /* and a NUL */
+
+    if (need > sink->size) {
+        apr_size_t size = sink->size ? sink->size : 16384;
+        char *buf;
+
+        if (!sink->grows) {
+            return APR_EGENERAL;   /* more than announced: HTTP_IN never lets that through */
+        }
+        while (size < need) {
+            size *= 2;
+        }
+        if (!(buf = realloc(sink->buf, size))) {
+            return APR_ENOMEM;
+        }
+        sink->buf = buf;
+        sink->size = size;
     }
     memcpy(sink->buf + sink->total, data, len);
     sink->total += (apr_off_t)len;
@@ -143,25 +162,25 @@ static int read_body(mcp_req_t *q)
     apr_off_t limit = q->conf->max_message_size, announced = -1;
     const char *clen = apr_table_get(r->headers_in, "Content-Length");
     apr_bucket_brigade *in = apr_brigade_create(r->pool, r->connection->bucket_alloc);
-    body_sink_t sink;
+    body_sink_t *sink = apr_pcalloc(r->pool, sizeof(*sink));
     int eos = 0, too_large = 0;
 
     if (clen && apr_strtoff(&announced, clen, NULL, 10) == APR_SUCCESS && announced > limit) {
         return reply_too_large(q);
     }
-    memset(&sink, 0, sizeof(sink));
     if (clen && announced >= 0 && !apr_table_get(r->headers_in, "Transfer-Encoding")) {
-        sink.size = (apr_size_t)announced;
-        sink.buf = apr_palloc(r->pool, sink.size + 1);
+        sink->size = (apr_size_t)announced + 1;
+        sink->buf = apr_palloc(r->pool, sink->size);
     }
     else {
-        sink.blocks = apr_brigade_create(r->pool, r->connection->bucket_alloc);
+        sink->grows = 1;
+        apr_pool_cleanup_register(r->pool, sink, free_body, apr_pool_cleanup_null);
     }
     while (!eos) {
         apr_status_t rv = ap_get_brigade(r->input_filters, in, AP_MODE_READBYTES,
                                          APR_BLOCK_READ, HUGE_STRING_LEN);
         if (rv == APR_SUCCESS) {
-            rv = body_take(&sink, in, limit, &eos, &too_large);
+            rv = body_take(sink, in, limit, &eos, &too_large);
         }
         if (too_large) {
             return reply_too_large(q);
@@ -173,15 +192,13 @@ static int read_body(mcp_req_t *q)
         }
     }
     apr_brigade_destroy(in);
-    if (sink.blocks) {
-        q->raw = flatten(r, sink.blocks, &q->raw_len);
-        apr_brigade_destroy(sink.blocks);
+    if (!sink->buf && body_put(sink, "", 0) != APR_SUCCESS) {   /* an empty chunked body */
+        return mcp_req_error(q, HTTP_INTERNAL_SERVER_ERROR, MCP_JSONRPC_INTERNAL_ERROR,
+                             "Internal Error: out of memory");
     }
-    else {
-        sink.buf[sink.total] = '\0';
-        q->raw = sink.buf;
-        q->raw_len = (apr_size_t)sink.total;
-    }
+    sink->buf[sink->total] = '\0';
+    q->raw = sink->buf;
+    q->raw_len = (apr_size_t)sink->total;
     return OK;
 }
 
