@@ -88,6 +88,13 @@ def post_list(session):
     return session.post_raw(LIST)
 
 
+def on_instance(session, stack, k):
+    """The session's endpoint on httpd instance k (0-based): counting spans processes and hosts."""
+    path = urlsplit(session.url).path
+    session.url = stack["MCP_URLS"].split()[k].rsplit("/", 1)[0] + path
+    return session
+
+
 # ---- streams per session, per principal, followers per stream -----------------------------
 
 
@@ -102,10 +109,10 @@ def test_streams_per_session(mcp, stack, pg):
         assert_refused(post_list(s), "MCPMaxStreamsPerSession")
         assert_refused(get(s), "MCPMaxStreamsPerSession")
         assert_refused(get(s, held[0].priming.id), "MCPMaxStreamsPerSession")
+        assert_refused(post_list(on_instance(s, stack, 1)), "MCPMaxStreamsPerSession")
         # Other sessions are served meanwhile, on every instance.
         assert "tools" in other.call("tools/list")
-        other.url = stack["MCP_URLS"].split()[1].rsplit("/", 1)[0] + "/mcp-limits"
-        assert "tools" in other.call("tools/list")
+        assert "tools" in on_instance(other, stack, 1).call("tools/list")
     finally:
         release(pg, held, "session_id", s.session_id)
     assert "tools" in s.call("tools/list")
@@ -125,7 +132,7 @@ def test_streams_per_principal(mcp, stack, pg):
         # Two streams in two sessions: alice is at her limit, whichever session she uses.
         error = assert_refused(post_list(a1), "MCPMaxStreamsPerPrincipal")
         assert "user alice" in error["message"]
-        assert_refused(get(a2), "MCPMaxStreamsPerPrincipal")
+        assert_refused(get(on_instance(a2, stack, 1)), "MCPMaxStreamsPerPrincipal")
         # bob is not.
         assert "tools" in b.call("tools/list")
         bob_held = Held(b)
@@ -149,8 +156,7 @@ def test_followers_per_stream(mcp, stack, pg):
             cur.execute("SELECT count(*) FROM mcp.followers WHERE stream_id = %s", (stream_id,))
             assert cur.fetchone()[0] == 1
         # A second follower of the same stream, from another instance.
-        s.url = stack["MCP_URLS"].split()[1].rsplit("/", 1)[0] + "/mcp-limits"
-        assert_refused(get(s, held.priming.id), "MCPMaxFollowersPerStream")
+        assert_refused(get(on_instance(s, stack, 1), held.priming.id), "MCPMaxFollowersPerStream")
         # Other streams are followed as usual.
         other_held = Held(other)
         other_follower = get(other, other_held.priming.id)
