@@ -62,52 +62,49 @@ void mcp_req_stream_limits(const mcp_req_t *q, mcp_store_limits_t *limits)
     limits->max_stream_followers = q->conf->max_stream_followers;
 }
 
+/* What each refusal is called, where its limit is configured and how the client is told. */
+static const struct {
+    const char *directive;
+    apr_size_t  field;      /* the limit's offset in mcp_dir_conf_t */
+    const char *holder;     /* "this session" ...; NULL: the principal */
+    const char *what;
+} refusals[] = {
+    [MCP_STORE_REFUSED_SESSION_STREAMS] = { "MCPMaxStreamsPerSession",
+        APR_OFFSETOF(mcp_dir_conf_t, max_session_streams), "this session", "open streams" },
+    [MCP_STORE_REFUSED_HOLDER_STREAMS] = { "MCPMaxStreamsPerPrincipal",
+        APR_OFFSETOF(mcp_dir_conf_t, max_principal_streams), NULL, "open streams" },
+    [MCP_STORE_REFUSED_STREAM_FOLLOWERS] = { "MCPMaxFollowersPerStream",
+        APR_OFFSETOF(mcp_dir_conf_t, max_stream_followers), "this stream", "followers" },
+    [MCP_STORE_REFUSED_SESSIONS] = { "MCPMaxSessions",
+        APR_OFFSETOF(mcp_dir_conf_t, max_sessions), "the gateway", "live sessions" },
+    [MCP_STORE_REFUSED_HOLDER_SESSIONS] = { "MCPMaxSessionsPerPrincipal",
+        APR_OFFSETOF(mcp_dir_conf_t, max_principal_sessions), NULL, "live sessions" },
+};
+
 int mcp_req_refused(mcp_req_t *q, mcp_store_refusal_t why)
 {
     request_rec *r = q->r;
-    const mcp_dir_conf_t *c = q->conf;
-    const char *who = r->user ? apr_pstrcat(r->pool, "user ", r->user, NULL)
-                              : apr_pstrcat(r->pool, "client address ", r->useragent_ip, NULL);
-    const char *directive, *message;
-    apr_time_t secs = apr_time_sec(c->retry_interval + APR_USEC_PER_SEC - 1);
+    apr_time_t secs = apr_time_sec(q->conf->retry_interval + APR_USEC_PER_SEC - 1);
+    const char *holder;
     json_object *data;
     int max, rc;
 
-    switch (why) {
-    case MCP_STORE_REFUSED_SESSION_STREAMS:
-        directive = "MCPMaxStreamsPerSession";
-        max = c->max_session_streams;
-        message = apr_psprintf(r->pool, "this session holds its maximum of %d open streams", max);
-        break;
-    case MCP_STORE_REFUSED_HOLDER_STREAMS:
-        directive = "MCPMaxStreamsPerPrincipal";
-        max = c->max_principal_streams;
-        message = apr_psprintf(r->pool, "%s holds its maximum of %d open streams", who, max);
-        break;
-    case MCP_STORE_REFUSED_STREAM_FOLLOWERS:
-        directive = "MCPMaxFollowersPerStream";
-        max = c->max_stream_followers;
-        message = apr_psprintf(r->pool, "this stream has its maximum of %d followers", max);
-        break;
-    case MCP_STORE_REFUSED_HOLDER_SESSIONS:
-        directive = "MCPMaxSessionsPerPrincipal";
-        max = c->max_principal_sessions;
-        message = apr_psprintf(r->pool, "%s holds its maximum of %d live sessions", who, max);
-        break;
-    default:
-        directive = "MCPMaxSessions";
-        max = c->max_sessions;
-        message = apr_psprintf(r->pool, "the gateway holds its maximum of %d live sessions", max);
-        break;
+    if (why <= MCP_STORE_ADMITTED || why >= (int)(sizeof(refusals) / sizeof(refusals[0]))) {
+        why = MCP_STORE_REFUSED_SESSIONS;
     }
+    max = *(const int *)((const char *)q->conf + refusals[why].field);
+    holder = refusals[why].holder ? refusals[why].holder
+           : r->user ? apr_pstrcat(r->pool, "user ", r->user, NULL)
+           : apr_pstrcat(r->pool, "client address ", r->useragent_ip, NULL);
     apr_table_setn(r->headers_out, "Retry-After",
                    apr_psprintf(r->pool, "%" APR_TIME_T_FMT, secs > 0 ? secs : 1));
     data = json_object_new_object();
-    json_object_object_add(data, "limit", json_object_new_string(directive));
+    json_object_object_add(data, "limit", json_object_new_string(refusals[why].directive));
     json_object_object_add(data, "max", json_object_new_int(max));
     rc = answer_error(q, HTTP_TOO_MANY_REQUESTS, MCP_JSONRPC_LIMIT_REACHED,
-                      apr_psprintf(r->pool, "Too Many Requests: %s (%s); try again later",
-                                   message, directive), data);
+                      apr_psprintf(r->pool, "Too Many Requests: %s holds its maximum of %d %s "
+                                   "(%s); try again later", holder, max, refusals[why].what,
+                                   refusals[why].directive), data);
     json_object_put(data);
     return rc;
 }
