@@ -146,8 +146,14 @@ static void release_follower(follower_t *f)
 
 static apr_interval_time_t wake_up_timeout(follower_t *f)
 {
-    return mcp_child.listener && mcp_listener_connected(mcp_child.listener) ? f->q->conf->keepalive_interval
-                                                      : POLL_WITHOUT_LISTENER;
+    apr_interval_time_t t = f->q->conf->keepalive_interval;
+
+    /* The follower's lease is renewed after a wake-up: one comes at least every third of it. */
+    if (f->follower_id && t > f->q->conf->stream_lease / 3) {
+        t = f->q->conf->stream_lease / 3;
+    }
+    return mcp_child.listener && mcp_listener_connected(mcp_child.listener) ? t
+                                                                            : POLL_WITHOUT_LISTENER;
 }
 
 /* Replays, then follows the stream until it ends, the client goes, or the server stops. Database
