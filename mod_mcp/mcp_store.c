@@ -41,71 +41,6 @@ static const char *int_text(apr_pool_t *p, int v)
     return apr_psprintf(p, "%d", v);
 }
 
-mcp_store_status_t mcp_store_session_insert(const mcp_store_t *db, apr_pool_t *p,
-                                            const mcp_store_session_t *s,
-                                            const char *init_request, const char *init_response,
-                                            int max_live, int idle_secs, const char **err)
-{
-    static const char sql[] =
-        "WITH live AS ("
-        "  SELECT count(*) AS n FROM mcp.sessions"
-        "   WHERE terminated_at IS NULL"
-        "     AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))"
-        "), s AS ("
-        "  INSERT INTO mcp.sessions (id, backend_url, backend_session_id, protocol_version,"
-        "                            principal, client_info, client_capabilities, server_info)"
-        "  SELECT %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb FROM live"
-        "   WHERE %s::int = 0 OR live.n < %s::int"
-        "  RETURNING id, principal"
-        "), e AS ("
-        "  INSERT INTO mcp.events (session_id, direction, kind, message, principal)"
-        "  SELECT s.id, v.direction, 'message', v.message, s.principal"
-        "    FROM s, (VALUES (1, 'in', %s::jsonb), (2, 'out', %s::jsonb)) AS v(ord, direction, message)"
-        "   ORDER BY v.ord"
-        ")"
-        "SELECT id FROM s";
-    const char *idle = int_text(p, idle_secs), *max = int_text(p, max_live);
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
-
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the session insert", err);
-    }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, idle, idle, s->id,
-                          s->backend_url, s->backend_session_id, s->protocol_version,
-                          s->principal, s->client_info, s->client_capabilities, s->server_info,
-                          max, max, init_request, init_response);
-    if (rv != 0) {
-        return db_error(db, p, rv, "storing the session", err);
-    }
-    return apr_dbd_get_row(db->driver, p, res, &row, -1) == 0 ? MCP_STORE_OK : MCP_STORE_LIMIT;
-}
-
-mcp_store_status_t mcp_store_session_count_live(const mcp_store_t *db, apr_pool_t *p,
-                                                int idle_secs, long *count, const char **err)
-{
-    static const char sql[] =
-        "SELECT count(*) FROM mcp.sessions WHERE terminated_at IS NULL"
-        "   AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))";
-    const char *idle = int_text(p, idle_secs);
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
-
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the session count", err);
-    }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, idle, idle);
-    if (rv != 0 || apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
-        return db_error(db, p, rv, "counting live sessions", err);
-    }
-    *count = atol(apr_dbd_get_entry(db->driver, row, 0));
-    return MCP_STORE_OK;
-}
-
 mcp_store_status_t mcp_store_session_touch(const mcp_store_t *db, apr_pool_t *p, const char *id,
                                            const char *principal, int idle_secs,
                                            mcp_store_session_t **out, const char **err)
@@ -185,97 +120,6 @@ static mcp_store_status_t first_id(const mcp_store_t *db, apr_pool_t *p, apr_dbd
     while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
     }
     return MCP_STORE_OK;
-}
-
-mcp_store_status_t mcp_store_stream_open_request(const mcp_store_t *db, apr_pool_t *p,
-                                                 mcp_store_session_t *session, int idle_secs,
-                                                 const char *request_id, const char *method,
-                                                 const char *inbound, const char *owner,
-                                                 int lease_secs, apr_int64_t *stream_id,
-                                                 const char **err)
-{
-    static const char sql[] =
-        "WITH se AS ("
-        "  UPDATE mcp.sessions SET last_seen_at = now()"
-        "   WHERE id = %s AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM %s"
-        "     AND backend_url = %s"
-        "     AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))"
-        "  RETURNING id, principal, backend_session_id, protocol_version"
-        "), s AS ("
-        "  INSERT INTO mcp.streams (session_id, kind, request_id, method, owner, lease_until)"
-        "  SELECT id, 'request', %s::jsonb, %s, %s, now() + make_interval(secs => %s::int)"
-        "    FROM se"
-        "  RETURNING id, session_id"
-        "), e AS ("
-        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
-        "  SELECT s.session_id, s.id, 0, 'in', 'message', %s::jsonb, se.principal FROM s, se"
-        "  UNION ALL"
-        "  SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, se.principal FROM s, se"
-        ")"
-        "SELECT s.id, se.backend_session_id, se.protocol_version FROM s, se";
-    const char *idle = int_text(p, idle_secs);
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
-
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the stream insert", err);
-    }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, session->id,
-                          session->principal, session->backend_url, idle, idle, request_id,
-                          method, owner, int_text(p, lease_secs), inbound);
-    if (rv != 0) {
-        return db_error(db, p, rv, "storing the request and its stream", err);
-    }
-    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
-        return MCP_STORE_NOT_FOUND;
-    }
-    *stream_id = apr_atoi64(apr_dbd_get_entry(db->driver, row, 0));
-    session->backend_session_id = entry(db, p, row, 1);
-    session->protocol_version = entry(db, p, row, 2);
-    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
-    }
-    return MCP_STORE_OK;
-}
-
-mcp_store_status_t mcp_store_stream_open_standalone(const mcp_store_t *db, apr_pool_t *p,
-                                                    const mcp_store_session_t *session,
-                                                    const char *owner, int lease_secs,
-                                                    apr_int64_t *stream_id, const char **err)
-{
-    static const char close_stale[] =
-        "UPDATE mcp.streams SET status = 'closed', completed_at = now()"
-        " WHERE session_id = %s AND kind = 'standalone' AND status = 'open'"
-        "   AND lease_until < now()";
-    static const char sql[] =
-        "WITH s AS ("
-        "  INSERT INTO mcp.streams (session_id, kind, owner, lease_until)"
-        "  VALUES (%s, 'standalone', %s, now() + make_interval(secs => %s::int))"
-        "  ON CONFLICT (session_id) WHERE kind = 'standalone' AND status = 'open' DO NOTHING"
-        "  RETURNING id, session_id"
-        "), e AS ("
-        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
-        "  SELECT session_id, id, 0, 'out', 'priming', NULL, %s FROM s"
-        ")"
-        "SELECT id FROM s";
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    int rv, nrows = 0;
-
-    if ((rv = prepare(db, p, close_stale, &stmt)) != 0
-        || (rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, session->id)) != 0) {
-        return db_error(db, p, rv, "closing a stale standalone stream", err);
-    }
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the standalone stream insert", err);
-    }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, session->id, owner,
-                          int_text(p, lease_secs), session->principal);
-    if (rv != 0) {
-        return db_error(db, p, rv, "opening the standalone stream", err);
-    }
-    return first_id(db, p, res, stream_id) == MCP_STORE_OK ? MCP_STORE_OK : MCP_STORE_CONFLICT;
 }
 
 mcp_store_status_t mcp_store_stream_renew(const mcp_store_t *db, apr_pool_t *p,
@@ -451,24 +295,6 @@ static mcp_store_status_t select_stream(const mcp_store_t *db, apr_pool_t *p, co
     return MCP_STORE_OK;
 }
 
-mcp_store_status_t mcp_store_stream_for_event(const mcp_store_t *db, apr_pool_t *p,
-                                              const char *session_id, apr_int64_t stream_id,
-                                              apr_int64_t seq, mcp_store_stream_t *out,
-                                              const char **err)
-{
-    static const char sql[] =
-        STREAM_COLUMNS
-        " WHERE s.id = %s::bigint AND s.session_id = %s"
-        "   AND EXISTS (SELECT 1 FROM mcp.events e"
-        "                WHERE e.stream_id = s.id AND e.seq = %s::bigint AND e.direction = 'out')";
-    const char *args[3];
-
-    args[0] = i64(p, stream_id);
-    args[1] = session_id;
-    args[2] = i64(p, seq);
-    return select_stream(db, p, sql, "looking up an event", 3, args, stream_id, out, err);
-}
-
 mcp_store_status_t mcp_store_stream_get(const mcp_store_t *db, apr_pool_t *p,
                                         apr_int64_t stream_id, mcp_store_stream_t *out,
                                         const char **err)
@@ -478,39 +304,6 @@ mcp_store_status_t mcp_store_stream_get(const mcp_store_t *db, apr_pool_t *p,
 
     args[0] = i64(p, stream_id);
     return select_stream(db, p, sql, "looking up a stream", 1, args, stream_id, out, err);
-}
-
-mcp_store_status_t mcp_store_events_after(const mcp_store_t *db, apr_pool_t *p,
-                                          apr_int64_t stream_id, apr_int64_t after_seq, int limit,
-                                          mcp_store_event_fn *fn, void *baton, int *n,
-                                          const char **err)
-{
-    static const char sql[] =
-        "SELECT seq, message::text FROM mcp.events"
-        " WHERE stream_id = %s::bigint AND seq > %s::bigint AND direction = 'out'"
-        " ORDER BY seq LIMIT %s::int";
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv, stopped = 0;
-
-    *n = 0;
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the replay", err);
-    }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, i64(p, stream_id),
-                          i64(p, after_seq), int_text(p, limit));
-    if (rv != 0) {
-        return db_error(db, p, rv, "reading stored events", err);
-    }
-    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
-        if (!stopped) {
-            stopped = fn(baton, apr_atoi64(apr_dbd_get_entry(db->driver, row, 0)),
-                         apr_dbd_get_entry(db->driver, row, 1));
-            (*n)++;
-        }
-    }
-    return MCP_STORE_OK;
 }
 
 /* ---- limits: admission control ------------------------------------------------------------ */
@@ -643,8 +436,7 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
     mcp_store_refusal_t *refused, const char **err)
 {
-    /* mcp_store_stream_open_request's statement, with the admission between the session's
-     * check and the stream's insert. */
+    /* The admission comes between the session's check and the stream's insert. */
     static const char sql[] =
         "WITH se AS ("
         "  UPDATE mcp.sessions SET last_seen_at = now()"
@@ -763,7 +555,7 @@ mcp_store_status_t mcp_store_stream_follow(const mcp_store_t *db, apr_pool_t *p,
                                            mcp_store_stream_t *out, apr_int64_t *follower_id,
                                            mcp_store_refusal_t *refused, const char **err)
 {
-    /* mcp_store_stream_for_event's look-up, then the follower's admission and row. */
+    /* The look-up, then the follower's admission and row. */
     static const char sql[] =
         "WITH st AS ("
         "  SELECT s.id, s.kind, s.status, (s.status = 'open' AND s.lease_until < now()) AS expired,"
