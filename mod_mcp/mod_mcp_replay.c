@@ -28,6 +28,7 @@ typedef struct follower_t {
     apr_int64_t   cursor;      /* seq of the last event the client was sent */
     apr_pool_t   *pool;        /* cleared per read                          */
     int           more;        /* the last read stopped at a bound          */
+    int           rows;        /* rows the next read asks for               */
     apr_int64_t   follower_id; /* its mcp.followers row (0: none)           */
     apr_time_t    last_renew;  /* of the follower row's lease               */
 } follower_t;
@@ -58,12 +59,18 @@ static int read_more(follower_t *f)
         return -1;
     }
     f->more = 0;
-    if (mcp_store_events_after_bounded(&store, f->pool, f->st.id, f->cursor, REPLAY_BATCH,
+    if (mcp_store_events_after_bounded(&store, f->pool, f->st.id, f->cursor, f->rows,
                                        f->q->conf->stream_queue_bytes, send_stored, f, &n,
                                        &f->more, &err) != MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, f->q->r, "replaying stream %" APR_INT64_T_FMT
                       ": %s", f->st.id, err);
         n = -1;
+    }
+    /* PostgreSQL converts every row it is asked for, even those the byte bound then holds
+     * back: after a read that the bound cut short, ask for about as many rows as came. */
+    if (n >= 0) {
+        f->rows = f->more && n < f->rows ? (n < 1 ? 2 : 2 * n) : 2 * f->rows;
+        f->rows = f->rows > REPLAY_BATCH ? REPLAY_BATCH : f->rows;
     }
     mcp_dbd_close(f->q->r, dbd);
     mcp_stream_flush(&f->st);
@@ -252,6 +259,7 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     f.q = q;
     f.cursor = seq;
     f.follower_id = follower_id;
+    f.rows = REPLAY_BATCH;
     f.last_renew = apr_time_now();
     apr_pool_create(&f.pool, r->pool);
     mcp_stream_init(&f.st, q, stream_id, 0);
