@@ -259,81 +259,6 @@ static mcp_store_status_t first_id(PGresult *res, apr_int64_t *out)
 
 /* ---- sessions ---------------------------------------------------------------------------- */
 
-mcp_store_status_t mcp_store_session_insert(mcp_store_t *db, apr_pool_t *p,
-                                            const mcp_store_session_t *s,
-                                            const char *init_request, const char *init_response,
-                                            int max_live, int idle_secs)
-{
-    static const char sql[] =
-        "WITH live AS ("
-        "  SELECT count(*) AS n FROM mcp.sessions"
-        "   WHERE terminated_at IS NULL"
-        "     AND ($1::int = 0 OR last_seen_at > now() - make_interval(secs => $1::int))"
-        "), s AS ("
-        "  INSERT INTO mcp.sessions (id, backend_url, backend_session_id, protocol_version,"
-        "                            principal, client_info, client_capabilities, server_info)"
-        "  SELECT $2, $3, $4, $5, $6, mcp.audit_jsonb($7::text), mcp.audit_jsonb($8::text),"
-        "         mcp.audit_jsonb($9::text) FROM live"
-        "   WHERE $10::int = 0 OR live.n < $10::int"
-        "  RETURNING id, principal"
-        "), e AS ("
-        "  INSERT INTO mcp.events (session_id, direction, kind, message_text, message, principal)"
-        "  SELECT s.id, v.direction, 'message', v.t, mcp.audit_jsonb(v.t), s.principal"
-        "    FROM s, (VALUES (1, 'in', $11::text), (2, 'out', $12::text)) AS v(ord, direction, t)"
-        "   ORDER BY v.ord"
-        ")"
-        "SELECT id FROM s";
-    const char *args[12];
-    PGresult *res;
-    mcp_store_status_t rv;
-
-    args[0] = int_text(p, idle_secs);
-    args[1] = s->id;
-    args[2] = s->backend_url;
-    args[3] = s->backend_session_id;
-    args[4] = s->protocol_version;
-    args[5] = s->principal;
-    args[6] = s->client_info;
-    args[7] = s->client_capabilities;
-    args[8] = s->server_info;
-    args[9] = int_text(p, max_live);
-    args[10] = init_request;
-    args[11] = init_response;
-    rv = mcp_store_exec(db, p, "storing the session", sql, NARGS(args), args, &res);
-    if (rv == MCP_STORE_REFUSED && db->sqlstate && strcmp(db->sqlstate, "23505") == 0
-        && strstr(db->error, "sessions_pkey")) {
-        /* A retry after a try whose outcome was unknown (the connection broke after the
-         * server got it): that try stored the session (its id is 192 random bits: nothing
-         * else can hold it). */
-        return MCP_STORE_OK;
-    }
-    if (rv != MCP_STORE_OK) {
-        return rv;
-    }
-    return PQntuples(res) > 0 ? MCP_STORE_OK : MCP_STORE_LIMIT;
-}
-
-mcp_store_status_t mcp_store_session_count_live(mcp_store_t *db, apr_pool_t *p,
-                                                int idle_secs, long *count)
-{
-    static const char sql[] =
-        "SELECT count(*) FROM mcp.sessions WHERE terminated_at IS NULL"
-        "   AND ($1::int = 0 OR last_seen_at > now() - make_interval(secs => $1::int))";
-    const char *args[1];
-    PGresult *res;
-    apr_int64_t n = 0;
-    mcp_store_status_t rv;
-
-    args[0] = int_text(p, idle_secs);
-    if ((rv = mcp_store_exec(db, p, "counting live sessions", sql, NARGS(args), args, &res))
-        != MCP_STORE_OK) {
-        return rv;
-    }
-    first_id(res, &n);
-    *count = (long)n;
-    return MCP_STORE_OK;
-}
-
 mcp_store_status_t mcp_store_session_touch(mcp_store_t *db, apr_pool_t *p, const char *id,
                                            const char *principal, int idle_secs,
                                            mcp_store_session_t **out)
@@ -394,102 +319,6 @@ mcp_store_status_t mcp_store_session_terminate(mcp_store_t *db, apr_pool_t *p, c
 }
 
 /* ---- streams and events ------------------------------------------------------------------ */
-
-mcp_store_status_t mcp_store_stream_open_request(mcp_store_t *db, apr_pool_t *p,
-                                                 mcp_store_session_t *session, int idle_secs,
-                                                 const char *request_id, const char *method,
-                                                 const char *inbound, const char *owner,
-                                                 int lease_secs, apr_int64_t *stream_id)
-{
-    static const char sql[] =
-        "WITH se AS ("
-        "  UPDATE mcp.sessions SET last_seen_at = now()"
-        "   WHERE id = $1 AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM $2"
-        "     AND backend_url = $3"
-        "     AND ($4::int = 0 OR last_seen_at > now() - make_interval(secs => $4::int))"
-        "  RETURNING id, principal, backend_session_id, protocol_version"
-        "), s AS ("
-        "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner,"
-        "                           lease_until)"
-        "  SELECT id, 'request', $5, mcp.audit_jsonb($5::text), $6, $7,"
-        "         now() + make_interval(secs => $8::int)"
-        "    FROM se"
-        "  RETURNING id, session_id"
-        "), e AS ("
-        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
-        "                          message, principal)"
-        "  SELECT s.session_id, s.id, 0, 'in', 'message', $9, mcp.audit_jsonb($9::text),"
-        "         se.principal FROM s, se"
-        "  UNION ALL"
-        "  SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, NULL, se.principal FROM s, se"
-        ")"
-        "SELECT s.id, se.backend_session_id, se.protocol_version FROM s, se";
-    const char *args[9];
-    mcp_store_status_t rv;
-    PGresult *res;
-
-    args[0] = session->id;
-    args[1] = session->principal;
-    args[2] = session->backend_url;
-    args[3] = int_text(p, idle_secs);
-    args[4] = request_id;
-    args[5] = method;
-    args[6] = owner;
-    args[7] = int_text(p, lease_secs);
-    args[8] = inbound;
-    if ((rv = mcp_store_exec(db, p, "storing the request and its stream", sql, NARGS(args), args,
-                             &res)) != MCP_STORE_OK) {
-        return rv;
-    }
-    if (PQntuples(res) < 1) {
-        return MCP_STORE_NOT_FOUND;
-    }
-    *stream_id = apr_atoi64(PQgetvalue(res, 0, 0));
-    session->backend_session_id = entry(res, 0, 1);
-    session->protocol_version = entry(res, 0, 2);
-    return MCP_STORE_OK;
-}
-
-mcp_store_status_t mcp_store_stream_open_standalone(mcp_store_t *db, apr_pool_t *p,
-                                                    const mcp_store_session_t *session,
-                                                    const char *owner, int lease_secs,
-                                                    apr_int64_t *stream_id)
-{
-    static const char sql[] =
-        "WITH s AS ("
-        "  INSERT INTO mcp.streams (session_id, kind, owner, lease_until)"
-        "  VALUES ($1, 'standalone', $2, now() + make_interval(secs => $3::int))"
-        "  ON CONFLICT (session_id) WHERE kind = 'standalone' AND status = 'open' DO NOTHING"
-        "  RETURNING id, session_id"
-        "), e AS ("
-        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
-        "  SELECT session_id, id, 0, 'out', 'priming', NULL, $4 FROM s"
-        ")"
-        "SELECT id FROM s";
-    static const char close_stale[] =
-        "UPDATE mcp.streams SET status = 'closed', completed_at = now()"
-        " WHERE session_id = $1 AND kind = 'standalone' AND status = 'open'"
-        "   AND lease_until < now()";
-    const char *args[4];
-    mcp_store_status_t rv;
-    PGresult *res;
-
-    args[0] = session->id;
-    args[1] = owner;
-    args[2] = int_text(p, lease_secs);
-    args[3] = session->principal;
-    /* A stale open stream (its owner stopped renewing) is closed by a statement of its own:
-     * the insert's conflict check would not see a change made in the same statement. */
-    if ((rv = mcp_store_exec(db, p, "closing a stale standalone stream", close_stale, 1, args,
-                             NULL)) != MCP_STORE_OK) {
-        return rv;
-    }
-    if ((rv = mcp_store_exec(db, p, "opening the standalone stream", sql, NARGS(args), args,
-                             &res)) != MCP_STORE_OK) {
-        return rv;
-    }
-    return first_id(res, stream_id) == MCP_STORE_OK ? MCP_STORE_OK : MCP_STORE_CONFLICT;
-}
 
 /* A PostgreSQL array literal of n strings. */
 static const char *text_array(apr_pool_t *p, int n, const char *const *v)
@@ -689,13 +518,25 @@ mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p
     "       (SELECT max(seq) FROM mcp.events WHERE stream_id = s.id), s.owner" \
     "  FROM mcp.streams s"
 
+/* The first row's kind, status, lease_expired, last_seq and owner (columns 0-4). */
+static void read_stream(PGresult *res, apr_int64_t stream_id, mcp_store_stream_t *out)
+{
+    const char *last = entry(res, 0, 3);
+
+    out->id = stream_id;
+    out->kind = entry(res, 0, 0);
+    out->status = entry(res, 0, 1);
+    out->lease_expired = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
+    out->last_seq = last && *last ? apr_atoi64(last) : -1;
+    out->owner = entry(res, 0, 4);
+}
+
 /* One stream row selected by sql (STREAM_COLUMNS ...) with n bound arguments. */
 static mcp_store_status_t select_stream(mcp_store_t *db, apr_pool_t *p, const char *sql,
                                         const char *what, int n, const char *const *args,
                                         apr_int64_t stream_id, mcp_store_stream_t *out)
 {
     mcp_store_status_t rv;
-    const char *last;
     PGresult *res;
 
     if ((rv = mcp_store_exec(db, p, what, sql, n, args, &res)) != MCP_STORE_OK) {
@@ -704,31 +545,8 @@ static mcp_store_status_t select_stream(mcp_store_t *db, apr_pool_t *p, const ch
     if (PQntuples(res) < 1) {
         return MCP_STORE_NOT_FOUND;
     }
-    last = entry(res, 0, 3);
-    out->id = stream_id;
-    out->kind = entry(res, 0, 0);
-    out->status = entry(res, 0, 1);
-    out->lease_expired = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
-    out->last_seq = last ? apr_atoi64(last) : -1;
-    out->owner = entry(res, 0, 4);
+    read_stream(res, stream_id, out);
     return MCP_STORE_OK;
-}
-
-mcp_store_status_t mcp_store_stream_for_event(mcp_store_t *db, apr_pool_t *p,
-                                              const char *session_id, apr_int64_t stream_id,
-                                              apr_int64_t seq, mcp_store_stream_t *out)
-{
-    static const char sql[] =
-        STREAM_COLUMNS
-        " WHERE s.id = $1::bigint AND s.session_id = $2"
-        "   AND EXISTS (SELECT 1 FROM mcp.events e"
-        "                WHERE e.stream_id = s.id AND e.seq = $3::bigint AND e.direction = 'out')";
-    const char *args[3];
-
-    args[0] = i64(p, stream_id);
-    args[1] = session_id;
-    args[2] = i64(p, seq);
-    return select_stream(db, p, sql, "looking up an event", NARGS(args), args, stream_id, out);
 }
 
 mcp_store_status_t mcp_store_stream_get(mcp_store_t *db, apr_pool_t *p,
@@ -741,23 +559,363 @@ mcp_store_status_t mcp_store_stream_get(mcp_store_t *db, apr_pool_t *p,
     return select_stream(db, p, sql, "looking up a stream", NARGS(args), args, stream_id, out);
 }
 
-mcp_store_status_t mcp_store_events_after(mcp_store_t *db, apr_pool_t *p,
-                                          apr_int64_t stream_id, apr_int64_t after_seq, int limit,
-                                          mcp_store_event_fn *fn, void *baton, int *n)
+
+/* ---- limits: admission control ------------------------------------------------------------ */
+
+static mcp_store_refusal_t refusal(const char *text)
+{
+    static const struct {
+        const char          *text;
+        mcp_store_refusal_t  refusal;
+    } names[] = {
+        { "session-streams", MCP_STORE_REFUSED_SESSION_STREAMS },
+        { "holder-streams", MCP_STORE_REFUSED_HOLDER_STREAMS },
+        { "stream-followers", MCP_STORE_REFUSED_STREAM_FOLLOWERS },
+        { "sessions", MCP_STORE_REFUSED_SESSIONS },
+        { "holder-sessions", MCP_STORE_REFUSED_HOLDER_SESSIONS },
+    };
+    apr_size_t i;
+
+    for (i = 0; text && *text && i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcmp(text, names[i].text) == 0) {
+            return names[i].refusal;
+        }
+    }
+    return MCP_STORE_ADMITTED;
+}
+
+mcp_store_status_t mcp_store_session_insert_admitted(mcp_store_t *db, apr_pool_t *p,
+                                                     const mcp_store_session_t *s,
+                                                     const char *holder, const char *init_request,
+                                                     const char *init_response, int max_live,
+                                                     int max_per_holder, int idle_secs,
+                                                     mcp_store_refusal_t *refused)
 {
     static const char sql[] =
-        "SELECT seq, message_text FROM mcp.events"
-        " WHERE stream_id = $1::bigint AND seq > $2::bigint AND direction = 'out'"
-        " ORDER BY seq LIMIT $3::int";
-    const char *args[3];
+        "WITH a AS ("
+        "  SELECT mcp.admit_session($1, $2::int, $3::int, $4::int) AS refused"
+        "), s AS ("
+        "  INSERT INTO mcp.sessions (id, backend_url, backend_session_id, protocol_version,"
+        "                            principal, client_info, client_capabilities, server_info,"
+        "                            holder)"
+        "  SELECT $5, $6, $7, $8, $9, mcp.audit_jsonb($10::text), mcp.audit_jsonb($11::text),"
+        "         mcp.audit_jsonb($12::text), $1 FROM a"
+        "   WHERE a.refused IS NULL"
+        "  RETURNING id, principal"
+        "), e AS ("
+        "  INSERT INTO mcp.events (session_id, direction, kind, message_text, message, principal)"
+        "  SELECT s.id, v.direction, 'message', v.t, mcp.audit_jsonb(v.t), s.principal"
+        "    FROM s, (VALUES (1, 'in', $13::text), (2, 'out', $14::text)) AS v(ord, direction, t)"
+        "   ORDER BY v.ord"
+        ")"
+        "SELECT a.refused, s.id FROM a LEFT JOIN s ON true";
+    const char *args[14];
     mcp_store_status_t rv;
     PGresult *res;
-    int i, rows;
+
+    *refused = MCP_STORE_ADMITTED;
+    args[0] = holder;
+    args[1] = int_text(p, max_live);
+    args[2] = int_text(p, max_per_holder);
+    args[3] = int_text(p, idle_secs);
+    args[4] = s->id;
+    args[5] = s->backend_url;
+    args[6] = s->backend_session_id;
+    args[7] = s->protocol_version;
+    args[8] = s->principal;
+    args[9] = s->client_info;
+    args[10] = s->client_capabilities;
+    args[11] = s->server_info;
+    args[12] = init_request;
+    args[13] = init_response;
+    rv = mcp_store_exec(db, p, "storing the session", sql, NARGS(args), args, &res);
+    if (rv == MCP_STORE_REFUSED && db->sqlstate && strcmp(db->sqlstate, "23505") == 0
+        && strstr(db->error, "sessions_pkey")) {
+        /* A retry after a try whose outcome was unknown (the connection broke after the
+         * server got it): that try stored the session (its id is 192 random bits: nothing
+         * else can hold it). */
+        return MCP_STORE_OK;
+    }
+    if (rv != MCP_STORE_OK) {
+        return rv;
+    }
+    if (PQntuples(res) < 1) {
+        db->sqlstate = NULL;
+        db->error = "storing the session: no result";
+        return MCP_STORE_REFUSED;
+    }
+    *refused = refusal(entry(res, 0, 0));
+    return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
+                                                const char *holder, int max_live,
+                                                int max_per_holder, int idle_secs,
+                                                mcp_store_refusal_t *refused)
+{
+    static const char sql[] =
+        "SELECT $1::int > 0 AND count(*) >= $1::int,"
+        "       $2::int > 0 AND count(*) FILTER (WHERE holder = $3) >= $2::int"
+        "  FROM mcp.sessions WHERE terminated_at IS NULL"
+        "   AND ($4::int = 0 OR last_seen_at > now() - make_interval(secs => $4::int))";
+    const char *args[4];
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    *refused = MCP_STORE_ADMITTED;
+    if (max_live <= 0 && max_per_holder <= 0) {
+        return MCP_STORE_OK;
+    }
+    args[0] = int_text(p, max_live);
+    args[1] = int_text(p, max_per_holder);
+    args[2] = holder;
+    args[3] = int_text(p, idle_secs);
+    if ((rv = mcp_store_exec(db, p, "counting live sessions", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
+    }
+    if (PQntuples(res) > 0 && strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
+        *refused = MCP_STORE_REFUSED_SESSIONS;
+    }
+    else if (PQntuples(res) > 0 && strcmp(PQgetvalue(res, 0, 1), "t") == 0) {
+        *refused = MCP_STORE_REFUSED_HOLDER_SESSIONS;
+    }
+    return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_stream_open_request_admitted(
+    mcp_store_t *db, apr_pool_t *p, mcp_store_session_t *session, int idle_secs,
+    const char *request_id, const char *method, const char *inbound, const char *owner,
+    int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
+    mcp_store_refusal_t *refused)
+{
+    /* The admission comes between the session's check and the stream's insert. */
+    static const char sql[] =
+        "WITH se AS ("
+        "  UPDATE mcp.sessions SET last_seen_at = now()"
+        "   WHERE id = $1 AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM $2"
+        "     AND backend_url = $3"
+        "     AND ($4::int = 0 OR last_seen_at > now() - make_interval(secs => $4::int))"
+        "  RETURNING id, principal, backend_session_id, protocol_version"
+        "), a AS ("
+        "  SELECT mcp.admit_stream(se.id, $5, 0, $6::int, $7::int, 0) AS refused FROM se"
+        "), s AS ("
+        "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner,"
+        "                           lease_until, holder)"
+        "  SELECT se.id, 'request', $8, mcp.audit_jsonb($8::text), $9, $10,"
+        "         now() + make_interval(secs => $11::int), $5"
+        "    FROM se, a WHERE a.refused IS NULL"
+        "  RETURNING id, session_id"
+        "), e AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
+        "                          message, principal)"
+        "  SELECT s.session_id, s.id, 0, 'in', 'message', $12, mcp.audit_jsonb($12::text),"
+        "         se.principal FROM s, se"
+        "  UNION ALL"
+        "  SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, NULL, se.principal FROM s, se"
+        ")"
+        "SELECT s.id, se.backend_session_id, se.protocol_version, a.refused"
+        "  FROM se CROSS JOIN a LEFT JOIN s ON true";
+    const char *args[12];
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    *refused = MCP_STORE_ADMITTED;
+    args[0] = session->id;
+    args[1] = session->principal;
+    args[2] = session->backend_url;
+    args[3] = int_text(p, idle_secs);
+    args[4] = limits->holder;
+    args[5] = int_text(p, limits->max_session_streams);
+    args[6] = int_text(p, limits->max_holder_streams);
+    args[7] = request_id;
+    args[8] = method;
+    args[9] = owner;
+    args[10] = int_text(p, lease_secs);
+    args[11] = inbound;
+    if ((rv = mcp_store_exec(db, p, "storing the request and its stream", sql, NARGS(args), args,
+                             &res)) != MCP_STORE_OK) {
+        return rv;
+    }
+    if (PQntuples(res) < 1) {
+        return MCP_STORE_NOT_FOUND;
+    }
+    session->backend_session_id = entry(res, 0, 1);
+    session->protocol_version = entry(res, 0, 2);
+    *refused = refusal(entry(res, 0, 3));
+    if (!*refused) {
+        *stream_id = apr_atoi64(PQgetvalue(res, 0, 0));
+    }
+    return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_stream_open_standalone_admitted(
+    mcp_store_t *db, apr_pool_t *p, const mcp_store_session_t *session, const char *owner,
+    int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
+    mcp_store_refusal_t *refused)
+{
+    static const char close_stale[] =
+        "UPDATE mcp.streams SET status = 'closed', completed_at = now()"
+        " WHERE session_id = $1 AND kind = 'standalone' AND status = 'open'"
+        "   AND lease_until < now()";
+    static const char sql[] =
+        "WITH a AS ("
+        "  SELECT mcp.admit_stream($1, $2, 0, $3::int, $4::int, 0) AS refused"
+        "), s AS ("
+        "  INSERT INTO mcp.streams (session_id, kind, owner, lease_until, holder)"
+        "  SELECT $1, 'standalone', $5, now() + make_interval(secs => $6::int), $2"
+        "    FROM a WHERE a.refused IS NULL"
+        "  ON CONFLICT (session_id) WHERE kind = 'standalone' AND status = 'open' DO NOTHING"
+        "  RETURNING id, session_id"
+        "), e AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
+        "                          message, principal)"
+        "  SELECT session_id, id, 0, 'out', 'priming', NULL, NULL, $7 FROM s"
+        ")"
+        "SELECT a.refused, s.id FROM a LEFT JOIN s ON true";
+    const char *args[7], *id;
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    *refused = MCP_STORE_ADMITTED;
+    args[0] = session->id;
+    args[1] = limits->holder;
+    args[2] = int_text(p, limits->max_session_streams);
+    args[3] = int_text(p, limits->max_holder_streams);
+    args[4] = owner;
+    args[5] = int_text(p, lease_secs);
+    args[6] = session->principal;
+    /* A stale open stream (its owner stopped renewing) is closed by a statement of its own:
+     * the insert's conflict check would not see a change made in the same statement. */
+    if ((rv = mcp_store_exec(db, p, "closing a stale standalone stream", close_stale, 1, args,
+                             NULL)) != MCP_STORE_OK) {
+        return rv;
+    }
+    if ((rv = mcp_store_exec(db, p, "opening the standalone stream", sql, NARGS(args), args,
+                             &res)) != MCP_STORE_OK) {
+        return rv;
+    }
+    if (PQntuples(res) < 1) {
+        db->sqlstate = NULL;
+        db->error = "opening the standalone stream: no result";
+        return MCP_STORE_REFUSED;
+    }
+    *refused = refusal(entry(res, 0, 0));
+    id = entry(res, 0, 1);
+    if (id && *id) {
+        *stream_id = apr_atoi64(id);
+    }
+    return *refused ? MCP_STORE_LIMIT : id && *id ? MCP_STORE_OK : MCP_STORE_CONFLICT;
+}
+
+mcp_store_status_t mcp_store_stream_follow(mcp_store_t *db, apr_pool_t *p,
+                                           const char *session_id, apr_int64_t stream_id,
+                                           apr_int64_t seq, const char *owner, int lease_secs,
+                                           const mcp_store_limits_t *limits,
+                                           mcp_store_stream_t *out, apr_int64_t *follower_id,
+                                           mcp_store_refusal_t *refused)
+{
+    /* The look-up, then the follower's admission and row. */
+    static const char sql[] =
+        "WITH st AS ("
+        "  SELECT s.id, s.kind, s.status, (s.status = 'open' AND s.lease_until < now()) AS expired,"
+        "         (SELECT max(seq) FROM mcp.events WHERE stream_id = s.id) AS last_seq, s.owner"
+        "    FROM mcp.streams s"
+        "   WHERE s.id = $1::bigint AND s.session_id = $2"
+        "     AND EXISTS (SELECT 1 FROM mcp.events e WHERE e.stream_id = s.id"
+        "                    AND e.seq = $3::bigint AND e.direction = 'out')"
+        "), a AS ("
+        "  SELECT mcp.admit_stream($2, $4, st.id, $5::int, $6::int, $7::int) AS refused"
+        "    FROM st WHERE st.status = 'open'"
+        "), f AS ("
+        "  INSERT INTO mcp.followers (stream_id, session_id, holder, owner, lease_until)"
+        "  SELECT st.id, $2, $4, $8, now() + make_interval(secs => $9::int)"
+        "    FROM st, a WHERE a.refused IS NULL"
+        "  RETURNING id"
+        ")"
+        "SELECT st.kind, st.status, st.expired, st.last_seq, st.owner, a.refused, f.id"
+        "  FROM st LEFT JOIN a ON true LEFT JOIN f ON true";
+    const char *args[9], *id;
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    *refused = MCP_STORE_ADMITTED;
+    *follower_id = 0;
+    args[0] = i64(p, stream_id);
+    args[1] = session_id;
+    args[2] = i64(p, seq);
+    args[3] = limits->holder;
+    args[4] = int_text(p, limits->max_session_streams);
+    args[5] = int_text(p, limits->max_holder_streams);
+    args[6] = int_text(p, limits->max_stream_followers);
+    args[7] = owner;
+    args[8] = int_text(p, lease_secs);
+    if ((rv = mcp_store_exec(db, p, "looking up an event", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
+    }
+    if (PQntuples(res) < 1) {
+        return MCP_STORE_NOT_FOUND;
+    }
+    read_stream(res, stream_id, out);
+    *refused = refusal(entry(res, 0, 5));
+    id = entry(res, 0, 6);
+    if (id && *id) {
+        *follower_id = apr_atoi64(id);
+    }
+    return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_follower_renew(mcp_store_t *db, apr_pool_t *p,
+                                            apr_int64_t follower_id, int lease_secs)
+{
+    static const char sql[] =
+        "UPDATE mcp.followers SET lease_until = now() + make_interval(secs => $1::int)"
+        " WHERE id = $2::bigint";
+    const char *args[2];
+
+    args[0] = int_text(p, lease_secs);
+    args[1] = i64(p, follower_id);
+    return mcp_store_exec(db, p, "renewing a follower's lease", sql, NARGS(args), args, NULL);
+}
+
+mcp_store_status_t mcp_store_follower_release(mcp_store_t *db, apr_pool_t *p,
+                                              apr_int64_t follower_id)
+{
+    static const char sql[] = "DELETE FROM mcp.followers WHERE id = $1::bigint";
+    const char *args[1];
+
+    args[0] = i64(p, follower_id);
+    return mcp_store_exec(db, p, "releasing a follower", sql, NARGS(args), args, NULL);
+}
+
+mcp_store_status_t mcp_store_events_after_bounded(mcp_store_t *db, apr_pool_t *p,
+                                                  apr_int64_t stream_id, apr_int64_t after_seq,
+                                                  int max_rows, apr_off_t max_bytes,
+                                                  mcp_store_event_fn *fn, void *baton, int *n,
+                                                  int *more)
+{
+    /* The rows up to the one that brings the total to max_bytes: PostgreSQL sends (and libpq
+     * holds) about max_bytes and one message, however large the stored messages are. */
+    static const char sql[] =
+        "SELECT seq, m, running >= $1::bigint FROM ("
+        "  SELECT seq, m, sum(len) OVER (ORDER BY seq) AS running, len FROM ("
+        "    SELECT seq, m, coalesce(octet_length(m), 0) AS len FROM ("
+        "      SELECT seq, message_text AS m FROM mcp.events"
+        "       WHERE stream_id = $2::bigint AND seq > $3::bigint AND direction = 'out'"
+        "       ORDER BY seq LIMIT $4::int) r) l) t"
+        " WHERE running - len < $1::bigint ORDER BY seq";
+    const char *args[4];
+    mcp_store_status_t rv;
+    PGresult *res;
+    int i, rows, full = 0;
 
     *n = 0;
-    args[0] = i64(p, stream_id);
-    args[1] = i64(p, after_seq);
-    args[2] = int_text(p, limit);
+    *more = 0;
+    args[0] = apr_off_t_toa(p, max_bytes);
+    args[1] = i64(p, stream_id);
+    args[2] = i64(p, after_seq);
+    args[3] = int_text(p, max_rows);
     if ((rv = mcp_store_exec(db, p, "reading stored events", sql, NARGS(args), args, &res))
         != MCP_STORE_OK) {
         return rv;
@@ -765,10 +923,12 @@ mcp_store_status_t mcp_store_events_after(mcp_store_t *db, apr_pool_t *p,
     /* The connection is back in its pool already: a slow client holds none. */
     rows = PQntuples(res);
     for (i = 0; i < rows; i++) {
+        full = strcmp(PQgetvalue(res, i, 2), "t") == 0;
         (*n)++;
         if (fn(baton, apr_atoi64(PQgetvalue(res, i, 0)), entry(res, i, 1))) {
             break;
         }
     }
+    *more = *n == max_rows || full;
     return MCP_STORE_OK;
 }
