@@ -239,6 +239,7 @@ mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
     CURLcode rc;
     mcp_backend_status_t status;
     CURL *h = handle_get(bp);
+    int i;
 
     *err = NULL;
     memset(response, 0, sizeof(*response));
@@ -270,6 +271,9 @@ mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
     if (call->last_event_id) {
         hdrs = curl_slist_append(hdrs, apr_pstrcat(p, "Last-Event-ID: ", call->last_event_id,
                                                    NULL));
+    }
+    for (i = 0; call->headers && i < call->headers->nelts; i++) {
+        hdrs = curl_slist_append(hdrs, APR_ARRAY_IDX(call->headers, i, const char *));
     }
 
     curl_easy_setopt(h, CURLOPT_URL, call->target->url);

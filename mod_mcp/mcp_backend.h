@@ -53,6 +53,7 @@ typedef struct mcp_backend_call_t {
     const char *session_id;        /* sent as Mcp-Session-Id when non-NULL               */
     const char *protocol_version;  /* sent as MCP-Protocol-Version when non-NULL         */
     const char *last_event_id;     /* sent as Last-Event-ID when non-NULL                */
+    const apr_array_header_t *headers; /* const char *: more "Name: value" lines, or NULL */
     long        connect_timeout_ms;
     long        timeout_ms;        /* the whole exchange; 0 for no limit                 */
     mcp_backend_headers_fn *on_headers;

@@ -8,7 +8,7 @@
 #define MCP_PROTOCOL_H
 
 /* Transport families. The 2025 era has sessions, the GET stream and resumability; the
- * 2026-07-28 revision has none of them (not served yet). */
+ * 2026-07-28 revision has none of them: every POST is stateless (mcp_era, mod_mcp_modern). */
 typedef enum {
     MCP_ERA_UNKNOWN = 0,
     MCP_ERA_2025,
@@ -35,10 +35,22 @@ const char *mcp_protocol_latest(void);
 /* The revision named v, or NULL when v is not a revision the gateway knows of. */
 const mcp_protocol_t *mcp_protocol_find(const char *v);
 
-/* The revision named v if the gateway serves it, else NULL. */
+/* The revision named v if the gateway serves it (either era), else NULL. */
 const mcp_protocol_t *mcp_protocol_served(const char *v);
 
-/* Comma-separated list of the served revisions, newest first (for error messages). */
+/* The revision named v if the gateway serves it with sessions (the 2025 era), else NULL: what
+ * initialize may negotiate and MCP-Protocol-Version may name on the session path. */
+const mcp_protocol_t *mcp_protocol_session(const char *v);
+
+/* Comma-separated list of the served revisions of era (MCP_ERA_UNKNOWN: every era), newest
+ * first (for error messages and the -32022 error's data.supported). */
+const char *mcp_protocol_list(mcp_era_t era);
+
+/* The same as mcp_protocol_list(MCP_ERA_2025): the revisions served with sessions. */
 const char *mcp_protocol_served_list(void);
+
+/* Non-zero when v looks like a revision of the stateless era: known as such, or a date after
+ * the newest revision of the 2025 era (so a future version header is not read as legacy). */
+int mcp_protocol_is_modern(const char *v);
 
 #endif

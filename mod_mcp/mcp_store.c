@@ -749,6 +749,57 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
 }
 
+mcp_store_status_t mcp_store_stream_open_stateless_admitted(
+    mcp_store_t *db, apr_pool_t *p, const char *protocol_version, const char *principal,
+    const char *request_id, const char *method, const char *inbound, const char *owner,
+    int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
+    mcp_store_refusal_t *refused)
+{
+    static const char sql[] =
+        "WITH a AS ("
+        "  SELECT mcp.admit_stream(NULL, $1, 0, 0, $2::int, 0) AS refused"
+        "), s AS ("
+        "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner,"
+        "                           lease_until, holder, protocol_version, principal)"
+        "  SELECT NULL, 'request', $3, mcp.audit_jsonb($3::text), $4, $5,"
+        "         now() + make_interval(secs => $6::int), $1, $7, $8"
+        "    FROM a WHERE a.refused IS NULL"
+        "  RETURNING id"
+        "), e AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
+        "                          message, principal)"
+        "  SELECT NULL, s.id, 0, 'in', 'message', $9, mcp.audit_jsonb($9::text), $8 FROM s"
+        ")"
+        "SELECT s.id, a.refused FROM a LEFT JOIN s ON true";
+    const char *args[9];
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    *refused = MCP_STORE_ADMITTED;
+    args[0] = limits->holder;
+    args[1] = int_text(p, limits->max_holder_streams);
+    args[2] = request_id;
+    args[3] = method;
+    args[4] = owner;
+    args[5] = int_text(p, lease_secs);
+    args[6] = protocol_version;
+    args[7] = principal;
+    args[8] = inbound;
+    if ((rv = mcp_store_exec(db, p, "storing the stateless request and its stream", sql,
+                             NARGS(args), args, &res)) != MCP_STORE_OK) {
+        return rv;
+    }
+    if (PQntuples(res) < 1) {
+        db->error = "storing the stateless request: no result";
+        return MCP_STORE_UNAVAILABLE;
+    }
+    *refused = refusal(entry(res, 0, 1));
+    if (!*refused) {
+        *stream_id = apr_atoi64(PQgetvalue(res, 0, 0));
+    }
+    return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
+}
+
 mcp_store_status_t mcp_store_stream_open_standalone_admitted(
     mcp_store_t *db, apr_pool_t *p, const mcp_store_session_t *session, const char *owner,
     int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "mcp_origin.h"
+#include "mcp_protocol.h"
 #include "mod_mcp_config.h"
 
 extern module AP_MODULE_DECLARE_DATA mcp_module;
@@ -66,6 +67,7 @@ void *mcp_config_merge_dir(apr_pool_t *p, void *basev, void *addv)
     MERGE(max_batch_size, UNSET);
     MERGE(allowed_origins, NULL);
     MERGE(allowed_hosts, NULL);
+    MERGE(backend_protocols, NULL);
     return merged;
 }
 
@@ -93,6 +95,9 @@ const mcp_dir_conf_t *mcp_config_get(request_rec *r)
     DEFAULT(max_principal_streams, MCP_DEFAULT_MAX_PRINCIPAL_STREAMS);
     DEFAULT(max_stream_followers, MCP_DEFAULT_MAX_STREAM_FOLLOWERS);
     DEFAULT(max_batch_size, MCP_DEFAULT_MAX_BATCH_SIZE);
+    if (!conf->backend_protocols) {
+        conf->backend_protocols = mcp_protocol_list(MCP_ERA_2025);
+    }
     if (!conf->allowed_origins) {
         conf->allowed_origins = apr_array_make(r->pool, 2, sizeof(const char *));
         APR_ARRAY_PUSH(conf->allowed_origins, const char *) = "self";
@@ -271,6 +276,21 @@ static const char *add_origin(cmd_parms *cmd, void *dconf, const char *arg)
     return add_word(cmd, dconf, arg);
 }
 
+/* MCPBackendProtocols: the revisions the backend serves, each one the gateway serves. */
+static const char *add_backend_protocol(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    mcp_dir_conf_t *conf = dconf;
+
+    if (!mcp_protocol_served(arg)) {
+        return apr_psprintf(cmd->pool, "%s: '%s' is not a protocol revision the gateway serves "
+                            "(%s)", cmd->cmd->name, arg, mcp_protocol_list(MCP_ERA_UNKNOWN));
+    }
+    conf->backend_protocols = conf->backend_protocols
+        ? apr_pstrcat(cmd->pool, conf->backend_protocols, ", ", arg, NULL)
+        : apr_pstrdup(cmd->pool, arg);
+    return NULL;
+}
+
 static const char *set_sweep_interval(cmd_parms *cmd, void *dconf, const char *arg)
 {
     mcp_server_conf_t *conf = ap_get_module_config(cmd->server->module_config, &mcp_module);
@@ -354,6 +374,9 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_ITERATE("MCPAllowedHosts", add_word, AT(allowed_hosts), CONTEXT,
                     "Host header names accepted besides the server's own names and loopback "
                     "(DNS-rebinding protection); * accepts any"),
+    AP_INIT_ITERATE("MCPBackendProtocols", add_backend_protocol, NULL, CONTEXT,
+                    "The protocol revisions the backend serves (default: 2025-11-25 2025-06-18 "
+                    "2025-03-26); 2026-07-28 lets stateless requests through to it"),
     AP_INIT_TAKE1("MCPSweepInterval", set_sweep_interval, NULL, RSRC_CONF,
                   "How often one process per host finishes streams whose owner died "
                   "(default 30s; 0: never)"),

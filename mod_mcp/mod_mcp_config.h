@@ -51,6 +51,9 @@ typedef struct mcp_dir_conf_t {
     int                         max_batch_size;        /* messages in a batch, 0: no limit    */
     apr_array_header_t         *allowed_origins;       /* const char *: self, localhost, *, URL */
     apr_array_header_t         *allowed_hosts;         /* const char *: names, localhost, *     */
+    const char                 *backend_protocols;     /* MCPBackendProtocols: revisions the
+                                                        * backend serves, ", "-separated, newest
+                                                        * first (default: the 2025 era's)      */
 } mcp_dir_conf_t;
 
 #define MCP_DEFAULT_SWEEP_INTERVAL          apr_time_from_sec(30)

@@ -16,6 +16,7 @@
 #include <util_filter.h>
 
 #include "mcp_backend.h"
+#include "mcp_era.h"
 #include "mcp_http.h"
 #include "mcp_id.h"
 #include "mcp_jsonrpc.h"
@@ -26,6 +27,7 @@
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_handler.h"
+#include "mod_mcp_modern.h"
 #include "mod_mcp_relay.h"
 #include "mod_mcp_replay.h"
 #include "mod_mcp_request.h"
@@ -220,17 +222,37 @@ static int parse_body(mcp_req_t *q)
     return OK;
 }
 
-/* An MCP-Protocol-Version header, when present, must name a revision the gateway serves. */
-static int check_version_header(mcp_req_t *q)
+/* An MCP-Protocol-Version header, when present, must name a revision the gateway serves with
+ * sessions (400, -32022 with the supported list otherwise). initialize decides the version
+ * itself (a 2026-07-28 header there is counter-offered like the body's version). */
+static int check_version_header(mcp_req_t *q, int initialize)
 {
     const char *v = apr_table_get(q->r->headers_in, "MCP-Protocol-Version");
 
-    if (v && !mcp_protocol_served(v)) {
-        return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_SERVER_ERROR,
-                           "Bad Request: unsupported MCP-Protocol-Version '%s' (supported: %s)", v,
-                           mcp_protocol_served_list());
+    if (v && !mcp_protocol_session(v) && !(initialize && mcp_protocol_is_modern(v))) {
+        return mcp_req_unsupported_version(q, v, mcp_protocol_served_list());
     }
     return OK;
+}
+
+/* initialize asking for a revision of the stateless era: the backend is asked for the newest
+ * session revision instead (the counter-offer the client then gets). */
+static void counter_offer(mcp_req_t *q, json_object *request)
+{
+    json_object *params = NULL, *v = NULL;
+
+    if (!json_object_object_get_ex(request, "params", &params)
+        || !json_object_object_get_ex(params, "protocolVersion", &v)
+        || !json_object_is_type(v, json_type_string)
+        || !mcp_protocol_is_modern(json_object_get_string(v))) {
+        return;
+    }
+    ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, q->r, "initialize asked for %s: counter-offering "
+                  "%s (the stateless revision has no initialize)", json_object_get_string(v),
+                  mcp_protocol_latest());
+    json_object_object_add(params, "protocolVersion",
+                           json_object_new_string(mcp_protocol_latest()));
+    q->raw = mcp_jsonrpc_to_string(q->r->pool, request, &q->raw_len);
 }
 
 /* Stores messages that belong to no stream (the audit of notifications and responses). */
@@ -473,6 +495,7 @@ static int handle_initialize(mcp_req_t *q)
         return rc;
     }
     request_text = apr_pstrmemdup(r->pool, q->raw, q->raw_len);
+    counter_offer(q, request);
     st = exchange(q, &x, "POST", NULL, &err);
     if (st != MCP_BACKEND_OK) {
         return reply_backend_failure(q, st, err);
@@ -496,7 +519,7 @@ static int handle_initialize(mcp_req_t *q)
         return reply_messages(q, &x, messages, is_sse, NULL);
     }
     version = mcp_jsonrpc_get_string(result, "protocolVersion");
-    if (!(rev = mcp_protocol_served(version))) {
+    if (!(rev = mcp_protocol_session(version))) {
         abandon_backend_session(q, x.response.session_id);
         return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
                              "Bad Gateway: the backend negotiated protocol version '%s', which "
@@ -577,7 +600,19 @@ static int handle_post(mcp_req_t *q)
     int rc;
 
     if ((rc = check_post_headers(q)) != OK || (rc = read_body(q)) != OK
-        || (rc = parse_body(q)) != OK || (rc = check_version_header(q)) != OK) {
+        || (rc = parse_body(q)) != OK) {
+        return rc;
+    }
+    switch (mcp_era_route(1, apr_table_get(q->r->headers_in, "MCP-Protocol-Version"), q->body)) {
+    case MCP_ROUTE_MODERN:
+        return mcp_modern_post(q);
+    case MCP_ROUTE_NO_CLAIM:
+        return mcp_modern_no_claim(q);
+    default:
+        break;
+    }
+    if ((rc = check_version_header(q, mcp_jsonrpc_find_method(q->body, "initialize") >= 0))
+        != OK) {
         return rc;
     }
     if (q->body->is_batch && q->conf->max_batch_size > 0
@@ -623,7 +658,7 @@ static int handle_get(mcp_req_t *q)
                              "Not Acceptable: a GET must accept text/event-stream (Accept: %s)",
                              accept ? accept : "absent");
     }
-    if ((rc = check_version_header(q)) != OK || (rc = mcp_req_load_session(q)) != OK) {
+    if ((rc = check_version_header(q, 0)) != OK || (rc = mcp_req_load_session(q)) != OK) {
         return rc;
     }
     return last_event_id ? mcp_replay(q, last_event_id) : mcp_relay_standalone(q);
@@ -636,7 +671,7 @@ static int handle_delete(mcp_req_t *q)
     exchange_t x;
     int rc;
 
-    if ((rc = check_version_header(q)) != OK || (rc = mcp_req_load_session(q)) != OK) {
+    if ((rc = check_version_header(q, 0)) != OK || (rc = mcp_req_load_session(q)) != OK) {
         return rc;
     }
     /* Ours first, so no process accepts the session once the backend's is gone. */
@@ -730,6 +765,11 @@ int mcp_handler(request_rec *r)
         return rc;
     }
     /* httpd hands HEAD over as a GET (header_only): it would open a stream nobody reads. */
+    if (r->method_number != M_POST
+        && mcp_era_route(0, apr_table_get(r->headers_in, "MCP-Protocol-Version"), NULL)
+           == MCP_ROUTE_NOT_ALLOWED) {
+        return mcp_modern_not_allowed(&q);
+    }
     switch (r->header_only ? M_INVALID : r->method_number) {
     case M_POST:
         return handle_post(&q);

@@ -388,7 +388,7 @@ int mcp_relay_requests(mcp_req_t *q)
     if (stored != MCP_STORE_OK) {
         return mcp_req_store_failed(q, stored);
     }
-    if (!(q->rev = mcp_protocol_served(q->session->protocol_version))) {
+    if (!(q->rev = mcp_protocol_session(q->session->protocol_version))) {
         return mcp_req_session_not_found(q);
     }
     rl.st.id = stream_id;

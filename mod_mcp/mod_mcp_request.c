@@ -109,6 +109,26 @@ int mcp_req_refused(mcp_req_t *q, mcp_store_refusal_t why)
     return rc;
 }
 
+int mcp_req_unsupported_version(mcp_req_t *q, const char *requested, const char *supported)
+{
+    json_object *data = json_object_new_object(), *list = json_object_new_array();
+    char *copy = apr_pstrdup(q->r->pool, supported ? supported : ""), *last, *v;
+    int rc;
+
+    for (v = apr_strtok(copy, ", ", &last); v; v = apr_strtok(NULL, ", ", &last)) {
+        json_object_array_add(list, json_object_new_string(v));
+    }
+    json_object_object_add(data, "supported", list);
+    json_object_object_add(data, "requested", requested ? json_object_new_string(requested)
+                                                        : NULL);
+    rc = answer_error(q, HTTP_BAD_REQUEST, -32022,
+                      apr_psprintf(q->r->pool, "Unsupported protocol version: '%s' (supported: "
+                                   "%s)", requested ? requested : "none",
+                                   supported && *supported ? supported : "none"), data);
+    json_object_put(data);
+    return rc;
+}
+
 int mcp_req_empty(mcp_req_t *q, int status)
 {
     q->r->status = status;
@@ -175,7 +195,7 @@ int mcp_req_load_session(mcp_req_t *q)
     if (st == MCP_STORE_NOT_FOUND || strcmp(q->session->backend_url, q->conf->backend_spec) != 0) {
         return mcp_req_session_not_found(q);
     }
-    q->rev = mcp_protocol_served(q->session->protocol_version);
+    q->rev = mcp_protocol_session(q->session->protocol_version);
     if (!q->rev) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "session %s has protocol version %s, which is "
                       "not served", mcp_id_tag(r->pool, q->session->id),

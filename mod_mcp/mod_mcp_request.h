@@ -66,6 +66,12 @@ const char *mcp_req_holder(const mcp_req_t *q);
  * MCPMaxStreamsPerPrincipal, MCPMaxFollowersPerStream), for its holder. */
 void mcp_req_stream_limits(const mcp_req_t *q, mcp_store_limits_t *limits);
 
+/* 400 with -32022 (UnsupportedProtocolVersion), data {"supported": [...], "requested": v}:
+ * requested (may be NULL) is not served; supported is a ", "-separated list of what is. Both
+ * eras answer an unsupported version this way, so a probing client reads the refusal directly.
+ * Returns DONE. */
+int mcp_req_unsupported_version(mcp_req_t *q, const char *requested, const char *supported);
+
 /* A bodiless answer with this status; returns DONE. */
 int mcp_req_empty(mcp_req_t *q, int status);
 

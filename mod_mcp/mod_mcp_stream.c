@@ -74,7 +74,8 @@ static void put_event(mcp_stream_t *st, apr_pool_t *p, apr_int64_t seq, const ch
     if (st->client_gone || st->mode != MCP_STREAM_SSE) {
         return;
     }
-    text = mcp_sse_event_format(p, mcp_id_event_format(p, st->id, seq), NULL, json, retry_ms, &len);
+    text = mcp_sse_event_format(p, st->stateless ? NULL : mcp_id_event_format(p, st->id, seq), NULL,
+                                json, retry_ms, &len);
     apr_brigade_write(st->out, NULL, NULL, text, len);
     st->written++;
 }
@@ -282,7 +283,8 @@ int mcp_stream_tick(mcp_stream_t *st)
     const mcp_dir_conf_t *conf = st->q->conf;
     apr_time_t now = apr_time_now();
 
-    if (st->mode == MCP_STREAM_SSE && !st->client_gone && client_closed(st->q->r->connection)) {
+    if ((st->mode == MCP_STREAM_SSE || st->stateless) && !st->client_gone
+        && client_closed(st->q->r->connection)) {
         st->client_gone = 1;
         ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, st->q->r,
                       "stream %" APR_INT64_T_FMT ": the client closed the connection", st->id);
@@ -308,7 +310,7 @@ int mcp_stream_should_hand_over(const mcp_stream_t *st)
 {
     apr_interval_time_t close_after = st->q->conf->stream_close_after;
 
-    if (st->mode != MCP_STREAM_SSE || st->client_gone) {
+    if (st->mode != MCP_STREAM_SSE || st->client_gone || st->stateless) {
         return 0;
     }
     return mcp_stream_server_stopping()

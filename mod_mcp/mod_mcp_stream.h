@@ -37,6 +37,9 @@ typedef struct mcp_stream_t {
     apr_time_t          started;      /* when the client's response began                   */
     mcp_store_t        *db;           /* storing: waits out an outage for half a lease       */
     mcp_lease_t        *lease;        /* while this process owns the stream (mcp_stream_own) */
+    int                 stateless;    /* 2026-07-28: events carry no ids (no resumption), the
+                                       * client's close is watched for from the start (it
+                                       * cancels), and the stream is never handed over       */
 } mcp_stream_t;
 
 /* Prepares a stream whose row exists; the next message stored takes next_seq. */

@@ -9,16 +9,19 @@
 -- and lone surrogates read as U+FFFD there), so they work on every row; the *_text columns
 -- are exactly what crossed the wire.
 
--- One row per tools/call request (batched calls of 2025-03-26 are not broken out).
+-- One row per tools/call request (batched calls of 2025-03-26 are not broken out), of both eras:
+-- a 2026-07-28 call has no session (session_id NULL) and outcome 'cancelled' when its client
+-- closed the response first.
 -- outcome: ok | tool error (result.isError) | error (JSON-RPC error) | running | no response
 CREATE OR REPLACE VIEW mcp.tool_calls AS
 SELECT s.id                                   AS stream_id,
        s.session_id,
-       ses.principal                          AS "user",
+       coalesce(ses.principal, s.principal)   AS "user",
        req.message -> 'params' ->> 'name'     AS tool,
        req.message -> 'params' -> 'arguments' AS arguments,
        CASE
            WHEN resp.message_text IS NULL AND s.status = 'open' THEN 'running'
+           WHEN resp.message_text IS NULL AND s.status = 'cancelled' THEN 'cancelled'
            WHEN resp.message_text IS NULL THEN 'no response'
            WHEN resp.message ? 'error' THEN 'error'
            WHEN resp.message -> 'result' -> 'isError' = 'true'::jsonb THEN 'tool error'
@@ -32,7 +35,7 @@ SELECT s.id                                   AS stream_id,
        req.message_text                       AS request_text,
        resp.message_text                      AS response_text
   FROM mcp.streams s
-  JOIN mcp.sessions ses ON ses.id = s.session_id
+  LEFT JOIN mcp.sessions ses ON ses.id = s.session_id   -- none for 2026-07-28 requests
   JOIN mcp.events req ON req.stream_id = s.id AND req.seq = 0 AND req.direction = 'in'
   LEFT JOIN LATERAL (
         SELECT e.message, e.message_text, e.created_at

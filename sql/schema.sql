@@ -214,6 +214,24 @@ BEGIN
 END
 $$;
 
+-- ---- 2026-07-28 (stateless) requests --------------------------------------------------------
+-- A request of the 2026-07-28 revision has no session: it is a stream of its own (kind
+-- 'request', session_id NULL) that records its revision and principal itself; its events have
+-- session_id NULL too. 'cancelled': the client closed the response before it was complete,
+-- which in that revision cancels the request (the backend's request is closed at once).
+ALTER TABLE mcp.streams ALTER COLUMN session_id DROP NOT NULL;
+ALTER TABLE mcp.events  ALTER COLUMN session_id DROP NOT NULL;
+ALTER TABLE mcp.streams ADD COLUMN IF NOT EXISTS protocol_version text;  -- NULL: the session's
+ALTER TABLE mcp.streams ADD COLUMN IF NOT EXISTS principal text;         -- stateless streams
+ALTER TABLE mcp.streams DROP CONSTRAINT IF EXISTS streams_status_check;
+ALTER TABLE mcp.streams ADD CONSTRAINT streams_status_check
+    CHECK (status IN ('open', 'complete', 'failed', 'closed', 'cancelled'));
+ALTER TABLE mcp.streams DROP CONSTRAINT IF EXISTS streams_session_or_version_check;
+ALTER TABLE mcp.streams ADD CONSTRAINT streams_session_or_version_check
+    CHECK (session_id IS NOT NULL OR protocol_version IS NOT NULL);
+CREATE INDEX IF NOT EXISTS streams_stateless_idx ON mcp.streams (created_at)
+    WHERE session_id IS NULL;
+
 -- Wake-ups for followers in other processes and on other hosts: every statement that stores
 -- outbound messages on a stream, and every change of a stream's status, notifies channel
 -- mcp_events with the stream id. A notification is only a wake-up (delivered at commit); the

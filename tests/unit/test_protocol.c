@@ -16,10 +16,17 @@ START_TEST(served_revisions)
     ck_assert_ptr_null(mcp_protocol_served(""));
     ck_assert_ptr_null(mcp_protocol_served(NULL));
     ck_assert_ptr_null(mcp_protocol_served("2025-11-25 "));
-    /* known, but not served yet */
-    ck_assert_ptr_nonnull(mcp_protocol_find("2026-07-28"));
-    ck_assert_ptr_null(mcp_protocol_served("2026-07-28"));
+    /* served, statelessly: never with a session */
+    ck_assert_ptr_nonnull(mcp_protocol_served("2026-07-28"));
+    ck_assert_ptr_null(mcp_protocol_session("2026-07-28"));
+    ck_assert_ptr_nonnull(mcp_protocol_session("2025-11-25"));
     ck_assert_str_eq(mcp_protocol_latest(), "2025-11-25");
+    ck_assert(mcp_protocol_is_modern("2026-07-28"));
+    ck_assert(mcp_protocol_is_modern("2027-03-01"));
+    ck_assert(!mcp_protocol_is_modern("2025-11-25"));
+    ck_assert(!mcp_protocol_is_modern("2024-11-05"));
+    ck_assert(!mcp_protocol_is_modern("garbage"));
+    ck_assert(!mcp_protocol_is_modern(NULL));
 }
 END_TEST
 
@@ -42,13 +49,16 @@ END_TEST
 START_TEST(served_list_matches_table)
 {
     static const char *all[] = { "2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26" };
-    const char *list = mcp_protocol_served_list();
+    const char *list = mcp_protocol_served_list(), *every = mcp_protocol_list(MCP_ERA_UNKNOWN);
     size_t i;
 
     for (i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
         int listed = strstr(list, all[i]) != NULL;
-        ck_assert_msg(listed == (mcp_protocol_served(all[i]) != NULL), "%s", all[i]);
+        ck_assert_msg(listed == (mcp_protocol_session(all[i]) != NULL), "%s", all[i]);
+        ck_assert_msg((strstr(every, all[i]) != NULL) == (mcp_protocol_served(all[i]) != NULL),
+                      "%s", all[i]);
     }
+    ck_assert_str_eq(mcp_protocol_list(MCP_ERA_2026), "2026-07-28");
 }
 END_TEST
 

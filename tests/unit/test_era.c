@@ -1,0 +1,159 @@
+/* Unit tests for mcp_era: the per-request era routing and the 2026-07-28 request rules. */
+#include <string.h>
+
+#include <check.h>
+
+#include "unit_main.h"
+
+#include "mcp_era.h"
+#include "mcp_jsonrpc.h"
+
+static apr_pool_t *pool;
+
+static void setup(void)
+{
+    apr_pool_create(&pool, NULL);
+}
+
+static void teardown(void)
+{
+    apr_pool_destroy(pool);
+}
+
+static mcp_jsonrpc_body_t *body(const char *json)
+{
+    mcp_jsonrpc_body_t *b = NULL;
+    const char *reason;
+
+    ck_assert_int_eq(mcp_jsonrpc_parse(pool, json, strlen(json), &b, &reason), MCP_JSONRPC_OK);
+    return b;
+}
+
+#define MODERN_META "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"," \
+                    "\"io.modelcontextprotocol/clientCapabilities\":{}}"
+#define CALL "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":" \
+             "\"echo\"," MODERN_META "}}"
+
+START_TEST(routes)
+{
+    const char *init = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":"
+                       "{\"protocolVersion\":\"2026-07-28\"}}";
+    const char *list = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}";
+
+    ck_assert_int_eq(mcp_era_route(1, "2026-07-28", body(CALL)), MCP_ROUTE_MODERN);
+    ck_assert_int_eq(mcp_era_route(1, NULL, body(CALL)), MCP_ROUTE_MODERN);
+    ck_assert_int_eq(mcp_era_route(1, "2025-06-18", body(CALL)), MCP_ROUTE_MODERN);
+    ck_assert_int_eq(mcp_era_route(1, "2026-07-28", body(init)), MCP_ROUTE_LEGACY);
+    ck_assert_int_eq(mcp_era_route(1, NULL, body(init)), MCP_ROUTE_LEGACY);
+    ck_assert_int_eq(mcp_era_route(1, "2026-07-28", body(list)), MCP_ROUTE_NO_CLAIM);
+    ck_assert_int_eq(mcp_era_route(1, "2027-01-01", body(list)), MCP_ROUTE_NO_CLAIM);
+    ck_assert_int_eq(mcp_era_route(1, "2025-11-25", body(list)), MCP_ROUTE_LEGACY);
+    ck_assert_int_eq(mcp_era_route(1, "2024-11-05", body(list)), MCP_ROUTE_LEGACY);
+    ck_assert_int_eq(mcp_era_route(1, NULL, body(list)), MCP_ROUTE_LEGACY);
+    ck_assert_int_eq(mcp_era_route(0, "2026-07-28", NULL), MCP_ROUTE_NOT_ALLOWED);
+    ck_assert_int_eq(mcp_era_route(0, "2025-11-25", NULL), MCP_ROUTE_LEGACY);
+    ck_assert_int_eq(mcp_era_route(0, NULL, NULL), MCP_ROUTE_LEGACY);
+    ck_assert_int_eq(mcp_era_route(1, "2026-07-28", body("[" CALL "]")), MCP_ROUTE_MODERN);
+}
+END_TEST
+
+START_TEST(header_values)
+{
+    ck_assert_str_eq(mcp_era_header_value(pool, "  tools/call\t"), "tools/call");
+    ck_assert_str_eq(mcp_era_header_value(pool, "=?base64?dG9vbHMvY2FsbA==?="), "tools/call");
+    ck_assert_str_eq(mcp_era_header_value(pool, " =?BASE64?dG9vbHMvY2FsbA?= "), "tools/call");
+    /* UTF-8 survives */
+    ck_assert_str_eq(mcp_era_header_value(pool, "=?base64?w6l0w6k=?="), "\xc3\xa9t\xc3\xa9");
+    ck_assert_ptr_null(mcp_era_header_value(pool, "=?base64?not*base64?="));
+    ck_assert_ptr_null(mcp_era_header_value(pool, "=?base64?AA==?="));   /* a NUL byte */
+    ck_assert_ptr_null(mcp_era_header_value(pool, "=?base64?QUJD=?="));  /* bad padding */
+    ck_assert_str_eq(mcp_era_header_value(pool, "=?utf-8?q?x?="), "=?utf-8?q?x?=");
+    ck_assert_ptr_null(mcp_era_header_value(pool, NULL));
+}
+END_TEST
+
+static int check(const char *json, const char *v, const char *m, const char *n,
+                 mcp_era_verdict_t *out)
+{
+    mcp_jsonrpc_body_t *b = body(json);
+    mcp_era_headers_t h = { v, m, n };
+
+    return mcp_era_check(pool, &b->msgs[0], &h, "2026-07-28", out);
+}
+
+START_TEST(rules)
+{
+    mcp_era_verdict_t out;
+
+    ck_assert_int_eq(check(CALL, "2026-07-28", "tools/call", "echo", &out), 0);
+    ck_assert_int_eq(check(CALL, " 2026-07-28 ", "=?base64?dG9vbHMvY2FsbA==?=", "=?base64?ZWNobw==?=",
+                           &out), 0);
+    ck_assert_int_eq(check(CALL, NULL, "tools/call", "echo", &out), MCP_ERA_HEADER_MISMATCH);
+    ck_assert_int_eq(check(CALL, "2025-11-25", "tools/call", "echo", &out),
+                     MCP_ERA_HEADER_MISMATCH);
+    ck_assert_int_eq(check(CALL, "2026-07-28", NULL, "echo", &out), MCP_ERA_HEADER_MISMATCH);
+    ck_assert_int_eq(check(CALL, "2026-07-28", "tools/list", "echo", &out),
+                     MCP_ERA_HEADER_MISMATCH);
+    ck_assert_int_eq(check(CALL, "2026-07-28", "Tools/Call", "echo", &out),
+                     MCP_ERA_HEADER_MISMATCH);   /* values are case-sensitive */
+    ck_assert_int_eq(check(CALL, "2026-07-28", "tools/call", NULL, &out),
+                     MCP_ERA_HEADER_MISMATCH);
+    ck_assert_int_eq(check(CALL, "2026-07-28", "tools/call", "echo, echo", &out),
+                     MCP_ERA_HEADER_MISMATCH);   /* sent twice */
+    ck_assert_ptr_nonnull(strstr(out.message, "twice"));
+    ck_assert_int_eq(check(CALL, "2026-07-28", "tools/call", "=?base64?@@?=", &out),
+                     MCP_ERA_HEADER_MISMATCH);
+    /* no capabilities */
+    ck_assert_int_eq(check("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":"
+                           "{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":"
+                           "\"2026-07-28\"}}}", "2026-07-28", "tools/list", NULL, &out),
+                     MCP_JSONRPC_INVALID_PARAMS);
+    /* a version the gateway does not serve */
+    ck_assert_int_eq(check("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":"
+                           "{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":"
+                           "\"2099-01-01\",\"io.modelcontextprotocol/clientCapabilities\":{}}}}",
+                           "2099-01-01", "tools/list", NULL, &out),
+                     MCP_ERA_UNSUPPORTED_VERSION);
+    ck_assert_str_eq(out.requested, "2099-01-01");
+    /* a claim that is not a string */
+    ck_assert_int_eq(check("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":"
+                           "{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":7}}}",
+                           "2026-07-28", "tools/list", NULL, &out), MCP_JSONRPC_INVALID_PARAMS);
+    /* resources/read names its uri; notifications need no capabilities */
+    ck_assert_int_eq(check("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/read\",\"params\":"
+                           "{\"uri\":\"test://a, b\"," MODERN_META "}}", "2026-07-28",
+                           "resources/read", "test://a, b", &out), 0);
+    ck_assert_int_eq(check("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\",\"params\":"
+                           "{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":"
+                           "\"2026-07-28\"}}}", "2026-07-28", "notifications/x", NULL, &out), 0);
+}
+END_TEST
+
+START_TEST(lists)
+{
+    ck_assert(mcp_era_listed("2026-07-28", "2026-07-28"));
+    ck_assert(mcp_era_listed("2025-11-25, 2026-07-28", "2026-07-28"));
+    ck_assert(!mcp_era_listed("2026-07-28", "2026-07-2"));
+    ck_assert(!mcp_era_listed("", "2026-07-28"));
+    ck_assert(!mcp_era_listed("2026-07-28", ""));
+}
+END_TEST
+
+static Suite *era_suite(void)
+{
+    Suite *s = suite_create("mcp_era");
+    TCase *tc = tcase_create("core");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, routes);
+    tcase_add_test(tc, header_values);
+    tcase_add_test(tc, rules);
+    tcase_add_test(tc, lists);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return mcp_unit_run(era_suite());
+}
