@@ -360,7 +360,13 @@ int mcp_modern_post(mcp_req_t *q)
     h.name = apr_table_get(r->headers_in, "Mcp-Name");
     if (mcp_era_check(r->pool, msg, &h, mcp_protocol_list(MCP_ERA_2026), &v) != 0) {
         if (v.code == MCP_ERA_UNSUPPORTED_VERSION) {
-            return mcp_req_unsupported_version(q, v.requested, mcp_protocol_list(MCP_ERA_UNKNOWN));
+            /* What server/discover would list: the stateless revisions, when the backend serves
+             * them; else what it does serve (the client then falls back to initialize). */
+            return mcp_req_unsupported_version(q, v.requested,
+                                               mcp_era_listed(q->conf->backend_protocols,
+                                                              mcp_protocol_list(MCP_ERA_2026))
+                                               ? mcp_protocol_list(MCP_ERA_2026)
+                                               : q->conf->backend_protocols);
         }
         return mcp_req_error(q, HTTP_BAD_REQUEST, v.code, "%s", v.message);
     }
