@@ -55,10 +55,10 @@ def _read(path: Path) -> str:
         return ""
 
 
-def run_node_script(node22: str, script: str, url: str, timeout: float = 180) -> dict:
-    """Run tests/node/SCRIPT URL with node 22; return its JSON summary. Fails the test, showing
-    the failed checks and node's stderr, when it exits non-zero or prints no summary."""
-    proc = subprocess.run([node22, str(NODE_DIR / script), url], cwd=NODE_DIR, stdin=subprocess.DEVNULL,
+def run_node_script(node22: str, script: str, url: str, timeout: float = 180, args=()) -> dict:
+    """Run tests/node/SCRIPT URL [ARGS...] with node 22; return its JSON summary. Fails the test,
+    showing the failed checks and node's stderr, when it exits non-zero or prints no summary."""
+    proc = subprocess.run([node22, str(NODE_DIR / script), url, *args], cwd=NODE_DIR, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=timeout)
     try:
         summary = json.loads(proc.stdout)

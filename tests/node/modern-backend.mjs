@@ -7,6 +7,7 @@
 //                            when its request is aborted (the gateway closed the connection:
 //                            a cancellation) it records the progress token;
 //   cancelled_calls          the progress tokens of the slow_count calls that were aborted;
+//   echo_headers             the mcp-* headers of the HTTP request that carried the call;
 //   confirm_action {action}  multi-round trip: answers InputRequiredResult (an elicitation and a
 //                            signed requestState) until the retry carries the answer.
 //
@@ -16,6 +17,7 @@
 // Test-only code: run with the node 22 that scripts/node-deps prints.
 
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { AsyncLocalStorage } from "node:async_hooks";
 import http from "node:http";
 import { Readable } from "node:stream";
 
@@ -34,6 +36,7 @@ const sleep = (ms, signal) => new Promise((resolve, reject) => {
 const text = (t) => ({ content: [{ type: "text", text: t }] });
 
 const cancelled = [];
+const httpHeaders = new AsyncLocalStorage();   // the headers of the HTTP request being served
 
 // Multi-round-trip state: signed (HMAC) so that a tampered requestState is refused.
 const KEY = randomBytes(32);
@@ -282,6 +285,12 @@ function build() {
         if (signal?.aborted) cancelled.push(progressToken);
         return text(`counted to ${count}`);
     });
+    server.registerTool("echo_headers", { description: "the Mcp-* headers of the HTTP request that carried this call",
+                                          inputSchema: z.object({}) },
+        async () => {
+            const h = httpHeaders.getStore() ?? {};
+            return text(JSON.stringify(Object.fromEntries(Object.entries(h).filter(([k]) => k.startsWith("mcp-")))));
+        });
     server.registerTool("cancelled_calls", { description: "progress tokens of aborted slow_count calls" },
         async () => text(JSON.stringify(cancelled)));
     server.registerTool("confirm_action", {
@@ -318,7 +327,7 @@ async function bridge(req, res) {
         body: chunks.length && req.method !== "GET" && req.method !== "HEAD" ? Buffer.concat(chunks) : undefined,
         duplex: "half",
     });
-    const answer = await handler.fetch(request);
+    const answer = await httpHeaders.run(req.headers, () => handler.fetch(request));
     res.statusCode = answer.status;
     for (const [k, v] of answer.headers.entries()) res.setHeader(k, v);
     if (answer.body) {
