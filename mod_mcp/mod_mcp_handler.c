@@ -29,6 +29,7 @@
 #include "mod_mcp_relay.h"
 #include "mod_mcp_replay.h"
 #include "mod_mcp_request.h"
+#include "mod_mcp_status.h"
 
 APLOG_USE_MODULE(mcp);
 
@@ -213,6 +214,9 @@ static int parse_body(mcp_req_t *q)
     if (q->body && !q->body->is_batch) {
         q->id = mcp_jsonrpc_reply_id(&q->body->msgs[0]);
     }
+    if (st == MCP_JSONRPC_OK) {
+        mcp_req_note_body(q);
+    }
     if (st == MCP_JSONRPC_ERR_INVALID) {
         return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST, "Invalid Request: %s",
                            reason);
@@ -225,6 +229,7 @@ static int check_version_header(mcp_req_t *q)
 {
     const char *v = apr_table_get(q->r->headers_in, "MCP-Protocol-Version");
 
+    mcp_req_note_protocol(q->r, v);
     if (v && !mcp_protocol_served(v)) {
         return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_SERVER_ERROR,
                            "Bad Request: unsupported MCP-Protocol-Version '%s' (supported: %s)", v,
@@ -270,6 +275,7 @@ static mcp_backend_status_t exchange(mcp_req_t *q, exchange_t *x, const char *me
 {
     mcp_backend_call_t call;
     mcp_backend_status_t st;
+    apr_time_t sent;
 
     memset(x, 0, sizeof(*x));
     x->q = q;
@@ -285,7 +291,9 @@ static mcp_backend_status_t exchange(mcp_req_t *q, exchange_t *x, const char *me
     call.timeout_ms = (long)apr_time_as_msec(q->conf->backend_timeout);
     call.on_body = on_exchange_body;
     call.baton = x;
+    sent = apr_time_now();
     st = mcp_backend_perform(mcp_child.backends, q->r->pool, &call, &x->response, err);
+    mcp_status_observe(MCP_HIST_BACKEND, sent);
     if (x->too_large) {
         *err = apr_psprintf(q->r->pool, "the backend's answer exceeds MCPMaxMessageSize (%"
                             APR_OFF_T_FMT " bytes)", q->conf->max_message_size);
@@ -533,6 +541,8 @@ static int handle_initialize(mcp_req_t *q)
         return mcp_req_store_failed(q, stored);
     }
     mcp_req_set_session_tag(r, session.id);
+    mcp_req_note_protocol(r, rev->version);
+    mcp_status_count(MCP_STAT_SESSIONS, 1);
     ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r,
                   "session %s started (protocol %s, user %s, backend session %s)",
                   mcp_id_tag(r->pool, session.id), rev->version, r->user ? r->user : "-",
@@ -720,6 +730,7 @@ int mcp_handler(request_rec *r)
     memset(&q, 0, sizeof(q));
     q.r = r;
     q.conf = mcp_config_get(r);
+    mcp_status_count(MCP_STAT_REQUESTS, 1);
     if (!q.conf->backend) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r,
                       "SetHandler mcp is used at %s without MCPBackend", r->uri);
