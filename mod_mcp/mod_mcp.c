@@ -16,6 +16,7 @@
 
 #include "mcp_backend.h"
 #include "mcp_listener.h"
+#include "mod_mcp_authz.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_handler.h"
@@ -202,11 +203,11 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
 
 static void mcp_register_hooks(apr_pool_t *p)
 {
-    (void)p;
     ap_hook_post_config(mcp_post_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_child_init(mcp_child_init, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_handler(mcp_handler, NULL, NULL, APR_HOOK_MIDDLE);
     mcp_status_register_hooks();
+    mcp_authz_register_hooks(p);
 }
 
 AP_DECLARE_MODULE(mcp) = {

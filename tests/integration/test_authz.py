@@ -1,0 +1,87 @@
+"""Per-name authorization with Apache's Require grammar: Require mcp-tool / mcp-prompt /
+mcp-resource (README "Authorization"). /mcp-authz in gateway.conf: everyone may call echo and
+session_info; only group ops (alice) also add and test_*; one prompt and the static-* resources."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from mcp_client import McpError
+
+ALICE = ("alice", "alice-pw")
+BOB = ("bob", "bob-pw")
+
+
+@pytest.fixture
+def url(stack):
+    Path(stack["MCP_STACK_DIR"], "groups").write_text("ops: alice\n")
+    u = urlsplit(stack["MCP_URLS"].split()[0])
+    return f"{u.scheme}://{u.netloc}/mcp-authz"
+
+
+def _call(s, method, params):
+    msg = {"jsonrpc": "2.0", "id": s.next_id(), "method": method, "params": params}
+    return msg, s.post_raw(json.dumps(msg))
+
+
+def test_allowed_calls_pass(url, mcp):
+    alice = mcp(url, auth=ALICE)
+    alice.initialize()
+    assert alice.call("tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}})
+    assert alice.call("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    bob = mcp(url, auth=BOB)
+    bob.initialize()
+    # Requests that name no tool are not affected ("hides nothing else").
+    names = {t["name"] for t in bob.call("tools/list")["tools"]}
+    assert {"add", "echo"} <= names
+    assert bob.call("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    assert bob.call("prompts/get", {"name": "test_simple_prompt"})
+    assert bob.call("resources/read", {"uri": "test://static-text"})
+
+
+def test_denied_tool_is_a_jsonrpc_error_and_audited(url, mcp, pg):
+    bob = mcp(url, auth=BOB)
+    bob.initialize()
+    msg, r = _call(bob, "tools/call", {"name": "add", "arguments": {"a": 1, "b": 1}})
+    assert r.status_code == 403
+    assert r.headers["Content-Type"].startswith("application/json")
+    body = r.json()
+    assert body["id"] == msg["id"] and body["jsonrpc"] == "2.0"
+    assert "tool 'add'" in body["error"]["message"]
+    assert "Require mcp-tool" in body["error"]["message"]
+    # The session goes on: the denial is about that call only.
+    assert bob.call("tools/call", {"name": "echo", "arguments": {"text": "still here"}})
+    # Stored in the audit: the refused message and the error, in the session's trail.
+    with pg.cursor() as cur:
+        cur.execute("SELECT direction, message FROM mcp.events WHERE session_id = %s "
+                    "AND stream_id IS NULL AND message IS NOT NULL ORDER BY id", (bob.session_id,))
+        rows = cur.fetchall()
+    assert ("in", msg) in [(d, m) for d, m in rows]
+    outs = [m for d, m in rows if d == "out" and m.get("id") == msg["id"]]
+    assert outs and outs[0]["error"]["message"] == body["error"]["message"]
+    # A tool that nobody may call: denied for alice too.
+    alice = mcp(url, auth=ALICE)
+    alice.initialize()
+    _, r = _call(alice, "tools/call", {"name": "slow", "arguments": {}})
+    assert r.status_code == 403 and "tool 'slow'" in r.json()["error"]["message"]
+
+
+def test_denied_prompt_and_resource(url, mcp):
+    bob = mcp(url, auth=BOB)
+    bob.initialize()
+    _, r = _call(bob, "prompts/get", {"name": "test_prompt_with_arguments",
+                                      "arguments": {"arg1": "a", "arg2": "b"}})
+    assert r.status_code == 403 and "prompt 'test_prompt_with_arguments'" in r.json()["error"]["message"]
+    _, r = _call(bob, "resources/read", {"uri": "test://watched-resource"})
+    assert r.status_code == 403 and "Require mcp-resource" in r.json()["error"]["message"]
+
+
+def test_authentication_still_comes_first(url, mcp):
+    anon = mcp(url)
+    with pytest.raises(McpError) as e:
+        anon.initialize()
+    assert e.value.response.status_code == 401
