@@ -17,6 +17,7 @@
 #include "mcp_backend.h"
 #include "mcp_listener.h"
 #include "mod_mcp_authz.h"
+#include "mod_mcp_oauth.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_handler.h"
@@ -208,6 +209,7 @@ static void mcp_register_hooks(apr_pool_t *p)
     ap_hook_handler(mcp_handler, NULL, NULL, APR_HOOK_MIDDLE);
     mcp_status_register_hooks();
     mcp_authz_register_hooks(p);
+    mcp_oauth_register_hooks();
 }
 
 AP_DECLARE_MODULE(mcp) = {

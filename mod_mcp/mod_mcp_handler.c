@@ -26,6 +26,7 @@
 #include "mod_mcp_body.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
+#include "mod_mcp_oauth.h"
 #include "mod_mcp_handler.h"
 #include "mod_mcp_relay.h"
 #include "mod_mcp_replay.h"
@@ -637,7 +638,7 @@ int mcp_handler(request_rec *r)
         return mcp_req_error(&q, HTTP_INTERNAL_SERVER_ERROR, MCP_JSONRPC_INTERNAL_ERROR,
                              "Internal Error: this MCP endpoint has no backend configured");
     }
-    if ((rc = check_origin_and_host(&q)) != OK) {
+    if ((rc = check_origin_and_host(&q)) != OK || (rc = mcp_oauth_require_user(&q)) != OK) {
         return rc;
     }
     /* httpd hands HEAD over as a GET (header_only): it would open a stream nobody reads. */
