@@ -23,6 +23,23 @@ def url(stack):
     return f"{u.scheme}://{u.netloc}/mcp-authz"
 
 
+@pytest.fixture
+def mcp(mcp):
+    """The sessions end (DELETE) after the test: alice's and bob's live sessions count against
+    the per-principal limits other tests check."""
+    made = []
+
+    def make(*a, **kw):
+        s = mcp(*a, **kw)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        if s.session_id:
+            s.delete()
+
+
 def _call(s, method, params):
     msg = {"jsonrpc": "2.0", "id": s.next_id(), "method": method, "params": params}
     return msg, s.post_raw(json.dumps(msg))
