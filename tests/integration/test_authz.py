@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+import requests
 
 from mcp_client import McpError
 
@@ -102,3 +103,23 @@ def test_authentication_still_comes_first(url, mcp):
     with pytest.raises(McpError) as e:
         anon.initialize()
     assert e.value.response.status_code == 401
+
+
+def test_protected_resource_without_auth_module(stack):
+    """MCPProtectedResource with nothing authenticating: the handler answers 401 with the
+    RFC 9728 challenge, and the metadata is served at the well-known path."""
+    u = urlsplit(stack["MCP_URLS"].split()[0])
+    base = f"{u.scheme}://{u.netloc}"
+    r = requests.post(base + "/mcp-protected", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                      headers={"Accept": "application/json, text/event-stream"}, timeout=10)
+    assert r.status_code == 401
+    # Refused before the body is read: the error carries no id.
+    assert r.json()["error"]["code"] == -32000 and r.json()["id"] is None
+    meta_url = base + "/.well-known/oauth-protected-resource/mcp-protected"
+    assert r.headers["WWW-Authenticate"] == f'Bearer resource_metadata="{meta_url}"'
+    doc = requests.get(meta_url, timeout=10).json()
+    assert doc == {"resource": base + "/mcp-protected",
+                   "authorization_servers": ["https://as.example.com", "https://as2.example.com"],
+                   "bearer_methods_supported": ["header"]}
+    assert requests.post(meta_url, timeout=10).status_code == 405
+    assert requests.get(meta_url + "-nothing", timeout=10).status_code == 404

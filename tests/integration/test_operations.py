@@ -147,6 +147,11 @@ def test_metrics_scrape(stack, mcp):
     s.initialize()
     for i in range(3):
         s.call("tools/call", {"name": "echo", "arguments": {"text": str(i)}})
+    # Every child shows the same totals (shared memory): scrapes on fresh connections land on
+    # either of the server's processes.
+    for _ in range(5):
+        again, _ = _scrape(base)
+        assert again["mcp_calls_total"] >= before["mcp_calls_total"] + 3
     after, _ = _scrape(base)
     assert after["mcp_calls_total"] >= before["mcp_calls_total"] + 3
     assert after["mcp_events_stored_total"] >= before["mcp_events_stored_total"] + 3
