@@ -96,6 +96,13 @@ def test_server_status_section(stack, mcp):
     assert int(after["MCPSessionsStarted"]) >= int(before["MCPSessionsStarted"]) + 1
     assert int(after.get("MCPRejected400", 0)) >= int(before.get("MCPRejected400", 0)) + 1
 
+    # Every child LISTENs, so every child was woken by the events just stored.
+    def all_woken():
+        ago = {k: v for k, v in _auto(base).items() if k.startswith("MCPLastWakeupAgo")}
+        return ago and all(v != "-" and float(v) >= 0 for v in ago.values())
+
+    wait_for(all_woken, what="a wake-up in every child's status slot")
+
     html = requests.get(base + "/server-status", timeout=10).text
     assert "<h2>mod_mcp</h2>" in html and "Live sessions (all hosts)" in html
 
