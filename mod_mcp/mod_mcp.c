@@ -196,6 +196,7 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
                      "streams relayed elsewhere will poll the database instead");
         mcp_child.listener = NULL;
     }
+    mcp_status_child_tick();
     if (!mcp_child.backends || !mcp_child.router) {
         ap_log_error(APLOG_MARK, APLOG_CRIT, 0, s,
                      "cannot set up mod_mcp's per-process state; MCP requests will fail");

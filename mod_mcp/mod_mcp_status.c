@@ -315,8 +315,8 @@ static void status_html(request_rec *r, const view_t *v)
     ap_rprintf(r, "<dt>Database connections in use (this host): %" APR_INT64_T_FMT "</dt>\n",
                v->db_in_use);
     for (i = 0; i < MCP_STAT_COUNTERS; i++) {
-        ap_rprintf(r, "<dt>%s %" APR_UINT64_T_FMT "</dt>\n", counters[i].help,
-                   mcp_metrics_read(&shared->counters[i]));
+        ap_rprintf(r, "<dt>%s: %" APR_UINT64_T_FMT " <small>(%s)</small></dt>\n", counters[i].key,
+                   mcp_metrics_read(&shared->counters[i]), counters[i].help);
     }
     for (i = 0; i < STATUSES; i++) {
         apr_uint64_t n = mcp_metrics_read(&shared->rejected[i]);
