@@ -167,4 +167,6 @@ def test_wrong_audience_expired_and_missing_tokens(oauth_stack):
     for what, auth in cases.items():
         r = requests.post(url, json=init, headers={**h, **auth}, timeout=10)
         assert r.status_code == 401, (what, r.status_code, r.text[:200])
-        assert "resource_metadata=" in _challenge(r), (what, r.headers)
+        challenge = _challenge(r)
+        assert "resource_metadata=" in challenge, (what, r.headers)
+        assert challenge.count("Bearer") == 1, challenge
