@@ -111,7 +111,13 @@ static authz_status check(request_rec *r, const char *require_line, const void *
     }
     for (i = 0; i < rpc->count; i++) {
         if (mcp_jsonrpc_target(&rpc->msgs[i], &name) == p->kind && !matches(p, name)) {
-            denial_t *d = apr_pcalloc(r->pool, sizeof(*d));
+            denial_t *d = NULL;
+
+            /* Several Require lines may refuse; the answer names what the first one found. */
+            if (apr_pool_userdata_get((void **)&d, DENIAL_KEY, r->pool) == APR_SUCCESS && d) {
+                return AUTHZ_DENIED;
+            }
+            d = apr_pcalloc(r->pool, sizeof(*d));
 
             d->what = kind_names[p->kind];
             d->name = name;

@@ -123,3 +123,18 @@ def test_protected_resource_without_auth_module(stack):
                    "bearer_methods_supported": ["header"]}
     assert requests.post(meta_url, timeout=10).status_code == 405
     assert requests.get(meta_url + "-nothing", timeout=10).status_code == 404
+
+
+def test_batch_with_one_denied_call(url, mcp):
+    """2025-03-26 batches: every call in the batch must be allowed."""
+    bob = mcp(url, auth=BOB, protocol_version="2025-03-26")
+    bob.initialize()
+    batch = [{"jsonrpc": "2.0", "id": bob.next_id(), "method": "tools/call",
+              "params": {"name": "echo", "arguments": {"text": "a"}}},
+             {"jsonrpc": "2.0", "id": bob.next_id(), "method": "tools/call",
+              "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}]
+    r = bob.post_raw(json.dumps(batch))
+    assert r.status_code == 403
+    assert r.json()["id"] is None and "tool 'add'" in r.json()["error"]["message"]
+    r = bob.post_raw(json.dumps(batch[:1]))
+    assert r.status_code == 200, r.text
