@@ -103,6 +103,17 @@ def test_server_status_section(stack, mcp):
 
     wait_for(all_woken, what="a wake-up in every child's status slot")
 
+    # An open standalone stream is counted by kind (from the database, every host).
+    g = mcp(url)
+    g.initialize()
+    events = g.get_stream(include_empty=True)
+    next(events)                                   # the stream is open (its priming event)
+    try:
+        wait_for(lambda: int(_auto(base)["MCPOpenStandaloneStreams"]) >= 1,
+                 what="the open standalone stream in server-status")
+    finally:
+        g.last_response.close()
+
     html = requests.get(base + "/server-status", timeout=10).text
     assert "<h2>mod_mcp</h2>" in html and "Live sessions (all hosts)" in html
 
