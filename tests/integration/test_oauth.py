@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import subprocess
 import tempfile
 import time
@@ -78,6 +79,9 @@ def oauth_stack():
         as_proc.terminate()
         as_proc.wait(timeout=10)
         as_log.close()
+        # The logs stay; the database files only when MCP_KEEP_STACK is set (as conftest does).
+        if not os.environ.get("MCP_KEEP_STACK"):
+            shutil.rmtree(d / "stack" / "pg" / "data", ignore_errors=True)
 
 
 def _token(ca, issuer, client, resource, lifetime=300):
