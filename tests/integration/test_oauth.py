@@ -10,7 +10,6 @@ import secrets
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import psycopg2
