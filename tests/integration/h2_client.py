@@ -111,8 +111,12 @@ class H2Connection:
     def _dispatch(self, ev: Any) -> None:
         sid = getattr(ev, "stream_id", None)
         if isinstance(ev, h2.events.ConnectionTerminated):
-            # GOAWAY: streams up to last_stream_id go on; no new ones on this connection.
+            # GOAWAY: streams up to last_stream_id go on (RFC 9113 6.8: a graceful restart of
+            # httpd finishes them); no new ones on this connection. h2 4.1 closes its state
+            # machine at GOAWAY and would refuse the DATA that still comes: reopen it.
             self.goaway = True
+            if ev.error_code == h2.errors.ErrorCodes.NO_ERROR:
+                self.h2.state_machine.state = h2.connection.ConnectionState.CLIENT_OPEN
             for s in list(self.streams.values()):
                 if ev.last_stream_id is not None and s.id > ev.last_stream_id:
                     s.events.put(H2Error(f"GOAWAY before stream {s.id} was processed"))
