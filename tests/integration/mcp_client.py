@@ -240,7 +240,10 @@ class McpSession:
         elif transport == "http1":
             self.http = requests.Session()
             if self.ca:
+                # Only this CA: REQUESTS_CA_BUNDLE and the like in the environment would
+                # override a session's verify (and proxies are no use on loopback).
                 self.http.verify = self.ca
+                self.http.trust_env = False
         else:
             raise ValueError(f"transport must be one of {TRANSPORTS}, not {transport!r}")
         self.session_id: Optional[str] = None
