@@ -30,6 +30,7 @@ import pytest
 
 from conftest import Wire, _wanted_modes
 from mcp_client import McpSession
+from test_streams import stream_of, stream_status
 from waiting import wait_for
 
 ACCEPT = "application/json, text/event-stream"
@@ -50,19 +51,8 @@ def slow(count, interval_ms, token="p"):
             "_meta": {"progressToken": token}}
 
 
-def stream_of(event_id: str) -> int:
-    return int(event_id.split("-")[0])
-
-
 def seq_of(event_id: str) -> int:
     return int(event_id.split("-")[1])
-
-
-def stream_status(pg, stream_id):
-    with pg.cursor() as cur:
-        cur.execute("SELECT status FROM mcp.streams WHERE id = %s", (stream_id,))
-        row = cur.fetchone()
-        return row[0] if row else None
 
 
 def response_stored_at(pg, stream_id) -> float:
