@@ -665,8 +665,9 @@ DBDMax 32
         proto = re.search(r"^Application protocol: (\S+)", p.stdout, re.M)
         if p.returncode != 0 or not (fin and req and codes):
             raise BenchError(f"h2load failed ({' '.join(cmd)}):\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
-        if not proto or proto.group(1) != "h2":
-            raise BenchError(f"h2load did not speak h2 to {url}: {proto and proto.group(1)}")
+        want = "h2" if url.startswith("https:") else "h2c"
+        if not proto or proto.group(1) != want:
+            raise BenchError(f"h2load did not speak {want} to {url}: {proto and proto.group(1)}")
         lat = sorted(int(line.split("\t")[2]) for line in open(logf) if line.count("\t") == 2
                      and line.split("\t")[1].startswith("2"))
         secs = float(fin.group(1)) / (1000 if fin.group(2) == "ms" else 1)
