@@ -18,6 +18,7 @@
 
 #include "mcp_backend.h"
 #include "mcp_listener.h"
+#include "mcp_router.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_handler.h"
@@ -179,7 +180,7 @@ static int count_request_threads(server_rec *s)
     int mpm_threads = 0, h2_workers = 0, h2_min;
 
     ap_mpm_query(AP_MPMQ_MAX_THREADS, &mpm_threads);
-    mpm_threads = mpm_threads > 0 ? mpm_threads : 1;
+    mpm_threads = mpm_threads > 0 && mpm_threads < MCP_ROUTER_MAX_CAPACITY ? mpm_threads : 1;
     if (ap_find_linked_module("mod_http2.c")) {
         h2_workers = directive_max(ap_conftree, "H2MaxWorkers");
         if (h2_workers <= 0) {
@@ -187,6 +188,9 @@ static int count_request_threads(server_rec *s)
             h2_min = h2_min > 0 ? h2_min : mpm_threads;
             h2_workers = 3 * h2_min / 2 > 4 ? 3 * h2_min / 2 : 4;
         }
+    }
+    if (h2_workers > MCP_ROUTER_MAX_CAPACITY - mpm_threads) {
+        h2_workers = MCP_ROUTER_MAX_CAPACITY - mpm_threads;
     }
     ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, s, "stream followers: room for %d per process "
                  "(%d MPM threads, %d mod_http2 workers)", mpm_threads + h2_workers, mpm_threads,

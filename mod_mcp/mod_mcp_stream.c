@@ -315,11 +315,16 @@ int mcp_stream_should_hand_over(const mcp_stream_t *st)
  * backend still sends, so the connection cannot serve another request: end it now. The FLUSH
  * sends the last chunk; the EOC makes mod_ssl send its close_notify (TLS clients then see a
  * clean close, not a truncation); closing our side of the socket lets the client see the end
- * at once. */
+ * at once. The socket is corked meanwhile so that the last bytes and the FIN leave together: a
+ * keep-alive client that has read the response already knows the connection is closed, and
+ * does not send its next request (often the resumption) into it. */
 static void end_connection(request_rec *r, apr_bucket_brigade *bb)
 {
     apr_socket_t *sock = ap_get_conn_socket(r->connection);
 
+    if (sock) {
+        apr_socket_opt_set(sock, APR_TCP_NOPUSH, 1);
+    }
     APR_BRIGADE_INSERT_TAIL(bb, apr_bucket_flush_create(bb->bucket_alloc));
     APR_BRIGADE_INSERT_TAIL(bb, ap_bucket_eoc_create(bb->bucket_alloc));
     ap_pass_brigade(r->connection->output_filters, bb);
