@@ -649,6 +649,8 @@ DBDMax 32
             f.write('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo",'
                     '"arguments":{"text":"hello"}}}')
         logf = os.path.join(self.work, "h2load-requests.log")
+        if os.path.exists(logf):
+            os.unlink(logf)   # h2load appends to it
         threads = 1 if conns == 1 else 2
         cmd = ["h2load", "-c", str(conns), "-m", str(streams), "-t", str(threads),
                "-D", str(max(1, round(dur))), "-d", body, "--log-file", logf,
@@ -710,17 +712,18 @@ DBDMax 32
         d, env = self.stack_up("protocols", 1, conf, extra=("--tls", "--http2"))
         try:
             plain, tls, ca = env["MCP_HTTP_URL"], env["MCP_HTTPS_URL"], env["MCP_CA"]
+            # Every point uses one session: h2load sends the same headers on every request, and
+            # calls of one session contend for its row, so wrk must not rotate sessions here.
             sfile = os.path.join(self.work, "protocols.sessions")
-            sids = mcp_sessions(plain, 32, sfile)
+            sids = mcp_sessions(plain, 1, sfile)
             # One checked call per way in, and what curl says it spoke.
             spoke = {name: self.curl_call(url, opts, sids[0]) for name, url, opts in (
                 ("HTTP/1.1", plain, ["--http1.1"]), ("HTTP/1.1+TLS", tls, ["--http1.1", "--cacert", ca]),
                 ("h2c", plain, ["--http2-prior-knowledge"]), ("h2+TLS", tls, ["--http2", "--cacert", ca]))}
             if spoke != {"HTTP/1.1": "1.1", "HTTP/1.1+TLS": "1.1", "h2c": "2", "h2+TLS": "2"}:
                 raise BenchError(f"protocols spoken: {spoke}")
-            # wrk: c connections, one call at a time on each (sessions rotate); h2load -m 1: the
-            # same over HTTP/2 (one session for all: h2load sends fixed headers); and HTTP/2's
-            # own shape, one connection carrying c calls at once.
+            # wrk: c connections, one call at a time on each; h2load -m 1: the same over HTTP/2;
+            # and HTTP/2's own shape, one connection carrying c calls at once.
             points = [
                 ("HTTP/1.1", lambda c: self.wrk(plain, sfile, c, self.dur, label="HTTP/1.1")),
                 ("HTTP/1.1+TLS", lambda c: self.wrk(tls, sfile, c, self.dur, label="HTTP/1.1+TLS")),

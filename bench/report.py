@@ -509,11 +509,13 @@ def write_report(res, bench_dir, work, quick):
         w("One instance started with `tests/stack up --tls --http2` (mod_ssl, mod_http2, "
           "`Protocols h2 h2c http/1.1`; TLS 1.3 with a P-256 certificate; the main stack's extra "
           "configuration). HTTP/1.1 with wrk (`bench/mcp.lua`, one call at a time per "
-          "connection, 32 sessions in rotation); HTTP/2 with h2load (nghttp2-client): `-m 1` is "
-          "the same shape (each connection one call at a time), `1 conn` is one connection "
-          "carrying all the calls at once as HTTP/2 streams. h2load sends the same headers on "
-          "every request, so its calls share one session; it counts 2xx answers (each call "
-          "was checked once through curl, which also confirmed the protocol).")
+          "connection); HTTP/2 with h2load (nghttp2-client): `-m 1` is the same shape (each "
+          "connection one call at a time), `1 conn` is one connection carrying all the calls at "
+          "once as HTTP/2 streams. h2load sends the same headers on every request, so every "
+          "point here, wrk's too, makes all its calls in **one MCP session**: they contend for "
+          "that session's row, which is why these numbers are below measurement 1's (32 "
+          "sessions). h2load counts 2xx answers; each way in was checked once through curl, "
+          "which also confirmed the protocol spoken.")
         w("")
         w("| concurrency | protocol | calls/s | p50 ms | p99 ms | CPU cores: " +
           " / ".join(n for _, n in MAIN_CPU) + " | errors |")
