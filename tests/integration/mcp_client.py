@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Union
 
 import requests
+import requests.adapters
+from urllib3.util.retry import Retry
 
 ACCEPT_BOTH = "application/json, text/event-stream"
 # How a session talks HTTP: "http1" (requests: HTTP/1.1, over TLS for https:// URLs), "h2"
@@ -239,6 +241,14 @@ class McpSession:
             self.http: Any = H2Session(ca=self.ca)
         elif transport == "http1":
             self.http = requests.Session()
+            # A GET or DELETE sent on a kept-alive connection that the server closed meanwhile
+            # (it ends a connection whose stream it ended early) is sent again on a new one, as
+            # browsers, curl and Node's fetch do for idempotent requests (RFC 9112, 9.3.1);
+            # requests alone would fail it. Never a POST.
+            retry = Retry(total=1, connect=1, read=1, status=0, redirect=0,
+                          allowed_methods=frozenset({"GET", "DELETE"}), raise_on_status=False)
+            for prefix in ("http://", "https://"):
+                self.http.mount(prefix, requests.adapters.HTTPAdapter(max_retries=retry))
             if self.ca:
                 # Only this CA: REQUESTS_CA_BUNDLE and the like in the environment would
                 # override a session's verify (and proxies are no use on loopback).
