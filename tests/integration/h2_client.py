@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import json
 import queue
+import select
 import socket
 import ssl
 import threading
@@ -68,9 +69,12 @@ class H2Connection:
                 sock.close()
                 raise H2Error(f"{self.authority}: TLS did not negotiate h2 (ALPN: "
                               f"{sock.selected_alpn_protocol()!r})")
-        sock.settimeout(None)          # the reader thread blocks; callers wait on their queues
+        # OpenSSL does not allow one thread to read a TLS connection while another writes to
+        # it: every recv and send happens under self.lock; the reader thread waits for input
+        # with select() outside the lock. The timeout only bounds a record that arrives in parts.
+        sock.settimeout(10)
         self.sock = sock
-        self.lock = threading.Lock()   # the h2 state machine and writes to the socket
+        self.lock = threading.Lock()   # the h2 state machine and every use of the socket
         self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(
             client_side=True, header_encoding="utf-8"))
         self.streams: dict[int, _Stream] = {}
@@ -94,12 +98,20 @@ class H2Connection:
 
     def _read_loop(self) -> None:
         reason = "the server closed the connection"
+        pending = getattr(self.sock, "pending", lambda: 0)   # bytes OpenSSL has decrypted already
         try:
             while True:
-                data = self.sock.recv(65536)
-                if not data:
-                    break
                 with self.lock:
+                    buffered = pending() > 0
+                if not buffered and not select.select([self.sock], [], [], 1.0)[0]:
+                    continue
+                with self.lock:
+                    try:
+                        data = self.sock.recv(65536)
+                    except (socket.timeout, ssl.SSLWantReadError):
+                        continue
+                    if not data:
+                        break
                     events = self.h2.receive_data(data)
                     for ev in events:
                         self._dispatch(ev)
