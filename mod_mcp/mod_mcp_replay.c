@@ -9,13 +9,12 @@
 #include "mcp_id.h"
 #include "mcp_listener.h"
 #include "mcp_router.h"
-#include "mod_mcp_dbd.h"
 #include "mod_mcp_replay.h"
 #include "mod_mcp_stream.h"
 
 APLOG_USE_MODULE(mcp);
 
-/* Rows read per query. */
+/* Rows read per query at most; and bytes: about MCPStreamQueueBytes and one message. */
 #define REPLAY_BATCH 256
 
 /* How often a follower looks at the table when nothing woke it while this process has no
@@ -27,6 +26,10 @@ typedef struct follower_t {
     mcp_stream_t  st;
     apr_int64_t   cursor;      /* seq of the last event the client was sent */
     apr_pool_t   *pool;        /* cleared per read                          */
+    int           more;        /* the last read stopped at a bound          */
+    int           rows;        /* rows the next read asks for               */
+    apr_int64_t   follower_id; /* its mcp.followers row (0: none)           */
+    apr_time_t    last_renew;  /* of the follower row's lease               */
 } follower_t;
 
 static int send_stored(void *baton, apr_int64_t seq, const char *message)
@@ -41,65 +44,103 @@ static int send_stored(void *baton, apr_int64_t seq, const char *message)
     return f->st.client_gone;
 }
 
-/* Sends the next stored events after the cursor. Returns how many rows were read, or -1. */
+/* Sends the next stored events after the cursor. Returns how many rows were read, or -1;
+ * f->more tells whether more may be there already. */
 static int read_more(follower_t *f)
 {
-    const char *err = NULL;
-    mcp_store_t store;
-    ap_dbd_t *dbd;
+    mcp_store_t *db = mcp_req_db(f->q);
     int n = 0;
 
     apr_pool_clear(f->pool);
-    if (!(dbd = mcp_dbd_open(f->q->r, &store))) {
-        return -1;
-    }
-    if (mcp_store_events_after(&store, f->pool, f->st.id, f->cursor, REPLAY_BATCH, send_stored, f,
-                               &n, &err) != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, f->q->r, "replaying stream %" APR_INT64_T_FMT
-                      ": %s", f->st.id, err);
+    f->more = 0;
+    if (mcp_store_events_after_bounded(db, f->pool, f->st.id, f->cursor, f->rows,
+                                       f->q->conf->stream_queue_bytes, send_stored, f, &n,
+                                       &f->more) != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, f->q->r, "replaying stream %" APR_INT64_T_FMT
+                      ": %s", f->st.id, db->error);
         n = -1;
     }
-    mcp_dbd_close(f->q->r, dbd);
+    /* PostgreSQL converts every row it is asked for, even those the byte bound then holds
+     * back: after a read that the bound cut short, ask for about as many rows as came. */
+    if (n >= 0) {
+        f->rows = f->more && n < f->rows ? (n < 1 ? 2 : 2 * n) : 2 * f->rows;
+        f->rows = f->rows > REPLAY_BATCH ? REPLAY_BATCH : f->rows;
+    }
     mcp_stream_flush(&f->st);
     return n;
 }
 
 static int stream_state(follower_t *f, mcp_store_stream_t *state)
 {
-    const char *err = NULL;
-    mcp_store_t store;
-    ap_dbd_t *dbd = mcp_dbd_open(f->q->r, &store);
-    int rv = dbd ? mcp_store_stream_get(&store, f->pool, f->st.id, state, &err) : MCP_STORE_ERROR;
-
-    mcp_dbd_close(f->q->r, dbd);
-    return rv;
+    return mcp_store_stream_get(mcp_req_db(f->q), f->pool, f->st.id, state);
 }
 
 /* The stream's owner died: finish it (unless another process or host just did) with a terminal
  * error for its request, which the next read then delivers. */
 static void finish_for_dead_owner(follower_t *f, const mcp_store_stream_t *state)
 {
-    const char *err = NULL;
-    mcp_store_t store;
+    mcp_store_t *db = mcp_req_db(f->q);
     long finished = 0;
-    ap_dbd_t *dbd = mcp_dbd_open(f->q->r, &store);
 
-    if (dbd && mcp_store_streams_expire(&store, f->pool, f->st.id, MCP_OWNER_GONE_MESSAGE, &finished,
-                                        &err) != MCP_STORE_OK) {
+    if (mcp_store_streams_expire(db, f->pool, f->st.id, MCP_OWNER_GONE_MESSAGE, &finished)
+        != MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, f->q->r, "stream %" APR_INT64_T_FMT ": finishing "
-                      "it failed: %s", f->st.id, err);
+                      "it failed: %s", f->st.id, db->error);
     }
-    mcp_dbd_close(f->q->r, dbd);
     ap_log_rerror(APLOG_MARK, finished ? APLOG_NOTICE : APLOG_DEBUG, 0, f->q->r,
                   "stream %" APR_INT64_T_FMT ": its owner %s stopped renewing its lease; %s",
                   f->st.id, state->owner ? state->owner : "-",
                   finished ? "finished it with an error response" : "already finished");
 }
 
+/* Keeps the follower counted (MCPMaxFollowersPerStream and the stream limits): its lease is
+ * renewed every third of MCPStreamLease, like a stream's. */
+static void renew_follower(follower_t *f)
+{
+    mcp_store_t *db = mcp_req_db(f->q);
+    apr_time_t now = apr_time_now();
+    mcp_store_status_t st;
+
+    if (!f->follower_id || now - f->last_renew < f->q->conf->stream_lease / 3) {
+        return;
+    }
+    f->last_renew = now;
+    apr_pool_clear(f->pool);
+    st = mcp_store_follower_renew(db, f->pool, f->follower_id, mcp_req_lease_secs(f->q));
+    if (st != MCP_STORE_OK) {
+        /* An outage is logged by the gate. */
+        ap_log_rerror(APLOG_MARK, st == MCP_STORE_UNAVAILABLE ? APLOG_DEBUG : APLOG_WARNING, 0,
+                      f->q->r, "stream %" APR_INT64_T_FMT ": follower's lease not renewed: %s",
+                      f->st.id, db->error);
+    }
+}
+
+/* The follower is done: it no longer counts against the limits. */
+static void release_follower(follower_t *f)
+{
+    mcp_store_t *db = mcp_req_db(f->q);
+
+    if (!f->follower_id) {
+        return;
+    }
+    apr_pool_clear(f->pool);
+    if (mcp_store_follower_release(db, f->pool, f->follower_id) != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, f->q->r, "stream %" APR_INT64_T_FMT
+                      ": follower not released (its lease runs out instead): %s", f->st.id,
+                      db->error);
+    }
+}
+
 static apr_interval_time_t wake_up_timeout(follower_t *f)
 {
-    return mcp_child.listener && mcp_listener_connected(mcp_child.listener) ? f->q->conf->keepalive_interval
-                                                      : POLL_WITHOUT_LISTENER;
+    apr_interval_time_t t = f->q->conf->keepalive_interval;
+
+    /* The follower's lease is renewed after a wake-up: one comes at least every third of it. */
+    if (f->follower_id && t > f->q->conf->stream_lease / 3) {
+        t = f->q->conf->stream_lease / 3;
+    }
+    return mcp_child.listener && mcp_listener_connected(mcp_child.listener) ? t
+                                                                            : POLL_WITHOUT_LISTENER;
 }
 
 /* Replays, then follows the stream until it ends, the client goes, or the server stops. Database
@@ -119,7 +160,7 @@ static void follow(follower_t *f, mcp_router_sub_t *sub)
         if (f->st.client_gone) {
             return;
         }
-        if (n == REPLAY_BATCH) {
+        if (n > 0 && f->more) {
             continue;
         }
         if (n < 0 || stream_state(f, &state) != MCP_STORE_OK) {
@@ -133,7 +174,7 @@ static void follow(follower_t *f, mcp_router_sub_t *sub)
             failing_since = 0;
             if (strcmp(state.status, "open") != 0) {
                 /* It ended after the read above: what it stored before ending is read now. */
-                while (read_more(f) == REPLAY_BATCH && !f->st.client_gone) {
+                while (read_more(f) > 0 && f->more && !f->st.client_gone) {
                 }
                 return;
             }
@@ -148,7 +189,8 @@ static void follow(follower_t *f, mcp_router_sub_t *sub)
         else {
             apr_sleep(POLL_WITHOUT_LISTENER);
         }
-        mcp_stream_tick(&f->st, 0);
+        mcp_stream_tick(&f->st);
+        renew_follower(f);
     }
 }
 
@@ -157,11 +199,11 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     request_rec *r = q->r;
     apr_int64_t stream_id, seq;
     mcp_store_stream_t stream;
+    mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
+    mcp_store_limits_t limits;
     mcp_store_status_t found;
     mcp_router_sub_t *sub;
-    const char *err = NULL;
-    mcp_store_t store;
-    ap_dbd_t *dbd;
+    apr_int64_t follower_id = 0;
     follower_t f;
 
     if (mcp_id_event_parse(last_event_id, &stream_id, &seq) != 0) {
@@ -169,15 +211,15 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
                              "Bad Request: Last-Event-ID '%s' is not an event id this gateway "
                              "issued", last_event_id);
     }
-    if (!(dbd = mcp_dbd_open(r, &store))) {
-        return mcp_req_store_unavailable(q);
+    mcp_req_stream_limits(q, &limits);
+    found = mcp_store_stream_follow(mcp_req_db(q), r->pool, q->session->id, stream_id, seq,
+                                    mcp_child.owner, mcp_req_lease_secs(q), &limits, &stream,
+                                    &follower_id, &refused);
+    if (found == MCP_STORE_LIMIT) {
+        return mcp_req_refused(q, refused);
     }
-    found = mcp_store_stream_for_event(&store, r->pool, q->session->id, stream_id, seq, &stream,
-                                       &err);
-    mcp_dbd_close(r, dbd);
-    if (found == MCP_STORE_ERROR) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "looking up Last-Event-ID failed: %s", err);
-        return mcp_req_store_unavailable(q);
+    if (found != MCP_STORE_OK && found != MCP_STORE_NOT_FOUND) {
+        return mcp_req_store_failed(q, found);
     }
     if (found == MCP_STORE_NOT_FOUND) {
         return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_SERVER_ERROR,
@@ -188,6 +230,9 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     memset(&f, 0, sizeof(f));
     f.q = q;
     f.cursor = seq;
+    f.follower_id = follower_id;
+    f.rows = REPLAY_BATCH;
+    f.last_renew = apr_time_now();
     apr_pool_create(&f.pool, r->pool);
     mcp_stream_init(&f.st, q, stream_id, 0);
     /* Subscribe before the first read: whatever is stored from now on wakes us. */
@@ -208,5 +253,6 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     if (sub) {
         mcp_router_unsubscribe(sub);
     }
+    release_follower(&f);
     return DONE;
 }
