@@ -1,0 +1,498 @@
+"""Every misbehaving backend gets a precise, stored answer (issue 9).
+
+The backend here is tests/backend/mcp-fault-backend, started by this module on
+MCP_STACK_DIR/faults.sock, which the /mcp-faults locations of gateway.conf point at. Its `raw`
+tool sends exactly the bytes a test gives it (status line and headers included), so each test
+below is one fault. For each one the test asserts:
+
+* the request id gets a response or a JSON-RPC error, on the client's stream and stored in
+  PostgreSQL, within a named bound (seconds);
+* the stream row ends in a terminal state;
+* no CPU stays busy: the httpd processes use less than CPU_IDLE_MAX seconds of CPU over
+  CPU_WINDOW seconds after the answer;
+* the error log holds at most a named number of lines about the stream;
+* the next request on the same gateway succeeds.
+
+/mcp-faults has MCPStreamTimeout 4, MCPBackendTimeout 4, MCPMaxMessageSize 65536 and
+MCPKeepAliveInterval 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from mcp_client import McpError, McpSession
+from waiting import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+FAULT_BACKEND = REPO / "tests" / "backend" / "mcp-fault-backend"
+
+STREAM_TIMEOUT = 4.0          # MCPStreamTimeout of /mcp-faults
+MAX_MESSAGE = 65536           # MCPMaxMessageSize of /mcp-faults
+CPU_WINDOW = 1.0              # seconds over which the gateway's CPU time is measured
+CPU_IDLE_MAX = 0.2            # at most this much CPU time (s) in that window: nothing spins
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+# Bounds (seconds) from the request to its answer on the client's stream.
+PROMPT = 2.0                  # faults the gateway sees at once (a status, a close, bad bytes)
+TIMED = STREAM_TIMEOUT + 2.0  # faults only a timeout ends (a backend that never answers)
+
+
+# ---- fixtures and helpers ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def faults(stack):
+    """The fault backend, listening where /mcp-faults expects it; stopped after the module."""
+    if not FAULT_BACKEND.is_file():
+        pytest.fail(f"{FAULT_BACKEND} is missing: run scripts/build", pytrace=False)
+    d = Path(stack["MCP_STACK_DIR"])
+    sock = d / "faults.sock"
+    log = open(d / "faults.log", "ab")
+    proc = subprocess.Popen([str(FAULT_BACKEND), "--unix", str(sock)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=log)
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == b"ready", f"mcp-fault-backend did not start: {line!r}"
+        base = urlsplit(stack["MCP_URL"])
+        yield f"{base.scheme}://{base.netloc}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture
+def fsession(faults, mcp):
+    """factory: fsession(path="/mcp-faults", **kw) -> an initialized McpSession."""
+
+    def make(path: str = "/mcp-faults", **kw) -> McpSession:
+        s = mcp(url=faults + path, **kw)
+        s.initialize()
+        return s
+
+    return make
+
+
+def fixed_id() -> int:
+    """A request id of exactly six digits, as long as the "{{id}}" the fault backend replaces
+    by it: Content-Length headers computed beforehand stay right."""
+    return 100000 + McpSession.next_id()
+
+
+def raw(parts, then="close", delay_ms=0) -> dict:
+    """tools/call params for the fault backend's raw tool. parts: [(text, count)]; text is bytes
+    as Latin-1 code points, "{{id}}" the request's id."""
+    return {"name": "raw", "arguments": {"parts": [[t, n] for t, n in parts], "then": then,
+                                         "delay_ms": delay_ms}}
+
+
+def http_head(status: str, headers: dict | None = None, body: str | None = None) -> str:
+    lines = [f"HTTP/1.1 {status}"] + [f"{k}: {v}" for k, v in (headers or {}).items()]
+    if body is not None:
+        lines.append(f"Content-Length: {len(body.encode('latin-1'))}")
+    lines.append("Connection: close")
+    return "\r\n".join(lines) + "\r\n\r\n" + (body or "")
+
+
+SSE_HEAD = http_head("200 OK", {"Content-Type": "text/event-stream"})
+
+
+def json_answer(body: str, ctype: str = "application/json", status: str = "200 OK") -> list:
+    return [(http_head(status, {"Content-Type": ctype}, body), 1)]
+
+
+def httpd_pids(stack) -> list[int]:
+    parents = []
+    for pf in stack["MCP_HTTPD_PIDFILES"].split():
+        try:
+            parents.append(int(Path(pf).read_text().split()[0]))
+        except (OSError, ValueError, IndexError):
+            pass
+    pids = list(parents)
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                stat = (p / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) in parents:
+                pids.append(int(p.name))
+    return pids
+
+
+def cpu_seconds(pids) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])   # utime, stime
+    return total / CLK_TCK
+
+
+def assert_idle(stack):
+    """No httpd process keeps a CPU busy: measured over CPU_WINDOW from /proc."""
+    pids = httpd_pids(stack)
+    before = cpu_seconds(pids)
+    time.sleep(CPU_WINDOW)
+    used = cpu_seconds(pids) - before
+    assert used < CPU_IDLE_MAX, f"httpd used {used:.2f} s of CPU in {CPU_WINDOW} s after the fault"
+
+
+def log_lines_about(stack, stream_id: int) -> list[str]:
+    pat = re.compile(rf"\bstream {stream_id}\b")
+    out = []
+    for f in stack["MCP_HTTPD_ERROR_LOGS"].split():
+        with open(f, "rb") as fh:
+            for line in fh:
+                if pat.search(line.decode("utf-8", "replace")):
+                    out.append(line.decode("utf-8", "replace"))
+    return out
+
+
+def stored_answer(pg, stream_id: int, rid) -> dict | None:
+    with pg.cursor() as c:
+        c.execute("SELECT message::text FROM mcp.events WHERE stream_id = %s AND direction = 'out'"
+                  "   AND kind = 'message' AND message->'id' = %s::jsonb"
+                  "   AND (message ? 'result' OR message ? 'error')", (stream_id, json.dumps(rid)))
+        rows = c.fetchall()
+    assert len(rows) <= 1, f"stream {stream_id} holds {len(rows)} answers for id {rid}"
+    return json.loads(rows[0][0]) if rows else None
+
+
+def stream_status(pg, stream_id: int) -> str:
+    with pg.cursor() as c:
+        c.execute("SELECT status FROM mcp.streams WHERE id = %s", (stream_id,))
+        return c.fetchone()[0]
+
+
+def call_fault(s: McpSession, params: dict, bound: float, read_timeout: float = 10.0):
+    """Sends tools/call and reads its SSE answer to the end. Returns (stream id, the answer for
+    the request id or None, seconds taken, the other messages)."""
+    t0 = time.monotonic()
+    stream_id = None
+    answer = None
+    others = []
+    for ev in s.request_stream("tools/call", params, timeout=read_timeout, request_id=fixed_id()):
+        if ev.id and stream_id is None:
+            stream_id = int(ev.id.split("-")[0])
+        m = ev.json
+        if m is None:
+            continue
+        if isinstance(m, dict) and m.get("id") == s.last_request_id and ("result" in m or "error" in m):
+            answer = m
+        else:
+            others.append(m)
+        assert time.monotonic() - t0 < bound + 5, "the stream goes on far past its bound"
+    return stream_id, answer, time.monotonic() - t0, others
+
+
+def check_fault(stack, pg, s: McpSession, params: dict, *, bound: float, max_log_lines: int,
+                error: str | None = None, status: str = "failed") -> dict:
+    """The checks every fault must pass (see the module's docstring). error: a regular
+    expression the JSON-RPC error's message must match; None: the answer is a result."""
+    stream_id, answer, took, _ = call_fault(s, params, bound)
+    rid = s.last_request_id
+    assert stream_id is not None, "no priming event"
+    assert answer is not None, f"no answer for id {rid} on the stream"
+    assert took < bound, f"answered after {took:.2f} s, bound {bound} s"
+    if error is None:
+        assert "result" in answer, answer
+    else:
+        assert "error" in answer, answer
+        assert re.search(error, answer["error"]["message"]), answer["error"]
+    stored = stored_answer(pg, stream_id, rid)
+    assert stored is not None, f"no answer for id {rid} stored on stream {stream_id}"
+    assert ("error" in stored) == (error is not None)
+    wait_for(lambda: stream_status(pg, stream_id) != "open", 5, "the stream's terminal state")
+    assert stream_status(pg, stream_id) == status
+    assert_idle(stack)
+    lines = log_lines_about(stack, stream_id)
+    assert len(lines) <= max_log_lines, f"{len(lines)} log lines about stream {stream_id}:\n" + \
+        "".join(lines[:20])
+    # The next request on the same gateway (and session) succeeds.
+    assert s.call("tools/call", {"name": "echo"})["content"][0]["text"] == "ok"
+    return answer
+
+
+# ---- non-2xx statuses ----------------------------------------------------------------------
+
+
+def test_status_500_without_body(stack, pg, fsession):
+    s = fsession()
+    check_fault(stack, pg, s, raw([(http_head("500 Internal Server Error", body=""), 1)]),
+                bound=PROMPT, max_log_lines=2, error=r"backend answered HTTP 500")
+
+
+def test_status_503_with_html_body(stack, pg, fsession):
+    body = "<html><body>upstream overloaded</body></html>"
+    s = fsession()
+    ans = check_fault(stack, pg, s, raw(json_answer(body, "text/html", "503 Service Unavailable")),
+                      bound=PROMPT, max_log_lines=2, error=r"HTTP 503")
+    assert "upstream overloaded" in json.dumps(ans["error"].get("data", {}))
+
+
+def test_status_403_with_json_error_body(stack, pg, fsession):
+    body = '{"error":"forbidden"}'
+    s = fsession()
+    check_fault(stack, pg, s, raw(json_answer(body, "application/json", "403 Forbidden")),
+                bound=PROMPT, max_log_lines=2, error=r"HTTP 403")
+
+
+def test_status_500_with_invalid_utf8_content_type(stack, pg, fsession):
+    """The issue's reproducer: an endless loop and 1.7 million log lines before the fix."""
+    s = fsession()
+    ans = check_fault(stack, pg, s, raw([("HTTP/1.1 500\r\nContent-Type: text/html\xff\r\n"
+                                          "Content-Length: 0\r\n\r\n", 1)]),
+                      bound=PROMPT, max_log_lines=2, error=r"HTTP 500")
+    assert "\ufffd" in ans["error"]["message"] or "\\xff" in ans["error"]["message"]
+
+
+def test_status_500_invalid_utf8_older_client_gets_json(stack, pg, fsession):
+    """A 2025-06-18 session gets no stream: the same fault is a 502 with a JSON body."""
+    s = fsession(protocol_version="2025-06-18")
+    r = s.post_raw(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": raw(
+        [("HTTP/1.1 500\r\nContent-Type: text/html\xff\r\nContent-Length: 0\r\n\r\n", 1)])}),
+        timeout=PROMPT + 5)
+    assert r.status_code == 502
+    body = r.json()
+    assert body["id"] == 7 and "HTTP 500" in body["error"]["message"]
+    assert_idle(stack)
+    assert s.call("tools/call", {"name": "echo"})["content"][0]["text"] == "ok"
+
+
+# ---- bodies that are not what they say -------------------------------------------------------
+
+
+def test_json_body_that_is_not_json(stack, pg, fsession):
+    s = fsession()
+    check_fault(stack, pg, s, raw(json_answer("this is not JSON")), bound=PROMPT,
+                max_log_lines=2, error=r"not JSON")
+
+
+def test_json_body_with_invalid_utf8(stack, pg, fsession):
+    s = fsession()
+    body = '{"jsonrpc":"2.0","id":{{id}},"result":{"text":"caf\xe9 \xff"}}'
+    check_fault(stack, pg, s, raw(json_answer(body)), bound=PROMPT, max_log_lines=2,
+                error=r"not JSON")
+
+
+def test_sse_events_with_invalid_utf8(stack, pg, fsession):
+    """1,000 events the gateway must drop: one log line for all of them, not one per event."""
+    s = fsession()
+    check_fault(stack, pg, s, raw([(SSE_HEAD, 1), ("data: {\"bad\":\"\xff\"}\n\n", 1000)]),
+                bound=PROMPT, max_log_lines=3, error=r"not JSON")
+
+
+# ---- streams that break ----------------------------------------------------------------------
+
+
+def test_sse_event_that_never_ends(stack, pg, fsession):
+    """data lines without the blank line that ends an event, past MCPMaxMessageSize."""
+    s = fsession()
+    check_fault(stack, pg, s, raw([(SSE_HEAD, 1), ("data: " + "x" * 1000 + "\n", -1)]),
+                bound=PROMPT, max_log_lines=2, error=r"MCPMaxMessageSize")
+
+
+def test_sse_endless_comments(stack, pg, fsession):
+    """Comments and nothing else, as fast as the backend can send them."""
+    s = fsession()
+    check_fault(stack, pg, s, raw([(SSE_HEAD, 1), (": nothing to see\n", -1)]),
+                bound=PROMPT, max_log_lines=2, error=r"without a message")
+
+
+def test_sse_slow_comments_end_at_stream_timeout(stack, pg, fsession):
+    """A keep-alive comment, then silence and never an answer: MCPStreamTimeout ends it."""
+    s = fsession()
+    parts = [(SSE_HEAD, 1)] + [(": still thinking\n\n", 1)]
+    params = raw(parts, then="hang")
+    check_fault(stack, pg, s, params, bound=TIMED, max_log_lines=2, error=r"MCPStreamTimeout")
+
+
+def test_close_mid_event(stack, pg, fsession):
+    s = fsession()
+    check_fault(stack, pg, s, raw([(SSE_HEAD, 1), ('data: {"jsonrpc":"2.0","id":{{id}},"res', 1)]),
+                bound=PROMPT, max_log_lines=2, error=r"ended before")
+
+
+def test_close_mid_chunk(stack, pg, fsession):
+    head = http_head("200 OK", {"Content-Type": "text/event-stream", "Transfer-Encoding": "chunked"})
+    s = fsession()
+    check_fault(stack, pg, s, raw([(head, 1), ("40\r\ndata: {\"jsonrpc\"", 1)]),
+                bound=PROMPT, max_log_lines=2, error=r"exchange with the backend failed")
+
+
+def test_close_before_headers(stack, pg, fsession):
+    s = fsession()
+    check_fault(stack, pg, s, raw([]), bound=PROMPT, max_log_lines=2,
+                error=r"exchange with the backend failed")
+
+
+def test_close_in_the_middle_of_the_headers(stack, pg, fsession):
+    s = fsession()
+    check_fault(stack, pg, s, raw([("HTTP/1.1 200 OK\r\nContent-Ty", 1)]), bound=PROMPT,
+                max_log_lines=2, error=r"exchange with the backend failed")
+
+
+def test_accept_and_never_answer(stack, pg, fsession):
+    s = fsession()
+    check_fault(stack, pg, s, raw([], then="hang"), bound=TIMED, max_log_lines=2,
+                error=r"MCPStreamTimeout")
+
+
+def test_answer_after_the_client_left(stack, pg, fsession):
+    """Disconnect is not cancellation: the late answer is stored and replayed on resume."""
+    s = fsession()
+    body = '{"jsonrpc":"2.0","id":{{id}},"result":{"content":[{"type":"text","text":"late"}]}}'
+    events = s.request_stream("tools/call", raw(json_answer(body), delay_ms=1500),
+                              request_id=fixed_id())
+    priming = next(events)
+    events.close()                                  # the client leaves
+    stream_id = int(priming.id.split("-")[0])
+    wait_for(lambda: stream_status(pg, stream_id) != "open", 1.5 + PROMPT + 1,
+             "the late answer to be stored")
+    assert stream_status(pg, stream_id) == "complete"
+    assert stored_answer(pg, stream_id, s.last_request_id)["result"]["content"][0]["text"] == "late"
+    replay = [e.json for e in s.get_stream(last_event_id=priming.id) if e.json]
+    assert replay == [stored_answer(pg, stream_id, s.last_request_id)]
+    assert_idle(stack)
+    assert len(log_lines_about(stack, stream_id)) <= 3
+    assert s.call("tools/call", {"name": "echo"})["content"][0]["text"] == "ok"
+
+
+# ---- 404 -------------------------------------------------------------------------------------
+
+
+def session_row(pg, sid):
+    with pg.cursor() as c:
+        c.execute("SELECT terminated_by FROM mcp.sessions WHERE id = %s", (sid,))
+        return c.fetchone()
+
+
+def test_404_for_a_live_session_ends_it(stack, pg, fsession):
+    """A backend's JSON-RPC 404 means it lost the session: the client gets 'session not found'
+    (as the spec tells it to start a new session) and the gateway's session ends too."""
+    body = '{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}'
+    s = fsession()
+    stream_id, answer, took, _ = call_fault(s, raw(json_answer(body, status="404 Not Found")),
+                                            PROMPT)
+    assert took < PROMPT and answer["error"]["code"] == -32001, answer
+    assert stream_status(pg, stream_id) == "failed"
+    assert session_row(pg, s.session_id)[0] == "backend"
+    with pytest.raises(McpError) as e:
+        s.call("tools/call", {"name": "echo"})
+    assert e.value.response.status_code == 404
+    assert_idle(stack)
+    assert len(log_lines_about(stack, stream_id)) <= 2
+    s2 = fsession()
+    assert s2.call("tools/call", {"name": "echo"})["content"][0]["text"] == "ok"
+
+
+def test_404_without_jsonrpc_body_is_a_misrouted_backend(stack, pg, fsession):
+    """An HTML 404 (a proxy or a wrong MCPBackend path) does not end the session: it is a
+    502 naming the status, and the session goes on."""
+    s = fsession()
+    check_fault(stack, pg, s, raw(json_answer("<h1>Not Found</h1>", "text/html", "404 Not Found")),
+                bound=PROMPT, max_log_lines=2, error=r"HTTP 404.*not a JSON-RPC")
+    assert session_row(pg, s.session_id)[0] is None
+
+
+# ---- valid JSON of every shape ---------------------------------------------------------------
+
+
+def result_body(result_json: str) -> list:
+    return json_answer('{"jsonrpc":"2.0","id":{{id}},"result":' + result_json + "}")
+
+
+def test_result_with_a_300_digit_number(stack, pg, fsession):
+    big = "9" * 300
+    s = fsession()
+    ans = check_fault(stack, pg, s, raw(result_body('{"n":' + big + ',"f":-1' + "0" * 300 + '.5e-3}')),
+                      bound=PROMPT, max_log_lines=1, status="complete")
+    assert ans["result"]["n"] == int(big)
+
+
+def test_result_with_duplicate_keys(stack, pg, fsession):
+    s = fsession()
+    ans = check_fault(stack, pg, s, raw(result_body('{"k":1,"k":2,"content":[]}')), bound=PROMPT,
+                      max_log_lines=1, status="complete")
+    assert ans["result"]["k"] in (1, 2)
+
+
+def test_result_nested_at_the_parsers_limit(stack, pg, fsession):
+    """MCP_JSONRPC_MAX_DEPTH (64) levels in all: the message object, result, then arrays."""
+    s = fsession()
+    depth = 64 - 2
+    ans = check_fault(stack, pg, s, raw(result_body("[" * depth + "]" * depth)), bound=PROMPT,
+                      max_log_lines=1, status="complete")
+    d, v = 0, ans["result"]
+    while isinstance(v, list) and v:
+        d, v = d + 1, v[0]
+    assert d == depth - 1
+
+
+def test_result_nested_past_the_parsers_limit(stack, pg, fsession):
+    s = fsession()
+    depth = 64 - 2 + 1
+    check_fault(stack, pg, s, raw(result_body("[" * depth + "]" * depth)), bound=PROMPT,
+                max_log_lines=2, error=r"not JSON")
+
+
+def xfail_unless_stored(fn):
+    return pytest.mark.xfail(reason="byte-exact storage lands with the store branch", strict=False)(fn)
+
+
+@xfail_unless_stored
+def test_result_holding_nul(stack, pg, fsession):
+    s = fsession()
+    ans = check_fault(stack, pg, s, raw(result_body('{"text":"a\\u0000b"}')), bound=PROMPT,
+                      max_log_lines=1, status="complete")
+    assert ans["result"]["text"] == "a\x00b"
+
+
+@xfail_unless_stored
+def test_result_holding_a_lone_surrogate(stack, pg, fsession):
+    s = fsession()
+    ans = check_fault(stack, pg, s, raw(result_body('{"text":"a\\ud800b"}')), bound=PROMPT,
+                      max_log_lines=1, status="complete")
+    assert ans["result"]["text"] == "a\ud800b"
+
+
+# ---- volume ----------------------------------------------------------------------------------
+
+BURST = 10_000
+BURST_BOUND = 30.0
+
+
+def test_ten_thousand_events_in_one_burst(stack, pg, fsession):
+    note = ('data: {"jsonrpc":"2.0","method":"notifications/message",'
+            '"params":{"level":"info","data":"burst"}}\n\n')
+    answer = 'data: {"jsonrpc":"2.0","id":{{id}},"result":{"content":[]}}\n\n'
+    s = fsession()
+    stream_id, ans, took, others = call_fault(s, raw([(SSE_HEAD, 1), (note, BURST), (answer, 1)]),
+                                              BURST_BOUND, read_timeout=BURST_BOUND)
+    assert ans is not None and "result" in ans
+    assert took < BURST_BOUND, f"{took:.1f} s for {BURST} events"
+    assert len(others) == BURST
+    with pg.cursor() as c:
+        c.execute("SELECT count(*) FROM mcp.events WHERE stream_id = %s AND kind = 'message'"
+                  " AND direction = 'out'", (stream_id,))
+        assert c.fetchone()[0] == BURST + 1
+    assert stream_status(pg, stream_id) == "complete"
+    assert_idle(stack)
+    assert len(log_lines_about(stack, stream_id)) <= 1
+    assert s.call("tools/call", {"name": "echo"})["content"][0]["text"] == "ok"
