@@ -301,12 +301,16 @@ mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
     }
 
     rc = curl_easy_perform(h);
-    if (rc == CURLE_OK && !x.headers_delivered) {
-        /* An empty body (202, DELETE answers): the headers are all there is. */
-        deliver_headers(&x);
-    }
     status = x.aborted ? MCP_BACKEND_ABORTED : classify(rc);
-    if (status != MCP_BACKEND_OK) {
+    if (status == MCP_BACKEND_OK && !x.headers_delivered) {
+        /* The blank line that ends a header block was never seen (it is seen even when no body
+         * follows, as for 202): the connection closed in the middle of the headers, which
+         * libcurl takes for a complete response. */
+        deliver_headers(&x);
+        status = MCP_BACKEND_FAILED;
+        *err = "the connection closed in the middle of the response headers";
+    }
+    else if (status != MCP_BACKEND_OK) {
         *err = x.aborted ? "stopped by the gateway"
                          : apr_pstrdup(p, errbuf[0] ? errbuf : curl_easy_strerror(rc));
     }

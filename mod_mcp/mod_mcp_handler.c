@@ -504,8 +504,18 @@ static int handle_notifications(mcp_req_t *q)
         return mcp_req_empty(q, HTTP_ACCEPTED);
     }
     if (x.response.status == HTTP_NOT_FOUND) {
-        mcp_req_terminate_session(q, "backend");
-        return mcp_req_session_not_found(q);
+        apr_size_t len;
+        const char *body = flatten(q->r, x.body, &len);
+
+        /* An MCP server's answer for a session it lost is a JSON-RPC error; a proxy's page
+         * (a wrong MCPBackend path) is not, and ends nothing. */
+        if (mcp_jsonrpc_is_error_message(q->r->pool, body, len)) {
+            mcp_req_terminate_session(q, "backend");
+            return mcp_req_session_not_found(q);
+        }
+        return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+                             "Bad Gateway: the backend answered HTTP 404 with a body that is not "
+                             "a JSON-RPC error: check MCPBackend's URL; the session stays open");
     }
     return mcp_req_error(q, x.response.status >= 400 && x.response.status < 500
                          ? (int)x.response.status : HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,

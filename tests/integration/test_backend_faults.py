@@ -345,7 +345,7 @@ def test_close_before_headers(stack, pg, fsession):
 def test_close_in_the_middle_of_the_headers(stack, pg, fsession):
     s = fsession()
     check_fault(stack, pg, s, raw([("HTTP/1.1 200 OK\r\nContent-Ty", 1)]), bound=PROMPT,
-                max_log_lines=2, error=r"exchange with the backend failed")
+                max_log_lines=2, error=r"closed in the middle of the response headers")
 
 
 def test_accept_and_never_answer(stack, pg, fsession):
@@ -434,9 +434,9 @@ def test_result_with_duplicate_keys(stack, pg, fsession):
 
 
 def test_result_nested_at_the_parsers_limit(stack, pg, fsession):
-    """MCP_JSONRPC_MAX_DEPTH (64) levels in all: the message object, result, then arrays."""
+    """MCP_JSONRPC_MAX_DEPTH (64) levels in all: the message object, then 63 arrays."""
     s = fsession()
-    depth = 64 - 2
+    depth = 64 - 1
     ans = check_fault(stack, pg, s, raw(result_body("[" * depth + "]" * depth)), bound=PROMPT,
                       max_log_lines=1, status="complete")
     d, v = 0, ans["result"]
@@ -447,7 +447,7 @@ def test_result_nested_at_the_parsers_limit(stack, pg, fsession):
 
 def test_result_nested_past_the_parsers_limit(stack, pg, fsession):
     s = fsession()
-    depth = 64 - 2 + 1
+    depth = 64
     check_fault(stack, pg, s, raw(result_body("[" * depth + "]" * depth)), bound=PROMPT,
                 max_log_lines=2, error=r"not JSON")
 
