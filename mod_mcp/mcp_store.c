@@ -111,11 +111,6 @@ mcp_store_status_t mcp_store_session_touch(const mcp_store_t *db, apr_pool_t *p,
                                            mcp_store_session_t **out, const char **err)
 {
     static const char sql[] =
-        "WITH expired AS ("
-        "  UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'expired'"
-        "   WHERE id = %s AND terminated_at IS NULL AND %s::int > 0"
-        "     AND last_seen_at <= now() - make_interval(secs => %s::int)"
-        ")"
         "UPDATE mcp.sessions SET last_seen_at = now()"
         " WHERE id = %s AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM %s"
         "   AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))"
@@ -131,8 +126,7 @@ mcp_store_status_t mcp_store_session_touch(const mcp_store_t *db, apr_pool_t *p,
         return db_error(db, p, rv, "preparing the session look-up", err);
     }
     /* seek=1: read the whole (one-row) result now and leave the connection idle. */
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, id, idle, idle, id, principal,
-                          idle, idle);
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, id, principal, idle, idle);
     if (rv != 0) {
         return db_error(db, p, rv, "looking up the session", err);
     }
@@ -510,5 +504,91 @@ mcp_store_status_t mcp_store_events_after(const mcp_store_t *db, apr_pool_t *p,
             (*n)++;
         }
     }
+    return MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_session_expire(const mcp_store_t *db, apr_pool_t *p, const char *id,
+                                            const char *backend_url, int idle_secs,
+                                            const char **backend_session_id, const char **err)
+{
+    static const char sql[] =
+        "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'expired'"
+        " WHERE id = %s AND backend_url = %s AND terminated_at IS NULL AND %s::int > 0"
+        "   AND last_seen_at <= now() - make_interval(secs => %s::int)"
+        " RETURNING coalesce(backend_session_id, '')";
+    const char *idle = int_text(p, idle_secs);
+    apr_dbd_prepared_t *stmt;
+    apr_dbd_results_t *res = NULL;
+    apr_dbd_row_t *row = NULL;
+    int rv;
+
+    *backend_session_id = NULL;
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, "preparing the session expiry", err);
+    }
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, id, backend_url, idle, idle);
+    if (rv != 0) {
+        return db_error(db, p, rv, "expiring the session", err);
+    }
+    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+        return MCP_STORE_NOT_FOUND;
+    }
+    *backend_session_id = entry(db, p, row, 0);
+    if (*backend_session_id && !**backend_session_id) {
+        *backend_session_id = NULL;
+    }
+    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
+    }
+    return MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_session_streams_end(const mcp_store_t *db, apr_pool_t *p,
+                                                 const char *session_id, const char *message,
+                                                 long *ended, const char **err)
+{
+    /* As mcp_store_streams_expire, for every open stream of one session whatever its lease,
+     * and only for the request ids that have no stored answer yet (never two answers). */
+    static const char sql[] =
+        "WITH ended AS ("
+        "  UPDATE mcp.streams"
+        "     SET status = CASE kind WHEN 'request' THEN 'failed' ELSE 'closed' END,"
+        "         completed_at = now()"
+        "   WHERE session_id = %s AND status = 'open'"
+        "  RETURNING id, session_id, kind, request_id"
+        "), answers AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
+        "  SELECT x.session_id, x.id,"
+        "         (SELECT coalesce(max(e.seq), 0) FROM mcp.events e WHERE e.stream_id = x.id)"
+        "           + row_number() OVER (PARTITION BY x.id ORDER BY r.ord),"
+        "         'out', 'message',"
+        "         jsonb_build_object('jsonrpc', '2.0', 'id', r.id, 'error',"
+        "             jsonb_build_object('code', -32001, 'message', %s::text)),"
+        "         (SELECT principal FROM mcp.sessions s WHERE s.id = x.session_id)"
+        "    FROM ended x,"
+        "         jsonb_array_elements(CASE jsonb_typeof(x.request_id) WHEN 'array'"
+        "                              THEN x.request_id ELSE jsonb_build_array(x.request_id) END)"
+        "           WITH ORDINALITY AS r(id, ord)"
+        "   WHERE x.kind = 'request'"
+        "     AND NOT EXISTS (SELECT 1 FROM mcp.events a"
+        "                      WHERE a.stream_id = x.id AND a.direction = 'out'"
+        "                        AND a.kind = 'message' AND a.message->'id' = r.id"
+        "                        AND (a.message ? 'result' OR a.message ? 'error'))"
+        "   ORDER BY x.id, r.ord"
+        ")"
+        "SELECT count(*) FROM ended";
+    apr_dbd_prepared_t *stmt;
+    apr_dbd_results_t *res = NULL;
+    apr_int64_t n = 0;
+    int rv;
+
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, "preparing the end of a session's streams", err);
+    }
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, session_id, message);
+    if (rv != 0) {
+        return db_error(db, p, rv, "ending a session's streams", err);
+    }
+    first_id(db, p, res, &n);
+    *ended = (long)n;
     return MCP_STORE_OK;
 }

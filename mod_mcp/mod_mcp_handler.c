@@ -311,18 +311,7 @@ static const char *member_json(request_rec *r, json_object *obj, const char *key
 /* Ends a backend session that the gateway will not use (best effort: it is only logged). */
 static void abandon_backend_session(mcp_req_t *q, const char *backend_session_id)
 {
-    exchange_t x;
-    const char *err = NULL;
-
-    if (!backend_session_id) {
-        return;
-    }
-    q->raw = NULL;
-    q->raw_len = 0;
-    if (exchange(q, &x, "DELETE", backend_session_id, &err) != MCP_BACKEND_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r,
-                      "could not end backend session %s: %s", backend_session_id, err);
-    }
+    mcp_req_end_backend_session(q, backend_session_id, "initialize failed");
 }
 
 /* Answers with the backend's buffered messages, in the form the backend chose. */
@@ -578,7 +567,7 @@ static int handle_delete(mcp_req_t *q)
     const char *err = NULL;
     mcp_store_status_t st;
     ap_dbd_t *dbd;
-    exchange_t x;
+    long ended = 0;
     int rc;
 
     if ((rc = check_version_header(q)) != OK || (rc = mcp_req_load_session(q)) != OK) {
@@ -598,13 +587,22 @@ static int handle_delete(mcp_req_t *q)
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "terminating a session failed: %s", err);
         return mcp_req_store_unavailable(q);
     }
-    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s terminated by the client",
-                  q->session->id);
-    if (q->session->backend_session_id
-        && exchange(q, &x, "DELETE", q->session->backend_session_id, &err) != MCP_BACKEND_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r,
-                      "the backend was not told that session %s ended: %s", q->session->id, err);
+    /* Its open streams end now: their relays stop (they hear of it through NOTIFY) and
+     * release their backend transfers; unanswered requests get a stored error. */
+    if ((dbd = mcp_dbd_open(q->r, &store))) {
+        st = mcp_store_session_streams_end(&store, q->r->pool, q->session->id,
+                                           "Session terminated: the client ended the session "
+                                           "(DELETE) before the response", &ended, &err);
+        mcp_dbd_close(q->r, dbd);
     }
+    if (!dbd || st != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "ending the streams of session %s failed "
+                      "(their relays stop at their next lease renewal): %s", q->session->id,
+                      err ? err : "no database connection");
+    }
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s terminated by the client (%ld open "
+                  "stream(s) ended)", q->session->id, ended);
+    mcp_req_end_backend_session(q, q->session->backend_session_id, "client");
     return mcp_req_empty(q, HTTP_OK);
 }
 

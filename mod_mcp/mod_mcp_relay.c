@@ -19,6 +19,10 @@ APLOG_USE_MODULE(mcp);
  * cuts it (the spec says it SHOULD end it; cutting costs the connection's reuse). */
 #define ANSWERED_GRACE apr_time_from_sec(1)
 
+/* How often, at most, a relay that was woken up for its own stream looks whether someone else
+ * ended it (the session's DELETE, a lease takeover). */
+#define WATCH_INTERVAL apr_time_from_sec(1)
+
 /* How much of a backend's body an error response quotes (error.data.body). */
 #define BODY_EXCERPT 512
 
@@ -39,6 +43,10 @@ typedef struct relay_t {
     const char             *bad_json;      /* why a JSON answer (not SSE) was not JSON        */
     int                     flooded;       /* too many bytes without a message (SSE)          */
     int                     cut_mid_event; /* the SSE stream ended inside an event            */
+    mcp_router_sub_t       *watch;         /* wake-ups for this stream (NULL: none to be had) */
+    apr_time_t              last_watch;
+    apr_pool_t             *watch_pool;    /* cleared at each look                            */
+    int                     ended_elsewhere;
 } relay_t;
 
 /* ---- what the relay learns from each message --------------------------------------------- */
@@ -166,9 +174,59 @@ static int on_backend_body(void *baton, const char *buf, apr_size_t len)
     return apr_brigade_write(rl->body, NULL, NULL, buf, len) == APR_SUCCESS ? 0 : 1;
 }
 
+/* Has someone else ended this stream? Its status changes wake this process's subscribers
+ * (NOTIFY), so the table is read only after a wake-up, and at most once per WATCH_INTERVAL
+ * (the relay's own stores wake it too). Without a subscription, the lease renewal finds out. */
+static int ended_elsewhere(relay_t *rl)
+{
+    request_rec *r = rl->q->r;
+    apr_time_t now = apr_time_now();
+    mcp_store_stream_t state;
+    mcp_store_t store;
+    const char *err = NULL;
+    ap_dbd_t *dbd;
+    int rv;
+
+    if (!rl->watch || now - rl->last_watch < WATCH_INTERVAL || !mcp_router_wait(rl->watch, 0)) {
+        return rl->ended_elsewhere;
+    }
+    rl->last_watch = now;
+    apr_pool_clear(rl->watch_pool);
+    if (!(dbd = mcp_dbd_open(r, &store))) {
+        return 0;
+    }
+    rv = mcp_store_stream_get(&store, rl->watch_pool, rl->st.id, &state, &err);
+    mcp_dbd_close(r, dbd);
+    if (rv == MCP_STORE_OK && strcmp(state.status, "open") != 0) {
+        ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "stream %" APR_INT64_T_FMT ": ended elsewhere "
+                      "(%s: its session was terminated, or its lease taken over); relaying stops "
+                      "and the backend's transfer is released", rl->st.id, state.status);
+        rl->ended_elsewhere = 1;
+        rl->st.broken = 1;   /* nothing more may be stored on it */
+    }
+    return rl->ended_elsewhere;
+}
+
+static void watch_start(relay_t *rl)
+{
+    rl->watch = mcp_router_subscribe(mcp_child.router, rl->st.id);
+    rl->last_watch = apr_time_now();
+    apr_pool_create(&rl->watch_pool, rl->q->r->pool);
+}
+
+static void watch_stop(relay_t *rl)
+{
+    mcp_router_unsubscribe(rl->watch);
+    rl->watch = NULL;
+}
+
 static int on_backend_tick(void *baton)
 {
     relay_t *rl = baton;
+
+    if (ended_elsewhere(rl)) {
+        return 1;
+    }
 
     if (rl->answered) {
         return apr_time_now() - rl->answered > ANSWERED_GRACE;
@@ -465,9 +523,14 @@ int mcp_relay_requests(mcp_req_t *q)
         mcp_stream_start_sse(&rl.st, MCP_STORE_SEQ_PRIMING);
     }
 
+    watch_start(&rl);
     status = forward(&rl, "POST", q->conf->stream_timeout, &err);
-    if (rl.answered) {
-        return DONE;   /* ended and stored as the response came (SSE) */
+    watch_stop(&rl);
+    if (rl.ended_elsewhere && rl.st.mode != MCP_STREAM_SSE) {
+        return mcp_req_session_not_found(q);
+    }
+    if (rl.answered || rl.ended_elsewhere) {
+        return DONE;   /* ended and stored as the response came (SSE), or by someone else */
     }
     if (status == MCP_BACKEND_OK && !rl.sse && rl.response.status == HTTP_OK
         && mcp_http_media_type_is(rl.response.content_type, "application/json")) {
@@ -504,7 +567,20 @@ int mcp_relay_requests(mcp_req_t *q)
 
 /* ---- GET: the standalone stream ----------------------------------------------------------- */
 
-int mcp_relay_standalone(mcp_req_t *q)
+/* Why a resumed standalone stream could not go on live: logged, and the client's response ends
+ * (its SSE headers and the replay are out); it resumes again after its retry interval. */
+static int resume_ends(mcp_req_t *q, const char *why)
+{
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s: the resumed standalone stream "
+                  "ends: %s", q->session->id, why);
+    return DONE;
+}
+
+/* resumed: the client resumed a standalone stream that had ended (a graceful restart or
+ * MCPStreamCloseAfter cut its response, or its relay stopped when the client went): its SSE
+ * response has begun with the replay, and a new standalone stream goes on from there; failures
+ * end the response instead of answering with an error. */
+static int relay_standalone(mcp_req_t *q, int resumed)
 {
     request_rec *r = q->r;
     const char *err = NULL;
@@ -516,32 +592,52 @@ int mcp_relay_standalone(mcp_req_t *q)
     relay_t rl;
 
     if (!(dbd = mcp_dbd_open(r, &store))) {
-        return mcp_req_store_unavailable(q);
+        return resumed ? resume_ends(q, "no database connection") : mcp_req_store_unavailable(q);
+    }
+    if (resumed) {
+        /* Still live? (A DELETE ends the session's streams: a resume must not revive it.) */
+        mcp_store_session_t *live = NULL;
+        stored = mcp_store_session_touch(&store, r->pool, q->session->id, r->user,
+                                         mcp_req_idle_secs(q), &live, &err);
+        if (stored != MCP_STORE_OK) {
+            mcp_dbd_close(r, dbd);
+            return resume_ends(q, stored == MCP_STORE_NOT_FOUND ? "the session is no longer live"
+                                                                : err);
+        }
     }
     stored = mcp_store_stream_open_standalone(&store, r->pool, q->session, mcp_child.owner,
                                               mcp_req_lease_secs(q), &stream_id, &err);
     mcp_dbd_close(r, dbd);
     if (stored == MCP_STORE_CONFLICT) {
-        return mcp_req_error(q, HTTP_CONFLICT, MCP_JSONRPC_SERVER_ERROR,
-                             "Conflict: this session already has an open standalone stream");
+        return resumed ? resume_ends(q, "the session has another open standalone stream")
+            : mcp_req_error(q, HTTP_CONFLICT, MCP_JSONRPC_SERVER_ERROR,
+                            "Conflict: this session already has an open standalone stream");
     }
     if (stored != MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "opening a standalone stream failed: %s", err);
-        return mcp_req_store_unavailable(q);
+        return resumed ? DONE : mcp_req_store_unavailable(q);
     }
 
     relay_init(&rl, q, stream_id, 1);
     rl.standalone = 1;
     q->raw = NULL;
     q->raw_len = 0;
+    watch_start(&rl);
     status = forward(&rl, "GET", 0, &err);
+    watch_stop(&rl);
     mcp_stream_finish(&rl.st, "closed");
     ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r,
                   "standalone stream %" APR_INT64_T_FMT " ended: %s", stream_id,
                   rl.st.client_gone ? "the client went away"
+                  : rl.ended_elsewhere ? "its session ended"
                   : status == MCP_BACKEND_OK ? "the backend ended it" : err);
     if (rl.st.mode == MCP_STREAM_SSE) {
         return DONE;
+    }
+    if (resumed) {
+        return resume_ends(q, apr_psprintf(r->pool, "the backend's stream could not be opened "
+                                           "(HTTP %ld): %s", rl.response.status,
+                                           err ? err : "no stream"));
     }
     if (status != MCP_BACKEND_OK) {
         return mcp_req_error(q, status == MCP_BACKEND_TIMEOUT ? HTTP_GATEWAY_TIME_OUT
@@ -568,4 +664,14 @@ int mcp_relay_standalone(mcp_req_t *q)
     return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
                          "Bad Gateway: the backend answered the stream request with HTTP %ld",
                          rl.response.status);
+}
+
+int mcp_relay_standalone(mcp_req_t *q)
+{
+    return relay_standalone(q, 0);
+}
+
+int mcp_relay_standalone_resumed(mcp_req_t *q)
+{
+    return relay_standalone(q, 1);
 }

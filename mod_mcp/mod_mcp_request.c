@@ -73,6 +73,56 @@ int mcp_req_check_session_header(mcp_req_t *q)
     return OK;
 }
 
+void mcp_req_end_backend_session(mcp_req_t *q, const char *backend_session_id, const char *why)
+{
+    mcp_backend_call_t call;
+    mcp_backend_response_t response;
+    mcp_backend_status_t st;
+    const char *err = NULL;
+
+    if (!backend_session_id) {
+        return;
+    }
+    memset(&call, 0, sizeof(call));
+    call.target = q->conf->backend;
+    call.method = "DELETE";
+    call.session_id = backend_session_id;
+    call.protocol_version = q->session ? q->session->protocol_version : NULL;
+    call.connect_timeout_ms = (long)apr_time_as_msec(q->conf->backend_connect_timeout);
+    call.timeout_ms = (long)apr_time_as_msec(q->conf->backend_timeout);
+    st = mcp_backend_perform(mcp_child.backends, q->r->pool, &call, &response, &err);
+    if (st != MCP_BACKEND_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r, "the backend was not told that its "
+                      "session %s ended (%s): %s", backend_session_id, why, err);
+    }
+}
+
+/* A session that was not found may have just gone idle for too long: if so it is marked
+ * expired here, once, and its backend is told (DELETE). */
+static void expire_idle_session(mcp_req_t *q)
+{
+    mcp_store_t store;
+    const char *err = NULL, *backend_session_id = NULL;
+    mcp_store_status_t st = MCP_STORE_ERROR;
+    ap_dbd_t *dbd;
+
+    if (mcp_req_idle_secs(q) <= 0 || !(dbd = mcp_dbd_open(q->r, &store))) {
+        return;
+    }
+    st = mcp_store_session_expire(&store, q->r->pool, q->session_header, q->conf->backend_spec,
+                                  mcp_req_idle_secs(q), &backend_session_id, &err);
+    mcp_dbd_close(q->r, dbd);
+    if (st == MCP_STORE_ERROR) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "expiring session %s failed: %s",
+                      q->session_header, err);
+    }
+    else if (st == MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s expired (MCPSessionIdleTimeout)",
+                      q->session_header);
+        mcp_req_end_backend_session(q, backend_session_id, "expired");
+    }
+}
+
 int mcp_req_load_session(mcp_req_t *q)
 {
     request_rec *r = q->r;
@@ -95,7 +145,11 @@ int mcp_req_load_session(mcp_req_t *q)
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "session look-up failed: %s", err);
         return mcp_req_store_unavailable(q);
     }
-    if (st == MCP_STORE_NOT_FOUND || strcmp(q->session->backend_url, q->conf->backend_spec) != 0) {
+    if (st == MCP_STORE_NOT_FOUND) {
+        expire_idle_session(q);
+        return mcp_req_session_not_found(q);
+    }
+    if (strcmp(q->session->backend_url, q->conf->backend_spec) != 0) {
         return mcp_req_session_not_found(q);
     }
     q->rev = mcp_protocol_served(q->session->protocol_version);

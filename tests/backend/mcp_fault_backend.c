@@ -17,6 +17,8 @@
  *   notify    sends a notifications/message event on every open GET stream of the session;
  *             the result's text is how many streams got it.
  *   deleted   the result's text is a JSON array of the session ids DELETE was received for.
+ *   hanging   the result's text is how many raw answers are hanging now (then "hang"): a
+ *             test sees the gateway release a transfer when this goes down.
  *
  * Every other method gets a JSON-RPC error (-32601). One thread per connection; every
  * connection is closed after its answer (Connection: close), so no state crosses requests.
@@ -58,6 +60,7 @@ static unsigned long next_session = 1;
 static struct { int fd; char session[64]; } gets[MAX_GETS];
 static char *deleted[MAX_DELETED];
 static int n_deleted;
+static int n_hanging;
 
 typedef struct request_t {
     char method[16];
@@ -310,7 +313,13 @@ static void tool_raw(int fd, json_object *id, json_object *args)
         }
     }
     if (strcmp(then, "hang") == 0) {
+        pthread_mutex_lock(&lock);
+        n_hanging++;
+        pthread_mutex_unlock(&lock);
         hang(fd, HANG_SECS);
+        pthread_mutex_lock(&lock);
+        n_hanging--;
+        pthread_mutex_unlock(&lock);
     }
 }
 
@@ -430,6 +439,13 @@ static void serve_post(int fd, const request_t *rq)
         }
         else if (strcmp(name, "deleted") == 0) {
             tool_deleted(fd, id);
+        }
+        else if (strcmp(name, "hanging") == 0) {
+            char text[32];
+            pthread_mutex_lock(&lock);
+            snprintf(text, sizeof(text), "%d", n_hanging);
+            pthread_mutex_unlock(&lock);
+            reply_result(fd, id, text_result(text), NULL);
         }
         else {
             reply_result(fd, id, text_result("ok"), NULL);

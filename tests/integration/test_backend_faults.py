@@ -496,3 +496,100 @@ def test_ten_thousand_events_in_one_burst(stack, pg, fsession):
     assert_idle(stack)
     assert len(log_lines_about(stack, stream_id)) <= 1
     assert s.call("tools/call", {"name": "echo"})["content"][0]["text"] == "ok"
+
+
+# ---- sessions and their streams --------------------------------------------------------------
+
+DELETE_BOUND = 2.5   # seconds from a DELETE to its streams' end (WATCH_INTERVAL 1 s + NOTIFY)
+
+
+def backend_tool(s: McpSession, name: str):
+    return s.call("tools/call", {"name": name})["content"][0]["text"]
+
+
+def backend_session_id(pg, sid):
+    with pg.cursor() as c:
+        c.execute("SELECT backend_session_id FROM mcp.sessions WHERE id = %s", (sid,))
+        return c.fetchone()[0]
+
+
+def test_delete_ends_the_sessions_open_streams(stack, pg, fsession):
+    """A hung request stream stops at its session's DELETE: the relay stops, the backend's
+    transfer is released, the request gets a stored error, the backend gets its DELETE."""
+    s = fsession("/mcp-faults-long")
+    probe = fsession("/mcp-faults-long")
+    events = s.request_stream("tools/call", raw([], then="hang"), request_id=fixed_id(),
+                              timeout=30)
+    priming = next(events)
+    stream_id, rid = int(priming.id.split("-")[0]), s.last_request_id
+    wait_for(lambda: backend_tool(probe, "hanging") == "1", 5, "the backend to hold the request")
+    bsid = backend_session_id(pg, s.session_id)
+
+    t0 = time.monotonic()
+    assert s.delete().status_code == 200
+    assert stream_status(pg, stream_id) == "failed"          # ended with the DELETE itself
+    stored = stored_answer(pg, stream_id, rid)
+    assert stored["error"]["code"] == -32001 and "DELETE" in stored["error"]["message"]
+    rest = list(events)                                       # the client's response ends
+    took = time.monotonic() - t0
+    assert took < DELETE_BOUND, f"the stream outlived its session's DELETE by {took:.1f} s"
+    assert not [e for e in rest if e.json]                    # nothing after the end
+    wait_for(lambda: backend_tool(probe, "hanging") == "0", DELETE_BOUND,
+             "the backend's transfer to be released")
+    assert bsid in json.loads(backend_tool(probe, "deleted"))
+    assert_idle(stack)
+    assert len(log_lines_about(stack, stream_id)) <= 2
+    assert probe.call("tools/call", {"name": "echo"})["content"][0]["text"] == "ok"
+
+
+def test_delete_ends_the_standalone_stream(stack, pg, fsession):
+    s = fsession("/mcp-faults-long")
+    events = s.get_stream(timeout=30)
+    priming = next(events)
+    stream_id = int(priming.id.split("-")[0])
+    t0 = time.monotonic()
+    assert s.delete().status_code == 200
+    assert stream_status(pg, stream_id) == "closed"
+    list(events)
+    assert time.monotonic() - t0 < DELETE_BOUND
+    assert_idle(stack)
+
+
+def test_expired_session_sends_delete_to_its_backend(stack, pg, fsession):
+    s = fsession("/mcp-faults-short")                       # MCPSessionIdleTimeout 2
+    bsid = backend_session_id(pg, s.session_id)
+    assert bsid
+    time.sleep(2.5)                                          # idle: what is under test
+    with pytest.raises(McpError) as e:
+        s.call("tools/call", {"name": "echo"})
+    assert e.value.response.status_code == 404
+    assert session_row(pg, s.session_id)[0] == "expired"
+    probe = fsession()
+    assert bsid in json.loads(backend_tool(probe, "deleted"))
+
+
+def test_resumed_standalone_stream_comes_back_live(stack, pg, fsession):
+    """MCPStreamCloseAfter (1 s on /mcp-faults-poll) ends the standalone stream's response; the
+    client resumes it and later server->client messages still reach it."""
+    s = fsession("/mcp-faults-poll")
+    first = list(s.get_stream(include_empty=True, timeout=10))
+    last = [e.last_event_id for e in first if e.last_event_id][-1]
+    old_stream = int(last.split("-")[0])
+    assert any(e.retry is not None for e in first)          # ended with a retry: hint
+
+    resumed = s.get_stream(last_event_id=last, include_empty=True, timeout=10)
+    priming = next(resumed)                                  # the new stream's cursor
+    new_stream = int(priming.id.split("-")[0])
+    assert new_stream != old_stream
+
+    other = McpSession(s.url)
+    other.session_id, other.initialized = s.session_id, True
+    other.protocol_version = s.protocol_version
+    try:
+        assert int(backend_tool(other, "notify")) >= 1
+    finally:
+        other.close()
+    got = [e.json for e in resumed if e.json]
+    assert any(m.get("method") == "notifications/message"
+               and m["params"]["data"] == "hello from the backend" for m in got), got
+    wait_for(lambda: stream_status(pg, new_stream) == "closed", 5, "the new stream to close")
