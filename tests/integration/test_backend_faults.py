@@ -201,11 +201,21 @@ def call_fault(s: McpSession, params: dict, bound: float, read_timeout: float = 
     return stream_id, answer, time.monotonic() - t0, others
 
 
+def report(took: float, log_lines: int) -> None:
+    """With MCP_FAULTS_REPORT=FILE, each fault's measured time and log lines are appended to FILE
+    (one JSON line per test): the numbers of README's failure table."""
+    path = os.environ.get("MCP_FAULTS_REPORT")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps({"test": os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0],
+                                "seconds": round(took, 3), "log_lines": log_lines}) + "\n")
+
+
 def check_fault(stack, pg, s: McpSession, params: dict, *, bound: float, max_log_lines: int,
-                error: str | None = None, status: str = "failed") -> dict:
+                error: str | None = None, status: str = "failed", read_timeout: float = 10.0) -> dict:
     """The checks every fault must pass (see the module's docstring). error: a regular
     expression the JSON-RPC error's message must match; None: the answer is a result."""
-    stream_id, answer, took, _ = call_fault(s, params, bound)
+    stream_id, answer, took, _ = call_fault(s, params, bound, read_timeout)
     rid = s.last_request_id
     assert stream_id is not None, "no priming event"
     assert answer is not None, f"no answer for id {rid} on the stream"
@@ -222,6 +232,7 @@ def check_fault(stack, pg, s: McpSession, params: dict, *, bound: float, max_log
     assert stream_status(pg, stream_id) == status
     assert_idle(stack)
     lines = log_lines_about(stack, stream_id)
+    report(took, len(lines))
     assert len(lines) <= max_log_lines, f"{len(lines)} log lines about stream {stream_id}:\n" + \
         "".join(lines[:20])
     # The next request on the same gateway (and session) succeeds.
@@ -363,8 +374,10 @@ def test_answer_after_the_client_left(stack, pg, fsession):
     priming = next(events)
     events.close()                                  # the client leaves
     stream_id = int(priming.id.split("-")[0])
+    t0 = time.monotonic()
     wait_for(lambda: stream_status(pg, stream_id) != "open", 1.5 + PROMPT + 1,
              "the late answer to be stored")
+    report(time.monotonic() - t0, len(log_lines_about(stack, stream_id)))
     assert stream_status(pg, stream_id) == "complete"
     assert stored_answer(pg, stream_id, s.last_request_id)["result"]["content"][0]["text"] == "late"
     replay = [e.json for e in s.get_stream(last_event_id=priming.id) if e.json]
@@ -391,6 +404,7 @@ def test_404_for_a_live_session_ends_it(stack, pg, fsession):
     stream_id, answer, took, _ = call_fault(s, raw(json_answer(body, status="404 Not Found")),
                                             PROMPT)
     assert took < PROMPT and answer["error"]["code"] == -32001, answer
+    report(took, len(log_lines_about(stack, stream_id)))
     assert stream_status(pg, stream_id) == "failed"
     assert session_row(pg, s.session_id)[0] == "backend"
     with pytest.raises(McpError) as e:
@@ -460,7 +474,7 @@ def xfail_unless_stored(fn):
 def test_result_holding_nul(stack, pg, fsession):
     s = fsession()
     ans = check_fault(stack, pg, s, raw(result_body('{"text":"a\\u0000b"}')), bound=PROMPT,
-                      max_log_lines=1, status="complete")
+                      max_log_lines=1, status="complete", read_timeout=PROMPT + 1)
     assert ans["result"]["text"] == "a\x00b"
 
 
@@ -468,7 +482,7 @@ def test_result_holding_nul(stack, pg, fsession):
 def test_result_holding_a_lone_surrogate(stack, pg, fsession):
     s = fsession()
     ans = check_fault(stack, pg, s, raw(result_body('{"text":"a\\ud800b"}')), bound=PROMPT,
-                      max_log_lines=1, status="complete")
+                      max_log_lines=1, status="complete", read_timeout=PROMPT + 1)
     assert ans["result"]["text"] == "a\ud800b"
 
 
@@ -493,6 +507,7 @@ def test_ten_thousand_events_in_one_burst(stack, pg, fsession):
                   " AND direction = 'out'", (stream_id,))
         assert c.fetchone()[0] == BURST + 1
     assert stream_status(pg, stream_id) == "complete"
+    report(took, len(log_lines_about(stack, stream_id)))
     assert_idle(stack)
     assert len(log_lines_about(stack, stream_id)) <= 1
     assert s.call("tools/call", {"name": "echo"})["content"][0]["text"] == "ok"
@@ -533,6 +548,7 @@ def test_delete_ends_the_sessions_open_streams(stack, pg, fsession):
     rest = list(events)                                       # the client's response ends
     took = time.monotonic() - t0
     assert took < DELETE_BOUND, f"the stream outlived its session's DELETE by {took:.1f} s"
+    report(took, len(log_lines_about(stack, stream_id)))
     assert not [e for e in rest if e.json]                    # nothing after the end
     wait_for(lambda: backend_tool(probe, "hanging") == "0", DELETE_BOUND,
              "the backend's transfer to be released")
