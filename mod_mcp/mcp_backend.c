@@ -324,3 +324,26 @@ mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
     handle_put(bp, h);
     return status;
 }
+
+mcp_backend_status_t mcp_backend_delete_session(mcp_backend_pool_t *bp, apr_pool_t *p,
+                                                const mcp_backend_target_t *target,
+                                                const char *session_id,
+                                                const char *protocol_version,
+                                                long connect_timeout_ms, long timeout_ms,
+                                                long *http_status, const char **err)
+{
+    mcp_backend_call_t call;
+    mcp_backend_response_t response;
+    mcp_backend_status_t st;
+
+    memset(&call, 0, sizeof(call));
+    call.target = target;
+    call.method = "DELETE";
+    call.session_id = session_id;
+    call.protocol_version = protocol_version;
+    call.connect_timeout_ms = connect_timeout_ms;
+    call.timeout_ms = timeout_ms;
+    st = mcp_backend_perform(bp, p, &call, &response, err);
+    *http_status = response.status;
+    return st;
+}

@@ -53,8 +53,9 @@ mcp_store_status_t mcp_store_session_insert(const mcp_store_t *db, apr_pool_t *p
         "     AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))"
         "), s AS ("
         "  INSERT INTO mcp.sessions (id, backend_url, backend_session_id, protocol_version,"
-        "                            principal, client_info, client_capabilities, server_info)"
-        "  SELECT %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb FROM live"
+        "                            principal, client_info, client_capabilities, server_info,"
+        "                            idle_timeout_secs)"
+        "  SELECT %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb, %s::int FROM live"
         "   WHERE %s::int = 0 OR live.n < %s::int"
         "  RETURNING id, principal"
         "), e AS ("
@@ -76,7 +77,7 @@ mcp_store_status_t mcp_store_session_insert(const mcp_store_t *db, apr_pool_t *p
     rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, idle, idle, s->id,
                           s->backend_url, s->backend_session_id, s->protocol_version,
                           s->principal, s->client_info, s->client_capabilities, s->server_info,
-                          max, max, init_request, init_response);
+                          idle, max, max, init_request, init_response);
     if (rv != 0) {
         return db_error(db, p, rv, "storing the session", err);
     }
@@ -590,5 +591,40 @@ mcp_store_status_t mcp_store_session_streams_end(const mcp_store_t *db, apr_pool
     }
     first_id(db, p, res, &n);
     *ended = (long)n;
+    return MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_sessions_expire_idle(const mcp_store_t *db, apr_pool_t *p, int limit,
+                                                  mcp_store_expired_fn *fn, void *baton,
+                                                  long *expired, const char **err)
+{
+    /* SKIP LOCKED: sweeps on several hosts share the work instead of waiting for each other. */
+    static const char sql[] =
+        "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'expired'"
+        " WHERE id IN (SELECT id FROM mcp.sessions"
+        "               WHERE terminated_at IS NULL AND idle_timeout_secs > 0"
+        "                 AND last_seen_at <= now() - make_interval(secs => idle_timeout_secs)"
+        "               LIMIT %s::int FOR UPDATE SKIP LOCKED)"
+        "   AND terminated_at IS NULL"
+        " RETURNING id, backend_url, coalesce(backend_session_id, ''), protocol_version";
+    apr_dbd_prepared_t *stmt;
+    apr_dbd_results_t *res = NULL;
+    apr_dbd_row_t *row = NULL;
+    int rv;
+
+    *expired = 0;
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, "preparing the expiry of idle sessions", err);
+    }
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, int_text(p, limit));
+    if (rv != 0) {
+        return db_error(db, p, rv, "expiring idle sessions", err);
+    }
+    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
+        const char *bsid = entry(db, p, row, 2);
+        fn(baton, entry(db, p, row, 0), entry(db, p, row, 1), bsid && *bsid ? bsid : NULL,
+           entry(db, p, row, 3));
+        (*expired)++;
+    }
     return MCP_STORE_OK;
 }

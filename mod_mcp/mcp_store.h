@@ -64,6 +64,17 @@ mcp_store_status_t mcp_store_session_expire(const mcp_store_t *db, apr_pool_t *p
                                             const char *backend_url, int idle_secs,
                                             const char **backend_session_id, const char **err);
 
+/* Called for each session mcp_store_sessions_expire_idle expired (its strings live in p). */
+typedef void mcp_store_expired_fn(void *baton, const char *id, const char *backend_url,
+                                  const char *backend_session_id, const char *protocol_version);
+
+/* Marks at most limit live sessions idle for longer than their own MCPSessionIdleTimeout (as
+ * stored when they began) terminated by 'expired', calling fn for each (the caller tells their
+ * backends). Exactly once per session, across processes and hosts. *expired gets how many. */
+mcp_store_status_t mcp_store_sessions_expire_idle(const mcp_store_t *db, apr_pool_t *p, int limit,
+                                                  mcp_store_expired_fn *fn, void *baton,
+                                                  long *expired, const char **err);
+
 /* Ends every open stream of the session (it was terminated): request streams become 'failed'
  * with a stored JSON-RPC error (-32001, message) for each request id that has no stored answer,
  * standalone streams 'closed'. The status change wakes their owners and followers (NOTIFY).

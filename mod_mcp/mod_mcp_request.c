@@ -75,23 +75,18 @@ int mcp_req_check_session_header(mcp_req_t *q)
 
 void mcp_req_end_backend_session(mcp_req_t *q, const char *backend_session_id, const char *why)
 {
-    mcp_backend_call_t call;
-    mcp_backend_response_t response;
-    mcp_backend_status_t st;
     const char *err = NULL;
+    long status = 0;
 
     if (!backend_session_id) {
         return;
     }
-    memset(&call, 0, sizeof(call));
-    call.target = q->conf->backend;
-    call.method = "DELETE";
-    call.session_id = backend_session_id;
-    call.protocol_version = q->session ? q->session->protocol_version : NULL;
-    call.connect_timeout_ms = (long)apr_time_as_msec(q->conf->backend_connect_timeout);
-    call.timeout_ms = (long)apr_time_as_msec(q->conf->backend_timeout);
-    st = mcp_backend_perform(mcp_child.backends, q->r->pool, &call, &response, &err);
-    if (st != MCP_BACKEND_OK) {
+    if (mcp_backend_delete_session(mcp_child.backends, q->r->pool, q->conf->backend,
+                                   backend_session_id,
+                                   q->session ? q->session->protocol_version : NULL,
+                                   (long)apr_time_as_msec(q->conf->backend_connect_timeout),
+                                   (long)apr_time_as_msec(q->conf->backend_timeout), &status,
+                                   &err) != MCP_BACKEND_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r, "the backend was not told that its "
                       "session %s ended (%s): %s", backend_session_id, why, err);
     }

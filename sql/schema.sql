@@ -21,8 +21,11 @@ CREATE TABLE IF NOT EXISTS mcp.sessions (
     created_at          timestamptz NOT NULL DEFAULT now(),
     last_seen_at        timestamptz NOT NULL DEFAULT now(),
     terminated_at       timestamptz,
-    terminated_by       text CHECK (terminated_by IN ('client', 'expired', 'backend'))
+    terminated_by       text CHECK (terminated_by IN ('client', 'expired', 'backend')),
+    idle_timeout_secs   integer                     -- MCPSessionIdleTimeout where it began (0: none)
 );
+-- Schemas loaded before the column existed.
+ALTER TABLE mcp.sessions ADD COLUMN IF NOT EXISTS idle_timeout_secs integer;
 
 CREATE INDEX IF NOT EXISTS sessions_live_idx
     ON mcp.sessions (last_seen_at) WHERE terminated_at IS NULL;

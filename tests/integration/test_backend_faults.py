@@ -572,16 +572,21 @@ def test_delete_ends_the_standalone_stream(stack, pg, fsession):
 
 
 def test_expired_session_sends_delete_to_its_backend(stack, pg, fsession):
-    s = fsession("/mcp-faults-short")                       # MCPSessionIdleTimeout 2
+    """The sweep (MCPSweepInterval 1) expires a session idle past its MCPSessionIdleTimeout (2 s
+    on /mcp-faults-short) and tells its backend, without the client coming back."""
+    s = fsession("/mcp-faults-short")
+    probe = fsession()
     bsid = backend_session_id(pg, s.session_id)
     assert bsid
-    time.sleep(2.5)                                          # idle: what is under test
+    t0 = time.monotonic()
+    wait_for(lambda: bsid in json.loads(backend_tool(probe, "deleted")), 2 + 1 + 3,
+             "the backend's DELETE for the expired session")
+    took = time.monotonic() - t0
+    assert took >= 1.5, f"expired after {took:.1f} s of a 2 s idle timeout"
+    assert session_row(pg, s.session_id)[0] == "expired"
     with pytest.raises(McpError) as e:
         s.call("tools/call", {"name": "echo"})
     assert e.value.response.status_code == 404
-    assert session_row(pg, s.session_id)[0] == "expired"
-    probe = fsession()
-    assert bsid in json.loads(backend_tool(probe, "deleted"))
 
 
 def test_resumed_standalone_stream_comes_back_live(stack, pg, fsession):
