@@ -614,3 +614,33 @@ def test_resumed_standalone_stream_comes_back_live(stack, pg, fsession):
     assert any(m.get("method") == "notifications/message"
                and m["params"]["data"] == "hello from the backend" for m in got), got
     wait_for(lambda: stream_status(pg, new_stream) == "closed", 5, "the new stream to close")
+
+
+def test_standalone_stream_comes_back_live_after_a_graceful_restart(stack, pg, fsession):
+    s = fsession("/mcp-faults-long")
+    events = s.get_stream(include_empty=True, timeout=30)
+    priming = next(events)
+    old_stream = int(priming.id.split("-")[0])
+    subprocess.run([str(REPO / "tests" / "stack"), "graceful", "--dir", stack["MCP_STACK_DIR"]],
+                   check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=60)
+    rest = list(events)                   # the old child ends the response with a retry: hint
+    assert rest and rest[-1].retry is not None, rest
+    wait_for(lambda: stream_status(pg, old_stream) == "closed", 10, "the old stream to close")
+
+    resumed = s.get_stream(last_event_id=priming.id, include_empty=True, timeout=10)
+    new_priming = next(resumed)
+    assert int(new_priming.id.split("-")[0]) != old_stream
+    other = McpSession(s.url)
+    other.session_id, other.initialized = s.session_id, True
+    other.protocol_version = s.protocol_version
+    try:
+        assert int(backend_tool(other, "notify")) >= 1
+    finally:
+        other.close()
+    for ev in resumed:
+        if ev.json and ev.json.get("method") == "notifications/message":
+            break
+    else:
+        raise AssertionError("the notification never reached the resumed stream")
+    resumed.close()
