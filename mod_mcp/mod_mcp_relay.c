@@ -70,7 +70,6 @@ static int relay_message(relay_t *rl, const char *json, apr_size_t len)
 {
     json_object *obj;
     mcp_jsonrpc_msg_t msg;
-
     const char *reason = NULL;
 
     apr_pool_clear(rl->scratch);
@@ -224,12 +223,11 @@ static int on_backend_tick(void *baton)
 {
     relay_t *rl = baton;
 
-    if (ended_elsewhere(rl)) {
-        return 1;
-    }
-
     if (rl->answered) {
         return apr_time_now() - rl->answered > ANSWERED_GRACE;
+    }
+    if (ended_elsewhere(rl)) {
+        return 1;
     }
     /* A graceful restart, or polling (MCPStreamCloseAfter): the client resumes, on whichever
      * process, and follows this stream through the table while this one finishes relaying it. */
