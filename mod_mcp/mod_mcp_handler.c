@@ -22,6 +22,7 @@
 #include "mcp_protocol.h"
 #include "mcp_sse.h"
 #include "mcp_store.h"
+#include "mcp_text.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_handler.h"
@@ -405,6 +406,15 @@ static int handle_initialize(mcp_req_t *q)
         return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
                              "Bad Gateway: the backend answered initialize with HTTP %ld",
                              x.response.status);
+    }
+    if (x.response.session_id && !mcp_http_session_id_is_valid(x.response.session_id)) {
+        /* It would be stored and sent back on every request: refused (and not DELETEd: the
+         * same bytes would go out). */
+        return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+                             "Bad Gateway: the backend's Mcp-Session-Id is not 1 to 256 visible "
+                             "ASCII characters: '%s'",
+                             mcp_text_quote(r->pool, x.response.session_id,
+                                            strlen(x.response.session_id), 128));
     }
     messages = answer_messages(q, &x, &is_sse);
     response = find_response(r, messages, q->id, &response_text);

@@ -5,7 +5,8 @@
  * headers or in the middle of an event, an answer that never comes, an endless stream. It speaks
  * just enough MCP to be a backend: initialize (issues an Mcp-Session-Id), notifications (202),
  * DELETE (200, remembered), GET (an SSE stream kept open), and tools/call, whose tool name picks
- * the behaviour:
+ * the behaviour (an initialize whose clientInfo.name is "bad-session-id" gets a session id
+ * ending in the byte 0xFF):
  *
  *   echo      a well-formed JSON result ({"content":[{"type":"text","text":"ok"}]})
  *   raw       arguments {"delay_ms": N, "parts": [[TEXT, COUNT], ...], "then": "close"|"hang"}:
@@ -385,6 +386,17 @@ static void serve_get(int fd, const char *session)
     pthread_mutex_unlock(&lock);
 }
 
+/* initialize with clientInfo.name "bad-session-id": the session id gets a byte that is not
+ * visible ASCII (and not UTF-8). */
+static int bad_session_id(json_object *params)
+{
+    json_object *info, *name;
+
+    return params && json_object_object_get_ex(params, "clientInfo", &info)
+        && json_object_object_get_ex(info, "name", &name)
+        && strcmp(json_object_get_string(name), "bad-session-id") == 0;
+}
+
 static void serve_post(int fd, const request_t *rq)
 {
     json_object *msg = json_tokener_parse(rq->body), *id = NULL, *v, *params = NULL, *args = NULL;
@@ -421,7 +433,8 @@ static void serve_post(int fd, const request_t *rq)
         pthread_mutex_lock(&lock);
         n = next_session++;
         pthread_mutex_unlock(&lock);
-        snprintf(extra, sizeof(extra), "Mcp-Session-Id: fault-%lu-%ld\r\n", n, (long)getpid());
+        snprintf(extra, sizeof(extra), "Mcp-Session-Id: fault-%lu-%ld%s\r\n", n, (long)getpid(),
+                 bad_session_id(params) ? "\xff" : "");
         reply_result(fd, id, result, extra);
     }
     else if (strcmp(method, "tools/call") == 0) {

@@ -286,6 +286,25 @@ def test_status_500_invalid_utf8_older_client_gets_json(stack, pg, fsession):
     assert s.call("tools/call", {"name": "echo"})["content"][0]["text"] == "ok"
 
 
+def test_session_id_with_invalid_bytes_is_refused(stack, pg, faults, mcp):
+    """A backend session id that is not visible ASCII would be stored and sent back on every
+    request: initialize gets 502 naming it, nothing is stored."""
+    s = mcp(url=faults + "/mcp-faults")
+    with pg.cursor() as c:
+        c.execute("SELECT count(*) FROM mcp.sessions")
+        before = c.fetchone()[0]
+    with pytest.raises(McpError) as e:
+        s.initialize(client_info={"name": "bad-session-id", "version": "0"})
+    assert e.value.response.status_code == 502
+    assert "Mcp-Session-Id" in e.value.response.json()["error"]["message"]
+    with pg.cursor() as c:
+        c.execute("SELECT count(*) FROM mcp.sessions")
+        assert c.fetchone()[0] == before
+    s2 = mcp(url=faults + "/mcp-faults")
+    s2.initialize()
+    assert s2.call("tools/call", {"name": "echo"})["content"][0]["text"] == "ok"
+
+
 # ---- bodies that are not what they say -------------------------------------------------------
 
 
