@@ -18,8 +18,9 @@
  *   notify    sends a notifications/message event on every open GET stream of the session;
  *             the result's text is how many streams got it.
  *   deleted   the result's text is a JSON array of the session ids DELETE was received for.
- *   hanging   the result's text is how many raw answers are hanging now (then "hang"): a
- *             test sees the gateway release a transfer when this goes down.
+ *   hanging   the result's text is how many raw answers are hanging now (then "hang"), of the
+ *             backend session arguments.session names (all without it): a test sees the
+ *             gateway release a transfer when this goes down.
  *
  * Every other method gets a JSON-RPC error (-32601). One thread per connection; every
  * connection is closed after its answer (Connection: close), so no state crosses requests.
@@ -61,7 +62,7 @@ static unsigned long next_session = 1;
 static struct { int fd; char session[64]; } gets[MAX_GETS];
 static char *deleted[MAX_DELETED];
 static int n_deleted;
-static int n_hanging;
+static char hanging[MAX_GETS][64];   /* the sessions of raw answers that hang now ("" free) */
 
 typedef struct request_t {
     char method[16];
@@ -282,7 +283,28 @@ static void hang(int fd, int max_secs)
     }
 }
 
-static void tool_raw(int fd, json_object *id, json_object *args)
+/* Notes (on) or forgets (off) a hanging answer of session; returns its slot or -1. */
+static int hanging_mark(const char *session, int slot)
+{
+    int i;
+
+    pthread_mutex_lock(&lock);
+    if (slot >= 0) {
+        hanging[slot][0] = '\0';
+    }
+    else {
+        for (i = 0; i < MAX_GETS && slot < 0; i++) {
+            if (!hanging[i][0]) {
+                slot = i;
+                snprintf(hanging[i], sizeof(hanging[i]), "%s", *session ? session : "-");
+            }
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return slot;
+}
+
+static void tool_raw(int fd, json_object *id, json_object *args, const char *session)
 {
     json_object *v, *parts = NULL;
     const char *id_json = json_object_to_json_string_ext(id, JSON_C_TO_STRING_PLAIN);
@@ -314,13 +336,11 @@ static void tool_raw(int fd, json_object *id, json_object *args)
         }
     }
     if (strcmp(then, "hang") == 0) {
-        pthread_mutex_lock(&lock);
-        n_hanging++;
-        pthread_mutex_unlock(&lock);
+        int slot = hanging_mark(session, -1);
         hang(fd, HANG_SECS);
-        pthread_mutex_lock(&lock);
-        n_hanging--;
-        pthread_mutex_unlock(&lock);
+        if (slot >= 0) {
+            hanging_mark(session, slot);
+        }
     }
 }
 
@@ -445,7 +465,7 @@ static void serve_post(int fd, const request_t *rq)
             json_object_object_get_ex(params, "arguments", &args);
         }
         if (strcmp(name, "raw") == 0 && args) {
-            tool_raw(fd, id, args);
+            tool_raw(fd, id, args, rq->session);
         }
         else if (strcmp(name, "notify") == 0) {
             tool_notify(fd, id, rq->session);
@@ -454,10 +474,19 @@ static void serve_post(int fd, const request_t *rq)
             tool_deleted(fd, id);
         }
         else if (strcmp(name, "hanging") == 0) {
+            const char *of = NULL;
             char text[32];
+            int i, n = 0;
+
+            if (args && json_object_object_get_ex(args, "session", &v)) {
+                of = json_object_get_string(v);
+            }
             pthread_mutex_lock(&lock);
-            snprintf(text, sizeof(text), "%d", n_hanging);
+            for (i = 0; i < MAX_GETS; i++) {
+                n += hanging[i][0] && (!of || strcmp(hanging[i], of) == 0);
+            }
             pthread_mutex_unlock(&lock);
+            snprintf(text, sizeof(text), "%d", n);
             reply_result(fd, id, text_result(text), NULL);
         }
         else {

@@ -537,8 +537,8 @@ def test_ten_thousand_events_in_one_burst(stack, pg, fsession):
 DELETE_BOUND = 2.5   # seconds from a DELETE to its streams' end (WATCH_INTERVAL 1 s + NOTIFY)
 
 
-def backend_tool(s: McpSession, name: str):
-    return s.call("tools/call", {"name": name})["content"][0]["text"]
+def backend_tool(s: McpSession, name: str, **arguments):
+    return s.call("tools/call", {"name": name, "arguments": arguments})["content"][0]["text"]
 
 
 def backend_session_id(pg, sid):
@@ -556,8 +556,9 @@ def test_delete_ends_the_sessions_open_streams(stack, pg, fsession):
                               timeout=30)
     priming = next(events)
     stream_id, rid = int(priming.id.split("-")[0]), s.last_request_id
-    wait_for(lambda: backend_tool(probe, "hanging") == "1", 5, "the backend to hold the request")
     bsid = backend_session_id(pg, s.session_id)
+    wait_for(lambda: backend_tool(probe, "hanging", session=bsid) == "1", 5,
+             "the backend to hold the request")
 
     t0 = time.monotonic()
     assert s.delete().status_code == 200
@@ -569,7 +570,7 @@ def test_delete_ends_the_sessions_open_streams(stack, pg, fsession):
     assert took < DELETE_BOUND, f"the stream outlived its session's DELETE by {took:.1f} s"
     report(took, len(log_lines_about(stack, stream_id)))
     assert not [e for e in rest if e.json]                    # nothing after the end
-    wait_for(lambda: backend_tool(probe, "hanging") == "0", DELETE_BOUND,
+    wait_for(lambda: backend_tool(probe, "hanging", session=bsid) == "0", DELETE_BOUND,
              "the backend's transfer to be released")
     assert bsid in json.loads(backend_tool(probe, "deleted"))
     assert_idle(stack)
@@ -606,6 +607,23 @@ def test_expired_session_sends_delete_to_its_backend(stack, pg, fsession):
     with pytest.raises(McpError) as e:
         s.call("tools/call", {"name": "echo"})
     assert e.value.response.status_code == 404
+
+
+def test_request_that_finds_its_session_expired_sends_the_delete(stack, pg, fsession):
+    """A session the sweep does not know the timeout of (a row from before the schema stored
+    it) is expired by the request that finds it idle, which tells the backend."""
+    s = fsession("/mcp-faults-short")
+    probe = fsession()
+    bsid = backend_session_id(pg, s.session_id)
+    with pg.cursor() as c:
+        c.execute("UPDATE mcp.sessions SET idle_timeout_secs = NULL,"
+                  "       last_seen_at = now() - interval '1 minute' WHERE id = %s",
+                  (s.session_id,))
+    with pytest.raises(McpError) as e:
+        s.call("tools/call", {"name": "echo"})
+    assert e.value.response.status_code == 404
+    assert session_row(pg, s.session_id)[0] == "expired"
+    assert bsid in json.loads(backend_tool(probe, "deleted"))
 
 
 def test_resumed_standalone_stream_comes_back_live(stack, pg, fsession):
