@@ -305,6 +305,28 @@ def test_session_id_with_invalid_bytes_is_refused(stack, pg, faults, mcp):
     assert s2.call("tools/call", {"name": "echo"})["content"][0]["text"] == "ok"
 
 
+def test_batch_refused_every_id_gets_a_stored_error(stack, pg, fsession):
+    """A 2025-03-26 batch of two requests that the backend refuses (it answers arrays with a bare
+    400): each id gets its own stored error, the stream fails."""
+    s = fsession(protocol_version="2025-03-26")
+    ids = [fixed_id(), fixed_id()]
+    batch = [{"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "echo"}}
+             for i in ids]
+    t0 = time.monotonic()
+    r = s.post_raw(json.dumps(batch), timeout=PROMPT + 5)
+    assert time.monotonic() - t0 < PROMPT
+    assert r.status_code == 400 and "HTTP 400" in r.json()["error"]["message"]
+    with pg.cursor() as c:
+        c.execute("SELECT id, status FROM mcp.streams WHERE session_id = %s", (s.session_id,))
+        (stream_id, status), = c.fetchall()
+    assert status == "failed"
+    for i in ids:
+        assert stored_answer(pg, stream_id, i)["error"]["code"] == -32002
+    assert_idle(stack)
+    assert len(log_lines_about(stack, stream_id)) <= 1
+    assert s.call("tools/call", {"name": "echo"})["content"][0]["text"] == "ok"
+
+
 # ---- bodies that are not what they say -------------------------------------------------------
 
 
