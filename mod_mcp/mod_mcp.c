@@ -15,6 +15,7 @@
 #include <mod_watchdog.h>
 
 #include "mcp_backend.h"
+#include "mcp_id.h"
 #include "mcp_listener.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
@@ -82,19 +83,21 @@ static void sweep_sessions(server_rec *s, apr_pool_t *pool)
         long status = 0;
 
         ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "sweep: session %s expired "
-                     "(MCPSessionIdleTimeout)", e->id);
+                     "(MCPSessionIdleTimeout)", mcp_id_tag(pool, e->id));
         if (!e->backend_session_id || !mcp_child.backends) {
             continue;
         }
         if ((bad = mcp_backend_target_parse(pool, e->backend_url, &target))) {
-            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "sweep: session %s: %s", e->id, bad);
+            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "sweep: session %s: %s",
+                         mcp_id_tag(pool, e->id), bad);
             continue;
         }
         if (mcp_backend_delete_session(mcp_child.backends, pool, &target, e->backend_session_id,
                                        e->protocol_version, SWEEP_DELETE_CONNECT_MS,
                                        SWEEP_DELETE_MS, &status, &err) != MCP_BACKEND_OK) {
             ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "sweep: the backend was not told that "
-                         "its session %s ended (expired): %s", e->backend_session_id, err);
+                         "its session %s ended (expired): %s",
+                         mcp_id_tag(pool, e->backend_session_id), err);
         }
     }
 }
