@@ -569,6 +569,18 @@ def backend_session_id(pg, sid):
         return c.fetchone()[0]
 
 
+def notify_from_elsewhere(s: McpSession) -> None:
+    """Another connection of the same session has the backend send a notification on the
+    session's GET streams."""
+    other = McpSession(s.url)
+    other.session_id, other.initialized = s.session_id, True
+    other.protocol_version = s.protocol_version
+    try:
+        assert int(backend_tool(other, "notify")) >= 1
+    finally:
+        other.close()
+
+
 def test_delete_ends_the_sessions_open_streams(stack, pg, fsession):
     """A hung request stream stops at its session's DELETE: the relay stops, the backend's
     transfer is released, the request gets a stored error, the backend gets its DELETE."""
@@ -662,13 +674,7 @@ def test_resumed_standalone_stream_comes_back_live(stack, pg, fsession):
     new_stream = int(priming.id.split("-")[0])
     assert new_stream != old_stream
 
-    other = McpSession(s.url)
-    other.session_id, other.initialized = s.session_id, True
-    other.protocol_version = s.protocol_version
-    try:
-        assert int(backend_tool(other, "notify")) >= 1
-    finally:
-        other.close()
+    notify_from_elsewhere(s)
     got = [e.json for e in resumed if e.json]
     assert any(m.get("method") == "notifications/message"
                and m["params"]["data"] == "hello from the backend" for m in got), got
@@ -690,13 +696,7 @@ def test_standalone_stream_comes_back_live_after_a_graceful_restart(stack, pg, f
     resumed = s.get_stream(last_event_id=priming.id, include_empty=True, timeout=10)
     new_priming = next(resumed)
     assert int(new_priming.id.split("-")[0]) != old_stream
-    other = McpSession(s.url)
-    other.session_id, other.initialized = s.session_id, True
-    other.protocol_version = s.protocol_version
-    try:
-        assert int(backend_tool(other, "notify")) >= 1
-    finally:
-        other.close()
+    notify_from_elsewhere(s)
     for ev in resumed:
         if ev.json and ev.json.get("method") == "notifications/message":
             break
