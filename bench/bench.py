@@ -706,17 +706,21 @@ DBDMax 32
         streams = {}
         for n in self.replay_sizes:
             sid_row = self.sql(
-                "INSERT INTO mcp.streams (session_id, kind, request_id, method, status,"
-                " completed_at) VALUES (%s, 'request', '1', 'tools/call', 'complete', now())"
+                "INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method,"
+                " status, completed_at) VALUES (%s, 'request', '1', '1', 'tools/call', 'complete',"
+                " now())"
                 " RETURNING id", sid)[0][0]
             t0 = time.time()
             self.sql(
-                "INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message)"
-                " SELECT %s, %s, 0, 'in', 'message', '{\"jsonrpc\":\"2.0\",\"id\":1,"
-                "\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}'::jsonb"
+                "INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind,"
+                "                        message_text, message)"
+                " SELECT session_id, stream_id, seq, direction, kind, t, t::jsonb FROM ("
+                " SELECT %s AS session_id, %s AS stream_id, 0::bigint AS seq, 'in' AS direction,"
+                "        'message' AS kind, '{\"jsonrpc\":\"2.0\",\"id\":1,"
+                "\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}' AS t"
                 " UNION ALL SELECT %s, %s, 1, 'out', 'priming', NULL"
                 " UNION ALL SELECT %s, %s, g + 1, 'out', 'message',"
-                "   format(%s, g, g)::jsonb FROM generate_series(1, %s) g",
+                "   format(%s, g, g) FROM generate_series(1, %s) g) v",
                 sid, sid_row, sid, sid_row, sid, sid_row, msg, n)
             self.sql("ANALYZE mcp.events")
             log(f"  stored {n} events in stream {sid_row} ({time.time() - t0:.1f} s)")
@@ -748,7 +752,7 @@ DBDMax 32
                 # the database's own time for the same rows: one query that reads them in order
                 # and renders each message as text, as the replay does, without sending them
                 t0 = time.monotonic()
-                got = self.sql("SELECT count(*), sum(length(m)) FROM (SELECT seq, message::text AS m"
+                got = self.sql("SELECT count(*), sum(length(m)) FROM (SELECT seq, message_text AS m"
                                " FROM mcp.events WHERE stream_id = %s AND seq > 1"
                                " AND direction = 'out' ORDER BY seq) s", sid_row)[0][0]
                 r["db_read_seconds"] = time.monotonic() - t0

@@ -27,11 +27,12 @@
 #define MAX_SAMPLES (1 << 20)
 
 static const char SQL[] =
-    "INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
+    "INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
+    "                        message, principal)"
     " SELECT $1, nullif($2::bigint, 0),"
     "        CASE WHEN $3::bigint = 0 THEN NULL ELSE $4::bigint + t.ord - 1 END,"
-    "        $5, 'message', t.value, $6"
-    "   FROM jsonb_array_elements($7::jsonb) WITH ORDINALITY AS t(value, ord)"
+    "        $5, 'message', t.value::text, mcp.audit_jsonb(t.value::text), $6"
+    "   FROM json_array_elements($7::json) WITH ORDINALITY AS t(value, ord)"
     "  ORDER BY t.ord";
 
 /* A typical relayed message: a tools/call result of the echo tool. */

@@ -246,9 +246,12 @@ static void on_notice(void *arg, const PGresult *res)
     char text[512];
     int level = LOG_DEBUG;
 
-    if (sev && (!strcmp(sev, "WARNING") || !strcmp(sev, "ERROR") || !strcmp(sev, "FATAL")
-                || !strcmp(sev, "PANIC")))
+    /* A FATAL message announces the end of the connection, which is logged as a warning
+     * when it comes: this line only gives the reason. */
+    if (sev && (!strcmp(sev, "WARNING") || !strcmp(sev, "ERROR") || !strcmp(sev, "PANIC")))
         level = LOG_WARNING;
+    else if (sev && !strcmp(sev, "FATAL"))
+        level = LOG_INFO;
     else if (sev && !strcmp(sev, "NOTICE"))
         level = LOG_INFO;
     one_line(text, sizeof(text), PQresultErrorMessage(res));
@@ -476,7 +479,10 @@ static void *APR_THREAD_FUNC run(apr_thread_t *thread, void *arg)
             if (is_stopping(l))
                 break;
             failures++;
-            say(l, failures == 1 || failures % FAILURES_PER_WARNING == 0 ? LOG_WARNING : LOG_DEBUG,
+            /* After a loss (already a warning), the first failures are expected (a restart):
+             * a warning only when they go on. */
+            say(l, (failures == 1 && !ever_connected) || failures % FAILURES_PER_WARNING == 0
+                   ? LOG_WARNING : failures == 1 ? LOG_INFO : LOG_DEBUG,
                 "%s PostgreSQL failed (attempt %d, next in %" APR_INT64_T_FMT " ms): %s",
                 ever_connected ? "reconnecting to" : "connecting to", failures,
                 (apr_int64_t)(backoff / 1000), err);

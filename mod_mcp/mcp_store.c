@@ -1,34 +1,238 @@
 /* mcp_store — see mcp_store.h. */
+#include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <apr_strings.h>
 
 #include "mcp_store.h"
 
-static mcp_store_status_t db_error(const mcp_store_t *db, apr_pool_t *p, int rv, const char *what,
-                                   const char **err)
-{
-    const char *msg = apr_dbd_error(db->driver, db->handle, rv);
+/* ---- running statements ------------------------------------------------------------------ */
 
-    *err = apr_psprintf(p, "%s: %s", what, msg ? msg : "unknown database error");
-    return MCP_STORE_ERROR;
+mcp_store_fault_t mcp_store_classify(const char *sqlstate, int connection_ok)
+{
+    static const char *const retry[] = {
+        "57P01", "57P02", "57P03",   /* admin shutdown, crash shutdown, cannot connect now */
+        "57014",                     /* query canceled (a server-side statement_timeout)   */
+        "40001", "40P01",            /* serialization failure, deadlock                    */
+        NULL
+    };
+    int i;
+
+    if (!connection_ok || !sqlstate || strlen(sqlstate) != 5) {
+        return MCP_STORE_FAULT_RETRY;
+    }
+    /* 08: connection exception; 53: insufficient resources (too many connections, ...) */
+    if (strncmp(sqlstate, "08", 2) == 0 || strncmp(sqlstate, "53", 2) == 0) {
+        return MCP_STORE_FAULT_RETRY;
+    }
+    for (i = 0; retry[i]; i++) {
+        if (strcmp(sqlstate, retry[i]) == 0) {
+            return MCP_STORE_FAULT_RETRY;
+        }
+    }
+    return MCP_STORE_FAULT_PERMANENT;
 }
 
-/* Prepared without a label: the driver runs it with PQexecParams, keeping no server-side
- * prepared statement that a PostgreSQL restart could take away. */
-static int prepare(const mcp_store_t *db, apr_pool_t *p, const char *sql,
-                   apr_dbd_prepared_t **stmt)
+void mcp_store_init(mcp_store_t *db, const mcp_store_lender_t *lender, void *baton,
+                    apr_interval_time_t patience, apr_interval_time_t statement_timeout)
 {
-    *stmt = NULL;   /* the driver fills in a non-NULL *stmt instead of allocating one */
-    return apr_dbd_prepare(db->driver, p, db->handle, sql, NULL, stmt);
+    memset(db, 0, sizeof(*db));
+    db->lender = lender;
+    db->baton = baton;
+    db->patience = patience;
+    db->statement_timeout = statement_timeout;
 }
 
-static const char *entry(const mcp_store_t *db, apr_pool_t *p, apr_dbd_row_t *row, int col)
+static apr_status_t clear_result(void *res)
 {
-    const char *v = apr_dbd_get_entry(db->driver, row, col);
+    PQclear(res);
+    return APR_SUCCESS;
+}
 
-    return v ? apr_pstrdup(p, v) : NULL;
+/* Waits until the connection's socket is ready for events; non-zero at the deadline (0: none). */
+static int wait_socket(PGconn *conn, short events, apr_time_t deadline)
+{
+    struct pollfd pfd;
+    int rv;
+
+    pfd.fd = PQsocket(conn);
+    pfd.events = events;
+    for (;;) {
+        int ms = -1;
+        if (deadline) {
+            apr_time_t left = deadline - apr_time_now();
+            if (left <= 0) {
+                return -1;
+            }
+            ms = (int)((left + 999) / 1000);
+        }
+        pfd.revents = 0;
+        rv = poll(&pfd, 1, ms);
+        if (rv > 0) {
+            return 0;
+        }
+        if (rv < 0 && errno != EINTR) {
+            return -1;
+        }
+    }
+}
+
+/* libpq's messages end with a newline. */
+static const char *trimmed(apr_pool_t *p, const char *msg)
+{
+    apr_size_t n = msg ? strlen(msg) : 0;
+
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' ')) {
+        n--;
+    }
+    return n ? apr_pstrmemdup(p, msg, n) : "unknown database error";
+}
+
+/* Sends the statement and reads its result without ever blocking longer than the statement
+ * timeout: a database that stopped answering (SIGSTOP, a dropped network) costs at most that,
+ * after which the connection is shut down (a cancel request would hang the same way). Returns
+ * the result (possibly an error result), or NULL with *err when the connection failed;
+ * *broken is set when the connection must not be used as it is. */
+static PGresult *run(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *sql, int n,
+                     const char *const *params, apr_time_t deadline, const char **err,
+                     int *broken)
+{
+    PGresult *res, *first = NULL;
+    int rv;
+
+    *broken = 0;
+    /* Non-blocking while it is ours: sending a large statement to a server that stopped
+     * reading must not block either. */
+    if (PQsetnonblocking(conn, 1) != 0
+        || !PQsendQueryParams(conn, sql, n, NULL, params, NULL, NULL, 0)) {
+        goto failed;
+    }
+    while ((rv = PQflush(conn)) == 1) {
+        if (wait_socket(conn, POLLIN | POLLOUT, deadline) != 0) {
+            goto timed_out;
+        }
+        if (!PQconsumeInput(conn)) {
+            goto failed;
+        }
+    }
+    if (rv < 0) {
+        goto failed;
+    }
+    for (;;) {
+        while (PQisBusy(conn)) {
+            if (wait_socket(conn, POLLIN, deadline) != 0) {
+                goto timed_out;
+            }
+            if (!PQconsumeInput(conn)) {
+                PQclear(first);
+                goto failed;
+            }
+        }
+        if (!(res = PQgetResult(conn))) {
+            break;
+        }
+        if (first) {
+            PQclear(res);
+        }
+        else {
+            first = res;
+        }
+    }
+    if (!first) {
+        goto failed;
+    }
+    *broken = PQstatus(conn) != CONNECTION_OK;
+    PQsetnonblocking(conn, 0);   /* as the pool lent it */
+    return first;
+
+timed_out:
+    PQclear(first);
+    /* Whatever libpq still waits for never comes: close the socket so that the connection is
+     * seen broken (and reset by its pool) instead of answering late on someone else's turn. */
+    shutdown(PQsocket(conn), SHUT_RDWR);
+    PQconsumeInput(conn);
+    PQsetnonblocking(conn, 0);
+    *broken = 1;
+    *err = apr_psprintf(p, "no answer in time (MCPDatabaseTimeout %" APR_TIME_T_FMT " ms); "
+                        "connection given up", apr_time_as_msec(db->statement_timeout));
+    return NULL;
+
+failed:
+    *broken = 1;
+    *err = trimmed(p, PQerrorMessage(conn));
+    PQsetnonblocking(conn, 0);
+    return NULL;
+}
+
+mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *what,
+                                  const char *sql, int n, const char *const *params,
+                                  PGresult **out)
+{
+    apr_time_t deadline = apr_time_now() + db->patience;
+
+    for (;;) {
+        mcp_store_fault_t fault = MCP_STORE_FAULT_RETRY;
+        const char *err = NULL, *state = NULL;
+        PGresult *res = NULL;
+        PGconn *conn = db->lender->borrow(db, &err);
+        int broken = 1;
+
+        if (conn) {
+            /* One statement takes at most the statement timeout, and no longer than the
+             * caller's patience lasts. */
+            apr_time_t until = db->statement_timeout > 0 ? apr_time_now() + db->statement_timeout
+                                                          : 0;
+            if (db->patience > 0 && (!until || until > deadline)) {
+                until = deadline > apr_time_now() ? deadline : apr_time_now() + 1000;
+            }
+            res = run(db, p, conn, sql, n, params, until, &err, &broken);
+            if (res && (PQresultStatus(res) == PGRES_TUPLES_OK
+                        || PQresultStatus(res) == PGRES_COMMAND_OK)) {
+                db->lender->give_back(db, conn, 0);
+                apr_pool_cleanup_register(p, res, clear_result, apr_pool_cleanup_null);
+                if (out) {
+                    *out = res;
+                }
+                return MCP_STORE_OK;
+            }
+            if (res) {
+                const char *s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+                state = s ? apr_pstrdup(p, s) : NULL;
+                err = trimmed(p, PQresultErrorMessage(res));
+                fault = mcp_store_classify(state, !broken);
+                PQclear(res);
+            }
+            db->lender->give_back(db, conn, broken);
+        }
+        db->sqlstate = state;
+        db->error = apr_psprintf(p, "%s: %s%s%s%s", what, err ? err : "no connection",
+                                 state ? " (SQLSTATE " : "", state ? state : "", state ? ")" : "");
+        if (fault == MCP_STORE_FAULT_PERMANENT) {
+            return MCP_STORE_REFUSED;
+        }
+        if (apr_time_now() >= deadline) {
+            return MCP_STORE_UNAVAILABLE;
+        }
+        if (db->lender->wait) {
+            if (db->lender->wait(db, deadline, db->error) != 0) {
+                return MCP_STORE_UNAVAILABLE;
+            }
+        }
+        else {
+            apr_interval_time_t left = deadline - apr_time_now();
+            apr_sleep(left < apr_time_from_msec(100) ? (left > 0 ? left : 0)
+                                                     : apr_time_from_msec(100));
+        }
+    }
+}
+
+/* A column of a row of a result (valid as long as the result, so as p); NULL for SQL NULL. */
+static const char *entry(PGresult *res, int row, int col)
+{
+    return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
 }
 
 static const char *i64(apr_pool_t *p, apr_int64_t v)
@@ -41,223 +245,297 @@ static const char *int_text(apr_pool_t *p, int v)
     return apr_psprintf(p, "%d", v);
 }
 
-mcp_store_status_t mcp_store_session_touch(const mcp_store_t *db, apr_pool_t *p, const char *id,
+/* The first column of the first row as a bigint; NOT_FOUND when there is no row. */
+static mcp_store_status_t first_id(PGresult *res, apr_int64_t *out)
+{
+    if (PQntuples(res) < 1) {
+        return MCP_STORE_NOT_FOUND;
+    }
+    *out = apr_atoi64(PQgetvalue(res, 0, 0));
+    return MCP_STORE_OK;
+}
+
+#define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* ---- sessions ---------------------------------------------------------------------------- */
+
+mcp_store_status_t mcp_store_session_touch(mcp_store_t *db, apr_pool_t *p, const char *id,
                                            const char *principal, int idle_secs,
-                                           mcp_store_session_t **out, const char **err)
+                                           mcp_store_session_t **out)
 {
     static const char sql[] =
         "UPDATE mcp.sessions SET last_seen_at = now()"
-        " WHERE id = %s AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM %s"
-        "   AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))"
+        " WHERE id = $1 AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM $3"
+        "   AND ($2::int = 0 OR last_seen_at > now() - make_interval(secs => $2::int))"
         " RETURNING backend_url, backend_session_id, protocol_version";
-    const char *idle = int_text(p, idle_secs);
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
+    const char *args[3];
     mcp_store_session_t *s;
-    int rv;
+    mcp_store_status_t rv;
+    PGresult *res;
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the session look-up", err);
+    args[0] = id;
+    args[1] = int_text(p, idle_secs);
+    args[2] = principal;
+    if ((rv = mcp_store_exec(db, p, "looking up the session", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
     }
-    /* seek=1: read the whole (one-row) result now and leave the connection idle. */
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, id, principal, idle, idle);
-    if (rv != 0) {
-        return db_error(db, p, rv, "looking up the session", err);
-    }
-    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+    if (PQntuples(res) < 1) {
         return MCP_STORE_NOT_FOUND;
     }
     s = apr_pcalloc(p, sizeof(*s));
     s->id = apr_pstrdup(p, id);
     s->principal = principal ? apr_pstrdup(p, principal) : NULL;
-    s->backend_url = entry(db, p, row, 0);
-    s->backend_session_id = entry(db, p, row, 1);
-    s->protocol_version = entry(db, p, row, 2);
+    s->backend_url = entry(res, 0, 0);
+    s->backend_session_id = entry(res, 0, 1);
+    s->protocol_version = entry(res, 0, 2);
     *out = s;
     return MCP_STORE_OK;
 }
 
-mcp_store_status_t mcp_store_session_terminate(const mcp_store_t *db, apr_pool_t *p, const char *id,
-                                               const char *principal, const char *by,
-                                               const char **err)
+mcp_store_status_t mcp_store_session_terminate(mcp_store_t *db, apr_pool_t *p, const char *id,
+                                               const char *principal, const char *by)
 {
     static const char sql[] =
-        "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = %s"
-        " WHERE id = %s AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM %s";
-    apr_dbd_prepared_t *stmt;
-    int rv, nrows = 0;
+        "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = $1"
+        " WHERE id = $2 AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM $3";
+    const char *args[3];
+    mcp_store_status_t rv;
+    PGresult *res;
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the session termination", err);
+    args[0] = by;
+    args[1] = id;
+    args[2] = principal;
+    if ((rv = mcp_store_exec(db, p, "terminating the session", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
     }
-    rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, by, id, principal);
-    if (rv != 0) {
-        return db_error(db, p, rv, "terminating the session", err);
-    }
-    return nrows > 0 ? MCP_STORE_OK : MCP_STORE_NOT_FOUND;
+    return atoi(PQcmdTuples(res)) > 0 ? MCP_STORE_OK : MCP_STORE_NOT_FOUND;
 }
 
 /* ---- streams and events ------------------------------------------------------------------ */
 
-/* The first column of the first row as a bigint; NOT_FOUND when there is no row. */
-static mcp_store_status_t first_id(const mcp_store_t *db, apr_pool_t *p, apr_dbd_results_t *res,
-                                   apr_int64_t *out)
+/* A PostgreSQL array literal of n strings. */
+static const char *text_array(apr_pool_t *p, int n, const char *const *v)
 {
-    apr_dbd_row_t *row = NULL;
+    apr_array_header_t *parts = apr_array_make(p, n, sizeof(const char *));
+    int i;
 
-    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
-        return MCP_STORE_NOT_FOUND;
+    for (i = 0; i < n; i++) {
+        const char *c;
+        char *out = apr_palloc(p, 2 * strlen(v[i]) + 3), *o = out;
+        *o++ = '"';
+        for (c = v[i]; *c; c++) {
+            if (*c == '"' || *c == '\\') {
+                *o++ = '\\';
+            }
+            *o++ = *c;
+        }
+        *o++ = '"';
+        *o = '\0';
+        APR_ARRAY_PUSH(parts, const char *) = out;
     }
-    *out = apr_atoi64(apr_dbd_get_entry(db->driver, row, 0));
-    /* Read to the end: a random-access result is released when its rows run out. */
-    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
+    return apr_pstrcat(p, "{", apr_array_pstrcat(p, parts, ','), "}", NULL);
+}
+
+mcp_store_status_t mcp_store_streams_renew(mcp_store_t *db, apr_pool_t *p, int n,
+                                           const apr_int64_t *ids, const char *const *sessions,
+                                           const int *secs, apr_array_header_t **alive)
+{
+    static const char sql[] =
+        "WITH v AS ("
+        "  SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[]) AS v(id, session_id, secs)"
+        "), st AS ("
+        "  UPDATE mcp.streams s SET lease_until = now() + make_interval(secs => v.secs)"
+        "    FROM v WHERE s.id = v.id AND s.status = 'open'"
+        "  RETURNING s.id, s.session_id"
+        "), se AS ("
+        "  UPDATE mcp.sessions SET last_seen_at = now()"
+        "   WHERE id IN (SELECT session_id FROM st)"
+        ")"
+        "SELECT id FROM st";
+    apr_array_header_t *idv = apr_array_make(p, n, sizeof(const char *));
+    apr_array_header_t *secv = apr_array_make(p, n, sizeof(const char *));
+    const char *args[3];
+    mcp_store_status_t rv;
+    PGresult *res;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        APR_ARRAY_PUSH(idv, const char *) = i64(p, ids[i]);
+        APR_ARRAY_PUSH(secv, const char *) = int_text(p, secs[i]);
+    }
+    args[0] = apr_pstrcat(p, "{", apr_array_pstrcat(p, idv, ','), "}", NULL);
+    args[1] = text_array(p, n, sessions);
+    args[2] = apr_pstrcat(p, "{", apr_array_pstrcat(p, secv, ','), "}", NULL);
+    if ((rv = mcp_store_exec(db, p, "renewing leases", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
+    }
+    *alive = apr_array_make(p, PQntuples(res) + 1, sizeof(apr_int64_t));
+    for (i = 0; i < PQntuples(res); i++) {
+        APR_ARRAY_PUSH(*alive, apr_int64_t) = apr_atoi64(PQgetvalue(res, i, 0));
     }
     return MCP_STORE_OK;
 }
 
-mcp_store_status_t mcp_store_stream_renew(const mcp_store_t *db, apr_pool_t *p,
-                                          apr_int64_t stream_id, const char *session_id,
-                                          int lease_secs, const char **err)
+/* Ends the open streams that where_sql ($1) selects: request streams become 'failed' and
+ * answer each of their request ids that has no stored response with a stored JSON-RPC error
+ * (code, message: $2), standalone streams become 'closed'. The status change wakes their owners
+ * and followers (NOTIFY). The conditional UPDATE is the "exactly once": it locks each row, and
+ * whoever comes second finds the stream no longer open. *ended gets how many this call ended.
+ *
+ * Whether an id has a response is read from the exact texts (the jsonb copies may be NULL, or
+ * lossy where \u0000 and lone surrogates read as U+FFFD): the response's id is the request's id
+ * when their JSON texts are the same, or, for ids whose text holds no escape, when their jsonb
+ * values are (1.0 answers 1). */
+static mcp_store_status_t streams_end(mcp_store_t *db, apr_pool_t *p, const char *what,
+                                      const char *where_sql, const char *selector, int code,
+                                      const char *message, long *ended)
 {
-    static const char sql[] =
-        "WITH st AS ("
-        "  UPDATE mcp.streams SET lease_until = now() + make_interval(secs => %s::int)"
-        "   WHERE id = %s::bigint AND status = 'open'"
-        "  RETURNING id"
-        "), se AS ("
-        "  UPDATE mcp.sessions SET last_seen_at = now() WHERE id = %s"
-        ")"
-        "SELECT id FROM st";
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_int64_t id;
-    int rv;
-
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the lease renewal", err);
-    }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, int_text(p, lease_secs),
-                          i64(p, stream_id), session_id);
-    if (rv != 0) {
-        return db_error(db, p, rv, "renewing a stream's lease", err);
-    }
-    return first_id(db, p, res, &id);
-}
-
-mcp_store_status_t mcp_store_streams_expire(const mcp_store_t *db, apr_pool_t *p,
-                                            apr_int64_t stream_id, const char *message,
-                                            long *finished, const char **err)
-{
-    /* The conditional UPDATE is the "exactly once": it locks each row, and whoever comes second
-     * finds the stream no longer open. */
-    static const char sql[] =
-        "WITH expired AS ("
+    static const char head[] =
+        "WITH ended AS ("
         "  UPDATE mcp.streams"
         "     SET status = CASE kind WHEN 'request' THEN 'failed' ELSE 'closed' END,"
         "         completed_at = now()"
-        "   WHERE status = 'open' AND lease_until < now()"
-        "     AND (%s::bigint = 0 OR id = %s::bigint)"
-        "  RETURNING id, session_id, kind, request_id"
-        "), answers AS ("
-        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
-        "  SELECT x.session_id, x.id,"
-        "         (SELECT coalesce(max(e.seq), 0) FROM mcp.events e WHERE e.stream_id = x.id)"
-        "           + r.ord,"
-        "         'out', 'message',"
-        "         jsonb_build_object('jsonrpc', '2.0', 'id', r.id, 'error',"
-        "             jsonb_build_object('code', -32002, 'message', %s::text)),"
-        "         (SELECT principal FROM mcp.sessions s WHERE s.id = x.session_id)"
-        "    FROM expired x,"
-        "         jsonb_array_elements(CASE jsonb_typeof(x.request_id) WHEN 'array'"
-        "                              THEN x.request_id ELSE jsonb_build_array(x.request_id) END)"
-        "           WITH ORDINALITY AS r(id, ord)"
+        "   WHERE status = 'open' AND ";
+    static const char tail[] =
+        "  RETURNING id, session_id, kind, request_id_text"
+        "), ids AS ("
+        "  SELECT x.id AS stream_id, x.session_id, r.id::text AS id, r.ord"
+        "    FROM ended x,"
+        "         json_array_elements(CASE json_typeof(x.request_id_text::json) WHEN 'array'"
+        "                             THEN x.request_id_text ELSE '[' || x.request_id_text || ']'"
+        "                             END::json) WITH ORDINALITY AS r(id, ord)"
         "   WHERE x.kind = 'request'"
-        "   ORDER BY x.id, r.ord"
+        /* Only ids without a stored response: never two answers for one request. */
+        "     AND NOT EXISTS ("
+        "         SELECT 1 FROM mcp.events e, LATERAL (SELECT e.message_text::json AS m) j"
+        "          WHERE e.stream_id = x.id AND e.direction = 'out' AND e.kind = 'message'"
+        "            AND json_typeof(j.m) = 'object'"
+        "            AND (j.m -> 'result' IS NOT NULL OR j.m -> 'error' IS NOT NULL)"
+        "            AND ((j.m -> 'id')::text = r.id::text"
+        "                 OR (strpos(r.id::text, '\\') = 0"
+        "                     AND e.message -> 'id' = mcp.audit_jsonb(r.id::text))))"
+        "), answers AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
+        "                          message, principal)"
+        "  SELECT i.session_id, i.stream_id,"
+        "         (SELECT coalesce(max(e.seq), 0) FROM mcp.events e WHERE e.stream_id = i.stream_id)"
+        "           + row_number() OVER (PARTITION BY i.stream_id ORDER BY i.ord),"
+        "         'out', 'message', a.t, mcp.audit_jsonb(a.t),"
+        "         (SELECT principal FROM mcp.sessions s WHERE s.id = i.session_id)"
+        "    FROM ids i,"
+        "         LATERAL (SELECT '{\"jsonrpc\":\"2.0\",\"id\":' || i.id"
+        "                         || ',\"error\":{\"code\":' || $3::int || ',\"message\":'"
+        "                         || to_json($2::text)::text || '}}' AS t) a"
+        "   ORDER BY i.stream_id, i.ord"
         ")"
-        "SELECT count(*) FROM expired";
-    const char *sid = i64(p, stream_id);
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
+        "SELECT count(*) FROM ended";
+    const char *args[3];
+    mcp_store_status_t rv;
     apr_int64_t n = 0;
-    int rv;
+    PGresult *res;
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the expiry of streams", err);
+    args[0] = selector;
+    args[1] = message;
+    args[2] = int_text(p, code);
+    rv = mcp_store_exec(db, p, what, apr_pstrcat(p, head, where_sql, tail, NULL), NARGS(args),
+                        args, &res);
+    if (rv != MCP_STORE_OK) {
+        return rv;
     }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, sid, sid, message);
-    if (rv != 0) {
-        return db_error(db, p, rv, "finishing streams whose owner is gone", err);
-    }
-    first_id(db, p, res, &n);
-    *finished = (long)n;
+    first_id(res, &n);
+    *ended = (long)n;
     return MCP_STORE_OK;
 }
 
-mcp_store_status_t mcp_store_events_append(const mcp_store_t *db, apr_pool_t *p,
-                                           const mcp_store_session_t *session,
-                                           apr_int64_t stream_id, apr_int64_t first_seq,
-                                           const char *direction, const char *messages,
-                                           const char **err)
+mcp_store_status_t mcp_store_streams_expire(mcp_store_t *db, apr_pool_t *p,
+                                            apr_int64_t stream_id, const char *message,
+                                            long *finished)
 {
-    static const char sql[] =
-        "INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
-        " SELECT %s, nullif(%s::bigint, 0),"
-        "        CASE WHEN %s::bigint = 0 THEN NULL ELSE %s::bigint + t.ord - 1 END,"
-        "        %s, 'message', t.value, %s"
-        "   FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(value, ord)"
-        "  ORDER BY t.ord";
-    const char *sid = i64(p, stream_id);
-    apr_dbd_prepared_t *stmt;
-    int rv, nrows = 0;
-
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the event insert", err);
-    }
-    rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, session->id, sid, sid,
-                         i64(p, first_seq), direction, session->principal, messages);
-    return rv ? db_error(db, p, rv, "storing events", err) : MCP_STORE_OK;
+    return streams_end(db, p, "finishing streams whose owner is gone",
+                       "lease_until < now() AND ($1::bigint = 0 OR id = $1::bigint)",
+                       i64(p, stream_id), -32002, message, finished);
 }
 
-mcp_store_status_t mcp_store_events_append_finish(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_session_streams_end(mcp_store_t *db, apr_pool_t *p,
+                                                 const char *session_id, const char *message,
+                                                 long *ended)
+{
+    return streams_end(db, p, "ending a session's streams", "session_id = $1", session_id,
+                       -32001, message, ended);
+}
+
+mcp_store_status_t mcp_store_events_append(mcp_store_t *db, apr_pool_t *p,
+                                           const mcp_store_session_t *session,
+                                           apr_int64_t stream_id, apr_int64_t first_seq,
+                                           const char *direction, const char *messages)
+{
+    mcp_store_status_t rv;
+    PGresult *res;
+    static const char sql[] =
+        "WITH open AS ("
+        "  SELECT $2::bigint = 0 OR EXISTS (SELECT 1 FROM mcp.streams"
+        "                                    WHERE id = $2::bigint AND status = 'open') AS yes"
+        "), ins AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
+        "                          message, principal)"
+        "  SELECT $1, nullif($2::bigint, 0),"
+        "         CASE WHEN $2::bigint = 0 THEN NULL ELSE $3::bigint + t.ord - 1 END,"
+        "         $4, 'message', t.value::text, mcp.audit_jsonb(t.value::text), $5"
+        "    FROM json_array_elements($6::json) WITH ORDINALITY AS t(value, ord), open"
+        "   WHERE open.yes"
+        "   ORDER BY t.ord"
+        /* A retry after a statement whose outcome was unknown (the connection broke after the
+         * server got it) finds its rows there: the same seq holds the same message. */
+        "  ON CONFLICT (stream_id, seq) DO NOTHING"
+        ")"
+        "SELECT yes FROM open";
+    const char *args[6];
+
+    args[0] = session->id;
+    args[1] = i64(p, stream_id);
+    args[2] = i64(p, first_seq);
+    args[3] = direction;
+    args[4] = session->principal;
+    args[5] = messages;
+    if ((rv = mcp_store_exec(db, p, "storing events", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
+    }
+    return PQntuples(res) > 0 && strcmp(PQgetvalue(res, 0, 0), "t") == 0 ? MCP_STORE_OK
+                                                                         : MCP_STORE_NOT_FOUND;
+}
+
+mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p,
                                                   const mcp_store_session_t *session,
                                                   apr_int64_t stream_id, apr_int64_t first_seq,
-                                                  const char *messages, const char *status,
-                                                  const char **err)
+                                                  const char *messages, const char *status)
 {
     static const char sql[] =
         "WITH ins AS ("
-        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
-        "  SELECT %s, %s::bigint, %s::bigint + t.ord - 1, 'out', 'message', t.value, %s"
-        "    FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(value, ord)"
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
+        "                          message, principal)"
+        "  SELECT $1, $2::bigint, $3::bigint + t.ord - 1, 'out', 'message', t.value::text,"
+        "         mcp.audit_jsonb(t.value::text), $4"
+        "    FROM json_array_elements($5::json) WITH ORDINALITY AS t(value, ord)"
+        "   WHERE EXISTS (SELECT 1 FROM mcp.streams WHERE id = $2::bigint AND status = 'open')"
         "   ORDER BY t.ord"
+        "  ON CONFLICT (stream_id, seq) DO NOTHING"
         ")"
-        "UPDATE mcp.streams SET status = %s, completed_at = now()"
-        " WHERE id = %s::bigint AND status = 'open'";
-    const char *sid = i64(p, stream_id);
-    apr_dbd_prepared_t *stmt;
-    int rv, nrows = 0;
+        "UPDATE mcp.streams SET status = $6, completed_at = now()"
+        " WHERE id = $2::bigint AND status = 'open'";
+    const char *args[6];
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the final insert", err);
-    }
-    rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, session->id, sid,
-                         i64(p, first_seq), session->principal, messages, status, sid);
-    return rv ? db_error(db, p, rv, "storing a stream's last messages and its end", err)
-              : MCP_STORE_OK;
-}
-
-static void read_stream(const mcp_store_t *db, apr_pool_t *p, apr_dbd_row_t *row,
-                        apr_int64_t id, mcp_store_stream_t *out)
-{
-    const char *last = apr_dbd_get_entry(db->driver, row, 3);
-
-    out->id = id;
-    out->kind = entry(db, p, row, 0);
-    out->status = entry(db, p, row, 1);
-    out->lease_expired = strcmp(apr_dbd_get_entry(db->driver, row, 2), "t") == 0;
-    out->last_seq = last ? apr_atoi64(last) : -1;
-    out->owner = entry(db, p, row, 4);
+    args[0] = session->id;
+    args[1] = i64(p, stream_id);
+    args[2] = i64(p, first_seq);
+    args[3] = session->principal;
+    args[4] = messages;
+    args[5] = status;
+    return mcp_store_exec(db, p, "storing a stream's last messages and its end", sql,
+                          NARGS(args), args, NULL);
 }
 
 #define STREAM_COLUMNS \
@@ -265,40 +543,47 @@ static void read_stream(const mcp_store_t *db, apr_pool_t *p, apr_dbd_row_t *row
     "       (SELECT max(seq) FROM mcp.events WHERE stream_id = s.id), s.owner" \
     "  FROM mcp.streams s"
 
-/* One stream row selected by sql (STREAM_COLUMNS ...) with nargs bound arguments. */
-static mcp_store_status_t select_stream(const mcp_store_t *db, apr_pool_t *p, const char *sql,
-                                        const char *what, int nargs, const char **args,
-                                        apr_int64_t stream_id, mcp_store_stream_t *out,
-                                        const char **err)
+/* The first row's kind, status, lease_expired, last_seq and owner (columns 0-4). */
+static void read_stream(PGresult *res, apr_int64_t stream_id, mcp_store_stream_t *out)
 {
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
+    const char *last = entry(res, 0, 3);
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0
-        || (rv = apr_dbd_pselect(db->driver, p, db->handle, &res, stmt, 1, nargs, args)) != 0) {
-        return db_error(db, p, rv, what, err);
+    out->id = stream_id;
+    out->kind = entry(res, 0, 0);
+    out->status = entry(res, 0, 1);
+    out->lease_expired = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
+    out->last_seq = last && *last ? apr_atoi64(last) : -1;
+    out->owner = entry(res, 0, 4);
+}
+
+/* One stream row selected by sql (STREAM_COLUMNS ...) with n bound arguments. */
+static mcp_store_status_t select_stream(mcp_store_t *db, apr_pool_t *p, const char *sql,
+                                        const char *what, int n, const char *const *args,
+                                        apr_int64_t stream_id, mcp_store_stream_t *out)
+{
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    if ((rv = mcp_store_exec(db, p, what, sql, n, args, &res)) != MCP_STORE_OK) {
+        return rv;
     }
-    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+    if (PQntuples(res) < 1) {
         return MCP_STORE_NOT_FOUND;
     }
-    read_stream(db, p, row, stream_id, out);
-    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
-    }
+    read_stream(res, stream_id, out);
     return MCP_STORE_OK;
 }
 
-mcp_store_status_t mcp_store_stream_get(const mcp_store_t *db, apr_pool_t *p,
-                                        apr_int64_t stream_id, mcp_store_stream_t *out,
-                                        const char **err)
+mcp_store_status_t mcp_store_stream_get(mcp_store_t *db, apr_pool_t *p,
+                                        apr_int64_t stream_id, mcp_store_stream_t *out)
 {
-    static const char sql[] = STREAM_COLUMNS " WHERE s.id = %s::bigint";
+    static const char sql[] = STREAM_COLUMNS " WHERE s.id = $1::bigint";
     const char *args[1];
 
     args[0] = i64(p, stream_id);
-    return select_stream(db, p, sql, "looking up a stream", 1, args, stream_id, out, err);
+    return select_stream(db, p, sql, "looking up a stream", NARGS(args), args, stream_id, out);
 }
+
 
 /* ---- limits: admission control ------------------------------------------------------------ */
 
@@ -324,230 +609,236 @@ static mcp_store_refusal_t refusal(const char *text)
     return MCP_STORE_ADMITTED;
 }
 
-/* Reads a result to its end: a random-access result is released when its rows run out. */
-static void drain(const mcp_store_t *db, apr_pool_t *p, apr_dbd_results_t *res)
-{
-    apr_dbd_row_t *row = NULL;
-
-    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
-    }
-}
-
-mcp_store_status_t mcp_store_session_insert_admitted(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_session_insert_admitted(mcp_store_t *db, apr_pool_t *p,
                                                      const mcp_store_session_t *s,
                                                      const char *holder, const char *init_request,
                                                      const char *init_response, int max_live,
                                                      int max_per_holder, int idle_secs,
-                                                     mcp_store_refusal_t *refused,
-                                                     const char **err)
+                                                     mcp_store_refusal_t *refused)
 {
     static const char sql[] =
         "WITH a AS ("
-        "  SELECT mcp.admit_session(%s, %s::int, %s::int, %s::int) AS refused"
+        "  SELECT mcp.admit_session($1, $2::int, $3::int, $4::int) AS refused"
         "), s AS ("
         "  INSERT INTO mcp.sessions (id, backend_url, backend_session_id, protocol_version,"
         "                            principal, client_info, client_capabilities, server_info,"
         "                            holder, idle_timeout_secs)"
-        "  SELECT %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb, %s, %s::int FROM a"
+        "  SELECT $5, $6, $7, $8, $9, mcp.audit_jsonb($10::text), mcp.audit_jsonb($11::text),"
+        "         mcp.audit_jsonb($12::text), $1, $4::int FROM a"
         "   WHERE a.refused IS NULL"
         "  RETURNING id, principal"
         "), e AS ("
-        "  INSERT INTO mcp.events (session_id, direction, kind, message, principal)"
-        "  SELECT s.id, v.direction, 'message', v.message, s.principal"
-        "    FROM s, (VALUES (1, 'in', %s::jsonb), (2, 'out', %s::jsonb)) AS v(ord, direction, message)"
+        "  INSERT INTO mcp.events (session_id, direction, kind, message_text, message, principal)"
+        "  SELECT s.id, v.direction, 'message', v.t, mcp.audit_jsonb(v.t), s.principal"
+        "    FROM s, (VALUES (1, 'in', $13::text), (2, 'out', $14::text)) AS v(ord, direction, t)"
         "   ORDER BY v.ord"
         ")"
         "SELECT a.refused, s.id FROM a LEFT JOIN s ON true";
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
+    const char *args[14];
+    mcp_store_status_t rv;
+    PGresult *res;
 
     *refused = MCP_STORE_ADMITTED;
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the session insert", err);
+    args[0] = holder;
+    args[1] = int_text(p, max_live);
+    args[2] = int_text(p, max_per_holder);
+    args[3] = int_text(p, idle_secs);
+    args[4] = s->id;
+    args[5] = s->backend_url;
+    args[6] = s->backend_session_id;
+    args[7] = s->protocol_version;
+    args[8] = s->principal;
+    args[9] = s->client_info;
+    args[10] = s->client_capabilities;
+    args[11] = s->server_info;
+    args[12] = init_request;
+    args[13] = init_response;
+    rv = mcp_store_exec(db, p, "storing the session", sql, NARGS(args), args, &res);
+    if (rv == MCP_STORE_REFUSED && db->sqlstate && strcmp(db->sqlstate, "23505") == 0
+        && strstr(db->error, "sessions_pkey")) {
+        /* A retry after a try whose outcome was unknown (the connection broke after the
+         * server got it): that try stored the session (its id is 192 random bits: nothing
+         * else can hold it). */
+        return MCP_STORE_OK;
     }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, holder,
-                          int_text(p, max_live), int_text(p, max_per_holder),
-                          int_text(p, idle_secs), s->id, s->backend_url, s->backend_session_id,
-                          s->protocol_version, s->principal, s->client_info,
-                          s->client_capabilities, s->server_info, holder,
-                          int_text(p, idle_secs), init_request, init_response);
-    if (rv != 0) {
-        return db_error(db, p, rv, "storing the session", err);
+    if (rv != MCP_STORE_OK) {
+        return rv;
     }
-    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
-        *err = "storing the session: no result";
-        return MCP_STORE_ERROR;
+    if (PQntuples(res) < 1) {
+        db->sqlstate = NULL;
+        db->error = "storing the session: no result";
+        return MCP_STORE_REFUSED;
     }
-    *refused = refusal(apr_dbd_get_entry(db->driver, row, 0));
-    drain(db, p, res);
+    *refused = refusal(entry(res, 0, 0));
     return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
 }
 
-mcp_store_status_t mcp_store_session_admissible(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
                                                 const char *holder, int max_live,
                                                 int max_per_holder, int idle_secs,
-                                                mcp_store_refusal_t *refused, const char **err)
+                                                mcp_store_refusal_t *refused)
 {
     static const char sql[] =
-        "SELECT %s::int > 0 AND count(*) >= %s::int,"
-        "       %s::int > 0 AND count(*) FILTER (WHERE holder = %s) >= %s::int"
+        "SELECT $1::int > 0 AND count(*) >= $1::int,"
+        "       $2::int > 0 AND count(*) FILTER (WHERE holder = $3) >= $2::int"
         "  FROM mcp.sessions WHERE terminated_at IS NULL"
-        "   AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))";
-    const char *idle = int_text(p, idle_secs), *live = int_text(p, max_live);
-    const char *per = int_text(p, max_per_holder);
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
+        "   AND ($4::int = 0 OR last_seen_at > now() - make_interval(secs => $4::int))";
+    const char *args[4];
+    mcp_store_status_t rv;
+    PGresult *res;
 
     *refused = MCP_STORE_ADMITTED;
     if (max_live <= 0 && max_per_holder <= 0) {
         return MCP_STORE_OK;
     }
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the session count", err);
+    args[0] = int_text(p, max_live);
+    args[1] = int_text(p, max_per_holder);
+    args[2] = holder;
+    args[3] = int_text(p, idle_secs);
+    if ((rv = mcp_store_exec(db, p, "counting live sessions", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
     }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, live, live, per, holder, per,
-                          idle, idle);
-    if (rv != 0 || apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
-        return db_error(db, p, rv, "counting live sessions", err);
-    }
-    if (strcmp(apr_dbd_get_entry(db->driver, row, 0), "t") == 0) {
+    if (PQntuples(res) > 0 && strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
         *refused = MCP_STORE_REFUSED_SESSIONS;
     }
-    else if (strcmp(apr_dbd_get_entry(db->driver, row, 1), "t") == 0) {
+    else if (PQntuples(res) > 0 && strcmp(PQgetvalue(res, 0, 1), "t") == 0) {
         *refused = MCP_STORE_REFUSED_HOLDER_SESSIONS;
     }
-    drain(db, p, res);
     return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
 }
 
 mcp_store_status_t mcp_store_stream_open_request_admitted(
-    const mcp_store_t *db, apr_pool_t *p, mcp_store_session_t *session, int idle_secs,
+    mcp_store_t *db, apr_pool_t *p, mcp_store_session_t *session, int idle_secs,
     const char *request_id, const char *method, const char *inbound, const char *owner,
     int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
-    mcp_store_refusal_t *refused, const char **err)
+    mcp_store_refusal_t *refused)
 {
     /* The admission comes between the session's check and the stream's insert. */
     static const char sql[] =
         "WITH se AS ("
         "  UPDATE mcp.sessions SET last_seen_at = now()"
-        "   WHERE id = %s AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM %s"
-        "     AND backend_url = %s"
-        "     AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))"
+        "   WHERE id = $1 AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM $2"
+        "     AND backend_url = $3"
+        "     AND ($4::int = 0 OR last_seen_at > now() - make_interval(secs => $4::int))"
         "  RETURNING id, principal, backend_session_id, protocol_version"
         "), a AS ("
-        "  SELECT mcp.admit_stream(se.id, %s, 0, %s::int, %s::int, 0) AS refused FROM se"
+        "  SELECT mcp.admit_stream(se.id, $5, 0, $6::int, $7::int, 0) AS refused FROM se"
         "), s AS ("
-        "  INSERT INTO mcp.streams (session_id, kind, request_id, method, owner, lease_until,"
-        "                           holder)"
-        "  SELECT se.id, 'request', %s::jsonb, %s, %s, now() + make_interval(secs => %s::int), %s"
+        "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner,"
+        "                           lease_until, holder)"
+        "  SELECT se.id, 'request', $8, mcp.audit_jsonb($8::text), $9, $10,"
+        "         now() + make_interval(secs => $11::int), $5"
         "    FROM se, a WHERE a.refused IS NULL"
         "  RETURNING id, session_id"
         "), e AS ("
-        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
-        "  SELECT s.session_id, s.id, 0, 'in', 'message', %s::jsonb, se.principal FROM s, se"
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
+        "                          message, principal)"
+        "  SELECT s.session_id, s.id, 0, 'in', 'message', $12, mcp.audit_jsonb($12::text),"
+        "         se.principal FROM s, se"
         "  UNION ALL"
-        "  SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, se.principal FROM s, se"
+        "  SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, NULL, se.principal FROM s, se"
         ")"
         "SELECT s.id, se.backend_session_id, se.protocol_version, a.refused"
         "  FROM se CROSS JOIN a LEFT JOIN s ON true";
-    const char *idle = int_text(p, idle_secs);
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
+    const char *args[12];
+    mcp_store_status_t rv;
+    PGresult *res;
 
     *refused = MCP_STORE_ADMITTED;
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the stream insert", err);
+    args[0] = session->id;
+    args[1] = session->principal;
+    args[2] = session->backend_url;
+    args[3] = int_text(p, idle_secs);
+    args[4] = limits->holder;
+    args[5] = int_text(p, limits->max_session_streams);
+    args[6] = int_text(p, limits->max_holder_streams);
+    args[7] = request_id;
+    args[8] = method;
+    args[9] = owner;
+    args[10] = int_text(p, lease_secs);
+    args[11] = inbound;
+    if ((rv = mcp_store_exec(db, p, "storing the request and its stream", sql, NARGS(args), args,
+                             &res)) != MCP_STORE_OK) {
+        return rv;
     }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, session->id,
-                          session->principal, session->backend_url, idle, idle, limits->holder,
-                          int_text(p, limits->max_session_streams),
-                          int_text(p, limits->max_holder_streams), request_id, method, owner,
-                          int_text(p, lease_secs), limits->holder, inbound);
-    if (rv != 0) {
-        return db_error(db, p, rv, "storing the request and its stream", err);
-    }
-    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+    if (PQntuples(res) < 1) {
         return MCP_STORE_NOT_FOUND;
     }
-    session->backend_session_id = entry(db, p, row, 1);
-    session->protocol_version = entry(db, p, row, 2);
-    *refused = refusal(apr_dbd_get_entry(db->driver, row, 3));
+    session->backend_session_id = entry(res, 0, 1);
+    session->protocol_version = entry(res, 0, 2);
+    *refused = refusal(entry(res, 0, 3));
     if (!*refused) {
-        *stream_id = apr_atoi64(apr_dbd_get_entry(db->driver, row, 0));
+        *stream_id = apr_atoi64(PQgetvalue(res, 0, 0));
     }
-    drain(db, p, res);
     return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
 }
 
 mcp_store_status_t mcp_store_stream_open_standalone_admitted(
-    const mcp_store_t *db, apr_pool_t *p, const mcp_store_session_t *session, const char *owner,
+    mcp_store_t *db, apr_pool_t *p, const mcp_store_session_t *session, const char *owner,
     int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
-    mcp_store_refusal_t *refused, const char **err)
+    mcp_store_refusal_t *refused)
 {
     static const char close_stale[] =
         "UPDATE mcp.streams SET status = 'closed', completed_at = now()"
-        " WHERE session_id = %s AND kind = 'standalone' AND status = 'open'"
+        " WHERE session_id = $1 AND kind = 'standalone' AND status = 'open'"
         "   AND lease_until < now()";
     static const char sql[] =
         "WITH a AS ("
-        "  SELECT mcp.admit_stream(%s, %s, 0, %s::int, %s::int, 0) AS refused"
+        "  SELECT mcp.admit_stream($1, $2, 0, $3::int, $4::int, 0) AS refused"
         "), s AS ("
         "  INSERT INTO mcp.streams (session_id, kind, owner, lease_until, holder)"
-        "  SELECT %s, 'standalone', %s, now() + make_interval(secs => %s::int), %s"
+        "  SELECT $1, 'standalone', $5, now() + make_interval(secs => $6::int), $2"
         "    FROM a WHERE a.refused IS NULL"
         "  ON CONFLICT (session_id) WHERE kind = 'standalone' AND status = 'open' DO NOTHING"
         "  RETURNING id, session_id"
         "), e AS ("
-        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
-        "  SELECT session_id, id, 0, 'out', 'priming', NULL, %s FROM s"
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
+        "                          message, principal)"
+        "  SELECT session_id, id, 0, 'out', 'priming', NULL, NULL, $7 FROM s"
         ")"
         "SELECT a.refused, s.id FROM a LEFT JOIN s ON true";
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    const char *id;
-    int rv, nrows = 0;
+    const char *args[7], *id;
+    mcp_store_status_t rv;
+    PGresult *res;
 
     *refused = MCP_STORE_ADMITTED;
-    if ((rv = prepare(db, p, close_stale, &stmt)) != 0
-        || (rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, session->id)) != 0) {
-        return db_error(db, p, rv, "closing a stale standalone stream", err);
+    args[0] = session->id;
+    args[1] = limits->holder;
+    args[2] = int_text(p, limits->max_session_streams);
+    args[3] = int_text(p, limits->max_holder_streams);
+    args[4] = owner;
+    args[5] = int_text(p, lease_secs);
+    args[6] = session->principal;
+    /* A stale open stream (its owner stopped renewing) is closed by a statement of its own:
+     * the insert's conflict check would not see a change made in the same statement. */
+    if ((rv = mcp_store_exec(db, p, "closing a stale standalone stream", close_stale, 1, args,
+                             NULL)) != MCP_STORE_OK) {
+        return rv;
     }
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the standalone stream insert", err);
+    if ((rv = mcp_store_exec(db, p, "opening the standalone stream", sql, NARGS(args), args,
+                             &res)) != MCP_STORE_OK) {
+        return rv;
     }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, session->id, limits->holder,
-                          int_text(p, limits->max_session_streams),
-                          int_text(p, limits->max_holder_streams), session->id, owner,
-                          int_text(p, lease_secs), limits->holder, session->principal);
-    if (rv != 0) {
-        return db_error(db, p, rv, "opening the standalone stream", err);
+    if (PQntuples(res) < 1) {
+        db->sqlstate = NULL;
+        db->error = "opening the standalone stream: no result";
+        return MCP_STORE_REFUSED;
     }
-    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
-        *err = "opening the standalone stream: no result";
-        return MCP_STORE_ERROR;
-    }
-    *refused = refusal(apr_dbd_get_entry(db->driver, row, 0));
-    id = apr_dbd_get_entry(db->driver, row, 1);
+    *refused = refusal(entry(res, 0, 0));
+    id = entry(res, 0, 1);
     if (id && *id) {
         *stream_id = apr_atoi64(id);
     }
-    drain(db, p, res);
     return *refused ? MCP_STORE_LIMIT : id && *id ? MCP_STORE_OK : MCP_STORE_CONFLICT;
 }
 
-mcp_store_status_t mcp_store_stream_follow(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_stream_follow(mcp_store_t *db, apr_pool_t *p,
                                            const char *session_id, apr_int64_t stream_id,
                                            apr_int64_t seq, const char *owner, int lease_secs,
                                            const mcp_store_limits_t *limits,
                                            mcp_store_stream_t *out, apr_int64_t *follower_id,
-                                           mcp_store_refusal_t *refused, const char **err)
+                                           mcp_store_refusal_t *refused)
 {
     /* The look-up, then the follower's admission and row. */
     static const char sql[] =
@@ -555,219 +846,149 @@ mcp_store_status_t mcp_store_stream_follow(const mcp_store_t *db, apr_pool_t *p,
         "  SELECT s.id, s.kind, s.status, (s.status = 'open' AND s.lease_until < now()) AS expired,"
         "         (SELECT max(seq) FROM mcp.events WHERE stream_id = s.id) AS last_seq, s.owner"
         "    FROM mcp.streams s"
-        "   WHERE s.id = %s::bigint AND s.session_id = %s"
+        "   WHERE s.id = $1::bigint AND s.session_id = $2"
         "     AND EXISTS (SELECT 1 FROM mcp.events e WHERE e.stream_id = s.id"
-        "                    AND e.seq = %s::bigint AND e.direction = 'out')"
+        "                    AND e.seq = $3::bigint AND e.direction = 'out')"
         "), a AS ("
-        "  SELECT mcp.admit_stream(%s, %s, st.id, %s::int, %s::int, %s::int) AS refused"
+        "  SELECT mcp.admit_stream($2, $4, st.id, $5::int, $6::int, $7::int) AS refused"
         "    FROM st WHERE st.status = 'open'"
         "), f AS ("
         "  INSERT INTO mcp.followers (stream_id, session_id, holder, owner, lease_until)"
-        "  SELECT st.id, %s, %s, %s, now() + make_interval(secs => %s::int)"
+        "  SELECT st.id, $2, $4, $8, now() + make_interval(secs => $9::int)"
         "    FROM st, a WHERE a.refused IS NULL"
         "  RETURNING id"
         ")"
         "SELECT st.kind, st.status, st.expired, st.last_seq, st.owner, a.refused, f.id"
         "  FROM st LEFT JOIN a ON true LEFT JOIN f ON true";
-    const char *sid = i64(p, stream_id), *id;
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
+    const char *args[9], *id;
+    mcp_store_status_t rv;
+    PGresult *res;
 
     *refused = MCP_STORE_ADMITTED;
     *follower_id = 0;
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the event look-up", err);
+    args[0] = i64(p, stream_id);
+    args[1] = session_id;
+    args[2] = i64(p, seq);
+    args[3] = limits->holder;
+    args[4] = int_text(p, limits->max_session_streams);
+    args[5] = int_text(p, limits->max_holder_streams);
+    args[6] = int_text(p, limits->max_stream_followers);
+    args[7] = owner;
+    args[8] = int_text(p, lease_secs);
+    if ((rv = mcp_store_exec(db, p, "looking up an event", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
     }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, sid, session_id,
-                          i64(p, seq), session_id, limits->holder,
-                          int_text(p, limits->max_session_streams),
-                          int_text(p, limits->max_holder_streams),
-                          int_text(p, limits->max_stream_followers), session_id, limits->holder,
-                          owner, int_text(p, lease_secs));
-    if (rv != 0) {
-        return db_error(db, p, rv, "looking up an event", err);
-    }
-    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+    if (PQntuples(res) < 1) {
         return MCP_STORE_NOT_FOUND;
     }
-    read_stream(db, p, row, stream_id, out);
-    *refused = refusal(apr_dbd_get_entry(db->driver, row, 5));
-    id = apr_dbd_get_entry(db->driver, row, 6);
+    read_stream(res, stream_id, out);
+    *refused = refusal(entry(res, 0, 5));
+    id = entry(res, 0, 6);
     if (id && *id) {
         *follower_id = apr_atoi64(id);
     }
-    drain(db, p, res);
     return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
 }
 
-mcp_store_status_t mcp_store_follower_renew(const mcp_store_t *db, apr_pool_t *p,
-                                            apr_int64_t follower_id, int lease_secs,
-                                            const char **err)
+mcp_store_status_t mcp_store_follower_renew(mcp_store_t *db, apr_pool_t *p,
+                                            apr_int64_t follower_id, int lease_secs)
 {
     static const char sql[] =
-        "UPDATE mcp.followers SET lease_until = now() + make_interval(secs => %s::int)"
-        " WHERE id = %s::bigint";
-    apr_dbd_prepared_t *stmt;
-    int rv, nrows = 0;
+        "UPDATE mcp.followers SET lease_until = now() + make_interval(secs => $1::int)"
+        " WHERE id = $2::bigint";
+    const char *args[2];
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0
-        || (rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt,
-                                 int_text(p, lease_secs), i64(p, follower_id))) != 0) {
-        return db_error(db, p, rv, "renewing a follower's lease", err);
-    }
-    return MCP_STORE_OK;
+    args[0] = int_text(p, lease_secs);
+    args[1] = i64(p, follower_id);
+    return mcp_store_exec(db, p, "renewing a follower's lease", sql, NARGS(args), args, NULL);
 }
 
-mcp_store_status_t mcp_store_follower_release(const mcp_store_t *db, apr_pool_t *p,
-                                              apr_int64_t follower_id, const char **err)
+mcp_store_status_t mcp_store_follower_release(mcp_store_t *db, apr_pool_t *p,
+                                              apr_int64_t follower_id)
 {
-    static const char sql[] = "DELETE FROM mcp.followers WHERE id = %s::bigint";
-    apr_dbd_prepared_t *stmt;
-    int rv, nrows = 0;
+    static const char sql[] = "DELETE FROM mcp.followers WHERE id = $1::bigint";
+    const char *args[1];
 
-    if ((rv = prepare(db, p, sql, &stmt)) != 0
-        || (rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt,
-                                 i64(p, follower_id))) != 0) {
-        return db_error(db, p, rv, "releasing a follower", err);
-    }
-    return MCP_STORE_OK;
+    args[0] = i64(p, follower_id);
+    return mcp_store_exec(db, p, "releasing a follower", sql, NARGS(args), args, NULL);
 }
 
-mcp_store_status_t mcp_store_events_after_bounded(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_events_after_bounded(mcp_store_t *db, apr_pool_t *p,
                                                   apr_int64_t stream_id, apr_int64_t after_seq,
                                                   int max_rows, apr_off_t max_bytes,
                                                   mcp_store_event_fn *fn, void *baton, int *n,
-                                                  int *more, const char **err)
+                                                  int *more)
 {
     /* The rows up to the one that brings the total to max_bytes: PostgreSQL sends (and libpq
      * holds) about max_bytes and one message, however large the stored messages are. */
     static const char sql[] =
-        "SELECT seq, m, running >= %s::bigint FROM ("
+        "SELECT seq, m, running >= $1::bigint FROM ("
         "  SELECT seq, m, sum(len) OVER (ORDER BY seq) AS running, len FROM ("
         "    SELECT seq, m, coalesce(octet_length(m), 0) AS len FROM ("
-        "      SELECT seq, message::text AS m FROM mcp.events"
-        "       WHERE stream_id = %s::bigint AND seq > %s::bigint AND direction = 'out'"
-        "       ORDER BY seq LIMIT %s::int) r) l) t"
-        " WHERE running - len < %s::bigint ORDER BY seq";
-    const char *bytes = apr_off_t_toa(p, max_bytes);
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv, stopped = 0, full = 0;
+        "      SELECT seq, message_text AS m FROM mcp.events"
+        "       WHERE stream_id = $2::bigint AND seq > $3::bigint AND direction = 'out'"
+        "       ORDER BY seq LIMIT $4::int) r) l) t"
+        " WHERE running - len < $1::bigint ORDER BY seq";
+    const char *args[4];
+    mcp_store_status_t rv;
+    PGresult *res;
+    int i, rows, full = 0;
 
     *n = 0;
     *more = 0;
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the replay", err);
+    args[0] = apr_off_t_toa(p, max_bytes);
+    args[1] = i64(p, stream_id);
+    args[2] = i64(p, after_seq);
+    args[3] = int_text(p, max_rows);
+    if ((rv = mcp_store_exec(db, p, "reading stored events", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
     }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, bytes, i64(p, stream_id),
-                          i64(p, after_seq), int_text(p, max_rows), bytes);
-    if (rv != 0) {
-        return db_error(db, p, rv, "reading stored events", err);
-    }
-    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
-        if (!stopped) {
-            full = strcmp(apr_dbd_get_entry(db->driver, row, 2), "t") == 0;
-            stopped = fn(baton, apr_atoi64(apr_dbd_get_entry(db->driver, row, 0)),
-                         apr_dbd_get_entry(db->driver, row, 1));
-            (*n)++;
+    /* The connection is back in its pool already: a slow client holds none. */
+    rows = PQntuples(res);
+    for (i = 0; i < rows; i++) {
+        full = strcmp(PQgetvalue(res, i, 2), "t") == 0;
+        (*n)++;
+        if (fn(baton, apr_atoi64(PQgetvalue(res, i, 0)), entry(res, i, 1))) {
+            break;
         }
     }
     *more = *n == max_rows || full;
     return MCP_STORE_OK;
 }
 
-mcp_store_status_t mcp_store_session_expire(const mcp_store_t *db, apr_pool_t *p, const char *id,
+mcp_store_status_t mcp_store_session_expire(mcp_store_t *db, apr_pool_t *p, const char *id,
                                             const char *backend_url, int idle_secs,
-                                            const char **backend_session_id, const char **err)
+                                            const char **backend_session_id)
 {
     static const char sql[] =
         "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'expired'"
-        " WHERE id = %s AND backend_url = %s AND terminated_at IS NULL AND %s::int > 0"
-        "   AND last_seen_at <= now() - make_interval(secs => %s::int)"
-        " RETURNING coalesce(backend_session_id, '')";
-    const char *idle = int_text(p, idle_secs);
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
+        " WHERE id = $1 AND backend_url = $2 AND terminated_at IS NULL AND $3::int > 0"
+        "   AND last_seen_at <= now() - make_interval(secs => $3::int)"
+        " RETURNING backend_session_id";
+    const char *args[3];
+    mcp_store_status_t rv;
+    PGresult *res;
 
     *backend_session_id = NULL;
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the session expiry", err);
+    args[0] = id;
+    args[1] = backend_url;
+    args[2] = int_text(p, idle_secs);
+    if ((rv = mcp_store_exec(db, p, "expiring the session", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
     }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, id, backend_url, idle, idle);
-    if (rv != 0) {
-        return db_error(db, p, rv, "expiring the session", err);
-    }
-    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+    if (PQntuples(res) < 1) {
         return MCP_STORE_NOT_FOUND;
     }
-    *backend_session_id = entry(db, p, row, 0);
-    if (*backend_session_id && !**backend_session_id) {
-        *backend_session_id = NULL;
-    }
-    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
-    }
+    *backend_session_id = entry(res, 0, 0);
     return MCP_STORE_OK;
 }
 
-mcp_store_status_t mcp_store_session_streams_end(const mcp_store_t *db, apr_pool_t *p,
-                                                 const char *session_id, const char *message,
-                                                 long *ended, const char **err)
-{
-    /* As mcp_store_streams_expire, for every open stream of one session whatever its lease,
-     * and only for the request ids that have no stored answer yet (never two answers). */
-    static const char sql[] =
-        "WITH ended AS ("
-        "  UPDATE mcp.streams"
-        "     SET status = CASE kind WHEN 'request' THEN 'failed' ELSE 'closed' END,"
-        "         completed_at = now()"
-        "   WHERE session_id = %s AND status = 'open'"
-        "  RETURNING id, session_id, kind, request_id"
-        "), answers AS ("
-        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
-        "  SELECT x.session_id, x.id,"
-        "         (SELECT coalesce(max(e.seq), 0) FROM mcp.events e WHERE e.stream_id = x.id)"
-        "           + row_number() OVER (PARTITION BY x.id ORDER BY r.ord),"
-        "         'out', 'message',"
-        "         jsonb_build_object('jsonrpc', '2.0', 'id', r.id, 'error',"
-        "             jsonb_build_object('code', -32001, 'message', %s::text)),"
-        "         (SELECT principal FROM mcp.sessions s WHERE s.id = x.session_id)"
-        "    FROM ended x,"
-        "         jsonb_array_elements(CASE jsonb_typeof(x.request_id) WHEN 'array'"
-        "                              THEN x.request_id ELSE jsonb_build_array(x.request_id) END)"
-        "           WITH ORDINALITY AS r(id, ord)"
-        "   WHERE x.kind = 'request'"
-        "     AND NOT EXISTS (SELECT 1 FROM mcp.events a"
-        "                      WHERE a.stream_id = x.id AND a.direction = 'out'"
-        "                        AND a.kind = 'message' AND a.message->'id' = r.id"
-        "                        AND (a.message ? 'result' OR a.message ? 'error'))"
-        "   ORDER BY x.id, r.ord"
-        ")"
-        "SELECT count(*) FROM ended";
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_int64_t n = 0;
-    int rv;
-
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the end of a session's streams", err);
-    }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, session_id, message);
-    if (rv != 0) {
-        return db_error(db, p, rv, "ending a session's streams", err);
-    }
-    first_id(db, p, res, &n);
-    *ended = (long)n;
-    return MCP_STORE_OK;
-}
-
-mcp_store_status_t mcp_store_sessions_expire_idle(const mcp_store_t *db, apr_pool_t *p, int limit,
+mcp_store_status_t mcp_store_sessions_expire_idle(mcp_store_t *db, apr_pool_t *p, int limit,
                                                   mcp_store_expired_fn *fn, void *baton,
-                                                  long *expired, const char **err)
+                                                  long *expired)
 {
     /* SKIP LOCKED: sweeps on several hosts share the work instead of waiting for each other. */
     static const char sql[] =
@@ -775,26 +996,22 @@ mcp_store_status_t mcp_store_sessions_expire_idle(const mcp_store_t *db, apr_poo
         " WHERE id IN (SELECT id FROM mcp.sessions"
         "               WHERE terminated_at IS NULL AND idle_timeout_secs > 0"
         "                 AND last_seen_at <= now() - make_interval(secs => idle_timeout_secs)"
-        "               LIMIT %s::int FOR UPDATE SKIP LOCKED)"
+        "               LIMIT $1::int FOR UPDATE SKIP LOCKED)"
         "   AND terminated_at IS NULL"
-        " RETURNING id, backend_url, coalesce(backend_session_id, ''), protocol_version";
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
+        " RETURNING id, backend_url, backend_session_id, protocol_version";
+    const char *args[1];
+    mcp_store_status_t rv;
+    PGresult *res;
+    int i;
 
     *expired = 0;
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the expiry of idle sessions", err);
+    args[0] = int_text(p, limit);
+    if ((rv = mcp_store_exec(db, p, "expiring idle sessions", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
     }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, int_text(p, limit));
-    if (rv != 0) {
-        return db_error(db, p, rv, "expiring idle sessions", err);
-    }
-    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
-        const char *bsid = entry(db, p, row, 2);
-        fn(baton, entry(db, p, row, 0), entry(db, p, row, 1), bsid && *bsid ? bsid : NULL,
-           entry(db, p, row, 3));
+    for (i = 0; i < PQntuples(res); i++) {
+        fn(baton, entry(res, i, 0), entry(res, i, 1), entry(res, i, 2), entry(res, i, 3));
         (*expired)++;
     }
     return MCP_STORE_OK;

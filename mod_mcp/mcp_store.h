@@ -1,28 +1,84 @@
-/* mcp_store — the gateway's state in PostgreSQL (sql/schema.sql), through apr_dbd.
+/* mcp_store — the gateway's state in PostgreSQL (sql/schema.sql).
  *
- * Pure code: no httpd headers. The caller lends a connection (mod_mcp takes one from mod_dbd
- * with ap_dbd_open for each short piece of work); every statement uses bound parameters and is
- * prepared without a label, so no server-side state survives a PostgreSQL restart to break later
- * calls.
+ * Pure code: no httpd headers. A store handle (mcp_store_t) knows how to borrow a libpq
+ * connection (its lender: mod_mcp lends mod_dbd's pooled connections) and carries the caller's
+ * retry policy, so every mcp_store_* call is one complete piece of work: borrow, run one
+ * statement with bound parameters (PQexecParams, no server-side prepared statement that a
+ * PostgreSQL restart could take away), give the connection back, read the rows.
+ *
+ * Failures are classified here and only here (mcp_store_classify):
+ *   - connection-class (SQLSTATE 08xxx, 57P01-57P03, 53xxx, 57014, 40001, 40P01, a lost
+ *     connection, no answer within the statement timeout): the statement is tried again until the policy's patience
+ *     runs out, the lender's wait() deciding how long to pause (it may wait for the database to
+ *     come back); then MCP_STORE_UNAVAILABLE;
+ *   - anything else (data 22xxx, constraints 23xxx, ...): permanent, never retried:
+ *     MCP_STORE_REFUSED.
+ * Either way the handle's error holds the SQLSTATE and PostgreSQL's message.
  */
 #ifndef MCP_STORE_H
 #define MCP_STORE_H
 
 #include <apr_pools.h>
-#include <apr_dbd.h>
-
-typedef struct mcp_store_t {
-    const apr_dbd_driver_t *driver;
-    apr_dbd_t              *handle;
-} mcp_store_t;
+#include <apr_tables.h>
+#include <apr_time.h>
+#include <libpq-fe.h>
 
 typedef enum {
     MCP_STORE_OK = 0,
     MCP_STORE_NOT_FOUND,   /* no such live row (unknown, terminated, or another principal's) */
     MCP_STORE_CONFLICT,    /* a row that must be unique exists (a second standalone stream)  */
     MCP_STORE_LIMIT,       /* a configured limit was reached (which: mcp_store_refusal_t)    */
-    MCP_STORE_ERROR        /* the database failed; *err says how                             */
+    MCP_STORE_UNAVAILABLE, /* the database could not be reached in time (retried first)      */
+    MCP_STORE_REFUSED      /* the database refused the statement for good (never retried)    */
 } mcp_store_status_t;
+
+/* What a failed statement is. */
+typedef enum {
+    MCP_STORE_FAULT_RETRY = 0,    /* the database or the way to it failed, or asked for a retry
+                                   * (40001, 40P01): the same statement may succeed later      */
+    MCP_STORE_FAULT_PERMANENT     /* the statement or its data is refused: never retried       */
+} mcp_store_fault_t;
+
+/* The fault of a failed statement from its SQLSTATE (NULL: none, which libpq gives for a lost
+ * connection) and whether the connection is still usable. */
+mcp_store_fault_t mcp_store_classify(const char *sqlstate, int connection_ok);
+
+typedef struct mcp_store_t mcp_store_t;
+
+/* Where a handle's connections come from. */
+typedef struct mcp_store_lender_t {
+    /* A connection, or NULL with *err set when none can be had now (counts as a connection
+     * fault). */
+    PGconn *(*borrow)(mcp_store_t *db, const char **err);
+    /* Gives it back; broken: a connection fault happened on it. */
+    void (*give_back)(mcp_store_t *db, PGconn *conn, int broken);
+    /* A connection fault happened (err says which): pause before the next try, at most until
+     * deadline. Non-zero: do not try again. NULL: retry after a short fixed pause. */
+    int (*wait)(mcp_store_t *db, apr_time_t deadline, const char *err);
+} mcp_store_lender_t;
+
+struct mcp_store_t {
+    const mcp_store_lender_t *lender;
+    void                     *baton;           /* the lender's                                  */
+    apr_interval_time_t       patience;        /* connection faults are retried this long (0:
+                                                * one try)                                      */
+    apr_interval_time_t       statement_timeout; /* the longest one statement may take before
+                                                  * its connection is given up (0: no limit)    */
+    /* The last failure (valid after UNAVAILABLE or REFUSED). */
+    const char               *sqlstate;        /* NULL when libpq gave none                     */
+    const char               *error;           /* what was being done, and what went wrong      */
+};
+
+/* A handle with this lender and policy. */
+void mcp_store_init(mcp_store_t *db, const mcp_store_lender_t *lender, void *baton,
+                    apr_interval_time_t patience, apr_interval_time_t statement_timeout);
+
+/* Runs one statement with n text parameters ($1 ... $n) under the handle's policy; *res (may be
+ * NULL) gets the result, freed with p. OK, UNAVAILABLE or REFUSED. Exposed for the store's own
+ * tests and tools. */
+mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *what,
+                                  const char *sql, int n, const char *const *params,
+                                  PGresult **res);
 
 typedef struct mcp_store_session_t {
     const char *id;
@@ -39,17 +95,17 @@ typedef struct mcp_store_session_t {
  * records the activity. A terminated session, one idle for more than idle_secs (0: no limit;
  * mcp_store_session_expire then marks it), or one of another principal, is NOT_FOUND: a
  * session id is never a capability on its own. On OK, *out is allocated in p. */
-mcp_store_status_t mcp_store_session_touch(const mcp_store_t *db, apr_pool_t *p, const char *id,
+mcp_store_status_t mcp_store_session_touch(mcp_store_t *db, apr_pool_t *p, const char *id,
                                            const char *principal, int idle_secs,
-                                           mcp_store_session_t **out, const char **err);
+                                           mcp_store_session_t **out);
 
 /* Marks the session terminated by 'expired' when it is live, of backend_url, and idle for more
  * than idle_secs (> 0): OK, with *backend_session_id (NULL for a stateless backend) for the DELETE the backend
  * is owed; NOT_FOUND when it is not such a session (unknown, terminated, or not idle). Exactly
  * once: of several callers at the same time, one gets OK. */
-mcp_store_status_t mcp_store_session_expire(const mcp_store_t *db, apr_pool_t *p, const char *id,
+mcp_store_status_t mcp_store_session_expire(mcp_store_t *db, apr_pool_t *p, const char *id,
                                             const char *backend_url, int idle_secs,
-                                            const char **backend_session_id, const char **err);
+                                            const char **backend_session_id);
 
 /* Called for each session mcp_store_sessions_expire_idle expired (its strings live in p). */
 typedef void mcp_store_expired_fn(void *baton, const char *id, const char *backend_url,
@@ -58,23 +114,22 @@ typedef void mcp_store_expired_fn(void *baton, const char *id, const char *backe
 /* Marks at most limit live sessions idle for longer than their own MCPSessionIdleTimeout (as
  * stored when they began) terminated by 'expired', calling fn for each (the caller tells their
  * backends). Exactly once per session, across processes and hosts. *expired gets how many. */
-mcp_store_status_t mcp_store_sessions_expire_idle(const mcp_store_t *db, apr_pool_t *p, int limit,
+mcp_store_status_t mcp_store_sessions_expire_idle(mcp_store_t *db, apr_pool_t *p, int limit,
                                                   mcp_store_expired_fn *fn, void *baton,
-                                                  long *expired, const char **err);
+                                                  long *expired);
 
 /* Ends every open stream of the session (it was terminated): request streams become 'failed'
  * with a stored JSON-RPC error (-32001, message) for each request id that has no stored answer,
  * standalone streams 'closed'. The status change wakes their owners and followers (NOTIFY).
  * *ended gets how many streams this call ended. */
-mcp_store_status_t mcp_store_session_streams_end(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_session_streams_end(mcp_store_t *db, apr_pool_t *p,
                                                  const char *session_id, const char *message,
-                                                 long *ended, const char **err);
+                                                 long *ended);
 
 /* Marks a live session terminated (by: "client", "expired" or "backend"). NOT_FOUND when it was
  * not live (already terminated, unknown, or another principal's). */
-mcp_store_status_t mcp_store_session_terminate(const mcp_store_t *db, apr_pool_t *p, const char *id,
-                                               const char *principal, const char *by,
-                                               const char **err);
+mcp_store_status_t mcp_store_session_terminate(mcp_store_t *db, apr_pool_t *p, const char *id,
+                                               const char *principal, const char *by);
 
 /* ---- streams and events ------------------------------------------------------------------ */
 
@@ -82,36 +137,37 @@ mcp_store_status_t mcp_store_session_terminate(const mcp_store_t *db, apr_pool_t
 #define MCP_STORE_SEQ_REQUEST  0
 #define MCP_STORE_SEQ_PRIMING  1
 
-/* The owner is still at work: extends the stream's lease and the session's activity. NOT_FOUND
- * when the stream is no longer open (someone finished it after its lease ran out). */
-mcp_store_status_t mcp_store_stream_renew(const mcp_store_t *db, apr_pool_t *p,
-                                          apr_int64_t stream_id, const char *session_id,
-                                          int lease_secs, const char **err);
+/* Renews the leases of n streams at once (the per-process lease keeper): ids[i] for secs[i]
+ * seconds, recording the activity of sessions[i]. *alive (apr_int64_t, in p) gets the ids that
+ * were still open; the others were finished by someone else. */
+mcp_store_status_t mcp_store_streams_renew(mcp_store_t *db, apr_pool_t *p, int n,
+                                           const apr_int64_t *ids, const char *const *sessions,
+                                           const int *secs, apr_array_header_t **alive);
 
 /* Stores a stream's last messages (a JSON array's text, may be "[]") and ends it with status, in
  * one statement and so one transaction: followers elsewhere get one wake-up for both. */
-mcp_store_status_t mcp_store_events_append_finish(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p,
                                                   const mcp_store_session_t *session,
                                                   apr_int64_t stream_id, apr_int64_t first_seq,
-                                                  const char *messages, const char *status,
-                                                  const char **err);
+                                                  const char *messages, const char *status);
 
 /* Stores messages (a JSON array's text holding n of them) in one statement. With stream_id > 0
- * they take seq first_seq, first_seq+1, ... on that stream; with stream_id 0 they belong to no
- * stream (inbound notifications and responses). direction: "in" or "out". */
-mcp_store_status_t mcp_store_events_append(const mcp_store_t *db, apr_pool_t *p,
+ * they take seq first_seq, first_seq+1, ... on that stream (NOT_FOUND, nothing stored, when the
+ * stream is no longer open: another process finished it); with stream_id 0 they belong to no
+ * stream (inbound notifications and responses). direction: "in" or "out". A retry of a
+ * statement whose outcome was unknown stores nothing twice on a stream. */
+mcp_store_status_t mcp_store_events_append(mcp_store_t *db, apr_pool_t *p,
                                            const mcp_store_session_t *session,
                                            apr_int64_t stream_id, apr_int64_t first_seq,
-                                           const char *direction, const char *messages,
-                                           const char **err);
+                                           const char *direction, const char *messages);
 
 /* Finishes open streams whose lease ran out (their owner died): stream_id, or every such stream
  * when stream_id is 0. Each unanswered request on them gets a stored JSON-RPC error response with
  * message, so every client gets an answer. Exactly once: of several processes or hosts trying
  * at the same time, one finishes each stream. *finished gets how many this call finished. */
-mcp_store_status_t mcp_store_streams_expire(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_streams_expire(mcp_store_t *db, apr_pool_t *p,
                                             apr_int64_t stream_id, const char *message,
-                                            long *finished, const char **err);
+                                            long *finished);
 
 typedef struct mcp_store_stream_t {
     apr_int64_t id;
@@ -123,9 +179,8 @@ typedef struct mcp_store_stream_t {
 } mcp_store_stream_t;
 
 /* The stream's current state (for a follower deciding whether to wait for more). */
-mcp_store_status_t mcp_store_stream_get(const mcp_store_t *db, apr_pool_t *p,
-                                        apr_int64_t stream_id, mcp_store_stream_t *out,
-                                        const char **err);
+mcp_store_status_t mcp_store_stream_get(mcp_store_t *db, apr_pool_t *p,
+                                        apr_int64_t stream_id, mcp_store_stream_t *out);
 
 /* Called for each stored outbound event in order; message is NULL for a priming row. Non-zero
  * stops the iteration. */
@@ -162,20 +217,19 @@ typedef struct mcp_store_limits_t {
  * half-written. When max_live live sessions (not terminated, active within idle_secs; 0: no idle
  * limit) exist already, or max_per_holder of them are holder's, nothing is stored and the answer
  * is LIMIT (*refused says which). The session row records holder. */
-mcp_store_status_t mcp_store_session_insert_admitted(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_session_insert_admitted(mcp_store_t *db, apr_pool_t *p,
                                                      const mcp_store_session_t *session,
                                                      const char *holder, const char *init_request,
                                                      const char *init_response, int max_live,
                                                      int max_per_holder, int idle_secs,
-                                                     mcp_store_refusal_t *refused,
-                                                     const char **err);
+                                                     mcp_store_refusal_t *refused);
 
 /* The same two counts without storing anything (a cheap early refusal, before the backend is
  * asked for a session; not atomic: the insert decides). OK or LIMIT with *refused. */
-mcp_store_status_t mcp_store_session_admissible(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
                                                 const char *holder, int max_live,
                                                 int max_per_holder, int idle_secs,
-                                                mcp_store_refusal_t *refused, const char **err);
+                                                mcp_store_refusal_t *refused);
 
 /* Record, then dispatch: in one statement, checks that session->id is live, belongs to
  * session->principal and session->backend_url and was active within idle_secs (0: no limit), records
@@ -187,48 +241,47 @@ mcp_store_status_t mcp_store_session_admissible(const mcp_store_t *db, apr_pool_
  * which) when the session or the holder holds its maximum of streams. Nothing is stored but the
  * activity unless OK. */
 mcp_store_status_t mcp_store_stream_open_request_admitted(
-    const mcp_store_t *db, apr_pool_t *p, mcp_store_session_t *session, int idle_secs,
+    mcp_store_t *db, apr_pool_t *p, mcp_store_session_t *session, int idle_secs,
     const char *request_id, const char *method, const char *inbound, const char *owner,
     int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
-    mcp_store_refusal_t *refused, const char **err);
+    mcp_store_refusal_t *refused);
 
 /* Opens the session's standalone GET stream with its priming row (seq 0), held by
  * limits->holder; CONFLICT when the session has an open one whose lease has not run out (a stale
  * one is closed first); LIMIT (*refused) when the session or the holder holds its maximum. */
 mcp_store_status_t mcp_store_stream_open_standalone_admitted(
-    const mcp_store_t *db, apr_pool_t *p, const mcp_store_session_t *session, const char *owner,
+    mcp_store_t *db, apr_pool_t *p, const mcp_store_session_t *session, const char *owner,
     int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
-    mcp_store_refusal_t *refused, const char **err);
+    mcp_store_refusal_t *refused);
 
 /* The stream that event (stream_id, seq) belongs to, if that event exists and the stream is the
  * session's; NOT_FOUND otherwise (another session's stream is never found). When that stream is
  * open, registers a follower of it (owned by owner, leased for lease_secs; *follower_id, else 0)
  * in the same statement; LIMIT (*refused) when the session, the holder or the stream holds its
  * maximum (nothing registered; *out is filled). */
-mcp_store_status_t mcp_store_stream_follow(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_stream_follow(mcp_store_t *db, apr_pool_t *p,
                                            const char *session_id, apr_int64_t stream_id,
                                            apr_int64_t seq, const char *owner, int lease_secs,
                                            const mcp_store_limits_t *limits,
                                            mcp_store_stream_t *out, apr_int64_t *follower_id,
-                                           mcp_store_refusal_t *refused, const char **err);
+                                           mcp_store_refusal_t *refused);
 
 /* The follower is still there: extends its lease. */
-mcp_store_status_t mcp_store_follower_renew(const mcp_store_t *db, apr_pool_t *p,
-                                            apr_int64_t follower_id, int lease_secs,
-                                            const char **err);
+mcp_store_status_t mcp_store_follower_renew(mcp_store_t *db, apr_pool_t *p,
+                                            apr_int64_t follower_id, int lease_secs);
 
 /* The follower ended: it no longer counts. */
-mcp_store_status_t mcp_store_follower_release(const mcp_store_t *db, apr_pool_t *p,
-                                              apr_int64_t follower_id, const char **err);
+mcp_store_status_t mcp_store_follower_release(mcp_store_t *db, apr_pool_t *p,
+                                              apr_int64_t follower_id);
 
 /* The stream's outbound events with seq > after_seq, in order, at most max_rows of them, and
  * bounded by bytes as well: a read stops after the row that brings the messages' total to
  * max_bytes (so one row is always read). *n gets how many were delivered; *more is set when
  * the read stopped at a bound (more rows may follow). */
-mcp_store_status_t mcp_store_events_after_bounded(const mcp_store_t *db, apr_pool_t *p,
+mcp_store_status_t mcp_store_events_after_bounded(mcp_store_t *db, apr_pool_t *p,
                                                   apr_int64_t stream_id, apr_int64_t after_seq,
                                                   int max_rows, apr_off_t max_bytes,
                                                   mcp_store_event_fn *fn, void *baton, int *n,
-                                                  int *more, const char **err);
+                                                  int *more);
 
 #endif

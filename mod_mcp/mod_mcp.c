@@ -20,6 +20,7 @@
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_handler.h"
+#include "mod_mcp_lease.h"
 #include "mod_mcp_request.h"
 
 /* Idle backend connections kept per child for reuse. */
@@ -62,20 +63,16 @@ static void note_expired(void *baton, const char *id, const char *backend_url,
 static void sweep_sessions(server_rec *s, apr_pool_t *pool)
 {
     apr_array_header_t *expired = apr_array_make(pool, SWEEP_SESSIONS, sizeof(expired_t));
+    /* One try: the sweep comes again. An outage is logged by the gate, not here. */
+    mcp_store_t *db = mcp_db_server(pool, s, 0);
     const char *err = NULL;
-    mcp_store_t store;
     long n = 0;
-    ap_dbd_t *dbd;
     int i;
 
-    if (!(dbd = mcp_dbd_open_server(pool, s, &store))) {
-        return;
+    if (mcp_store_sessions_expire_idle(db, pool, SWEEP_SESSIONS, note_expired, expired, &n)
+        == MCP_STORE_REFUSED) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "sweep: %s", db->error);
     }
-    if (mcp_store_sessions_expire_idle(&store, pool, SWEEP_SESSIONS, note_expired, expired, &n,
-                                       &err) != MCP_STORE_OK) {
-        ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "sweep: %s", err);
-    }
-    mcp_dbd_close_server(s, dbd);
     for (i = 0; i < expired->nelts; i++) {
         expired_t *e = &APR_ARRAY_IDX(expired, i, expired_t);
         mcp_backend_target_t target;
@@ -105,23 +102,23 @@ static void sweep_sessions(server_rec *s, apr_pool_t *pool)
 static apr_status_t sweep(int state, void *data, apr_pool_t *pool)
 {
     server_rec *s = data;
-    const char *err = NULL;
-    mcp_store_t store;
+    mcp_store_t *db;
     long finished = 0;
-    ap_dbd_t *dbd;
+    mcp_store_status_t st;
 
-    if (state != AP_WATCHDOG_STATE_RUNNING || !(dbd = mcp_dbd_open_server(pool, s, &store))) {
+    if (state != AP_WATCHDOG_STATE_RUNNING) {
         return APR_SUCCESS;
     }
-    if (mcp_store_streams_expire(&store, pool, 0, MCP_OWNER_GONE_MESSAGE, &finished, &err)
-        != MCP_STORE_OK) {
-        ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "sweep: %s", err);
+    /* One try: the sweep comes again. An outage is logged by the gate, not here. */
+    db = mcp_db_server(pool, s, 0);
+    st = mcp_store_streams_expire(db, pool, 0, MCP_OWNER_GONE_MESSAGE, &finished);
+    if (st == MCP_STORE_REFUSED) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "sweep: %s", db->error);
     }
     else if (finished > 0) {
         ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s, "sweep: finished %ld stream(s) whose owner "
                      "stopped renewing its lease", finished);
     }
-    mcp_dbd_close_server(s, dbd);
     sweep_sessions(s, pool);
     return APR_SUCCESS;
 }
@@ -180,20 +177,12 @@ static int listener_params(void *baton, apr_pool_t *p, const char *const **keywo
     listener_conf_t *lc = baton;
 
     if (!lc->keywords) {
-        mcp_store_t store;
-        ap_dbd_t *dbd = mcp_dbd_open_server(p, lc->s, &store);
         const char *const *k, *const *v;
         int n;
 
-        if (!dbd) {
+        if (mcp_db_conn_params(p, lc->s, &k, &v) != 0) {
             return -1;
         }
-        if (mcp_listener_params_from_conn(p, apr_dbd_native_handle(dbd->driver, dbd->handle), &k,
-                                          &v) != 0) {
-            mcp_dbd_close_server(lc->s, dbd);
-            return -1;
-        }
-        mcp_dbd_close_server(lc->s, dbd);
         for (n = 0; k[n]; n++) {
         }
         lc->values = copy_strings(lc->pool, v, n);
@@ -228,7 +217,7 @@ static int mcp_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptem
         return HTTP_INTERNAL_SERVER_ERROR;
     }
     apr_pool_cleanup_register(pconf, NULL, backend_global_cleanup, apr_pool_cleanup_null);
-    if (!mcp_dbd_init()) {
+    if (!mcp_dbd_init(s)) {
         ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s,
                      "mod_dbd is not loaded: every MCP request will fail until it is "
                      "(LoadModule dbd_module, DBDriver pgsql, DBDParams ...)");
@@ -251,6 +240,8 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
         apr_cpystrn(host, "localhost", sizeof(host));
     }
     mcp_child.owner = apr_psprintf(pchild, "%s:%" APR_PID_T_FMT, host, getpid());
+    mcp_dbd_child_init(pchild, s);
+    mcp_child.leases = mcp_lease_keeper_start(pchild, s);
     listener = apr_pcalloc(pchild, sizeof(*listener));
     listener->s = s;
     listener->pool = pchild;

@@ -107,6 +107,7 @@ void *mcp_config_create_server(apr_pool_t *p, server_rec *s)
 
     (void)s;
     conf->sweep_interval = UNSET;
+    conf->database_timeout = UNSET;
     return conf;
 }
 
@@ -116,6 +117,7 @@ void *mcp_config_merge_server(apr_pool_t *p, void *basev, void *addv)
     mcp_server_conf_t *merged = apr_pcalloc(p, sizeof(*merged));
 
     MERGE(sweep_interval, UNSET);
+    MERGE(database_timeout, UNSET);
     return merged;
 }
 
@@ -124,6 +126,14 @@ apr_interval_time_t mcp_config_sweep_interval(server_rec *s)
     const mcp_server_conf_t *conf = ap_get_module_config(s->module_config, &mcp_module);
 
     return conf->sweep_interval == UNSET ? MCP_DEFAULT_SWEEP_INTERVAL : conf->sweep_interval;
+}
+
+apr_interval_time_t mcp_config_database_timeout(server_rec *s)
+{
+    const mcp_server_conf_t *conf = ap_get_module_config(s->module_config, &mcp_module);
+
+    return conf->database_timeout == UNSET || conf->database_timeout <= 0
+           ? MCP_DEFAULT_DATABASE_TIMEOUT : conf->database_timeout;
 }
 
 /* ---- directive handlers ------------------------------------------------------------------ */
@@ -270,6 +280,19 @@ static const char *set_sweep_interval(cmd_parms *cmd, void *dconf, const char *a
     return err ? err : parse_duration(cmd, arg, &conf->sweep_interval);
 }
 
+static const char *set_database_timeout(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    mcp_server_conf_t *conf = ap_get_module_config(cmd->server->module_config, &mcp_module);
+    const char *err = ap_check_cmd_context(cmd, NOT_IN_DIR_CONTEXT);
+
+    (void)dconf;
+    if (!err && !(err = parse_duration(cmd, arg, &conf->database_timeout))
+        && conf->database_timeout < apr_time_from_msec(100)) {
+        err = apr_pstrcat(cmd->pool, cmd->cmd->name, ": must be at least 100ms", NULL);
+    }
+    return err;
+}
+
 #define AT(field) ((void *)APR_OFFSETOF(mcp_dir_conf_t, field))
 #define CONTEXT (RSRC_CONF | ACCESS_CONF)
 
@@ -334,5 +357,8 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_TAKE1("MCPSweepInterval", set_sweep_interval, NULL, RSRC_CONF,
                   "How often one process per host finishes streams whose owner died "
                   "(default 30s; 0: never)"),
+    AP_INIT_TAKE1("MCPDatabaseTimeout", set_database_timeout, NULL, RSRC_CONF,
+                  "Longest a request waits for PostgreSQL (one statement, or an outage) before "
+                  "it gets 503 (default 10s)"),
     { NULL }
 };

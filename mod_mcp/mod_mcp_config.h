@@ -54,10 +54,12 @@ typedef struct mcp_dir_conf_t {
 } mcp_dir_conf_t;
 
 #define MCP_DEFAULT_SWEEP_INTERVAL          apr_time_from_sec(30)
+#define MCP_DEFAULT_DATABASE_TIMEOUT        apr_time_from_sec(10)
 
 /* Per-server settings (the background work of each process). */
 typedef struct mcp_server_conf_t {
     apr_interval_time_t sweep_interval;   /* 0: no sweep                                  */
+    apr_interval_time_t database_timeout; /* waiting for the database, and one statement   */
 } mcp_server_conf_t;
 
 extern const command_rec mcp_config_cmds[];
@@ -65,6 +67,7 @@ extern const command_rec mcp_config_cmds[];
 void *mcp_config_create_server(apr_pool_t *p, server_rec *s);
 void *mcp_config_merge_server(apr_pool_t *p, void *base, void *add);
 apr_interval_time_t mcp_config_sweep_interval(server_rec *s);
+apr_interval_time_t mcp_config_database_timeout(server_rec *s);
 
 void *mcp_config_create_dir(apr_pool_t *p, char *dir);
 void *mcp_config_merge_dir(apr_pool_t *p, void *base, void *add);

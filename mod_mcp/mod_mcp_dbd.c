@@ -1,41 +1,198 @@
 /* mod_mcp_dbd — see mod_mcp_dbd.h. */
 #include <apr_optional.h>
+#include <apr_strings.h>
+#include <apr_thread_cond.h>
+#include <apr_thread_mutex.h>
 #include <httpd.h>
 #include <http_log.h>
+#include <http_protocol.h>
+#include <apr_dbd.h>
+#include <mod_dbd.h>
 
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include <libpq-fe.h>
-
+#include "mcp_jsonrpc.h"
+#include "mcp_listener.h"
+#include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
 
 APLOG_USE_MODULE(mcp);
 
+/* How often the gate pings a database that is away. */
+#define PING_INTERVAL apr_time_from_msec(100)
+
 static APR_OPTIONAL_FN_TYPE(ap_dbd_open) *dbd_open_fn;
 static APR_OPTIONAL_FN_TYPE(ap_dbd_close) *dbd_close_fn;
 
-int mcp_dbd_init(void)
+int mcp_dbd_init(server_rec *s)
 {
     dbd_open_fn = APR_RETRIEVE_OPTIONAL_FN(ap_dbd_open);
     dbd_close_fn = APR_RETRIEVE_OPTIONAL_FN(ap_dbd_close);
+    /* libpq's connect_timeout for every connection that does not set one (DBDParams may):
+     * a database that accepts connections but never answers (stopped, wedged) must not hold
+     * a connection attempt for ever. The children inherit the environment. */
+    if (!getenv("PGCONNECT_TIMEOUT")) {
+        apr_time_t secs = apr_time_sec(mcp_config_database_timeout(s) + APR_USEC_PER_SEC - 1);
+        setenv("PGCONNECT_TIMEOUT", apr_psprintf(s->process->pool, "%d",
+                                                 (int)(secs < 2 ? 2 : secs)), 0);
+    }
     return dbd_open_fn && dbd_close_fn;
 }
+
+/* ---- the gate: one child's view of whether the database is there ------------------------- */
+
+static struct {
+    apr_thread_mutex_t *lock;
+    apr_thread_cond_t  *changed;
+    server_rec         *s;
+    apr_pool_t         *pool;         /* pchild: the cloned connection parameters           */
+    apr_time_t          down_since;   /* 0: up                                              */
+    apr_time_t          next_ping;
+    int                 probing;      /* a thread is pinging                                */
+    int                 logged;       /* the outage was logged (a ping failed)              */
+    const char *const  *keywords;     /* connection parameters, NULL until cloned           */
+    const char *const  *values;
+} gate;
+
+void mcp_dbd_child_init(apr_pool_t *pchild, server_rec *s)
+{
+    gate.s = s;
+    gate.pool = pchild;
+    if (apr_thread_mutex_create(&gate.lock, APR_THREAD_MUTEX_DEFAULT, pchild) != APR_SUCCESS
+        || apr_thread_cond_create(&gate.changed, pchild) != APR_SUCCESS) {
+        gate.lock = NULL;
+        ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "cannot create the database gate; requests "
+                     "retry the database on their own during an outage");
+    }
+}
+
+static int gate_is_down(void)
+{
+    int down;
+
+    if (!gate.lock) {
+        return 0;
+    }
+    apr_thread_mutex_lock(gate.lock);
+    down = gate.down_since != 0;
+    apr_thread_mutex_unlock(gate.lock);
+    return down;
+}
+
+/* One ping with the cloned parameters and a short connect timeout; non-zero: it answered. */
+static int ping(void)
+{
+    const char **k, **v;
+    int n, i;
+
+    if (!gate.keywords) {
+        /* Nothing to ping with (no connection was ever made): the next borrow tries mod_dbd. */
+        apr_sleep(PING_INTERVAL);
+        return 1;
+    }
+    for (n = 0; gate.keywords[n]; n++) {
+    }
+    k = malloc(sizeof(*k) * (n + 2));
+    v = malloc(sizeof(*v) * (n + 2));
+    if (!k || !v) {
+        free(k);
+        free(v);
+        return 1;
+    }
+    for (i = 0; i < n; i++) {
+        k[i] = gate.keywords[i];
+        v[i] = gate.values[i];
+    }
+    k[n] = "connect_timeout";   /* the later value wins */
+    v[n] = "1";
+    k[n + 1] = v[n + 1] = NULL;
+    i = PQpingParams(k, v, 0) == PQPING_OK;
+    free(k);
+    free(v);
+    return i;
+}
+
+/* Called with the lock held: one thread pings, the others wait for its verdict. */
+static void gate_probe(void)
+{
+    apr_time_t now = apr_time_now();
+    int up;
+
+    gate.probing = 1;
+    apr_thread_mutex_unlock(gate.lock);
+    up = ping();
+    apr_thread_mutex_lock(gate.lock);
+    gate.probing = 0;
+    gate.next_ping = apr_time_now() + PING_INTERVAL;
+    if (up) {
+        if (gate.logged) {
+            ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, gate.s, "the database answers again after "
+                         "%.1f s; requests go on", (double)(now - gate.down_since) / 1e6);
+        }
+        gate.down_since = 0;
+        gate.logged = 0;
+        apr_thread_cond_broadcast(gate.changed);
+    }
+}
+
+/* The lender's wait: the database failed; wait (with every other thread of this child) until
+ * a ping says it is back, or until the deadline. */
+static int gate_wait(mcp_store_t *db, apr_time_t deadline, const char *err)
+{
+    apr_time_t now = apr_time_now();
+    int up;
+
+    (void)db;
+    if (!gate.lock) {
+        apr_sleep(deadline - now < PING_INTERVAL ? (deadline > now ? deadline - now : 0)
+                                                 : PING_INTERVAL);
+        return 0;
+    }
+    apr_thread_mutex_lock(gate.lock);
+    if (!gate.down_since) {
+        gate.down_since = now;
+        gate.next_ping = now;
+    }
+    while (gate.down_since && (now = apr_time_now()) < deadline) {
+        if (!gate.probing && now >= gate.next_ping) {
+            gate_probe();
+            if (gate.down_since && !gate.logged) {
+                /* A failed ping: a real outage, not one broken connection. */
+                gate.logged = 1;
+                ap_log_error(APLOG_MARK, APLOG_WARNING, 0, gate.s, "the database is unreachable "
+                             "(%.*s); requests wait for it up to MCPDatabaseTimeout (%"
+                             APR_TIME_T_FMT " ms)", (int)strcspn(err, "\n"), err,
+                             apr_time_as_msec(mcp_config_database_timeout(gate.s)));
+            }
+            continue;
+        }
+        apr_thread_cond_timedwait(gate.changed, gate.lock,
+                                  deadline - now < PING_INTERVAL ? deadline - now : PING_INTERVAL);
+    }
+    up = gate.down_since == 0;
+    apr_thread_mutex_unlock(gate.lock);
+    return up ? 0 : 1;
+}
+
+/* ---- borrowing from mod_dbd ---------------------------------------------------------------- */
+
+typedef struct lender_t {
+    server_rec *s;
+    apr_pool_t *pool;
+    ap_dbd_t   *dbd;    /* while borrowed */
+} lender_t;
 
 /* A pooled connection whose server went away (a PostgreSQL restart) still looks fine to libpq
  * until it is used, so its first statement would fail. Such a connection has the server's
  * goodbye (or EOF) waiting on its socket: read it without blocking and, if the connection turns
  * out broken, reconnect before anyone uses it. No round trip for a healthy one. */
-static void revive_if_broken(server_rec *s, ap_dbd_t *dbd)
+static void revive_if_broken(PGconn *conn)
 {
-    PGconn *conn;
     struct pollfd pfd;
     int i;
 
-    if (strcmp(apr_dbd_name(dbd->driver), "pgsql") != 0
-        || !(conn = apr_dbd_native_handle(dbd->driver, dbd->handle))) {
-        return;
-    }
     pfd.fd = PQsocket(conn);
     pfd.events = POLLIN;
     /* The goodbye message first, then the end of the stream: a few reads at most. */
@@ -46,47 +203,138 @@ static void revive_if_broken(server_rec *s, ap_dbd_t *dbd)
         }
     }
     if (PQstatus(conn) == CONNECTION_BAD) {
-        ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "a pooled database connection was broken "
-                     "(server restart?); reconnecting it");
         PQreset(conn);
     }
 }
 
-ap_dbd_t *mcp_dbd_open_server(apr_pool_t *p, server_rec *s, mcp_store_t *store)
+/* Clones the connection parameters from a pooled connection, once per child. */
+static void remember_params(PGconn *conn)
 {
-    ap_dbd_t *dbd;
+    const char *const *k, *const *v;
+    apr_pool_t *p;
+
+    if (gate.keywords || !gate.lock) {
+        return;
+    }
+    apr_thread_mutex_lock(gate.lock);
+    if (!gate.keywords && apr_pool_create(&p, gate.pool) == APR_SUCCESS) {
+        if (mcp_listener_params_from_conn(p, conn, &k, &v) == 0) {
+            gate.values = v;
+            gate.keywords = k;
+        }
+    }
+    apr_thread_mutex_unlock(gate.lock);
+}
+
+static PGconn *borrow(mcp_store_t *db, const char **err)
+{
+    lender_t *l = db->baton;
+    PGconn *conn;
 
     if (!dbd_open_fn) {
-        ap_log_error(APLOG_MARK, APLOG_ERR, 0, s,
-                     "mod_dbd is not loaded: mod_mcp keeps its sessions in a database "
-                     "(LoadModule dbd_module, DBDriver pgsql, DBDParams ...)");
+        *err = "mod_dbd is not loaded: mod_mcp keeps its sessions in a database "
+               "(LoadModule dbd_module, DBDriver pgsql, DBDParams ...)";
         return NULL;
     }
-    if (!(dbd = dbd_open_fn(p, s))) {
-        ap_log_error(APLOG_MARK, APLOG_ERR, 0, s,
-                     "no database connection available from mod_dbd (check DBDParams and "
-                     "that PostgreSQL is up)");
+    if (gate_is_down()) {
+        *err = "the database is unreachable";
         return NULL;
     }
-    revive_if_broken(s, dbd);
-    store->driver = dbd->driver;
-    store->handle = dbd->handle;
-    return dbd;
+    if (!(l->dbd = dbd_open_fn(l->pool, l->s))) {
+        *err = "no database connection available from mod_dbd (check DBDParams and that "
+               "PostgreSQL is up)";
+        return NULL;
+    }
+    if (strcmp(apr_dbd_name(l->dbd->driver), "pgsql") != 0
+        || !(conn = apr_dbd_native_handle(l->dbd->driver, l->dbd->handle))) {
+        dbd_close_fn(l->s, l->dbd);
+        l->dbd = NULL;
+        *err = "DBDriver is not pgsql: mod_mcp needs PostgreSQL";
+        return NULL;
+    }
+    revive_if_broken(conn);
+    remember_params(conn);
+    return conn;
 }
 
-void mcp_dbd_close_server(server_rec *s, ap_dbd_t *dbd)
+static void give_back(mcp_store_t *db, PGconn *conn, int broken)
 {
-    if (dbd) {
-        dbd_close_fn(s, dbd);
+    lender_t *l = db->baton;
+
+    /* A broken connection goes back as it is: mod_dbd resets it (PQreset) when it is next
+     * taken, which the gate delays until the database answers pings again. */
+    (void)conn;
+    (void)broken;
+    if (l->dbd) {
+        dbd_close_fn(l->s, l->dbd);
+        l->dbd = NULL;
     }
 }
 
-ap_dbd_t *mcp_dbd_open(request_rec *r, mcp_store_t *store)
+static const mcp_store_lender_t dbd_lender = { borrow, give_back, gate_wait };
+
+mcp_store_t *mcp_db_server(apr_pool_t *p, server_rec *s, apr_interval_time_t patience)
 {
-    return mcp_dbd_open_server(r->pool, r->server, store);
+    mcp_store_t *db = apr_palloc(p, sizeof(*db));
+    lender_t *l = apr_pcalloc(p, sizeof(*l));
+
+    l->s = s;
+    l->pool = p;
+    mcp_store_init(db, &dbd_lender, l, patience, mcp_config_database_timeout(s));
+    return db;
 }
 
-void mcp_dbd_close(request_rec *r, ap_dbd_t *dbd)
+mcp_store_t *mcp_db_request(request_rec *r, apr_interval_time_t patience)
 {
-    mcp_dbd_close_server(r->server, dbd);
+    return mcp_db_server(r->pool, r->server, patience);
+}
+
+int mcp_db_conn_params(apr_pool_t *p, server_rec *s, const char *const **keywords,
+                       const char *const **values)
+{
+    if (!gate.keywords) {
+        /* One statement's worth of borrowing clones them. */
+        mcp_store_t *db = mcp_db_server(p, s, 0);
+        const char *err;
+        PGconn *conn = borrow(db, &err);
+
+        if (conn) {
+            give_back(db, conn, 0);
+        }
+    }
+    if (!gate.keywords) {
+        return -1;
+    }
+    *keywords = gate.keywords;
+    *values = gate.values;
+    return 0;
+}
+
+/* ---- what the client is told ---------------------------------------------------------------- */
+
+void mcp_db_answer(request_rec *r, const mcp_store_t *db, mcp_store_status_t st, int *http,
+                   int *code, const char **message)
+{
+    const char *sqlstate = db->sqlstate;
+
+    if (st == MCP_STORE_UNAVAILABLE) {
+        *http = HTTP_SERVICE_UNAVAILABLE;
+        *code = MCP_JSONRPC_UNAVAILABLE;
+        *message = "Service Unavailable: the session store is unavailable; try again shortly";
+        ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "%s", db->error);
+        return;
+    }
+    if (sqlstate && strncmp(sqlstate, "22", 2) == 0) {
+        *http = HTTP_BAD_REQUEST;
+        *code = MCP_JSONRPC_INVALID_REQUEST;
+        *message = apr_psprintf(r->pool, "Bad Request: the message holds data the session store "
+                                "cannot keep (SQLSTATE %s)", sqlstate);
+    }
+    else {
+        *http = HTTP_INTERNAL_SERVER_ERROR;
+        *code = MCP_JSONRPC_INTERNAL_ERROR;
+        *message = apr_psprintf(r->pool, "Internal Server Error: the session store refused the "
+                                "statement (SQLSTATE %s)", sqlstate ? sqlstate : "none");
+    }
+    ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "%s", db->error);
 }

@@ -237,20 +237,10 @@ static int check_version_header(mcp_req_t *q)
 /* Stores messages that belong to no stream (the audit of notifications and responses). */
 static int store_inbound(mcp_req_t *q, const char *messages)
 {
-    mcp_store_t store;
-    const char *err = NULL;
-    ap_dbd_t *dbd = mcp_dbd_open(q->r, &store);
-    mcp_store_status_t st = dbd ? mcp_store_events_append(&store, q->r->pool, q->session, 0, 0,
-                                                          "in", messages, &err)
-                                : MCP_STORE_ERROR;
+    mcp_store_status_t st = mcp_store_events_append(mcp_req_db(q), q->r->pool, q->session, 0, 0,
+                                                    "in", messages);
 
-    mcp_dbd_close(q->r, dbd);
-    if (st != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "storing inbound messages failed: %s",
-                      err ? err : "no database connection");
-        return mcp_req_store_unavailable(q);
-    }
-    return OK;
+    return st == MCP_STORE_OK ? OK : mcp_req_store_failed(q, st);
 }
 
 /* ---- short exchanges with the backend (no stream) ---------------------------------------- */
@@ -430,28 +420,20 @@ static int reply_messages(mcp_req_t *q, exchange_t *x, apr_array_header_t *messa
  * MCPMaxSessionsPerPrincipal of this user's (address's). The insert decides atomically. */
 static int check_session_limit(mcp_req_t *q)
 {
-    mcp_store_t store;
-    const char *err = NULL;
     mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
-    ap_dbd_t *dbd;
     mcp_store_status_t st;
 
     if (q->conf->max_sessions <= 0 && q->conf->max_principal_sessions <= 0) {
         return OK;
     }
-    if (!(dbd = mcp_dbd_open(q->r, &store))) {
-        return mcp_req_store_unavailable(q);
-    }
-    st = mcp_store_session_admissible(&store, q->r->pool, mcp_req_holder(q),
+    st = mcp_store_session_admissible(mcp_req_db(q), q->r->pool, mcp_req_holder(q),
                                       q->conf->max_sessions, q->conf->max_principal_sessions,
-                                      mcp_req_idle_secs(q), &refused, &err);
-    mcp_dbd_close(q->r, dbd);
+                                      mcp_req_idle_secs(q), &refused);
     if (st == MCP_STORE_LIMIT) {
         return mcp_req_refused(q, refused);
     }
     if (st != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "counting sessions failed: %s", err);
-        return mcp_req_store_unavailable(q);
+        return mcp_req_store_failed(q, st);
     }
     return OK;
 }
@@ -468,8 +450,6 @@ static int handle_initialize(mcp_req_t *q)
     mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
     mcp_store_status_t stored;
     mcp_backend_status_t st;
-    mcp_store_t store;
-    ap_dbd_t *dbd;
     exchange_t x;
     int is_sse = 0, rc;
 
@@ -538,23 +518,17 @@ static int handle_initialize(mcp_req_t *q)
     session.client_capabilities = params ? member_json(r, params, "capabilities") : NULL;
     session.server_info = member_json(r, result, "serverInfo");
 
-    if (!(dbd = mcp_dbd_open(r, &store))) {
-        abandon_backend_session(q, x.response.session_id);
-        return mcp_req_store_unavailable(q);
-    }
-    stored = mcp_store_session_insert_admitted(&store, r->pool, &session, mcp_req_holder(q),
-                                               request_text, response_text,
+    stored = mcp_store_session_insert_admitted(mcp_req_db(q), r->pool, &session,
+                                               mcp_req_holder(q), request_text, response_text,
                                                q->conf->max_sessions,
                                                q->conf->max_principal_sessions,
-                                               mcp_req_idle_secs(q), &refused, &err);
-    mcp_dbd_close(r, dbd);
+                                               mcp_req_idle_secs(q), &refused);
     if (stored != MCP_STORE_OK) {
         abandon_backend_session(q, x.response.session_id);
         if (stored == MCP_STORE_LIMIT) {
             return mcp_req_refused(q, refused);
         }
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "storing a new session failed: %s", err);
-        return mcp_req_store_unavailable(q);
+        return mcp_req_store_failed(q, stored);
     }
     mcp_req_set_session_tag(r, session.id);
     ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r,
@@ -665,10 +639,7 @@ static int handle_get(mcp_req_t *q)
 
 static int handle_delete(mcp_req_t *q)
 {
-    mcp_store_t store;
-    const char *err = NULL;
     mcp_store_status_t st;
-    ap_dbd_t *dbd;
     long ended = 0;
     int rc;
 
@@ -676,31 +647,23 @@ static int handle_delete(mcp_req_t *q)
         return rc;
     }
     /* Ours first, so no process accepts the session once the backend's is gone. */
-    if (!(dbd = mcp_dbd_open(q->r, &store))) {
-        return mcp_req_store_unavailable(q);
-    }
-    st = mcp_store_session_terminate(&store, q->r->pool, q->session->id, q->r->user, "client",
-                                     &err);
-    mcp_dbd_close(q->r, dbd);
+    st = mcp_store_session_terminate(mcp_req_db(q), q->r->pool, q->session->id, q->r->user,
+                                     "client");
     if (st == MCP_STORE_NOT_FOUND) {
         return mcp_req_session_not_found(q);
     }
-    if (st == MCP_STORE_ERROR) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "terminating a session failed: %s", err);
-        return mcp_req_store_unavailable(q);
+    if (st != MCP_STORE_OK) {
+        return mcp_req_store_failed(q, st);
     }
     /* Its open streams end now: their relays stop (they hear of it through NOTIFY) and
      * release their backend transfers; unanswered requests get a stored error. */
-    if ((dbd = mcp_dbd_open(q->r, &store))) {
-        st = mcp_store_session_streams_end(&store, q->r->pool, q->session->id,
-                                           "Session terminated: the client ended the session "
-                                           "(DELETE) before the response", &ended, &err);
-        mcp_dbd_close(q->r, dbd);
-    }
-    if (!dbd || st != MCP_STORE_OK) {
+    st = mcp_store_session_streams_end(mcp_req_db(q), q->r->pool, q->session->id,
+                                       "Session terminated: the client ended the session "
+                                       "(DELETE) before the response", &ended);
+    if (st != MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "ending the streams of session %s failed "
-                      "(their relays stop at their next lease renewal): %s",
-                      mcp_id_tag(q->r->pool, q->session->id), err ? err : "no database connection");
+                      "(their relays stop when their leases run out): %s",
+                      mcp_id_tag(q->r->pool, q->session->id), mcp_req_db(q)->error);
     }
     ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s terminated by the client (%ld open "
                   "stream(s) ended)", mcp_id_tag(q->r->pool, q->session->id), ended);

@@ -49,6 +49,7 @@ typedef struct relay_t {
     mcp_router_sub_t       *watch;         /* wake-ups for this stream (NULL: none to be had) */
     apr_time_t              last_watch;
     apr_pool_t             *watch_pool;    /* cleared at each look                            */
+    mcp_store_t            *watch_db;      /* one try per look                                */
     int                     ended_elsewhere;
 } relay_t;
 
@@ -221,22 +222,14 @@ static int ended_elsewhere(relay_t *rl)
     request_rec *r = rl->q->r;
     apr_time_t now = apr_time_now();
     mcp_store_stream_t state;
-    mcp_store_t store;
-    const char *err = NULL;
-    ap_dbd_t *dbd;
-    int rv;
 
     if (!rl->watch || now - rl->last_watch < WATCH_INTERVAL || !mcp_router_wait(rl->watch, 0)) {
         return rl->ended_elsewhere;
     }
     rl->last_watch = now;
     apr_pool_clear(rl->watch_pool);
-    if (!(dbd = mcp_dbd_open(r, &store))) {
-        return 0;
-    }
-    rv = mcp_store_stream_get(&store, rl->watch_pool, rl->st.id, &state, &err);
-    mcp_dbd_close(r, dbd);
-    if (rv == MCP_STORE_OK && strcmp(state.status, "open") != 0) {
+    if (mcp_store_stream_get(rl->watch_db, rl->watch_pool, rl->st.id, &state) == MCP_STORE_OK
+        && strcmp(state.status, "open") != 0) {
         ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "stream %" APR_INT64_T_FMT ": ended elsewhere "
                       "(%s: its session was terminated, or its lease taken over); relaying stops "
                       "and the backend's transfer is released", rl->st.id, state.status);
@@ -251,6 +244,8 @@ static void watch_start(relay_t *rl)
     rl->watch = mcp_router_subscribe(mcp_child.router, rl->st.id);
     rl->last_watch = apr_time_now();
     apr_pool_create(&rl->watch_pool, rl->q->r->pool);
+    /* One try: a wake-up comes again, and the lease keeper finds a lost stream anyway. */
+    rl->watch_db = mcp_db_request(rl->q->r, 0);
 }
 
 static void watch_stop(relay_t *rl)
@@ -274,7 +269,7 @@ static int on_backend_tick(void *baton)
     if (mcp_stream_should_hand_over(&rl->st)) {
         mcp_stream_end_early(&rl->st);
     }
-    return mcp_stream_tick(&rl->st, 1) || (rl->standalone && rl->st.client_gone);
+    return mcp_stream_tick(&rl->st) || (rl->standalone && rl->st.client_gone);
 }
 
 static mcp_backend_status_t forward(relay_t *rl, const char *method, apr_interval_time_t timeout,
@@ -524,8 +519,6 @@ int mcp_relay_requests(mcp_req_t *q)
     mcp_store_limits_t limits;
     mcp_store_status_t stored;
     apr_int64_t stream_id = 0;
-    mcp_store_t store;
-    ap_dbd_t *dbd;
     relay_t rl;
     int http, code, answered_by_backend, rc;
 
@@ -546,15 +539,11 @@ int mcp_relay_requests(mcp_req_t *q)
     }
 
     /* Record, then dispatch. */
-    if (!(dbd = mcp_dbd_open(r, &store))) {
-        return mcp_req_store_unavailable(q);
-    }
     mcp_req_stream_limits(q, &limits);
-    stored = mcp_store_stream_open_request_admitted(&store, r->pool, q->session,
+    stored = mcp_store_stream_open_request_admitted(mcp_req_db(q), r->pool, q->session,
                                                     mcp_req_idle_secs(q), ids, method, q->raw,
                                                     mcp_child.owner, mcp_req_lease_secs(q),
-                                                    &limits, &stream_id, &refused, &err);
-    mcp_dbd_close(r, dbd);
+                                                    &limits, &stream_id, &refused);
     if (stored == MCP_STORE_LIMIT) {
         return mcp_req_refused(q, refused);
     }
@@ -565,13 +554,13 @@ int mcp_relay_requests(mcp_req_t *q)
         return (rc = mcp_req_load_session(q)) != OK ? rc : mcp_req_session_not_found(q);
     }
     if (stored != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "recording a request failed: %s", err);
-        return mcp_req_store_unavailable(q);
+        return mcp_req_store_failed(q, stored);
     }
     if (!(q->rev = mcp_protocol_served(q->session->protocol_version))) {
         return mcp_req_session_not_found(q);
     }
     rl.st.id = stream_id;
+    mcp_stream_own(&rl.st);
     if (q->rev->priming) {
         mcp_stream_start_sse(&rl.st, MCP_STORE_SEQ_PRIMING);
     }
@@ -642,29 +631,22 @@ static int relay_standalone(mcp_req_t *q, int resumed)
     mcp_store_limits_t limits;
     mcp_store_status_t stored;
     apr_int64_t stream_id = 0;
-    mcp_store_t store;
-    ap_dbd_t *dbd;
     relay_t rl;
 
-    if (!(dbd = mcp_dbd_open(r, &store))) {
-        return resumed ? resume_ends(q, "no database connection") : mcp_req_store_unavailable(q);
-    }
     if (resumed) {
         /* Still live? (A DELETE ends the session's streams: a resume must not revive it.) */
         mcp_store_session_t *live = NULL;
-        stored = mcp_store_session_touch(&store, r->pool, q->session->id, r->user,
-                                         mcp_req_idle_secs(q), &live, &err);
+        stored = mcp_store_session_touch(mcp_req_db(q), r->pool, q->session->id, r->user,
+                                         mcp_req_idle_secs(q), &live);
         if (stored != MCP_STORE_OK) {
-            mcp_dbd_close(r, dbd);
             return resume_ends(q, stored == MCP_STORE_NOT_FOUND ? "the session is no longer live"
-                                                                : err);
+                                                                : mcp_req_db(q)->error);
         }
     }
     mcp_req_stream_limits(q, &limits);
-    stored = mcp_store_stream_open_standalone_admitted(&store, r->pool, q->session,
+    stored = mcp_store_stream_open_standalone_admitted(mcp_req_db(q), r->pool, q->session,
                                                        mcp_child.owner, mcp_req_lease_secs(q),
-                                                       &limits, &stream_id, &refused, &err);
-    mcp_dbd_close(r, dbd);
+                                                       &limits, &stream_id, &refused);
     if (stored == MCP_STORE_LIMIT) {
         return resumed ? resume_ends(q, "a limit on streams was reached")
                        : mcp_req_refused(q, refused);
@@ -675,11 +657,11 @@ static int relay_standalone(mcp_req_t *q, int resumed)
                             "Conflict: this session already has an open standalone stream");
     }
     if (stored != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "opening a standalone stream failed: %s", err);
-        return resumed ? DONE : mcp_req_store_unavailable(q);
+        return resumed ? resume_ends(q, mcp_req_db(q)->error) : mcp_req_store_failed(q, stored);
     }
 
     relay_init(&rl, q, stream_id, 1);
+    mcp_stream_own(&rl.st);
     rl.standalone = 1;
     q->raw = NULL;
     q->raw_len = 0;

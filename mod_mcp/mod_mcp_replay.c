@@ -9,7 +9,6 @@
 #include "mcp_id.h"
 #include "mcp_listener.h"
 #include "mcp_router.h"
-#include "mod_mcp_dbd.h"
 #include "mod_mcp_relay.h"
 #include "mod_mcp_replay.h"
 #include "mod_mcp_stream.h"
@@ -50,21 +49,16 @@ static int send_stored(void *baton, apr_int64_t seq, const char *message)
  * f->more tells whether more may be there already. */
 static int read_more(follower_t *f)
 {
-    const char *err = NULL;
-    mcp_store_t store;
-    ap_dbd_t *dbd;
+    mcp_store_t *db = mcp_req_db(f->q);
     int n = 0;
 
     apr_pool_clear(f->pool);
-    if (!(dbd = mcp_dbd_open(f->q->r, &store))) {
-        return -1;
-    }
     f->more = 0;
-    if (mcp_store_events_after_bounded(&store, f->pool, f->st.id, f->cursor, f->rows,
+    if (mcp_store_events_after_bounded(db, f->pool, f->st.id, f->cursor, f->rows,
                                        f->q->conf->stream_queue_bytes, send_stored, f, &n,
-                                       &f->more, &err) != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, f->q->r, "replaying stream %" APR_INT64_T_FMT
-                      ": %s", f->st.id, err);
+                                       &f->more) != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, f->q->r, "replaying stream %" APR_INT64_T_FMT
+                      ": %s", f->st.id, db->error);
         n = -1;
     }
     /* PostgreSQL converts every row it is asked for, even those the byte bound then holds
@@ -73,37 +67,27 @@ static int read_more(follower_t *f)
         f->rows = f->more && n < f->rows ? (n < 1 ? 2 : 2 * n) : 2 * f->rows;
         f->rows = f->rows > REPLAY_BATCH ? REPLAY_BATCH : f->rows;
     }
-    mcp_dbd_close(f->q->r, dbd);
     mcp_stream_flush(&f->st);
     return n;
 }
 
 static int stream_state(follower_t *f, mcp_store_stream_t *state)
 {
-    const char *err = NULL;
-    mcp_store_t store;
-    ap_dbd_t *dbd = mcp_dbd_open(f->q->r, &store);
-    int rv = dbd ? mcp_store_stream_get(&store, f->pool, f->st.id, state, &err) : MCP_STORE_ERROR;
-
-    mcp_dbd_close(f->q->r, dbd);
-    return rv;
+    return mcp_store_stream_get(mcp_req_db(f->q), f->pool, f->st.id, state);
 }
 
 /* The stream's owner died: finish it (unless another process or host just did) with a terminal
  * error for its request, which the next read then delivers. */
 static void finish_for_dead_owner(follower_t *f, const mcp_store_stream_t *state)
 {
-    const char *err = NULL;
-    mcp_store_t store;
+    mcp_store_t *db = mcp_req_db(f->q);
     long finished = 0;
-    ap_dbd_t *dbd = mcp_dbd_open(f->q->r, &store);
 
-    if (dbd && mcp_store_streams_expire(&store, f->pool, f->st.id, MCP_OWNER_GONE_MESSAGE, &finished,
-                                        &err) != MCP_STORE_OK) {
+    if (mcp_store_streams_expire(db, f->pool, f->st.id, MCP_OWNER_GONE_MESSAGE, &finished)
+        != MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, f->q->r, "stream %" APR_INT64_T_FMT ": finishing "
-                      "it failed: %s", f->st.id, err);
+                      "it failed: %s", f->st.id, db->error);
     }
-    mcp_dbd_close(f->q->r, dbd);
     ap_log_rerror(APLOG_MARK, finished ? APLOG_NOTICE : APLOG_DEBUG, 0, f->q->r,
                   "stream %" APR_INT64_T_FMT ": its owner %s stopped renewing its lease; %s",
                   f->st.id, state->owner ? state->owner : "-",
@@ -114,42 +98,38 @@ static void finish_for_dead_owner(follower_t *f, const mcp_store_stream_t *state
  * renewed every third of MCPStreamLease, like a stream's. */
 static void renew_follower(follower_t *f)
 {
-    const char *err = NULL;
-    mcp_store_t store;
+    mcp_store_t *db = mcp_req_db(f->q);
     apr_time_t now = apr_time_now();
-    ap_dbd_t *dbd;
+    mcp_store_status_t st;
 
     if (!f->follower_id || now - f->last_renew < f->q->conf->stream_lease / 3) {
         return;
     }
     f->last_renew = now;
     apr_pool_clear(f->pool);
-    if ((dbd = mcp_dbd_open(f->q->r, &store))
-        && mcp_store_follower_renew(&store, f->pool, f->follower_id, mcp_req_lease_secs(f->q),
-                                    &err) != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, f->q->r, "stream %" APR_INT64_T_FMT
-                      ": follower's lease not renewed: %s", f->st.id, err);
+    st = mcp_store_follower_renew(db, f->pool, f->follower_id, mcp_req_lease_secs(f->q));
+    if (st != MCP_STORE_OK) {
+        /* An outage is logged by the gate. */
+        ap_log_rerror(APLOG_MARK, st == MCP_STORE_UNAVAILABLE ? APLOG_DEBUG : APLOG_WARNING, 0,
+                      f->q->r, "stream %" APR_INT64_T_FMT ": follower's lease not renewed: %s",
+                      f->st.id, db->error);
     }
-    mcp_dbd_close(f->q->r, dbd);
 }
 
 /* The follower is done: it no longer counts against the limits. */
 static void release_follower(follower_t *f)
 {
-    const char *err = NULL;
-    mcp_store_t store;
-    ap_dbd_t *dbd;
+    mcp_store_t *db = mcp_req_db(f->q);
 
     if (!f->follower_id) {
         return;
     }
     apr_pool_clear(f->pool);
-    if ((dbd = mcp_dbd_open(f->q->r, &store))
-        && mcp_store_follower_release(&store, f->pool, f->follower_id, &err) != MCP_STORE_OK) {
+    if (mcp_store_follower_release(db, f->pool, f->follower_id) != MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, f->q->r, "stream %" APR_INT64_T_FMT
-                      ": follower not released (its lease runs out instead): %s", f->st.id, err);
+                      ": follower not released (its lease runs out instead): %s", f->st.id,
+                      db->error);
     }
-    mcp_dbd_close(f->q->r, dbd);
 }
 
 static apr_interval_time_t wake_up_timeout(follower_t *f)
@@ -211,7 +191,7 @@ static int follow(follower_t *f, mcp_router_sub_t *sub)
         else {
             apr_sleep(POLL_WITHOUT_LISTENER);
         }
-        mcp_stream_tick(&f->st, 0);
+        mcp_stream_tick(&f->st);
         renew_follower(f);
     }
 }
@@ -226,9 +206,6 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     mcp_store_status_t found;
     mcp_router_sub_t *sub;
     apr_int64_t follower_id = 0;
-    const char *err = NULL;
-    mcp_store_t store;
-    ap_dbd_t *dbd;
     follower_t f;
     int ended;
 
@@ -237,20 +214,15 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
                              "Bad Request: Last-Event-ID '%s' is not an event id this gateway "
                              "issued", last_event_id);
     }
-    if (!(dbd = mcp_dbd_open(r, &store))) {
-        return mcp_req_store_unavailable(q);
-    }
     mcp_req_stream_limits(q, &limits);
-    found = mcp_store_stream_follow(&store, r->pool, q->session->id, stream_id, seq,
+    found = mcp_store_stream_follow(mcp_req_db(q), r->pool, q->session->id, stream_id, seq,
                                     mcp_child.owner, mcp_req_lease_secs(q), &limits, &stream,
-                                    &follower_id, &refused, &err);
-    mcp_dbd_close(r, dbd);
+                                    &follower_id, &refused);
     if (found == MCP_STORE_LIMIT) {
         return mcp_req_refused(q, refused);
     }
-    if (found == MCP_STORE_ERROR) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "looking up Last-Event-ID failed: %s", err);
-        return mcp_req_store_unavailable(q);
+    if (found != MCP_STORE_OK && found != MCP_STORE_NOT_FOUND) {
+        return mcp_req_store_failed(q, found);
     }
     if (found == MCP_STORE_NOT_FOUND) {
         return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_SERVER_ERROR,

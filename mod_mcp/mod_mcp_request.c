@@ -115,10 +115,25 @@ int mcp_req_empty(mcp_req_t *q, int status)
     return DONE;
 }
 
-int mcp_req_store_unavailable(mcp_req_t *q)
+mcp_store_t *mcp_req_db(mcp_req_t *q)
 {
-    return mcp_req_error(q, HTTP_SERVICE_UNAVAILABLE, MCP_JSONRPC_UNAVAILABLE,
-                         "Service Unavailable: the session store is unavailable");
+    if (!q->db) {
+        q->db = mcp_db_request(q->r, mcp_config_database_timeout(q->r->server));
+    }
+    return q->db;
+}
+
+int mcp_req_store_failed(mcp_req_t *q, mcp_store_status_t st)
+{
+    const char *message;
+    int http, code;
+
+    mcp_db_answer(q->r, mcp_req_db(q), st, &http, &code, &message);
+    if (http == HTTP_SERVICE_UNAVAILABLE) {
+        apr_table_setn(q->r->headers_out, "Retry-After",
+                       apr_psprintf(q->r->pool, "%d", mcp_req_retry_secs(q)));
+    }
+    return mcp_req_error(q, http, code, "%s", message);
 }
 
 int mcp_req_session_not_found(mcp_req_t *q)
@@ -167,49 +182,39 @@ void mcp_req_end_backend_session(mcp_req_t *q, const char *backend_session_id, c
  * expired here, once, and its backend is told (DELETE). */
 static void expire_idle_session(mcp_req_t *q)
 {
-    mcp_store_t store;
-    const char *err = NULL, *backend_session_id = NULL;
-    mcp_store_status_t st = MCP_STORE_ERROR;
-    ap_dbd_t *dbd;
+    const char *backend_session_id = NULL;
+    mcp_store_status_t st;
 
-    if (mcp_req_idle_secs(q) <= 0 || !(dbd = mcp_dbd_open(q->r, &store))) {
+    if (mcp_req_idle_secs(q) <= 0) {
         return;
     }
-    st = mcp_store_session_expire(&store, q->r->pool, q->session_header, q->conf->backend_spec,
-                                  mcp_req_idle_secs(q), &backend_session_id, &err);
-    mcp_dbd_close(q->r, dbd);
-    if (st == MCP_STORE_ERROR) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "expiring session %s failed: %s",
-                      mcp_id_tag(q->r->pool, q->session_header), err);
-    }
-    else if (st == MCP_STORE_OK) {
+    st = mcp_store_session_expire(mcp_req_db(q), q->r->pool, q->session_header,
+                                  q->conf->backend_spec, mcp_req_idle_secs(q),
+                                  &backend_session_id);
+    if (st == MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s expired (MCPSessionIdleTimeout)",
                       mcp_id_tag(q->r->pool, q->session_header));
         mcp_req_end_backend_session(q, backend_session_id, "expired");
+    }
+    else if (st != MCP_STORE_NOT_FOUND) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "expiring session %s failed: %s",
+                      mcp_id_tag(q->r->pool, q->session_header), mcp_req_db(q)->error);
     }
 }
 
 int mcp_req_load_session(mcp_req_t *q)
 {
     request_rec *r = q->r;
-    mcp_store_t store;
     mcp_store_status_t st;
-    const char *err = NULL;
-    ap_dbd_t *dbd;
     int rc;
 
     if ((rc = mcp_req_check_session_header(q)) != OK) {
         return rc;
     }
-    if (!(dbd = mcp_dbd_open(r, &store))) {
-        return mcp_req_store_unavailable(q);
-    }
-    st = mcp_store_session_touch(&store, r->pool, q->session_header, r->user, mcp_req_idle_secs(q),
-                                 &q->session, &err);
-    mcp_dbd_close(r, dbd);
-    if (st == MCP_STORE_ERROR) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "session look-up failed: %s", err);
-        return mcp_req_store_unavailable(q);
+    st = mcp_store_session_touch(mcp_req_db(q), r->pool, q->session_header, r->user,
+                                 mcp_req_idle_secs(q), &q->session);
+    if (st != MCP_STORE_OK && st != MCP_STORE_NOT_FOUND) {
+        return mcp_req_store_failed(q, st);
     }
     if (st == MCP_STORE_NOT_FOUND) {
         expire_idle_session(q);
@@ -230,16 +235,14 @@ int mcp_req_load_session(mcp_req_t *q)
 
 void mcp_req_terminate_session(mcp_req_t *q, const char *by)
 {
-    mcp_store_t store;
-    const char *err = NULL;
-    ap_dbd_t *dbd = mcp_dbd_open(q->r, &store);
+    mcp_store_t *db = mcp_req_db(q);
+    mcp_store_status_t st = mcp_store_session_terminate(db, q->r->pool, q->session->id,
+                                                        q->r->user, by);
 
-    if (dbd && mcp_store_session_terminate(&store, q->r->pool, q->session->id, q->r->user, by,
-                                           &err) == MCP_STORE_ERROR) {
+    if (st != MCP_STORE_OK && st != MCP_STORE_NOT_FOUND) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "terminating session %s failed: %s",
-                      mcp_id_tag(q->r->pool, q->session->id), err);
+                      mcp_id_tag(q->r->pool, q->session->id), db->error);
     }
-    mcp_dbd_close(q->r, dbd);
 }
 
 void mcp_req_set_session_tag(request_rec *r, const char *session_id)
@@ -271,4 +274,11 @@ int mcp_req_idle_secs(const mcp_req_t *q)
 int mcp_req_lease_secs(const mcp_req_t *q)
 {
     return whole_secs(q->conf->stream_lease);
+}
+
+int mcp_req_retry_secs(const mcp_req_t *q)
+{
+    int secs = whole_secs(q->conf->retry_interval);
+
+    return secs > 0 ? secs : 1;
 }

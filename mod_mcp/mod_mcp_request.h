@@ -13,6 +13,7 @@
 
 #include "mcp_backend.h"
 #include "mcp_jsonrpc.h"
+#include "mcp_lease.h"
 #include "mcp_listener.h"
 #include "mcp_protocol.h"
 #include "mcp_router.h"
@@ -25,6 +26,7 @@ typedef struct mcp_child_t {
     mcp_router_t       *router;     /* wake-ups for followers of streams                     */
     mcp_listener_t     *listener;   /* LISTEN connection feeding the router (NULL: none)     */
     const char         *owner;      /* "host:pid", the owner written on streams relayed here */
+    mcp_leases_t       *leases;     /* leases of those streams, renewed by the keeper thread */
 } mcp_child_t;
 
 extern mcp_child_t mcp_child;
@@ -44,6 +46,7 @@ typedef struct mcp_req_t {
     const char           *session_header; /* Mcp-Session-Id as sent                        */
     mcp_store_session_t  *session;        /* the live session (NULL for initialize)        */
     const mcp_protocol_t *rev;            /* the session's negotiated revision             */
+    mcp_store_t          *db;             /* the request's store handle (mcp_req_db)       */
 } mcp_req_t;
 
 /* A JSON-RPC error answer with this status; returns DONE. */
@@ -66,8 +69,12 @@ void mcp_req_stream_limits(const mcp_req_t *q, mcp_store_limits_t *limits);
 /* A bodiless answer with this status; returns DONE. */
 int mcp_req_empty(mcp_req_t *q, int status);
 
-/* 503: PostgreSQL could not be reached or failed. */
-int mcp_req_store_unavailable(mcp_req_t *q);
+/* The request's store handle: an outage is waited out for up to MCPDatabaseTimeout. */
+mcp_store_t *mcp_req_db(mcp_req_t *q);
+
+/* Answers a store call that ended with st (UNAVAILABLE or REFUSED) as mcp_db_answer says:
+ * 503 with Retry-After, 400, or 500. Returns DONE. */
+int mcp_req_store_failed(mcp_req_t *q, mcp_store_status_t st);
 
 /* 404: unknown, terminated, expired, or another user's session. */
 int mcp_req_session_not_found(mcp_req_t *q);
@@ -100,5 +107,8 @@ void mcp_req_set_sse_headers(request_rec *r);
 /* Session lifetimes in whole seconds, as the store takes them (0: none). */
 int mcp_req_idle_secs(const mcp_req_t *q);
 int mcp_req_lease_secs(const mcp_req_t *q);
+
+/* MCPRetryInterval in whole seconds, at least 1 (for Retry-After). */
+int mcp_req_retry_secs(const mcp_req_t *q);
 
 #endif

@@ -29,9 +29,11 @@ void mcp_stream_init(mcp_stream_t *st, mcp_req_t *q, apr_int64_t id, apr_int64_t
     st->next_seq = next_seq;
     st->out = apr_brigade_create(r->pool, r->connection->bucket_alloc);
     apr_pool_create(&st->batch_pool, r->pool);
-    apr_pool_create(&st->tick_pool, r->pool);
     st->batch = apr_array_make(st->batch_pool, q->conf->stream_queue_length, sizeof(const char *));
-    st->started = st->last_write = st->last_renew = apr_time_now();
+    st->started = st->last_write = apr_time_now();
+    /* Storing waits out an outage for up to half a lease (the backend waits meanwhile:
+     * back-pressure). The lease itself is the keeper's business (mcp_stream_own). */
+    st->db = mcp_db_request(r, q->conf->stream_lease / 2);
 }
 
 void mcp_stream_write(mcp_stream_t *st, const char *data, apr_size_t len)
@@ -80,6 +82,11 @@ static void put_event(mcp_stream_t *st, apr_pool_t *p, apr_int64_t seq, const ch
 void mcp_stream_start_sse(mcp_stream_t *st, apr_int64_t priming_seq)
 {
     mcp_req_set_sse_headers(st->q->r);
+    /* A response that MCPStreamCloseAfter will end early ends with the connection: say so in
+     * the headers, or a client may send its next request on it before it sees the close. */
+    if (st->q->conf->stream_close_after > 0 && st->q->rev && st->q->rev->priming) {
+        st->q->r->connection->keepalive = AP_CONN_CLOSE;
+    }
     st->mode = MCP_STREAM_SSE;
     if (priming_seq >= 0) {
         put_event(st, st->batch_pool, priming_seq, "",
@@ -89,76 +96,120 @@ void mcp_stream_start_sse(mcp_stream_t *st, apr_int64_t priming_seq)
     mcp_stream_write(st, "", 0);
 }
 
-/* One piece of work on the store for a stream. */
-typedef mcp_store_status_t store_op_fn(mcp_stream_t *st, const mcp_store_t *store, void *arg,
-                                       const char **err);
-
-/* Runs op, retrying while the database is away (a restart): the caller waits, and with it the
- * backend (back-pressure), for at most half a lease. Returns the last status. */
-static mcp_store_status_t with_store(mcp_stream_t *st, store_op_fn *op, void *arg, const char *what)
+/* Logs a failed store call of the stream (the gate logs the outage itself). */
+static void log_store_failure(mcp_stream_t *st, mcp_store_status_t rv)
 {
-    request_rec *r = st->q->r;
-    apr_interval_time_t backoff = apr_time_from_msec(50);
-    apr_time_t deadline = apr_time_now() + st->q->conf->stream_lease / 2;
-    mcp_store_status_t rv;
-    const char *err;
-    mcp_store_t store;
-    ap_dbd_t *dbd;
+    ap_log_rerror(APLOG_MARK, rv == MCP_STORE_REFUSED ? APLOG_ERR : APLOG_WARNING, 0, st->q->r,
+                  "stream %" APR_INT64_T_FMT ": %s", st->id, st->db->error);
+}
 
-    for (;;) {
-        rv = MCP_STORE_ERROR;
-        err = NULL;
-        if ((dbd = mcp_dbd_open(r, &store))) {
-            rv = op(st, &store, arg, &err);
-            mcp_dbd_close(r, dbd);
-        }
-        if (rv != MCP_STORE_ERROR) {
-            return rv;
-        }
-        if (apr_time_now() + backoff > deadline) {
-            ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "stream %" APR_INT64_T_FMT ": %s failed: %s",
-                          st->id, what, err ? err : "no database connection");
-            return rv;
-        }
-        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "stream %" APR_INT64_T_FMT ": %s failed, "
-                      "retrying: %s", st->id, what, err ? err : "no database connection");
-        apr_sleep(backoff);
-        backoff = backoff * 2 > apr_time_from_sec(2) ? apr_time_from_sec(2) : backoff * 2;
+static apr_status_t disown(void *data)
+{
+    mcp_stream_t *st = data;
+
+    mcp_leases_remove(mcp_child.leases, st->lease);
+    st->lease = NULL;
+    return APR_SUCCESS;
+}
+
+void mcp_stream_own(mcp_stream_t *st)
+{
+    if (!st->lease && mcp_child.leases) {
+        st->lease = mcp_leases_add(mcp_child.leases, st->id, st->q->session->id,
+                                   st->q->conf->stream_lease, apr_time_now());
+        apr_pool_cleanup_register(st->q->r->pool, st, disown, apr_pool_cleanup_null);
     }
 }
 
-static mcp_store_status_t append_op(mcp_stream_t *st, const mcp_store_t *store, void *messages,
-                                    const char **err)
+/* Another process finished the stream after its lease ran out (this one was stalled, or the
+ * database was away for longer than a lease): nothing more may be added. */
+static void stop_taken_over(mcp_stream_t *st)
 {
-    return mcp_store_events_append(store, st->batch_pool, st->q->session, st->id, st->next_seq,
-                                   "out", messages, err);
+    ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, st->q->r, "stream %" APR_INT64_T_FMT ": was "
+                  "finished by another process after its lease ran out; relaying stops", st->id);
+    st->broken = 1;
 }
 
-typedef struct finish_t {
-    const char *messages;   /* what was still queued, "[]" for nothing */
-    const char *status;
-} finish_t;
-
-static mcp_store_status_t finish_op(mcp_stream_t *st, const mcp_store_t *store, void *arg,
-                                    const char **err)
+static int taken_over(mcp_stream_t *st)
 {
-    finish_t *f = arg;
+    if (!st->broken && st->lease && mcp_lease_lost(mcp_child.leases, st->lease)) {
+        stop_taken_over(st);
+    }
+    return st->broken;
+}
 
-    return mcp_store_events_append_finish(store, st->batch_pool, st->q->session, st->id,
-                                          st->next_seq, f->messages, f->status, err);
+/* PostgreSQL refused the queued messages for good (their data: e.g. a byte sequence that is not
+ * UTF-8): stores them one at a time instead. A message it refuses is replaced, when it is a
+ * response, by a JSON-RPC error response for the same request (the request still gets exactly
+ * one answer) and otherwise dropped; either way it is logged. The queue then holds what was
+ * stored, in order. Returns OK, or UNAVAILABLE when the database went away meanwhile. */
+static mcp_store_status_t store_one_by_one(mcp_stream_t *st)
+{
+    apr_pool_t *p = st->batch_pool;
+    apr_array_header_t *stored = apr_array_make(p, st->batch->nelts, sizeof(const char *));
+    int i;
+
+    for (i = 0; i < st->batch->nelts; i++) {
+        const char *msg = APR_ARRAY_IDX(st->batch, i, const char *), *why;
+        apr_int64_t seq = st->next_seq + stored->nelts;
+        mcp_store_status_t rv = mcp_store_events_append(st->db, p, st->q->session, st->id, seq,
+                                                        "out", apr_pstrcat(p, "[", msg, "]", NULL));
+        json_object *obj;
+        mcp_jsonrpc_msg_t m;
+
+        if (rv == MCP_STORE_REFUSED) {
+            why = apr_pstrdup(p, st->db->error);
+            obj = mcp_jsonrpc_parse_value(p, msg, strlen(msg));
+            msg = NULL;
+            if (obj && (mcp_jsonrpc_classify(obj, &m), m.kind == MCP_MSG_RESPONSE
+                                                        || m.kind == MCP_MSG_ERROR)) {
+                msg = mcp_jsonrpc_error_body(p, m.id, MCP_JSONRPC_BACKEND_ERROR,
+                                             apr_psprintf(p, "Bad Gateway: the backend's response "
+                                                          "could not be stored (SQLSTATE %s)",
+                                                          st->db->sqlstate ? st->db->sqlstate
+                                                                           : "none"), NULL);
+                rv = mcp_store_events_append(st->db, p, st->q->session, st->id, seq, "out",
+                                             apr_pstrcat(p, "[", msg, "]", NULL));
+            }
+            ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, st->q->r, "stream %" APR_INT64_T_FMT ": a "
+                          "message from the backend was refused by the database; %s: %s", st->id,
+                          rv == MCP_STORE_OK && msg ? "its request gets an error response instead"
+                                                    : "dropped", why);
+            if (rv == MCP_STORE_REFUSED) {
+                continue;
+            }
+        }
+        if (rv != MCP_STORE_OK) {
+            return rv;   /* UNAVAILABLE, or NOT_FOUND: no longer open */
+        }
+        APR_ARRAY_PUSH(stored, const char *) = msg;
+    }
+    st->batch = stored;
+    return MCP_STORE_OK;
 }
 
 int mcp_stream_commit(mcp_stream_t *st)
 {
     apr_pool_t *p = st->batch_pool;
     int i, n = st->batch->nelts;
+    mcp_store_status_t rv;
 
-    if (st->broken || n == 0) {
+    if (taken_over(st) || n == 0) {
         return st->broken;
     }
-    if (with_store(st, append_op, (void *)queued_messages(st), "storing messages")
-        != MCP_STORE_OK) {
+    rv = mcp_store_events_append(st->db, p, st->q->session, st->id, st->next_seq, "out",
+                                 queued_messages(st));
+    if (rv == MCP_STORE_REFUSED) {
+        rv = store_one_by_one(st);
+        n = st->batch->nelts;
+    }
+    if (rv == MCP_STORE_NOT_FOUND) {
+        stop_taken_over(st);
+        return 1;
+    }
+    if (rv != MCP_STORE_OK) {
         /* Never written unless stored: the client gets nothing more from this stream. */
+        log_store_failure(st, rv);
         st->broken = 1;
         return 1;
     }
@@ -226,7 +277,7 @@ static int client_closed(conn_rec *c)
     return (pfd.revents & POLLIN) && recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
-int mcp_stream_tick(mcp_stream_t *st, int renew_lease)
+int mcp_stream_tick(mcp_stream_t *st)
 {
     const mcp_dir_conf_t *conf = st->q->conf;
     apr_time_t now = apr_time_now();
@@ -242,35 +293,7 @@ int mcp_stream_tick(mcp_stream_t *st, int renew_lease)
         static const char keepalive[] = ": keepalive\n\n";
         mcp_stream_write(st, keepalive, sizeof(keepalive) - 1);
     }
-    if (renew_lease && !st->broken && now - st->last_renew >= conf->stream_lease / 3) {
-        mcp_store_t store;
-        const char *err = NULL;
-        ap_dbd_t *dbd = mcp_dbd_open(st->q->r, &store);
-        mcp_store_status_t rv = MCP_STORE_ERROR;
-
-        /* An idle stream renews for hours: each renewal's memory goes with the next. */
-        apr_pool_clear(st->tick_pool);
-        if (dbd) {
-            rv = mcp_store_stream_renew(&store, st->tick_pool, st->id, st->q->session->id,
-                                        mcp_req_lease_secs(st->q), &err);
-        }
-
-        mcp_dbd_close(st->q->r, dbd);
-        st->last_renew = now;
-        if (rv == MCP_STORE_NOT_FOUND) {
-            /* Finished by someone else: our lease ran out (we were stalled) and a follower or
-             * the sweep gave the client its terminal answer. Nothing more may be added. */
-            ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, st->q->r,
-                          "stream %" APR_INT64_T_FMT ": was finished by another process after "
-                          "its lease ran out; relaying stops", st->id);
-            st->broken = 1;
-        }
-        else if (rv != MCP_STORE_OK) {
-            ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, st->q->r,
-                          "stream %" APR_INT64_T_FMT ": lease not renewed: %s", st->id,
-                          err ? err : "no database connection");
-        }
-    }
+    taken_over(st);
     return st->broken;
 }
 
@@ -327,13 +350,29 @@ void mcp_stream_end_early(mcp_stream_t *st)
 
 void mcp_stream_finish(mcp_stream_t *st, const char *status)
 {
-    finish_t f;
-    int i, n = st->broken ? 0 : st->batch->nelts;
+    int i, n = taken_over(st) ? 0 : st->batch->nelts;
+    mcp_store_status_t rv;
 
-    f.messages = n ? queued_messages(st) : "[]";
-    f.status = status;
-    if (with_store(st, finish_op, &f, apr_pstrcat(st->batch_pool, "storing its end (", status,
-                                                   ")", NULL)) == MCP_STORE_OK) {
+    /* Ending it: the keeper must not take the end for someone else's. */
+    apr_pool_cleanup_run(st->q->r->pool, st, disown);
+    rv = mcp_store_events_append_finish(st->db, st->batch_pool, st->q->session, st->id,
+                                        st->next_seq, n ? queued_messages(st) : "[]", status);
+    if (rv == MCP_STORE_REFUSED && n > 0 && store_one_by_one(st) == MCP_STORE_OK) {
+        /* What could be stored is; the end comes on its own. */
+        n = st->batch->nelts;
+        for (i = 0; i < n; i++) {
+            put_event(st, st->batch_pool, st->next_seq + i,
+                      APR_ARRAY_IDX(st->batch, i, const char *), -1);
+        }
+        st->next_seq += n;
+        n = 0;
+        rv = mcp_store_events_append_finish(st->db, st->batch_pool, st->q->session, st->id,
+                                            st->next_seq, "[]", status);
+    }
+    if (rv != MCP_STORE_OK) {
+        log_store_failure(st, rv);
+    }
+    else {
         for (i = 0; i < n; i++) {
             put_event(st, st->batch_pool, st->next_seq + i,
                       APR_ARRAY_IDX(st->batch, i, const char *), -1);

@@ -28,15 +28,15 @@ typedef struct mcp_stream_t {
     mcp_stream_mode_t   mode;
     apr_bucket_brigade *out;
     apr_pool_t         *batch_pool;   /* the queue's memory; cleared after every commit     */
-    apr_pool_t         *tick_pool;    /* lease renewals; cleared at each one                */
     apr_array_header_t *batch;        /* const char *: queued messages (JSON texts)         */
     apr_size_t          batch_bytes;
     apr_time_t          last_write;   /* for keep-alives                                    */
-    apr_time_t          last_renew;   /* for the lease                                      */
     int                 client_gone;
     int                 broken;       /* storing failed: nothing more may be written        */
     int                 written;      /* events written to the client                       */
     apr_time_t          started;      /* when the client's response began                   */
+    mcp_store_t        *db;           /* storing: waits out an outage for half a lease       */
+    mcp_lease_t        *lease;        /* while this process owns the stream (mcp_stream_own) */
 } mcp_stream_t;
 
 /* Prepares a stream whose row exists; the next message stored takes next_seq. */
@@ -61,10 +61,15 @@ void mcp_stream_flush(mcp_stream_t *st);
 /* Puts one already-stored message with its event id (replay) on the way out, unflushed. */
 void mcp_stream_write_stored(mcp_stream_t *st, apr_int64_t seq, const char *json);
 
+/* This process relays the stream (its row names it the owner): the child's lease keeper renews
+ * its lease from now until mcp_stream_finish (or the end of the request), whatever the client
+ * does. */
+void mcp_stream_own(mcp_stream_t *st);
+
 /* Periodic duties while waiting: a keep-alive comment after MCPKeepAliveInterval of silence
- * (SSE mode), a lease renewal every third of MCPStreamLease (renew_lease). Returns non-zero
- * when the stream is broken. */
-int mcp_stream_tick(mcp_stream_t *st, int renew_lease);
+ * (SSE mode); for an owned stream, noticing that another process finished it (its lease ran
+ * out), which breaks the stream at once. Returns non-zero when the stream is broken. */
+int mcp_stream_tick(mcp_stream_t *st);
 
 /* Writes raw bytes and flushes (SSE mode); notices a vanished client. */
 void mcp_stream_write(mcp_stream_t *st, const char *data, apr_size_t len);

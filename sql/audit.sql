@@ -4,6 +4,10 @@
 --     SELECT "user", tool, arguments, outcome, duration FROM mcp.tool_calls ORDER BY started_at;
 --   The full transcript of one session, in order:
 --     SELECT * FROM mcp.session_transcript WHERE session_id = '...' ORDER BY event_id;
+--
+-- The views read the jsonb copies (mcp.audit_jsonb: where jsonb cannot hold a message, \u0000
+-- and lone surrogates read as U+FFFD there), so they work on every row; the *_text columns
+-- are exactly what crossed the wire.
 
 -- One row per tools/call request (batched calls of 2025-03-26 are not broken out).
 -- outcome: ok | tool error (result.isError) | error (JSON-RPC error) | running | no response
@@ -14,22 +18,24 @@ SELECT s.id                                   AS stream_id,
        req.message -> 'params' ->> 'name'     AS tool,
        req.message -> 'params' -> 'arguments' AS arguments,
        CASE
-           WHEN resp.message IS NULL AND s.status = 'open' THEN 'running'
-           WHEN resp.message IS NULL THEN 'no response'
+           WHEN resp.message_text IS NULL AND s.status = 'open' THEN 'running'
+           WHEN resp.message_text IS NULL THEN 'no response'
            WHEN resp.message ? 'error' THEN 'error'
-           WHEN coalesce((resp.message -> 'result' ->> 'isError')::boolean, false) THEN 'tool error'
+           WHEN resp.message -> 'result' -> 'isError' = 'true'::jsonb THEN 'tool error'
            ELSE 'ok'
        END                                    AS outcome,
        resp.message -> 'result'               AS result,
        resp.message -> 'error'                AS error,
        s.created_at                           AS started_at,
        coalesce(resp.created_at, s.completed_at) AS finished_at,
-       coalesce(resp.created_at, s.completed_at) - s.created_at AS duration
+       coalesce(resp.created_at, s.completed_at) - s.created_at AS duration,
+       req.message_text                       AS request_text,
+       resp.message_text                      AS response_text
   FROM mcp.streams s
   JOIN mcp.sessions ses ON ses.id = s.session_id
   JOIN mcp.events req ON req.stream_id = s.id AND req.seq = 0 AND req.direction = 'in'
   LEFT JOIN LATERAL (
-        SELECT e.message, e.created_at
+        SELECT e.message, e.message_text, e.created_at
           FROM mcp.events e
          WHERE e.stream_id = s.id AND e.direction = 'out' AND e.kind = 'message'
            AND e.message -> 'id' = s.request_id
@@ -52,5 +58,6 @@ SELECT e.session_id,
             THEN e.stream_id || '-' || e.seq END AS sse_event_id,
        e.message ->> 'method'                AS method,
        e.message -> 'id'                     AS jsonrpc_id,
-       e.message
+       e.message,
+       e.message_text
   FROM mcp.events e;

@@ -6,6 +6,26 @@ BEGIN;
 
 CREATE SCHEMA IF NOT EXISTS mcp;
 
+-- Messages are stored as the exact text that crossed the wire (any valid JSON, RFC 8259); jsonb
+-- copies serve queries and the audit views. jsonb cannot hold every valid JSON text: it refuses
+-- \u0000 and lone surrogate escapes (\ud800), and it reorders keys and keeps only the last of
+-- duplicate ones. This cast never fails a statement: where the plain cast fails, \u0000 and
+-- lone or paired surrogate escapes become \ufffd (U+FFFD) and it tries again; NULL when even
+-- that fails (e.g. a number beyond numeric's range). The exact text is always in *_text.
+CREATE OR REPLACE FUNCTION mcp.audit_jsonb(t text) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+BEGIN
+    RETURN t::jsonb;
+EXCEPTION WHEN others THEN
+    BEGIN
+        RETURN regexp_replace(t, '(?<!\\)((?:\\\\)*)\\u(0000|d[89ab][0-9a-f]{2}|d[c-f][0-9a-f]{2})',
+                              '\1\\ufffd', 'gi')::jsonb;
+    EXCEPTION WHEN others THEN
+        RETURN NULL;
+    END;
+END
+$$;
+
 -- One row per gateway session. The id is what clients send in Mcp-Session-Id;
 -- backend_session_id is what the backend issued (NULL for a stateless backend).
 CREATE TABLE IF NOT EXISTS mcp.sessions (
@@ -15,6 +35,7 @@ CREATE TABLE IF NOT EXISTS mcp.sessions (
     backend_session_id  text,
     protocol_version    text        NOT NULL,
     principal           text,                       -- r->user when the request was authenticated
+    -- From the initialize exchange (stored exactly as events), through mcp.audit_jsonb.
     client_info         jsonb,                      -- initialize params.clientInfo
     client_capabilities jsonb,                      -- initialize params.capabilities
     server_info         jsonb,                      -- InitializeResult.serverInfo
@@ -39,7 +60,8 @@ CREATE TABLE IF NOT EXISTS mcp.streams (
     id            bigserial   PRIMARY KEY,
     session_id    text        NOT NULL REFERENCES mcp.sessions (id) ON DELETE CASCADE,
     kind          text        NOT NULL CHECK (kind IN ('request', 'standalone')),
-    request_id    jsonb,                  -- the JSON-RPC id (an array of ids for a batch)
+    request_id_text text,                 -- the JSON-RPC id as JSON text (an array of ids for a batch)
+    request_id    jsonb,                  -- ... as jsonb (mcp.audit_jsonb)
     method        text,                   -- the request's method (first request of a batch)
     status        text        NOT NULL DEFAULT 'open'
                   CHECK (status IN ('open', 'complete', 'failed', 'closed')),
@@ -66,11 +88,13 @@ CREATE TABLE IF NOT EXISTS mcp.events (
     seq         bigint,
     direction   text        NOT NULL CHECK (direction IN ('in', 'out')),
     kind        text        NOT NULL CHECK (kind IN ('priming', 'message')),
-    message     jsonb,                    -- NULL for priming rows
+    message_text text,                    -- the message exactly as sent; NULL for priming rows
+    message     jsonb,                    -- ... as jsonb, for queries (mcp.audit_jsonb)
     principal   text,                     -- the session's authenticated user (for the audit)
     created_at  timestamptz NOT NULL DEFAULT now(),
     CHECK ((stream_id IS NULL) = (seq IS NULL)),
-    CHECK ((kind = 'priming') = (message IS NULL))
+    CHECK ((kind = 'priming') = (message_text IS NULL)),
+    CHECK (message IS NULL OR message_text IS NOT NULL)
 );
 
 -- Replay reads a stream's rows after a cursor, in order.

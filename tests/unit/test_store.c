@@ -1,0 +1,147 @@
+/* Unit tests for mcp_store: the classification of database failures and the retry policy of a
+ * store handle (with a lender that never has a connection). The statements themselves run
+ * against PostgreSQL in the integration tests. */
+#include <check.h>
+#include <string.h>
+
+#include "unit_main.h"
+
+#include "mcp_store.h"
+
+START_TEST(classify_connection_class_is_retried)
+{
+    ck_assert_int_eq(mcp_store_classify("08006", 1), MCP_STORE_FAULT_RETRY);
+    ck_assert_int_eq(mcp_store_classify("08001", 1), MCP_STORE_FAULT_RETRY);
+    ck_assert_int_eq(mcp_store_classify("57P01", 1), MCP_STORE_FAULT_RETRY);
+    ck_assert_int_eq(mcp_store_classify("57P02", 1), MCP_STORE_FAULT_RETRY);
+    ck_assert_int_eq(mcp_store_classify("57P03", 1), MCP_STORE_FAULT_RETRY);
+    ck_assert_int_eq(mcp_store_classify("53300", 1), MCP_STORE_FAULT_RETRY);
+    ck_assert_int_eq(mcp_store_classify("40001", 1), MCP_STORE_FAULT_RETRY);
+    ck_assert_int_eq(mcp_store_classify("40P01", 1), MCP_STORE_FAULT_RETRY);
+    ck_assert_int_eq(mcp_store_classify("57014", 1), MCP_STORE_FAULT_RETRY);
+    /* No SQLSTATE (libpq's own "server closed the connection"), or a broken connection. */
+    ck_assert_int_eq(mcp_store_classify(NULL, 1), MCP_STORE_FAULT_RETRY);
+    ck_assert_int_eq(mcp_store_classify("", 1), MCP_STORE_FAULT_RETRY);
+    ck_assert_int_eq(mcp_store_classify("22P02", 0), MCP_STORE_FAULT_RETRY);
+}
+END_TEST
+
+START_TEST(classify_data_and_constraints_are_permanent)
+{
+    ck_assert_int_eq(mcp_store_classify("22P05", 1), MCP_STORE_FAULT_PERMANENT);
+    ck_assert_int_eq(mcp_store_classify("22021", 1), MCP_STORE_FAULT_PERMANENT);
+    ck_assert_int_eq(mcp_store_classify("23505", 1), MCP_STORE_FAULT_PERMANENT);
+    ck_assert_int_eq(mcp_store_classify("23514", 1), MCP_STORE_FAULT_PERMANENT);
+    ck_assert_int_eq(mcp_store_classify("42P01", 1), MCP_STORE_FAULT_PERMANENT);
+    ck_assert_int_eq(mcp_store_classify("26000", 1), MCP_STORE_FAULT_PERMANENT);
+    ck_assert_int_eq(mcp_store_classify("57P04", 1), MCP_STORE_FAULT_PERMANENT);
+}
+END_TEST
+
+typedef struct counts_t {
+    int borrows;
+    int waits;
+    int give_up_after;   /* wait() says stop after this many waits (0: never) */
+} counts_t;
+
+static PGconn *no_conn(mcp_store_t *db, const char **err)
+{
+    ((counts_t *)db->baton)->borrows++;
+    *err = "the database is unreachable";
+    return NULL;
+}
+
+static void give_back(mcp_store_t *db, PGconn *conn, int broken)
+{
+    (void)db;
+    (void)conn;
+    (void)broken;
+}
+
+static int count_wait(mcp_store_t *db, apr_time_t deadline, const char *err)
+{
+    counts_t *c = db->baton;
+
+    ck_assert_ptr_nonnull(strstr(err, "unreachable"));
+    c->waits++;
+    if (c->give_up_after && c->waits >= c->give_up_after) {
+        return 1;
+    }
+    apr_sleep(deadline - apr_time_now() < apr_time_from_msec(10) ? 0 : apr_time_from_msec(10));
+    return 0;
+}
+
+static const mcp_store_lender_t lender = { no_conn, give_back, count_wait };
+
+START_TEST(one_try_without_patience)
+{
+    apr_pool_t *p;
+    mcp_store_t db;
+    counts_t c = { 0, 0, 0 };
+
+    apr_pool_create(&p, NULL);
+    mcp_store_init(&db, &lender, &c, 0, 0);
+    ck_assert_int_eq(mcp_store_exec(&db, p, "testing", "SELECT 1", 0, NULL, NULL),
+                     MCP_STORE_UNAVAILABLE);
+    ck_assert_int_eq(c.borrows, 1);
+    ck_assert_int_eq(c.waits, 0);
+    ck_assert_ptr_null(db.sqlstate);
+    ck_assert_ptr_nonnull(strstr(db.error, "testing: the database is unreachable"));
+    apr_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(retried_until_patience_runs_out)
+{
+    apr_pool_t *p;
+    mcp_store_t db;
+    counts_t c = { 0, 0, 0 };
+    apr_time_t start = apr_time_now(), took;
+
+    apr_pool_create(&p, NULL);
+    mcp_store_init(&db, &lender, &c, apr_time_from_msec(100), 0);
+    ck_assert_int_eq(mcp_store_exec(&db, p, "testing", "SELECT 1", 0, NULL, NULL),
+                     MCP_STORE_UNAVAILABLE);
+    took = apr_time_now() - start;
+    ck_assert_int_ge(took, apr_time_from_msec(100));
+    ck_assert_int_lt(took, apr_time_from_sec(2));
+    ck_assert_int_gt(c.borrows, 2);
+    ck_assert_int_eq(c.waits, c.borrows - 1);
+    apr_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(the_lender_may_stop_the_retries)
+{
+    apr_pool_t *p;
+    mcp_store_t db;
+    counts_t c = { 0, 0, 2 };
+
+    apr_pool_create(&p, NULL);
+    mcp_store_init(&db, &lender, &c, apr_time_from_sec(30), 0);
+    ck_assert_int_eq(mcp_store_exec(&db, p, "testing", "SELECT 1", 0, NULL, NULL),
+                     MCP_STORE_UNAVAILABLE);
+    ck_assert_int_eq(c.borrows, 2);
+    ck_assert_int_eq(c.waits, 2);
+    apr_pool_destroy(p);
+}
+END_TEST
+
+static Suite *store_suite(void)
+{
+    Suite *s = suite_create("mcp_store");
+    TCase *tc = tcase_create("core");
+
+    tcase_add_test(tc, classify_connection_class_is_retried);
+    tcase_add_test(tc, classify_data_and_constraints_are_permanent);
+    tcase_add_test(tc, one_try_without_patience);
+    tcase_add_test(tc, retried_until_patience_runs_out);
+    tcase_add_test(tc, the_lender_may_stop_the_retries);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return mcp_unit_run(store_suite());
+}
