@@ -385,10 +385,12 @@ mcp_store_status_t mcp_store_streams_renew(mcp_store_t *db, apr_pool_t *p, int n
  * and followers (NOTIFY). The conditional UPDATE is the "exactly once": it locks each row, and
  * whoever comes second finds the stream no longer open. *ended gets how many this call ended.
  *
- * Whether an id has a response is read from the exact texts (the jsonb copies may be NULL, or
- * lossy where \u0000 and lone surrogates read as U+FFFD): the response's id is the request's id
- * when their JSON texts are the same, or, for ids whose text holds no escape, when their jsonb
- * values are (1.0 answers 1). */
+ * Whether an id has a response is read from the texts (a jsonb copy may be NULL: a number
+ * beyond numeric's range anywhere in the message), through the json type, which keeps numbers
+ * as written: the response's id answers the request's when their JSON texts are the same (with
+ * \u0000 and surrogate escapes read as \ufffd, mcp.json_pg_safe: ids differing only there
+ * count as one), or, for ids whose text holds no escape, when their jsonb values are (1.0
+ * answers 1). */
 static mcp_store_status_t streams_end(mcp_store_t *db, apr_pool_t *p, const char *what,
                                       const char *where_sql, const char *selector, int code,
                                       const char *message, long *ended)
@@ -410,11 +412,12 @@ static mcp_store_status_t streams_end(mcp_store_t *db, apr_pool_t *p, const char
         "   WHERE x.kind = 'request'"
         /* Only ids without a stored response: never two answers for one request. */
         "     AND NOT EXISTS ("
-        "         SELECT 1 FROM mcp.events e, LATERAL (SELECT e.message_text::json AS m) j"
+        "         SELECT 1 FROM mcp.events e,"
+        "                LATERAL (SELECT mcp.json_pg_safe(e.message_text)::json AS m) j"
         "          WHERE e.stream_id = x.id AND e.direction = 'out' AND e.kind = 'message'"
         "            AND json_typeof(j.m) = 'object'"
         "            AND (j.m -> 'result' IS NOT NULL OR j.m -> 'error' IS NOT NULL)"
-        "            AND ((j.m -> 'id')::text = r.id::text"
+        "            AND ((j.m -> 'id')::text = mcp.json_pg_safe(r.id::text)"
         "                 OR (strpos(r.id::text, '\\') = 0"
         "                     AND e.message -> 'id' = mcp.audit_jsonb(r.id::text))))"
         "), answers AS ("

@@ -165,13 +165,24 @@ def log_lines_about(stack, stream_id: int) -> list[str]:
 
 
 def stored_answer(pg, stream_id: int, rid) -> dict | None:
+    """The stored answer (result or error) for request id rid on the stream, read from the exact
+    texts (message_text), so that rows whose jsonb copy is lossy or NULL count too."""
+    texts = stored_answer_texts(pg, stream_id, rid)
+    assert len(texts) <= 1, f"stream {stream_id} holds {len(texts)} answers for id {rid}"
+    return json.loads(texts[0]) if texts else None
+
+
+def stored_answer_texts(pg, stream_id: int, rid) -> list[str]:
     with pg.cursor() as c:
-        c.execute("SELECT message::text FROM mcp.events WHERE stream_id = %s AND direction = 'out'"
-                  "   AND kind = 'message' AND message->'id' = %s::jsonb"
-                  "   AND (message ? 'result' OR message ? 'error')", (stream_id, json.dumps(rid)))
-        rows = c.fetchall()
-    assert len(rows) <= 1, f"stream {stream_id} holds {len(rows)} answers for id {rid}"
-    return json.loads(rows[0][0]) if rows else None
+        c.execute("SELECT message_text FROM mcp.events WHERE stream_id = %s AND direction = 'out'"
+                  "   AND kind = 'message' ORDER BY seq", (stream_id,))
+        texts = [row[0] for row in c.fetchall()]
+    out = []
+    for t in texts:
+        m = json.loads(t)
+        if isinstance(m, dict) and m.get("id") == rid and ("result" in m or "error" in m):
+            out.append(t)
+    return out
 
 
 def stream_status(pg, stream_id: int) -> str:
@@ -507,24 +518,31 @@ def test_result_nested_past_the_parsers_limit(stack, pg, fsession):
                 max_log_lines=2, error=r"not JSON")
 
 
-def xfail_unless_stored(fn):
-    return pytest.mark.xfail(reason="byte-exact storage lands with the store branch", strict=False)(fn)
+def check_byte_exact(stack, pg, s: McpSession, result_json: str, expected_text: str) -> None:
+    """A result the backend sends with an escape jsonb cannot hold reaches the client, is stored
+    exactly as sent (message_text) and replays unchanged with Last-Event-ID."""
+    body = '{"jsonrpc":"2.0","id":{{id}},"result":' + result_json + "}"
+    stream_id, answer, took, _ = call_fault(s, raw(json_answer(body)), PROMPT, PROMPT + 1)
+    rid = s.last_request_id
+    assert answer is not None and took < PROMPT, (answer, took)
+    assert answer["result"]["text"] == expected_text
+    exact = body.replace("{{id}}", json.dumps(rid))
+    wait_for(lambda: stream_status(pg, stream_id) != "open", 5, "the stream's terminal state")
+    assert stream_status(pg, stream_id) == "complete"
+    assert stored_answer_texts(pg, stream_id, rid) == [exact]
+    replay = [e.data for e in s.get_stream(last_event_id=f"{stream_id}-1") if e.data]
+    assert replay == [exact]
+    assert_idle(stack)
+    assert len(log_lines_about(stack, stream_id)) <= 1
+    assert s.call("tools/call", {"name": "echo"})["content"][0]["text"] == "ok"
 
 
-@xfail_unless_stored
 def test_result_holding_nul(stack, pg, fsession):
-    s = fsession()
-    ans = check_fault(stack, pg, s, raw(result_body('{"text":"a\\u0000b"}')), bound=PROMPT,
-                      max_log_lines=1, status="complete", read_timeout=PROMPT + 1)
-    assert ans["result"]["text"] == "a\x00b"
+    check_byte_exact(stack, pg, fsession(), '{"text":"a\\u0000b"}', "a\x00b")
 
 
-@xfail_unless_stored
 def test_result_holding_a_lone_surrogate(stack, pg, fsession):
-    s = fsession()
-    ans = check_fault(stack, pg, s, raw(result_body('{"text":"a\\ud800b"}')), bound=PROMPT,
-                      max_log_lines=1, status="complete", read_timeout=PROMPT + 1)
-    assert ans["result"]["text"] == "a\ud800b"
+    check_byte_exact(stack, pg, fsession(), '{"text":"a\\ud800b"}', "a\ud800b")
 
 
 # ---- volume ----------------------------------------------------------------------------------
@@ -625,6 +643,42 @@ def test_delete_ends_the_standalone_stream(stack, pg, fsession):
     assert_idle(stack)
 
 
+def test_delete_answers_only_ids_without_a_stored_response(stack, pg, fsession):
+    """Answered ids are read from the exact texts: a response whose jsonb copy is lossy
+    (\\u0000 in its id) or NULL (a number beyond numeric's range) still counts, so the DELETE
+    stores an error for the one unanswered id only (never two answers for one id)."""
+    s = fsession()
+    lossy = '{"jsonrpc":"2.0","id":"a\\u0000","result":{"content":[]}}'
+    no_jsonb = '{"jsonrpc":"2.0","id":3,"result":{"n":1e1000000}}'
+    with pg.cursor() as c:
+        c.execute("""INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id,
+                                              method, owner, lease_until)
+                     VALUES (%s, 'request', '["a\\u0000", 2, 3]',
+                             mcp.audit_jsonb('["a\\u0000", 2, 3]'), 'tools/call', 'gone:1',
+                             now() + interval '1 hour') RETURNING id""", (s.session_id,))
+        stream_id = c.fetchone()[0]
+        c.execute("""INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind,
+                                             message_text, message)
+                     VALUES (%s, %s, 0, 'in', 'message', '[]', '[]'),
+                            (%s, %s, 1, 'out', 'priming', NULL, NULL),
+                            (%s, %s, 2, 'out', 'message', %s, mcp.audit_jsonb(%s)),
+                            (%s, %s, 3, 'out', 'message', %s, mcp.audit_jsonb(%s))
+                     RETURNING message IS NULL""",
+                  (s.session_id, stream_id, s.session_id, stream_id, s.session_id, stream_id,
+                   lossy, lossy, s.session_id, stream_id, no_jsonb, no_jsonb))
+        assert [r[0] for r in c.fetchall()] == [False, True, False, True]
+    assert s.delete().status_code == 200
+    assert stream_status(pg, stream_id) == "failed"
+    with pg.cursor() as c:
+        c.execute("SELECT seq, message_text FROM mcp.events WHERE stream_id = %s AND seq > 1"
+                  " ORDER BY seq", (stream_id,))
+        rows = c.fetchall()
+    assert rows[:2] == [(2, lossy), (3, no_jsonb)]
+    assert len(rows) == 3, rows
+    error = json.loads(rows[2][1])
+    assert error["id"] == 2 and error["error"]["code"] == -32001
+
+
 def test_expired_session_sends_delete_to_its_backend(stack, pg, fsession):
     """The sweep (MCPSweepInterval 1) expires a session idle past its MCPSessionIdleTimeout (2 s
     on /mcp-faults-short) and tells its backend, without the client coming back."""
@@ -664,9 +718,9 @@ def test_resumed_standalone_stream_comes_back_live(stack, pg, fsession):
     """MCPStreamCloseAfter (1 s on /mcp-faults-poll) ends the standalone stream's response; the
     client resumes it and later server->client messages still reach it."""
     s = fsession("/mcp-faults-poll")
-    # A response the gateway ends early closes its connection after the last chunk: a client
-    # that reuses it races the close (RemoteDisconnected). Not what is under test here.
-    first = list(s.get_stream(include_empty=True, timeout=10, headers={"Connection": "close"}))
+    # The gateway says Connection: close on a stream MCPStreamCloseAfter will end, so the next
+    # request does not race the close on a reused connection.
+    first = list(s.get_stream(include_empty=True, timeout=10))
     last = [e.last_event_id for e in first if e.last_event_id][-1]
     old_stream = int(last.split("-")[0])
     assert any(e.retry is not None for e in first)          # ended with a retry: hint
@@ -685,6 +739,8 @@ def test_resumed_standalone_stream_comes_back_live(stack, pg, fsession):
 
 def test_standalone_stream_comes_back_live_after_a_graceful_restart(stack, pg, fsession):
     s = fsession("/mcp-faults-long")
+    # A graceful restart ends the response and its connection unannounced: a client that
+    # reused the connection would race the close (RemoteDisconnected). Not what is under test.
     events = s.get_stream(include_empty=True, timeout=30, headers={"Connection": "close"})
     priming = next(events)
     old_stream = int(priming.id.split("-")[0])
