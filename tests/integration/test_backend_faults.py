@@ -533,7 +533,9 @@ def check_byte_exact(stack, pg, s: McpSession, result_json: str, expected_text: 
     replay = [e.data for e in s.get_stream(last_event_id=f"{stream_id}-1") if e.data]
     assert replay == [exact]
     assert_idle(stack)
-    assert len(log_lines_about(stack, stream_id)) <= 1
+    lines = log_lines_about(stack, stream_id)
+    report(took, len(lines))
+    assert len(lines) <= 1, lines
     assert s.call("tools/call", {"name": "echo"})["content"][0]["text"] == "ok"
 
 
