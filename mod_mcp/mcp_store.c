@@ -313,6 +313,65 @@ mcp_store_status_t mcp_store_session_terminate(mcp_store_t *db, apr_pool_t *p, c
     return atoi(PQcmdTuples(res)) > 0 ? MCP_STORE_OK : MCP_STORE_NOT_FOUND;
 }
 
+mcp_store_status_t mcp_store_session_expire(mcp_store_t *db, apr_pool_t *p, const char *id,
+                                            const char *backend_url, int idle_secs,
+                                            const char **backend_session_id)
+{
+    static const char sql[] =
+        "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'expired'"
+        " WHERE id = $1 AND backend_url = $2 AND terminated_at IS NULL AND $3::int > 0"
+        "   AND last_seen_at <= now() - make_interval(secs => $3::int)"
+        " RETURNING backend_session_id";
+    const char *args[3];
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    *backend_session_id = NULL;
+    args[0] = id;
+    args[1] = backend_url;
+    args[2] = int_text(p, idle_secs);
+    if ((rv = mcp_store_exec(db, p, "expiring the session", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
+    }
+    if (PQntuples(res) < 1) {
+        return MCP_STORE_NOT_FOUND;
+    }
+    *backend_session_id = entry(res, 0, 0);
+    return MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_sessions_expire_idle(mcp_store_t *db, apr_pool_t *p, int limit,
+                                                  mcp_store_expired_fn *fn, void *baton,
+                                                  long *expired)
+{
+    /* SKIP LOCKED: sweeps on several hosts share the work instead of waiting for each other. */
+    static const char sql[] =
+        "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'expired'"
+        " WHERE id IN (SELECT id FROM mcp.sessions"
+        "               WHERE terminated_at IS NULL AND idle_timeout_secs > 0"
+        "                 AND last_seen_at <= now() - make_interval(secs => idle_timeout_secs)"
+        "               LIMIT $1::int FOR UPDATE SKIP LOCKED)"
+        "   AND terminated_at IS NULL"
+        " RETURNING id, backend_url, backend_session_id, protocol_version";
+    const char *args[1];
+    mcp_store_status_t rv;
+    PGresult *res;
+    int i;
+
+    *expired = 0;
+    args[0] = int_text(p, limit);
+    if ((rv = mcp_store_exec(db, p, "expiring idle sessions", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
+    }
+    for (i = 0; i < PQntuples(res); i++) {
+        fn(baton, entry(res, i, 0), entry(res, i, 1), entry(res, i, 2), entry(res, i, 3));
+        (*expired)++;
+    }
+    return MCP_STORE_OK;
+}
+
 /* ---- streams and events ------------------------------------------------------------------ */
 
 /* A PostgreSQL array literal of n strings. */
@@ -958,64 +1017,5 @@ mcp_store_status_t mcp_store_events_after_bounded(mcp_store_t *db, apr_pool_t *p
         }
     }
     *more = *n == max_rows || full;
-    return MCP_STORE_OK;
-}
-
-mcp_store_status_t mcp_store_session_expire(mcp_store_t *db, apr_pool_t *p, const char *id,
-                                            const char *backend_url, int idle_secs,
-                                            const char **backend_session_id)
-{
-    static const char sql[] =
-        "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'expired'"
-        " WHERE id = $1 AND backend_url = $2 AND terminated_at IS NULL AND $3::int > 0"
-        "   AND last_seen_at <= now() - make_interval(secs => $3::int)"
-        " RETURNING backend_session_id";
-    const char *args[3];
-    mcp_store_status_t rv;
-    PGresult *res;
-
-    *backend_session_id = NULL;
-    args[0] = id;
-    args[1] = backend_url;
-    args[2] = int_text(p, idle_secs);
-    if ((rv = mcp_store_exec(db, p, "expiring the session", sql, NARGS(args), args, &res))
-        != MCP_STORE_OK) {
-        return rv;
-    }
-    if (PQntuples(res) < 1) {
-        return MCP_STORE_NOT_FOUND;
-    }
-    *backend_session_id = entry(res, 0, 0);
-    return MCP_STORE_OK;
-}
-
-mcp_store_status_t mcp_store_sessions_expire_idle(mcp_store_t *db, apr_pool_t *p, int limit,
-                                                  mcp_store_expired_fn *fn, void *baton,
-                                                  long *expired)
-{
-    /* SKIP LOCKED: sweeps on several hosts share the work instead of waiting for each other. */
-    static const char sql[] =
-        "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'expired'"
-        " WHERE id IN (SELECT id FROM mcp.sessions"
-        "               WHERE terminated_at IS NULL AND idle_timeout_secs > 0"
-        "                 AND last_seen_at <= now() - make_interval(secs => idle_timeout_secs)"
-        "               LIMIT $1::int FOR UPDATE SKIP LOCKED)"
-        "   AND terminated_at IS NULL"
-        " RETURNING id, backend_url, backend_session_id, protocol_version";
-    const char *args[1];
-    mcp_store_status_t rv;
-    PGresult *res;
-    int i;
-
-    *expired = 0;
-    args[0] = int_text(p, limit);
-    if ((rv = mcp_store_exec(db, p, "expiring idle sessions", sql, NARGS(args), args, &res))
-        != MCP_STORE_OK) {
-        return rv;
-    }
-    for (i = 0; i < PQntuples(res); i++) {
-        fn(baton, entry(res, i, 0), entry(res, i, 1), entry(res, i, 2), entry(res, i, 3));
-        (*expired)++;
-    }
     return MCP_STORE_OK;
 }
