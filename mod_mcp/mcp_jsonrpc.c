@@ -360,3 +360,33 @@ int mcp_jsonrpc_is_error_message(apr_pool_t *p, const char *buf, apr_size_t len)
     mcp_jsonrpc_classify(obj, &msg);
     return msg.kind == MCP_MSG_ERROR;
 }
+
+mcp_target_kind_t mcp_jsonrpc_target(const mcp_jsonrpc_msg_t *msg, const char **name)
+{
+    static const struct {
+        const char       *method;
+        const char       *member;
+        mcp_target_kind_t kind;
+    } targets[] = {
+        { "tools/call", "name", MCP_TARGET_TOOL },
+        { "prompts/get", "name", MCP_TARGET_PROMPT },
+        { "resources/read", "uri", MCP_TARGET_RESOURCE },
+        { "resources/subscribe", "uri", MCP_TARGET_RESOURCE },
+        { "resources/unsubscribe", "uri", MCP_TARGET_RESOURCE },
+    };
+    json_object *params;
+    size_t i;
+
+    *name = NULL;
+    if (!msg || msg->kind != MCP_MSG_REQUEST || !msg->method
+        || !json_object_object_get_ex(msg->obj, "params", &params)) {
+        return MCP_TARGET_NONE;
+    }
+    for (i = 0; i < sizeof(targets) / sizeof(targets[0]); i++) {
+        if (strcmp(msg->method, targets[i].method) == 0) {
+            *name = mcp_jsonrpc_get_string(params, targets[i].member);
+            return *name ? targets[i].kind : MCP_TARGET_NONE;
+        }
+    }
+    return MCP_TARGET_NONE;
+}

@@ -103,4 +103,17 @@ json_object *mcp_jsonrpc_parse_value_ex(apr_pool_t *p, const char *buf, apr_size
  * session it does not know, as opposed to a proxy's or web server's page). */
 int mcp_jsonrpc_is_error_message(apr_pool_t *p, const char *buf, apr_size_t len);
 
+/* What a request names, for logs and per-name authorization: the kind and the name of the tool
+ * (tools/call: params.name), prompt (prompts/get: params.name) or resource (resources/read,
+ * resources/subscribe, resources/unsubscribe: params.uri) it is about. MCP_TARGET_NONE, *name
+ * NULL, for every other message, and when the name is absent or not a string. */
+typedef enum {
+    MCP_TARGET_NONE = 0,
+    MCP_TARGET_TOOL,
+    MCP_TARGET_PROMPT,
+    MCP_TARGET_RESOURCE
+} mcp_target_kind_t;
+
+mcp_target_kind_t mcp_jsonrpc_target(const mcp_jsonrpc_msg_t *msg, const char **name);
+
 #endif

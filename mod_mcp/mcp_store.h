@@ -284,4 +284,16 @@ mcp_store_status_t mcp_store_events_after_bounded(mcp_store_t *db, apr_pool_t *p
                                                   mcp_store_event_fn *fn, void *baton, int *n,
                                                   int *more);
 
+/* ---- what the whole cluster holds (mod_status, metrics) ---------------------------------- */
+
+typedef struct mcp_store_totals_t {
+    apr_int64_t live_sessions;       /* not terminated                                        */
+    apr_int64_t open_request_streams;
+    apr_int64_t open_standalone_streams;
+    apr_int64_t followers;           /* resumptions following a stream, lease not run out     */
+} mcp_store_totals_t;
+
+/* One cheap statement over every host's rows. OK, UNAVAILABLE or REFUSED. */
+mcp_store_status_t mcp_store_totals(mcp_store_t *db, apr_pool_t *p, mcp_store_totals_t *out);
+
 #endif

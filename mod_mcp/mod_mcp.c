@@ -17,11 +17,14 @@
 #include "mcp_backend.h"
 #include "mcp_id.h"
 #include "mcp_listener.h"
+#include "mod_mcp_authz.h"
+#include "mod_mcp_oauth.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_handler.h"
 #include "mod_mcp_lease.h"
 #include "mod_mcp_request.h"
+#include "mod_mcp_status.h"
 
 /* Idle backend connections kept per child for reuse. */
 #define MCP_BACKEND_IDLE_HANDLES 64
@@ -112,6 +115,8 @@ static apr_status_t sweep(int state, void *data, apr_pool_t *pool)
     /* One try: the sweep comes again. An outage is logged by the gate, not here. */
     db = mcp_db_server(pool, s, 0);
     st = mcp_store_streams_expire(db, pool, 0, MCP_OWNER_GONE_MESSAGE, &finished);
+    mcp_status_count(MCP_STAT_SWEEPS, 1);
+    mcp_status_count(MCP_STAT_SWEPT, (apr_uint64_t)finished);
     if (st == MCP_STORE_REFUSED) {
         ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "sweep: %s", db->error);
     }
@@ -223,6 +228,7 @@ static int mcp_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptem
                      "(LoadModule dbd_module, DBDriver pgsql, DBDParams ...)");
     }
     register_sweep(pconf, s);
+    mcp_status_post_config(s);
     return OK;
 }
 
@@ -241,6 +247,7 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
     }
     mcp_child.owner = apr_psprintf(pchild, "%s:%" APR_PID_T_FMT, host, getpid());
     mcp_dbd_child_init(pchild, s);
+    mcp_status_child_init(pchild, s);
     mcp_child.leases = mcp_lease_keeper_start(pchild, s);
     listener = apr_pcalloc(pchild, sizeof(*listener));
     listener->s = s;
@@ -252,6 +259,7 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
                      "streams relayed elsewhere will poll the database instead");
         mcp_child.listener = NULL;
     }
+    mcp_status_child_tick();
     if (!mcp_child.backends || !mcp_child.router) {
         ap_log_error(APLOG_MARK, APLOG_CRIT, 0, s,
                      "cannot set up mod_mcp's per-process state; MCP requests will fail");
@@ -260,10 +268,12 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
 
 static void mcp_register_hooks(apr_pool_t *p)
 {
-    (void)p;
     ap_hook_post_config(mcp_post_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_child_init(mcp_child_init, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_handler(mcp_handler, NULL, NULL, APR_HOOK_MIDDLE);
+    mcp_status_register_hooks();
+    mcp_authz_register_hooks(p);
+    mcp_oauth_register_hooks();
 }
 
 AP_DECLARE_MODULE(mcp) = {

@@ -7,6 +7,7 @@
 
 #include "mcp_origin.h"
 #include "mod_mcp_config.h"
+#include "mod_mcp_oauth.h"
 
 extern module AP_MODULE_DECLARE_DATA mcp_module;
 
@@ -66,6 +67,9 @@ void *mcp_config_merge_dir(apr_pool_t *p, void *basev, void *addv)
     MERGE(max_batch_size, UNSET);
     MERGE(allowed_origins, NULL);
     MERGE(allowed_hosts, NULL);
+    MERGE(oauth_resource, NULL);
+    MERGE(oauth_servers, NULL);
+    MERGE(oauth_scopes, NULL);
     return merged;
 }
 
@@ -118,7 +122,13 @@ void *mcp_config_merge_server(apr_pool_t *p, void *basev, void *addv)
 
     MERGE(sweep_interval, UNSET);
     MERGE(database_timeout, UNSET);
+    MERGE(oauth_resources, NULL);
     return merged;
+}
+
+mcp_server_conf_t *mcp_config_server(server_rec *s)
+{
+    return ap_get_module_config(s->module_config, &mcp_module);
 }
 
 apr_interval_time_t mcp_config_sweep_interval(server_rec *s)
@@ -354,6 +364,17 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_ITERATE("MCPAllowedHosts", add_word, AT(allowed_hosts), CONTEXT,
                     "Host header names accepted besides the server's own names and loopback "
                     "(DNS-rebinding protection); * accepts any"),
+    AP_INIT_TAKE1("MCPProtectedResource", mcp_oauth_set_resource, NULL, ACCESS_CONF,
+                  "This endpoint's OAuth resource identifier (an https URL, RFC 9728): its "
+                  "metadata is served at /.well-known/oauth-protected-resource<path>, and "
+                  "unauthenticated requests get 401 with WWW-Authenticate: Bearer "
+                  "resource_metadata=..."),
+    AP_INIT_ITERATE("MCPAuthorizationServers", add_word, AT(oauth_servers), ACCESS_CONF,
+                    "Issuer URLs of the authorization servers whose tokens this endpoint "
+                    "accepts (the metadata's authorization_servers)"),
+    AP_INIT_ITERATE("MCPResourceScopes", add_word, AT(oauth_scopes), ACCESS_CONF,
+                    "Scopes a client should ask for (the metadata's scopes_supported, and the "
+                    "scope hint of a 401)"),
     AP_INIT_TAKE1("MCPSweepInterval", set_sweep_interval, NULL, RSRC_CONF,
                   "How often one process per host finishes streams whose owner died "
                   "(default 30s; 0: never)"),

@@ -13,6 +13,7 @@
 #include "mcp_text.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_relay.h"
+#include "mod_mcp_status.h"
 #include "mod_mcp_stream.h"
 
 APLOG_USE_MODULE(mcp);
@@ -51,6 +52,8 @@ typedef struct relay_t {
     apr_pool_t             *watch_pool;    /* cleared at each look                            */
     mcp_store_t            *watch_db;      /* one try per look                                */
     int                     ended_elsewhere;
+    apr_time_t              sent;          /* when the request went to the backend            */
+    int                     relayed;       /* messages relayed so far                         */
 } relay_t;
 
 /* ---- what the relay learns from each message --------------------------------------------- */
@@ -127,6 +130,9 @@ static int relay_message(relay_t *rl, const char *json, apr_size_t len)
         return 0;
     }
     mcp_jsonrpc_classify(obj, &msg);
+    if (!rl->relayed++ && !rl->standalone) {
+        mcp_status_observe(MCP_HIST_FIRST_EVENT, rl->q->r->request_time);
+    }
     if (msg.kind == MCP_MSG_RESPONSE || msg.kind == MCP_MSG_ERROR) {
         settle(rl, msg.id);
     }
@@ -167,6 +173,7 @@ static int on_backend_headers(void *baton, const mcp_backend_response_t *resp)
     relay_t *rl = baton;
     request_rec *r = rl->q->r;
 
+    mcp_status_observe(MCP_HIST_BACKEND, rl->sent);
     if (resp->status == HTTP_OK && mcp_http_media_type_is(resp->content_type, "text/event-stream")) {
         rl->sse = mcp_sse_parser_create(r->pool, (apr_size_t)rl->q->conf->max_message_size,
                                         on_backend_event, rl);
@@ -293,6 +300,7 @@ static mcp_backend_status_t forward(relay_t *rl, const char *method, apr_interva
     call.on_tick = on_backend_tick;
     call.baton = rl;
 
+    rl->sent = apr_time_now();
     status = mcp_backend_perform(mcp_child.backends, q->r->pool, &call, &rl->response, err);
     if (rl->answered) {
         status = MCP_BACKEND_OK;
@@ -560,6 +568,8 @@ int mcp_relay_requests(mcp_req_t *q)
         return mcp_req_session_not_found(q);
     }
     rl.st.id = stream_id;
+    mcp_req_note_stream(r, stream_id);
+    mcp_status_count(MCP_STAT_CALLS, (apr_uint64_t)q->body->n_requests);
     mcp_stream_own(&rl.st);
     if (q->rev->priming) {
         mcp_stream_start_sse(&rl.st, MCP_STORE_SEQ_PRIMING);
@@ -661,6 +671,7 @@ static int relay_standalone(mcp_req_t *q, int resumed)
     }
 
     relay_init(&rl, q, stream_id, 1);
+    mcp_req_note_stream(r, stream_id);
     mcp_stream_own(&rl.st);
     rl.standalone = 1;
     q->raw = NULL;

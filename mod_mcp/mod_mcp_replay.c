@@ -11,6 +11,7 @@
 #include "mcp_router.h"
 #include "mod_mcp_relay.h"
 #include "mod_mcp_replay.h"
+#include "mod_mcp_status.h"
 #include "mod_mcp_stream.h"
 
 APLOG_USE_MODULE(mcp);
@@ -88,6 +89,7 @@ static void finish_for_dead_owner(follower_t *f, const mcp_store_stream_t *state
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, f->q->r, "stream %" APR_INT64_T_FMT ": finishing "
                       "it failed: %s", f->st.id, db->error);
     }
+    mcp_status_count(MCP_STAT_TAKEOVERS, (apr_uint64_t)finished);
     ap_log_rerror(APLOG_MARK, finished ? APLOG_NOTICE : APLOG_DEBUG, 0, f->q->r,
                   "stream %" APR_INT64_T_FMT ": its owner %s stopped renewing its lease; %s",
                   f->st.id, state->owner ? state->owner : "-",
@@ -238,6 +240,8 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     f.last_renew = apr_time_now();
     apr_pool_create(&f.pool, r->pool);
     mcp_stream_init(&f.st, q, stream_id, 0);
+    mcp_req_note_stream(r, stream_id);
+    mcp_status_count(MCP_STAT_RESUMPTIONS, 1);
     /* Subscribe before the first read: whatever is stored from now on wakes us. */
     sub = mcp_router_subscribe(mcp_child.router, stream_id);
     mcp_stream_start_sse(&f.st, -1);

@@ -9,6 +9,7 @@
 #include "mcp_id.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_request.h"
+#include "mod_mcp_status.h"
 
 APLOG_USE_MODULE(mcp);
 
@@ -21,6 +22,7 @@ static int answer_error(mcp_req_t *q, int status, int code, const char *message,
 
     ap_log_rerror(APLOG_MARK, status >= 500 ? APLOG_WARNING : APLOG_INFO, 0, r,
                   "%s %s -> %d: %s", r->method, r->uri, status, message);
+    mcp_status_rejected(status);
     /* A body not read yet is discarded so the connection can be kept alive, except after 413,
      * where reading it is what the gateway refuses. */
     if (status == HTTP_REQUEST_ENTITY_TOO_LARGE) {
@@ -224,6 +226,7 @@ int mcp_req_load_session(mcp_req_t *q)
         return mcp_req_session_not_found(q);
     }
     q->rev = mcp_protocol_served(q->session->protocol_version);
+    mcp_req_note_protocol(r, q->session->protocol_version);
     if (!q->rev) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "session %s has protocol version %s, which is "
                       "not served", mcp_id_tag(r->pool, q->session->id),
@@ -247,7 +250,53 @@ void mcp_req_terminate_session(mcp_req_t *q, const char *by)
 
 void mcp_req_set_session_tag(request_rec *r, const char *session_id)
 {
-    apr_table_setn(r->subprocess_env, "MCP_SESSION_TAG", mcp_id_tag(r->pool, session_id));
+    const char *tag = mcp_id_tag(r->pool, session_id);
+
+    apr_table_setn(r->subprocess_env, "MCP_SESSION_TAG", tag);
+    apr_table_setn(r->notes, "mcp-session", tag);
+}
+
+void mcp_req_note_body(mcp_req_t *q)
+{
+    request_rec *r = q->r;
+    const mcp_jsonrpc_body_t *body = q->body;
+    const char *name = NULL;
+    int i;
+
+    if (!body || body->count < 1) {
+        return;
+    }
+    if (!body->is_batch) {
+        const mcp_jsonrpc_msg_t *msg = &body->msgs[0];
+
+        if (msg->method) {
+            apr_table_set(r->notes, "mcp-method", msg->method);
+        }
+        if (msg->id) {
+            apr_table_setn(r->notes, "mcp-id", mcp_jsonrpc_to_string(r->pool, msg->id, NULL));
+        }
+        if (mcp_jsonrpc_target(msg, &name) != MCP_TARGET_NONE) {
+            apr_table_set(r->notes, "mcp-name", name);
+        }
+        return;
+    }
+    for (i = 0; i < body->count; i++) {
+        const char *m = body->msgs[i].method ? body->msgs[i].method
+                      : body->msgs[i].kind == MCP_MSG_INVALID ? "-" : "response";
+        apr_table_merge(r->notes, "mcp-method", m);
+    }
+}
+
+void mcp_req_note_protocol(request_rec *r, const char *version)
+{
+    if (version) {
+        apr_table_set(r->notes, "mcp-protocol", version);
+    }
+}
+
+void mcp_req_note_stream(request_rec *r, apr_int64_t stream_id)
+{
+    apr_table_setn(r->notes, "mcp-stream", apr_psprintf(r->pool, "%" APR_INT64_T_FMT, stream_id));
 }
 
 void mcp_req_set_sse_headers(request_rec *r)

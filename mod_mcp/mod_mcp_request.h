@@ -101,6 +101,14 @@ void mcp_req_terminate_session(mcp_req_t *q, const char *by);
  * environment variable MCP_SESSION_TAG, for access logs (LogFormat "%{MCP_SESSION_TAG}e"). */
 void mcp_req_set_session_tag(request_rec *r, const char *session_id);
 
+/* Request notes for access logs (LogFormat "%{mcp-method}n" ...), see README "Logs":
+ * mcp-method, mcp-name (tool, prompt or resource), mcp-id (JSON-RPC id, as JSON) from the parsed
+ * body (a batch: its methods joined by ","); mcp-protocol; mcp-stream; mcp-session (the session's
+ * tag, as mcp_req_set_session_tag sets it). */
+void mcp_req_note_body(mcp_req_t *q);
+void mcp_req_note_protocol(request_rec *r, const char *version);
+void mcp_req_note_stream(request_rec *r, apr_int64_t stream_id);
+
 /* The response headers of every SSE stream the gateway sends. */
 void mcp_req_set_sse_headers(request_rec *r);
 

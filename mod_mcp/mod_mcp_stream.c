@@ -15,6 +15,7 @@
 #include "mcp_router.h"
 #include "mcp_sse.h"
 #include "mod_mcp_dbd.h"
+#include "mod_mcp_status.h"
 #include "mod_mcp_stream.h"
 
 APLOG_USE_MODULE(mcp);
@@ -215,6 +216,7 @@ int mcp_stream_commit(mcp_stream_t *st)
         st->broken = 1;
         return 1;
     }
+    mcp_status_stored(st->batch, n);
     for (i = 0; i < n; i++) {
         put_event(st, p, st->next_seq + i, APR_ARRAY_IDX(st->batch, i, const char *), -1);
     }
@@ -362,6 +364,7 @@ void mcp_stream_finish(mcp_stream_t *st, const char *status)
     if (rv == MCP_STORE_REFUSED && n > 0 && store_one_by_one(st) == MCP_STORE_OK) {
         /* What could be stored is; the end comes on its own. */
         n = st->batch->nelts;
+        mcp_status_stored(st->batch, n);
         for (i = 0; i < n; i++) {
             put_event(st, st->batch_pool, st->next_seq + i,
                       APR_ARRAY_IDX(st->batch, i, const char *), -1);
@@ -375,6 +378,7 @@ void mcp_stream_finish(mcp_stream_t *st, const char *status)
         log_store_failure(st, rv);
     }
     else {
+        mcp_status_stored(st->batch, n);
         for (i = 0; i < n; i++) {
             put_event(st, st->batch_pool, st->next_seq + i,
                       APR_ARRAY_IDX(st->batch, i, const char *), -1);

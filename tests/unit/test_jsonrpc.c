@@ -269,6 +269,42 @@ START_TEST(get_string)
 }
 END_TEST
 
+static mcp_target_kind_t target_of(const char *json, const char **name)
+{
+    mcp_jsonrpc_msg_t msg;
+
+    mcp_jsonrpc_classify(mcp_jsonrpc_parse_value(pool, json, strlen(json)), &msg);
+    return mcp_jsonrpc_target(&msg, name);
+}
+
+START_TEST(target_names)
+{
+    const char *name;
+
+    ck_assert_int_eq(target_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+                               "\"params\":{\"name\":\"deploy-web\"}}", &name), MCP_TARGET_TOOL);
+    ck_assert_str_eq(name, "deploy-web");
+    ck_assert_int_eq(target_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/get\","
+                               "\"params\":{\"name\":\"p\"}}", &name), MCP_TARGET_PROMPT);
+    ck_assert_str_eq(name, "p");
+    ck_assert_int_eq(target_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/read\","
+                               "\"params\":{\"uri\":\"file:///a\"}}", &name),
+                     MCP_TARGET_RESOURCE);
+    ck_assert_str_eq(name, "file:///a");
+    /* No name, a name that is not a string, a notification, another method. */
+    ck_assert_int_eq(target_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\"}",
+                               &name), MCP_TARGET_NONE);
+    ck_assert_ptr_null(name);
+    ck_assert_int_eq(target_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+                               "\"params\":{\"name\":7}}", &name), MCP_TARGET_NONE);
+    ck_assert_int_eq(target_of("{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\","
+                               "\"params\":{\"name\":\"x\"}}", &name), MCP_TARGET_NONE);
+    ck_assert_int_eq(target_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}",
+                               &name), MCP_TARGET_NONE);
+    ck_assert_int_eq(mcp_jsonrpc_target(NULL, &name), MCP_TARGET_NONE);
+}
+END_TEST
+
 static Suite *jsonrpc_suite(void)
 {
     Suite *s = suite_create("mcp_jsonrpc");
@@ -289,6 +325,7 @@ static Suite *jsonrpc_suite(void)
     tcase_add_test(tc, is_error_message);
     tcase_add_test(tc, reply_id);
     tcase_add_test(tc, get_string);
+    tcase_add_test(tc, target_names);
     suite_add_tcase(s, tc);
     return s;
 }
