@@ -438,6 +438,11 @@ MaxConnectionsPerChild 0
 DBDMin 0
 DBDKeep 32
 DBDMax 32
+# Every client is 127.0.0.1: no per-address limits (older modules, --tree, lack the directives).
+<IfDirective MCPMaxStreamsPerPrincipal>
+    MCPMaxStreamsPerPrincipal 0
+    MCPMaxSessionsPerPrincipal 0
+</IfDirective>
 # server-everything (Node 22, Streamable HTTP) behind mod_mcp, for measurement 2
 <Location /mcp-se>
     SetHandler mcp
@@ -921,6 +926,11 @@ MaxRequestWorkers {children_n * tpc}
 MinSpareThreads 1
 MaxSpareThreads {children_n * tpc}
 MaxConnectionsPerChild 0
+# Every client is 127.0.0.1: no per-address limits (older modules, --tree, lack the directives).
+<IfDirective MCPMaxStreamsPerPrincipal>
+    MCPMaxStreamsPerPrincipal 0
+    MCPMaxSessionsPerPrincipal 0
+</IfDirective>
 """)
         d, env = self.stack_up("streams", 1, conf)
         url = env["MCP_URL"]

@@ -2,6 +2,7 @@
 
 #include "mcp_id.h"
 
+#include <apr_sha1.h>
 #include <apr_strings.h>
 
 #include <string.h>
@@ -52,6 +53,28 @@ int mcp_id_session_is_wellformed(const char *s)
             return 0;                   /* also stops at a NUL before the expected length */
     }
     return s[MCP_ID_SESSION_LEN] == '\0';
+}
+
+const char *mcp_id_tag(apr_pool_t *p, const char *id)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char digest[APR_SHA1_DIGESTSIZE];
+    char *tag;
+    apr_sha1_ctx_t ctx;
+    int i;
+
+    if (!id)
+        return "-";
+    apr_sha1_init(&ctx);
+    apr_sha1_update_binary(&ctx, (const unsigned char *)id, (unsigned int)strlen(id));
+    apr_sha1_final(digest, &ctx);
+    tag = apr_palloc(p, MCP_ID_TAG_LEN + 1);
+    for (i = 0; i < MCP_ID_TAG_LEN / 2; i++) {
+        tag[2 * i] = hex[digest[i] >> 4];
+        tag[2 * i + 1] = hex[digest[i] & 15];
+    }
+    tag[MCP_ID_TAG_LEN] = '\0';
+    return tag;
 }
 
 char *mcp_id_event_format(apr_pool_t *p, apr_int64_t stream_id, apr_int64_t seq)

@@ -24,6 +24,13 @@ char *mcp_id_session_encode(apr_pool_t *p, const unsigned char *bytes, apr_size_
  * database look-up. */
 int mcp_id_session_is_wellformed(const char *s);
 
+/* Session ids are bearer tokens when no authentication is configured: logs carry this tag
+ * instead, the first 8 hex digits of the id's SHA-1 (32 bits: enough to tell a log's sessions
+ * apart and to find one by its id, nothing to recover the id from). Allocated in p; "-" for
+ * NULL. Also used for the backend's session ids. */
+#define MCP_ID_TAG_LEN 8
+const char *mcp_id_tag(apr_pool_t *p, const char *id);
+
 /* Event ids identify their stream and their position in it: "<stream>-<seq>", both decimal,
  * stream >= 1, seq >= 0, no sign, no leading zeros (except "0" itself).
  * Returns NULL when stream_id < 1 or seq < 0 (no valid event id exists for them). */

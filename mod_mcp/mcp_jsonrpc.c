@@ -93,7 +93,7 @@ static int parse_strict(const char *buf, apr_size_t len, json_object **out, cons
     }
     /* JSON allows trailing whitespace only. */
     for (; end < len; end++) {
-        if (!strchr(" \t\r\n", buf[end])) {
+        if (buf[end] == '\0' || !strchr(" \t\r\n", buf[end])) {
             *reason = "trailing data after the JSON value";
             json_object_put(obj);
             return -1;

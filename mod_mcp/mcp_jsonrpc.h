@@ -21,6 +21,7 @@
 #define MCP_JSONRPC_SESSION_NOT_FOUND (-32001)  /* 404: unknown, terminated or foreign session   */
 #define MCP_JSONRPC_BACKEND_ERROR     (-32002)  /* 502/504: the backend failed or is unreachable  */
 #define MCP_JSONRPC_UNAVAILABLE       (-32003)  /* 503: the gateway's own storage is unavailable  */
+#define MCP_JSONRPC_LIMIT_REACHED     (-32004)  /* 429: a configured limit (named in the message) */
 
 /* Nesting limit for untrusted input (json-c's default is 32). */
 #define MCP_JSONRPC_MAX_DEPTH 64

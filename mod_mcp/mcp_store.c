@@ -41,71 +41,6 @@ static const char *int_text(apr_pool_t *p, int v)
     return apr_psprintf(p, "%d", v);
 }
 
-mcp_store_status_t mcp_store_session_insert(const mcp_store_t *db, apr_pool_t *p,
-                                            const mcp_store_session_t *s,
-                                            const char *init_request, const char *init_response,
-                                            int max_live, int idle_secs, const char **err)
-{
-    static const char sql[] =
-        "WITH live AS ("
-        "  SELECT count(*) AS n FROM mcp.sessions"
-        "   WHERE terminated_at IS NULL"
-        "     AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))"
-        "), s AS ("
-        "  INSERT INTO mcp.sessions (id, backend_url, backend_session_id, protocol_version,"
-        "                            principal, client_info, client_capabilities, server_info)"
-        "  SELECT %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb FROM live"
-        "   WHERE %s::int = 0 OR live.n < %s::int"
-        "  RETURNING id, principal"
-        "), e AS ("
-        "  INSERT INTO mcp.events (session_id, direction, kind, message, principal)"
-        "  SELECT s.id, v.direction, 'message', v.message, s.principal"
-        "    FROM s, (VALUES (1, 'in', %s::jsonb), (2, 'out', %s::jsonb)) AS v(ord, direction, message)"
-        "   ORDER BY v.ord"
-        ")"
-        "SELECT id FROM s";
-    const char *idle = int_text(p, idle_secs), *max = int_text(p, max_live);
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
-
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the session insert", err);
-    }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, idle, idle, s->id,
-                          s->backend_url, s->backend_session_id, s->protocol_version,
-                          s->principal, s->client_info, s->client_capabilities, s->server_info,
-                          max, max, init_request, init_response);
-    if (rv != 0) {
-        return db_error(db, p, rv, "storing the session", err);
-    }
-    return apr_dbd_get_row(db->driver, p, res, &row, -1) == 0 ? MCP_STORE_OK : MCP_STORE_LIMIT;
-}
-
-mcp_store_status_t mcp_store_session_count_live(const mcp_store_t *db, apr_pool_t *p,
-                                                int idle_secs, long *count, const char **err)
-{
-    static const char sql[] =
-        "SELECT count(*) FROM mcp.sessions WHERE terminated_at IS NULL"
-        "   AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))";
-    const char *idle = int_text(p, idle_secs);
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
-
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the session count", err);
-    }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, idle, idle);
-    if (rv != 0 || apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
-        return db_error(db, p, rv, "counting live sessions", err);
-    }
-    *count = atol(apr_dbd_get_entry(db->driver, row, 0));
-    return MCP_STORE_OK;
-}
-
 mcp_store_status_t mcp_store_session_touch(const mcp_store_t *db, apr_pool_t *p, const char *id,
                                            const char *principal, int idle_secs,
                                            mcp_store_session_t **out, const char **err)
@@ -185,97 +120,6 @@ static mcp_store_status_t first_id(const mcp_store_t *db, apr_pool_t *p, apr_dbd
     while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
     }
     return MCP_STORE_OK;
-}
-
-mcp_store_status_t mcp_store_stream_open_request(const mcp_store_t *db, apr_pool_t *p,
-                                                 mcp_store_session_t *session, int idle_secs,
-                                                 const char *request_id, const char *method,
-                                                 const char *inbound, const char *owner,
-                                                 int lease_secs, apr_int64_t *stream_id,
-                                                 const char **err)
-{
-    static const char sql[] =
-        "WITH se AS ("
-        "  UPDATE mcp.sessions SET last_seen_at = now()"
-        "   WHERE id = %s AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM %s"
-        "     AND backend_url = %s"
-        "     AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))"
-        "  RETURNING id, principal, backend_session_id, protocol_version"
-        "), s AS ("
-        "  INSERT INTO mcp.streams (session_id, kind, request_id, method, owner, lease_until)"
-        "  SELECT id, 'request', %s::jsonb, %s, %s, now() + make_interval(secs => %s::int)"
-        "    FROM se"
-        "  RETURNING id, session_id"
-        "), e AS ("
-        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
-        "  SELECT s.session_id, s.id, 0, 'in', 'message', %s::jsonb, se.principal FROM s, se"
-        "  UNION ALL"
-        "  SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, se.principal FROM s, se"
-        ")"
-        "SELECT s.id, se.backend_session_id, se.protocol_version FROM s, se";
-    const char *idle = int_text(p, idle_secs);
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    apr_dbd_row_t *row = NULL;
-    int rv;
-
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the stream insert", err);
-    }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, session->id,
-                          session->principal, session->backend_url, idle, idle, request_id,
-                          method, owner, int_text(p, lease_secs), inbound);
-    if (rv != 0) {
-        return db_error(db, p, rv, "storing the request and its stream", err);
-    }
-    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
-        return MCP_STORE_NOT_FOUND;
-    }
-    *stream_id = apr_atoi64(apr_dbd_get_entry(db->driver, row, 0));
-    session->backend_session_id = entry(db, p, row, 1);
-    session->protocol_version = entry(db, p, row, 2);
-    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
-    }
-    return MCP_STORE_OK;
-}
-
-mcp_store_status_t mcp_store_stream_open_standalone(const mcp_store_t *db, apr_pool_t *p,
-                                                    const mcp_store_session_t *session,
-                                                    const char *owner, int lease_secs,
-                                                    apr_int64_t *stream_id, const char **err)
-{
-    static const char close_stale[] =
-        "UPDATE mcp.streams SET status = 'closed', completed_at = now()"
-        " WHERE session_id = %s AND kind = 'standalone' AND status = 'open'"
-        "   AND lease_until < now()";
-    static const char sql[] =
-        "WITH s AS ("
-        "  INSERT INTO mcp.streams (session_id, kind, owner, lease_until)"
-        "  VALUES (%s, 'standalone', %s, now() + make_interval(secs => %s::int))"
-        "  ON CONFLICT (session_id) WHERE kind = 'standalone' AND status = 'open' DO NOTHING"
-        "  RETURNING id, session_id"
-        "), e AS ("
-        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
-        "  SELECT session_id, id, 0, 'out', 'priming', NULL, %s FROM s"
-        ")"
-        "SELECT id FROM s";
-    apr_dbd_prepared_t *stmt;
-    apr_dbd_results_t *res = NULL;
-    int rv, nrows = 0;
-
-    if ((rv = prepare(db, p, close_stale, &stmt)) != 0
-        || (rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, session->id)) != 0) {
-        return db_error(db, p, rv, "closing a stale standalone stream", err);
-    }
-    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
-        return db_error(db, p, rv, "preparing the standalone stream insert", err);
-    }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, session->id, owner,
-                          int_text(p, lease_secs), session->principal);
-    if (rv != 0) {
-        return db_error(db, p, rv, "opening the standalone stream", err);
-    }
-    return first_id(db, p, res, stream_id) == MCP_STORE_OK ? MCP_STORE_OK : MCP_STORE_CONFLICT;
 }
 
 mcp_store_status_t mcp_store_stream_renew(const mcp_store_t *db, apr_pool_t *p,
@@ -451,24 +295,6 @@ static mcp_store_status_t select_stream(const mcp_store_t *db, apr_pool_t *p, co
     return MCP_STORE_OK;
 }
 
-mcp_store_status_t mcp_store_stream_for_event(const mcp_store_t *db, apr_pool_t *p,
-                                              const char *session_id, apr_int64_t stream_id,
-                                              apr_int64_t seq, mcp_store_stream_t *out,
-                                              const char **err)
-{
-    static const char sql[] =
-        STREAM_COLUMNS
-        " WHERE s.id = %s::bigint AND s.session_id = %s"
-        "   AND EXISTS (SELECT 1 FROM mcp.events e"
-        "                WHERE e.stream_id = s.id AND e.seq = %s::bigint AND e.direction = 'out')";
-    const char *args[3];
-
-    args[0] = i64(p, stream_id);
-    args[1] = session_id;
-    args[2] = i64(p, seq);
-    return select_stream(db, p, sql, "looking up an event", 3, args, stream_id, out, err);
-}
-
 mcp_store_status_t mcp_store_stream_get(const mcp_store_t *db, apr_pool_t *p,
                                         apr_int64_t stream_id, mcp_store_stream_t *out,
                                         const char **err)
@@ -480,35 +306,381 @@ mcp_store_status_t mcp_store_stream_get(const mcp_store_t *db, apr_pool_t *p,
     return select_stream(db, p, sql, "looking up a stream", 1, args, stream_id, out, err);
 }
 
-mcp_store_status_t mcp_store_events_after(const mcp_store_t *db, apr_pool_t *p,
-                                          apr_int64_t stream_id, apr_int64_t after_seq, int limit,
-                                          mcp_store_event_fn *fn, void *baton, int *n,
-                                          const char **err)
+/* ---- limits: admission control ------------------------------------------------------------ */
+
+static mcp_store_refusal_t refusal(const char *text)
+{
+    static const struct {
+        const char          *text;
+        mcp_store_refusal_t  refusal;
+    } names[] = {
+        { "session-streams", MCP_STORE_REFUSED_SESSION_STREAMS },
+        { "holder-streams", MCP_STORE_REFUSED_HOLDER_STREAMS },
+        { "stream-followers", MCP_STORE_REFUSED_STREAM_FOLLOWERS },
+        { "sessions", MCP_STORE_REFUSED_SESSIONS },
+        { "holder-sessions", MCP_STORE_REFUSED_HOLDER_SESSIONS },
+    };
+    apr_size_t i;
+
+    for (i = 0; text && *text && i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcmp(text, names[i].text) == 0) {
+            return names[i].refusal;
+        }
+    }
+    return MCP_STORE_ADMITTED;
+}
+
+/* Reads a result to its end: a random-access result is released when its rows run out. */
+static void drain(const mcp_store_t *db, apr_pool_t *p, apr_dbd_results_t *res)
+{
+    apr_dbd_row_t *row = NULL;
+
+    while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
+    }
+}
+
+mcp_store_status_t mcp_store_session_insert_admitted(const mcp_store_t *db, apr_pool_t *p,
+                                                     const mcp_store_session_t *s,
+                                                     const char *holder, const char *init_request,
+                                                     const char *init_response, int max_live,
+                                                     int max_per_holder, int idle_secs,
+                                                     mcp_store_refusal_t *refused,
+                                                     const char **err)
 {
     static const char sql[] =
-        "SELECT seq, message::text FROM mcp.events"
-        " WHERE stream_id = %s::bigint AND seq > %s::bigint AND direction = 'out'"
-        " ORDER BY seq LIMIT %s::int";
+        "WITH a AS ("
+        "  SELECT mcp.admit_session(%s, %s::int, %s::int, %s::int) AS refused"
+        "), s AS ("
+        "  INSERT INTO mcp.sessions (id, backend_url, backend_session_id, protocol_version,"
+        "                            principal, client_info, client_capabilities, server_info,"
+        "                            holder)"
+        "  SELECT %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb, %s FROM a"
+        "   WHERE a.refused IS NULL"
+        "  RETURNING id, principal"
+        "), e AS ("
+        "  INSERT INTO mcp.events (session_id, direction, kind, message, principal)"
+        "  SELECT s.id, v.direction, 'message', v.message, s.principal"
+        "    FROM s, (VALUES (1, 'in', %s::jsonb), (2, 'out', %s::jsonb)) AS v(ord, direction, message)"
+        "   ORDER BY v.ord"
+        ")"
+        "SELECT a.refused, s.id FROM a LEFT JOIN s ON true";
     apr_dbd_prepared_t *stmt;
     apr_dbd_results_t *res = NULL;
     apr_dbd_row_t *row = NULL;
-    int rv, stopped = 0;
+    int rv;
+
+    *refused = MCP_STORE_ADMITTED;
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, "preparing the session insert", err);
+    }
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, holder,
+                          int_text(p, max_live), int_text(p, max_per_holder),
+                          int_text(p, idle_secs), s->id, s->backend_url, s->backend_session_id,
+                          s->protocol_version, s->principal, s->client_info,
+                          s->client_capabilities, s->server_info, holder, init_request,
+                          init_response);
+    if (rv != 0) {
+        return db_error(db, p, rv, "storing the session", err);
+    }
+    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+        *err = "storing the session: no result";
+        return MCP_STORE_ERROR;
+    }
+    *refused = refusal(apr_dbd_get_entry(db->driver, row, 0));
+    drain(db, p, res);
+    return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_session_admissible(const mcp_store_t *db, apr_pool_t *p,
+                                                const char *holder, int max_live,
+                                                int max_per_holder, int idle_secs,
+                                                mcp_store_refusal_t *refused, const char **err)
+{
+    static const char sql[] =
+        "SELECT %s::int > 0 AND count(*) >= %s::int,"
+        "       %s::int > 0 AND count(*) FILTER (WHERE holder = %s) >= %s::int"
+        "  FROM mcp.sessions WHERE terminated_at IS NULL"
+        "   AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))";
+    const char *idle = int_text(p, idle_secs), *live = int_text(p, max_live);
+    const char *per = int_text(p, max_per_holder);
+    apr_dbd_prepared_t *stmt;
+    apr_dbd_results_t *res = NULL;
+    apr_dbd_row_t *row = NULL;
+    int rv;
+
+    *refused = MCP_STORE_ADMITTED;
+    if (max_live <= 0 && max_per_holder <= 0) {
+        return MCP_STORE_OK;
+    }
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, "preparing the session count", err);
+    }
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, live, live, per, holder, per,
+                          idle, idle);
+    if (rv != 0 || apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+        return db_error(db, p, rv, "counting live sessions", err);
+    }
+    if (strcmp(apr_dbd_get_entry(db->driver, row, 0), "t") == 0) {
+        *refused = MCP_STORE_REFUSED_SESSIONS;
+    }
+    else if (strcmp(apr_dbd_get_entry(db->driver, row, 1), "t") == 0) {
+        *refused = MCP_STORE_REFUSED_HOLDER_SESSIONS;
+    }
+    drain(db, p, res);
+    return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_stream_open_request_admitted(
+    const mcp_store_t *db, apr_pool_t *p, mcp_store_session_t *session, int idle_secs,
+    const char *request_id, const char *method, const char *inbound, const char *owner,
+    int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
+    mcp_store_refusal_t *refused, const char **err)
+{
+    /* The admission comes between the session's check and the stream's insert. */
+    static const char sql[] =
+        "WITH se AS ("
+        "  UPDATE mcp.sessions SET last_seen_at = now()"
+        "   WHERE id = %s AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM %s"
+        "     AND backend_url = %s"
+        "     AND (%s::int = 0 OR last_seen_at > now() - make_interval(secs => %s::int))"
+        "  RETURNING id, principal, backend_session_id, protocol_version"
+        "), a AS ("
+        "  SELECT mcp.admit_stream(se.id, %s, 0, %s::int, %s::int, 0) AS refused FROM se"
+        "), s AS ("
+        "  INSERT INTO mcp.streams (session_id, kind, request_id, method, owner, lease_until,"
+        "                           holder)"
+        "  SELECT se.id, 'request', %s::jsonb, %s, %s, now() + make_interval(secs => %s::int), %s"
+        "    FROM se, a WHERE a.refused IS NULL"
+        "  RETURNING id, session_id"
+        "), e AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
+        "  SELECT s.session_id, s.id, 0, 'in', 'message', %s::jsonb, se.principal FROM s, se"
+        "  UNION ALL"
+        "  SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, se.principal FROM s, se"
+        ")"
+        "SELECT s.id, se.backend_session_id, se.protocol_version, a.refused"
+        "  FROM se CROSS JOIN a LEFT JOIN s ON true";
+    const char *idle = int_text(p, idle_secs);
+    apr_dbd_prepared_t *stmt;
+    apr_dbd_results_t *res = NULL;
+    apr_dbd_row_t *row = NULL;
+    int rv;
+
+    *refused = MCP_STORE_ADMITTED;
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, "preparing the stream insert", err);
+    }
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, session->id,
+                          session->principal, session->backend_url, idle, idle, limits->holder,
+                          int_text(p, limits->max_session_streams),
+                          int_text(p, limits->max_holder_streams), request_id, method, owner,
+                          int_text(p, lease_secs), limits->holder, inbound);
+    if (rv != 0) {
+        return db_error(db, p, rv, "storing the request and its stream", err);
+    }
+    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+        return MCP_STORE_NOT_FOUND;
+    }
+    session->backend_session_id = entry(db, p, row, 1);
+    session->protocol_version = entry(db, p, row, 2);
+    *refused = refusal(apr_dbd_get_entry(db->driver, row, 3));
+    if (!*refused) {
+        *stream_id = apr_atoi64(apr_dbd_get_entry(db->driver, row, 0));
+    }
+    drain(db, p, res);
+    return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_stream_open_standalone_admitted(
+    const mcp_store_t *db, apr_pool_t *p, const mcp_store_session_t *session, const char *owner,
+    int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
+    mcp_store_refusal_t *refused, const char **err)
+{
+    static const char close_stale[] =
+        "UPDATE mcp.streams SET status = 'closed', completed_at = now()"
+        " WHERE session_id = %s AND kind = 'standalone' AND status = 'open'"
+        "   AND lease_until < now()";
+    static const char sql[] =
+        "WITH a AS ("
+        "  SELECT mcp.admit_stream(%s, %s, 0, %s::int, %s::int, 0) AS refused"
+        "), s AS ("
+        "  INSERT INTO mcp.streams (session_id, kind, owner, lease_until, holder)"
+        "  SELECT %s, 'standalone', %s, now() + make_interval(secs => %s::int), %s"
+        "    FROM a WHERE a.refused IS NULL"
+        "  ON CONFLICT (session_id) WHERE kind = 'standalone' AND status = 'open' DO NOTHING"
+        "  RETURNING id, session_id"
+        "), e AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message, principal)"
+        "  SELECT session_id, id, 0, 'out', 'priming', NULL, %s FROM s"
+        ")"
+        "SELECT a.refused, s.id FROM a LEFT JOIN s ON true";
+    apr_dbd_prepared_t *stmt;
+    apr_dbd_results_t *res = NULL;
+    apr_dbd_row_t *row = NULL;
+    const char *id;
+    int rv, nrows = 0;
+
+    *refused = MCP_STORE_ADMITTED;
+    if ((rv = prepare(db, p, close_stale, &stmt)) != 0
+        || (rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt, session->id)) != 0) {
+        return db_error(db, p, rv, "closing a stale standalone stream", err);
+    }
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, "preparing the standalone stream insert", err);
+    }
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, session->id, limits->holder,
+                          int_text(p, limits->max_session_streams),
+                          int_text(p, limits->max_holder_streams), session->id, owner,
+                          int_text(p, lease_secs), limits->holder, session->principal);
+    if (rv != 0) {
+        return db_error(db, p, rv, "opening the standalone stream", err);
+    }
+    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+        *err = "opening the standalone stream: no result";
+        return MCP_STORE_ERROR;
+    }
+    *refused = refusal(apr_dbd_get_entry(db->driver, row, 0));
+    id = apr_dbd_get_entry(db->driver, row, 1);
+    if (id && *id) {
+        *stream_id = apr_atoi64(id);
+    }
+    drain(db, p, res);
+    return *refused ? MCP_STORE_LIMIT : id && *id ? MCP_STORE_OK : MCP_STORE_CONFLICT;
+}
+
+mcp_store_status_t mcp_store_stream_follow(const mcp_store_t *db, apr_pool_t *p,
+                                           const char *session_id, apr_int64_t stream_id,
+                                           apr_int64_t seq, const char *owner, int lease_secs,
+                                           const mcp_store_limits_t *limits,
+                                           mcp_store_stream_t *out, apr_int64_t *follower_id,
+                                           mcp_store_refusal_t *refused, const char **err)
+{
+    /* The look-up, then the follower's admission and row. */
+    static const char sql[] =
+        "WITH st AS ("
+        "  SELECT s.id, s.kind, s.status, (s.status = 'open' AND s.lease_until < now()) AS expired,"
+        "         (SELECT max(seq) FROM mcp.events WHERE stream_id = s.id) AS last_seq, s.owner"
+        "    FROM mcp.streams s"
+        "   WHERE s.id = %s::bigint AND s.session_id = %s"
+        "     AND EXISTS (SELECT 1 FROM mcp.events e WHERE e.stream_id = s.id"
+        "                    AND e.seq = %s::bigint AND e.direction = 'out')"
+        "), a AS ("
+        "  SELECT mcp.admit_stream(%s, %s, st.id, %s::int, %s::int, %s::int) AS refused"
+        "    FROM st WHERE st.status = 'open'"
+        "), f AS ("
+        "  INSERT INTO mcp.followers (stream_id, session_id, holder, owner, lease_until)"
+        "  SELECT st.id, %s, %s, %s, now() + make_interval(secs => %s::int)"
+        "    FROM st, a WHERE a.refused IS NULL"
+        "  RETURNING id"
+        ")"
+        "SELECT st.kind, st.status, st.expired, st.last_seq, st.owner, a.refused, f.id"
+        "  FROM st LEFT JOIN a ON true LEFT JOIN f ON true";
+    const char *sid = i64(p, stream_id), *id;
+    apr_dbd_prepared_t *stmt;
+    apr_dbd_results_t *res = NULL;
+    apr_dbd_row_t *row = NULL;
+    int rv;
+
+    *refused = MCP_STORE_ADMITTED;
+    *follower_id = 0;
+    if ((rv = prepare(db, p, sql, &stmt)) != 0) {
+        return db_error(db, p, rv, "preparing the event look-up", err);
+    }
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, sid, session_id,
+                          i64(p, seq), session_id, limits->holder,
+                          int_text(p, limits->max_session_streams),
+                          int_text(p, limits->max_holder_streams),
+                          int_text(p, limits->max_stream_followers), session_id, limits->holder,
+                          owner, int_text(p, lease_secs));
+    if (rv != 0) {
+        return db_error(db, p, rv, "looking up an event", err);
+    }
+    if (apr_dbd_get_row(db->driver, p, res, &row, -1) != 0) {
+        return MCP_STORE_NOT_FOUND;
+    }
+    read_stream(db, p, row, stream_id, out);
+    *refused = refusal(apr_dbd_get_entry(db->driver, row, 5));
+    id = apr_dbd_get_entry(db->driver, row, 6);
+    if (id && *id) {
+        *follower_id = apr_atoi64(id);
+    }
+    drain(db, p, res);
+    return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_follower_renew(const mcp_store_t *db, apr_pool_t *p,
+                                            apr_int64_t follower_id, int lease_secs,
+                                            const char **err)
+{
+    static const char sql[] =
+        "UPDATE mcp.followers SET lease_until = now() + make_interval(secs => %s::int)"
+        " WHERE id = %s::bigint";
+    apr_dbd_prepared_t *stmt;
+    int rv, nrows = 0;
+
+    if ((rv = prepare(db, p, sql, &stmt)) != 0
+        || (rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt,
+                                 int_text(p, lease_secs), i64(p, follower_id))) != 0) {
+        return db_error(db, p, rv, "renewing a follower's lease", err);
+    }
+    return MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_follower_release(const mcp_store_t *db, apr_pool_t *p,
+                                              apr_int64_t follower_id, const char **err)
+{
+    static const char sql[] = "DELETE FROM mcp.followers WHERE id = %s::bigint";
+    apr_dbd_prepared_t *stmt;
+    int rv, nrows = 0;
+
+    if ((rv = prepare(db, p, sql, &stmt)) != 0
+        || (rv = apr_dbd_pvquery(db->driver, p, db->handle, &nrows, stmt,
+                                 i64(p, follower_id))) != 0) {
+        return db_error(db, p, rv, "releasing a follower", err);
+    }
+    return MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_events_after_bounded(const mcp_store_t *db, apr_pool_t *p,
+                                                  apr_int64_t stream_id, apr_int64_t after_seq,
+                                                  int max_rows, apr_off_t max_bytes,
+                                                  mcp_store_event_fn *fn, void *baton, int *n,
+                                                  int *more, const char **err)
+{
+    /* The rows up to the one that brings the total to max_bytes: PostgreSQL sends (and libpq
+     * holds) about max_bytes and one message, however large the stored messages are. */
+    static const char sql[] =
+        "SELECT seq, m, running >= %s::bigint FROM ("
+        "  SELECT seq, m, sum(len) OVER (ORDER BY seq) AS running, len FROM ("
+        "    SELECT seq, m, coalesce(octet_length(m), 0) AS len FROM ("
+        "      SELECT seq, message::text AS m FROM mcp.events"
+        "       WHERE stream_id = %s::bigint AND seq > %s::bigint AND direction = 'out'"
+        "       ORDER BY seq LIMIT %s::int) r) l) t"
+        " WHERE running - len < %s::bigint ORDER BY seq";
+    const char *bytes = apr_off_t_toa(p, max_bytes);
+    apr_dbd_prepared_t *stmt;
+    apr_dbd_results_t *res = NULL;
+    apr_dbd_row_t *row = NULL;
+    int rv, stopped = 0, full = 0;
 
     *n = 0;
+    *more = 0;
     if ((rv = prepare(db, p, sql, &stmt)) != 0) {
         return db_error(db, p, rv, "preparing the replay", err);
     }
-    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, i64(p, stream_id),
-                          i64(p, after_seq), int_text(p, limit));
+    rv = apr_dbd_pvselect(db->driver, p, db->handle, &res, stmt, 1, bytes, i64(p, stream_id),
+                          i64(p, after_seq), int_text(p, max_rows), bytes);
     if (rv != 0) {
         return db_error(db, p, rv, "reading stored events", err);
     }
     while (apr_dbd_get_row(db->driver, p, res, &row, -1) == 0) {
         if (!stopped) {
+            full = strcmp(apr_dbd_get_entry(db->driver, row, 2), "t") == 0;
             stopped = fn(baton, apr_atoi64(apr_dbd_get_entry(db->driver, row, 0)),
                          apr_dbd_get_entry(db->driver, row, 1));
             (*n)++;
         }
     }
+    *more = *n == max_rows || full;
     return MCP_STORE_OK;
 }

@@ -29,6 +29,11 @@ void *mcp_config_create_dir(apr_pool_t *p, char *dir)
     conf->stream_close_after = UNSET;
     conf->session_idle_timeout = UNSET;
     conf->max_sessions = UNSET;
+    conf->max_principal_sessions = UNSET;
+    conf->max_session_streams = UNSET;
+    conf->max_principal_streams = UNSET;
+    conf->max_stream_followers = UNSET;
+    conf->max_batch_size = UNSET;
     return conf;
 }
 
@@ -54,6 +59,11 @@ void *mcp_config_merge_dir(apr_pool_t *p, void *basev, void *addv)
     MERGE(stream_close_after, UNSET);
     MERGE(session_idle_timeout, UNSET);
     MERGE(max_sessions, UNSET);
+    MERGE(max_principal_sessions, UNSET);
+    MERGE(max_session_streams, UNSET);
+    MERGE(max_principal_streams, UNSET);
+    MERGE(max_stream_followers, UNSET);
+    MERGE(max_batch_size, UNSET);
     MERGE(allowed_origins, NULL);
     MERGE(allowed_hosts, NULL);
     return merged;
@@ -78,6 +88,11 @@ const mcp_dir_conf_t *mcp_config_get(request_rec *r)
     DEFAULT(stream_close_after, 0);
     DEFAULT(session_idle_timeout, MCP_DEFAULT_SESSION_IDLE_TIMEOUT);
     DEFAULT(max_sessions, MCP_DEFAULT_MAX_SESSIONS);
+    DEFAULT(max_principal_sessions, MCP_DEFAULT_MAX_PRINCIPAL_SESSIONS);
+    DEFAULT(max_session_streams, MCP_DEFAULT_MAX_SESSION_STREAMS);
+    DEFAULT(max_principal_streams, MCP_DEFAULT_MAX_PRINCIPAL_STREAMS);
+    DEFAULT(max_stream_followers, MCP_DEFAULT_MAX_STREAM_FOLLOWERS);
+    DEFAULT(max_batch_size, MCP_DEFAULT_MAX_BATCH_SIZE);
     if (!conf->allowed_origins) {
         conf->allowed_origins = apr_array_make(r->pool, 2, sizeof(const char *));
         APR_ARRAY_PUSH(conf->allowed_origins, const char *) = "self";
@@ -146,6 +161,20 @@ static const char *parse_count(cmd_parms *cmd, const char *arg, apr_off_t min, a
 static const char *set_bytes(cmd_parms *cmd, void *dconf, const char *arg)
 {
     return parse_count(cmd, arg, 1, FIELD(apr_off_t, dconf, cmd));
+}
+
+/* MCPMaxMessageSize: at least 1 byte, at most MCP_MAX_MESSAGE_SIZE_LIMIT, so that no length
+ * derived from a message (with its framing, or a terminating NUL) overflows an int. */
+static const char *set_message_size(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    apr_off_t *size = FIELD(apr_off_t, dconf, cmd);
+    const char *err = parse_count(cmd, arg, 1, size);
+
+    if (!err && *size > MCP_MAX_MESSAGE_SIZE_LIMIT) {
+        return apr_psprintf(cmd->pool, "%s: %s is too large (at most %d bytes)", cmd->cmd->name,
+                            arg, MCP_MAX_MESSAGE_SIZE_LIMIT);
+    }
+    return err;
 }
 
 /* A count of at least 1 (MCPStreamQueueLength). */
@@ -248,9 +277,9 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_TAKE1("MCPBackend", set_backend, NULL, CONTEXT,
                   "URL of the backend MCP server: http://host:port/path, https://..., or "
                   "unix:/path/to.sock|http://localhost/path"),
-    AP_INIT_TAKE1("MCPMaxMessageSize", set_bytes, AT(max_message_size), CONTEXT,
+    AP_INIT_TAKE1("MCPMaxMessageSize", set_message_size, AT(max_message_size), CONTEXT,
                   "Largest JSON-RPC message accepted from a client or a backend, in bytes "
-                  "(default 4194304)"),
+                  "(default 4194304, at most 1073741824)"),
     AP_INIT_TAKE1("MCPBackendConnectTimeout", set_duration, AT(backend_connect_timeout), CONTEXT,
                   "How long to wait for a connection to the backend (default 5s)"),
     AP_INIT_TAKE1("MCPBackendTimeout", set_duration, AT(backend_timeout), CONTEXT,
@@ -281,6 +310,21 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_TAKE1("MCPMaxSessions", set_limit, AT(max_sessions), CONTEXT,
                   "Live sessions allowed at once across all servers sharing the database "
                   "(default 10000; 0: no limit)"),
+    AP_INIT_TAKE1("MCPMaxSessionsPerPrincipal", set_limit, AT(max_principal_sessions), CONTEXT,
+                  "Live sessions one user (or, unauthenticated, one client address) may hold "
+                  "across all servers (default 1000; 0: no limit)"),
+    AP_INIT_TAKE1("MCPMaxStreamsPerSession", set_limit, AT(max_session_streams), CONTEXT,
+                  "Open streams (requests being relayed, the standalone GET, Last-Event-ID "
+                  "followers) one session may hold across all servers (default 16; 0: no limit)"),
+    AP_INIT_TAKE1("MCPMaxStreamsPerPrincipal", set_limit, AT(max_principal_streams), CONTEXT,
+                  "Open streams one user (or, unauthenticated, one client address) may hold "
+                  "across all servers (default 64; 0: no limit)"),
+    AP_INIT_TAKE1("MCPMaxFollowersPerStream", set_limit, AT(max_stream_followers), CONTEXT,
+                  "Clients following one open stream with Last-Event-ID at once "
+                  "(default 4; 0: no limit)"),
+    AP_INIT_TAKE1("MCPMaxBatchSize", set_limit, AT(max_batch_size), CONTEXT,
+                  "Messages allowed in one JSON-RPC batch (2025-03-26) (default 100; 0: no "
+                  "limit)"),
     AP_INIT_ITERATE("MCPAllowedOrigins", add_origin, AT(allowed_origins), CONTEXT,
                     "Origins allowed to call: self, localhost, *, or exact origins such as "
                     "https://app.example.com (default: self localhost)"),

@@ -12,6 +12,7 @@
 #include "mcp_backend.h"
 
 #define MCP_DEFAULT_MAX_MESSAGE_SIZE        (4 * 1024 * 1024)
+#define MCP_MAX_MESSAGE_SIZE_LIMIT          (1024 * 1024 * 1024)   /* 1 GiB: far from INT_MAX */
 #define MCP_DEFAULT_BACKEND_CONNECT_TIMEOUT apr_time_from_sec(5)
 #define MCP_DEFAULT_BACKEND_TIMEOUT         apr_time_from_sec(60)
 #define MCP_DEFAULT_STREAM_TIMEOUT          apr_time_from_sec(300)
@@ -22,6 +23,11 @@
 #define MCP_DEFAULT_STREAM_LEASE            apr_time_from_sec(30)
 #define MCP_DEFAULT_SESSION_IDLE_TIMEOUT    apr_time_from_sec(3600)
 #define MCP_DEFAULT_MAX_SESSIONS            10000
+#define MCP_DEFAULT_MAX_PRINCIPAL_SESSIONS  1000
+#define MCP_DEFAULT_MAX_SESSION_STREAMS     16
+#define MCP_DEFAULT_MAX_PRINCIPAL_STREAMS   64
+#define MCP_DEFAULT_MAX_STREAM_FOLLOWERS    4
+#define MCP_DEFAULT_MAX_BATCH_SIZE          100
 
 typedef struct mcp_dir_conf_t {
     const char                 *backend_spec;    /* MCPBackend as written                     */
@@ -38,6 +44,11 @@ typedef struct mcp_dir_conf_t {
     apr_interval_time_t         stream_close_after;    /* 0: streams stay open to the end     */
     apr_interval_time_t         session_idle_timeout;  /* 0: sessions never expire            */
     int                         max_sessions;          /* 0: no limit                         */
+    int                         max_principal_sessions; /* 0: no limit (per user or address)  */
+    int                         max_session_streams;   /* streams + followers, 0: no limit    */
+    int                         max_principal_streams; /* ... per user or address             */
+    int                         max_stream_followers;  /* Last-Event-ID followers, 0: no limit */
+    int                         max_batch_size;        /* messages in a batch, 0: no limit    */
     apr_array_header_t         *allowed_origins;       /* const char *: self, localhost, *, URL */
     apr_array_header_t         *allowed_hosts;         /* const char *: names, localhost, *     */
 } mcp_dir_conf_t;

@@ -4,6 +4,7 @@
  * mcp_req_error. POSTs carrying requests and standalone GETs go on to mod_mcp_relay, resumptions
  * to mod_mcp_replay; initialize, notifications/responses and DELETE are short exchanges done here.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include <apr_strings.h>
@@ -78,45 +79,126 @@ static int reply_too_large(mcp_req_t *q)
                        " bytes)", q->conf->max_message_size);
 }
 
-/* Reads the whole body, refusing more than MCPMaxMessageSize before buffering it. */
+/* Where read_body puts the bytes: one buffer, of the announced size (Content-Length) or, for a
+ * chunked body, grown by doubling with realloc (freed with the request). Not a brigade: small
+ * writes into one cost a block per piece (measured: ~460 bytes per 1-byte chunk). */
+typedef struct body_sink_t {
+    char       *buf;
+    apr_size_t  size;
+    apr_off_t   total;
+    int         grows;     /* chunked: buf is malloc'ed */
+} body_sink_t;
+
+static apr_status_t free_body(void *sink)
+{
+    free(((body_sink_t *)sink)->buf);
+    return APR_SUCCESS;
+}
+
+static apr_status_t body_put(body_sink_t *sink, const char *data, apr_size_t len)
+{
+    apr_size_t need = (apr_size_t)sink->total + len + 1;   /* and a NUL */
+
+    if (need > sink->size) {
+        apr_size_t size = sink->size ? sink->size : 16384;
+        char *buf;
+
+        if (!sink->grows) {
+            return APR_EGENERAL;   /* more than announced: HTTP_IN never lets that through */
+        }
+        while (size < need) {
+            size *= 2;
+        }
+        if (!(buf = realloc(sink->buf, size))) {
+            return APR_ENOMEM;
+        }
+        sink->buf = buf;
+        sink->size = size;
+    }
+    memcpy(sink->buf + sink->total, data, len);
+    sink->total += (apr_off_t)len;
+    return APR_SUCCESS;
+}
+
+/* Moves one read's buckets into the sink; sets *eos at the end of the body. The buckets go
+ * at once, and with them the input buffers they point into, so memory follows the body's size
+ * and not the number of pieces it came in. */
+static apr_status_t body_take(body_sink_t *sink, apr_bucket_brigade *in, apr_off_t limit,
+                              int *eos, int *too_large)
+{
+    apr_status_t rv = APR_SUCCESS;
+    apr_bucket *b;
+
+    for (b = APR_BRIGADE_FIRST(in); b != APR_BRIGADE_SENTINEL(in) && rv == APR_SUCCESS;
+         b = APR_BUCKET_NEXT(b)) {
+        const char *data;
+        apr_size_t len;
+
+        if (APR_BUCKET_IS_EOS(b)) {
+            *eos = 1;
+            break;
+        }
+        if (APR_BUCKET_IS_METADATA(b)) {
+            continue;
+        }
+        if ((rv = apr_bucket_read(b, &data, &len, APR_BLOCK_READ)) != APR_SUCCESS) {
+            break;
+        }
+        if (sink->total + (apr_off_t)len > limit) {
+            *too_large = 1;
+            break;
+        }
+        rv = body_put(sink, data, len);
+    }
+    apr_brigade_cleanup(in);
+    return rv;
+}
+
+/* Reads the whole body into one NUL-terminated buffer (the body is also a bound SQL
+ * parameter), refusing more than MCPMaxMessageSize before buffering it. */
 static int read_body(mcp_req_t *q)
 {
     request_rec *r = q->r;
-    apr_off_t limit = q->conf->max_message_size;
+    apr_off_t limit = q->conf->max_message_size, announced = -1;
     const char *clen = apr_table_get(r->headers_in, "Content-Length");
-    apr_bucket_brigade *bb;
-    apr_off_t total = 0;
-    int seen_eos = 0;
+    apr_bucket_brigade *in = apr_brigade_create(r->pool, r->connection->bucket_alloc);
+    body_sink_t *sink = apr_pcalloc(r->pool, sizeof(*sink));
+    int eos = 0, too_large = 0;
 
-    if (clen) {
-        apr_off_t n;
-        if (apr_strtoff(&n, clen, NULL, 10) == APR_SUCCESS && n > limit) {
-            return reply_too_large(q);
-        }
+    if (clen && apr_strtoff(&announced, clen, NULL, 10) == APR_SUCCESS && announced > limit) {
+        return reply_too_large(q);
     }
-    bb = apr_brigade_create(r->pool, r->connection->bucket_alloc);
-    while (!seen_eos) {
-        apr_bucket_brigade *in = apr_brigade_create(r->pool, r->connection->bucket_alloc);
+    if (clen && announced >= 0 && !apr_table_get(r->headers_in, "Transfer-Encoding")) {
+        sink->size = (apr_size_t)announced + 1;
+        sink->buf = apr_palloc(r->pool, sink->size);
+    }
+    else {
+        sink->grows = 1;
+        apr_pool_cleanup_register(r->pool, sink, free_body, apr_pool_cleanup_null);
+    }
+    while (!eos) {
         apr_status_t rv = ap_get_brigade(r->input_filters, in, AP_MODE_READBYTES,
                                          APR_BLOCK_READ, HUGE_STRING_LEN);
-        apr_off_t got = 0;
-
-        if (rv != APR_SUCCESS) {
-            return mcp_req_error(q, ap_map_http_request_error(rv, HTTP_BAD_REQUEST),
-                               MCP_JSONRPC_SERVER_ERROR, "Bad Request: the body could not be read");
+        if (rv == APR_SUCCESS) {
+            rv = body_take(sink, in, limit, &eos, &too_large);
         }
-        seen_eos = !APR_BRIGADE_EMPTY(in) && APR_BUCKET_IS_EOS(APR_BRIGADE_LAST(in));
-        apr_brigade_length(in, 1, &got);
-        total += got;
-        if (total > limit) {
+        if (too_large) {
             return reply_too_large(q);
         }
-        APR_BRIGADE_CONCAT(bb, in);
-        apr_brigade_destroy(in);
+        if (rv != APR_SUCCESS) {
+            return mcp_req_error(q, ap_map_http_request_error(rv, HTTP_BAD_REQUEST),
+                                 MCP_JSONRPC_SERVER_ERROR, "Bad Request: the body could not be "
+                                 "read");
+        }
     }
-    /* NUL-terminated: the body is also a bound SQL parameter. */
-    q->raw = flatten(r, bb, &q->raw_len);
-    apr_brigade_destroy(bb);
+    apr_brigade_destroy(in);
+    if (!sink->buf && body_put(sink, "", 0) != APR_SUCCESS) {   /* an empty chunked body */
+        return mcp_req_error(q, HTTP_INTERNAL_SERVER_ERROR, MCP_JSONRPC_INTERNAL_ERROR,
+                             "Internal Error: out of memory");
+    }
+    sink->buf[sink->total] = '\0';
+    q->raw = sink->buf;
+    q->raw_len = (apr_size_t)sink->total;
     return OK;
 }
 
@@ -321,7 +403,8 @@ static void abandon_backend_session(mcp_req_t *q, const char *backend_session_id
     q->raw_len = 0;
     if (exchange(q, &x, "DELETE", backend_session_id, &err) != MCP_BACKEND_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r,
-                      "could not end backend session %s: %s", backend_session_id, err);
+                      "could not end backend session %s: %s",
+                      mcp_id_tag(q->r->pool, backend_session_id), err);
     }
 }
 
@@ -354,31 +437,32 @@ static int reply_messages(mcp_req_t *q, exchange_t *x, apr_array_header_t *messa
     return DONE;
 }
 
-/* A 503 before the backend is bothered, when MCPMaxSessions live sessions exist already. */
+/* A 429 before the backend is bothered, when MCPMaxSessions live sessions exist already, or
+ * MCPMaxSessionsPerPrincipal of this user's (address's). The insert decides atomically. */
 static int check_session_limit(mcp_req_t *q)
 {
     mcp_store_t store;
     const char *err = NULL;
-    long live = 0;
+    mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
     ap_dbd_t *dbd;
     mcp_store_status_t st;
 
-    if (q->conf->max_sessions <= 0) {
+    if (q->conf->max_sessions <= 0 && q->conf->max_principal_sessions <= 0) {
         return OK;
     }
     if (!(dbd = mcp_dbd_open(q->r, &store))) {
         return mcp_req_store_unavailable(q);
     }
-    st = mcp_store_session_count_live(&store, q->r->pool, mcp_req_idle_secs(q), &live, &err);
+    st = mcp_store_session_admissible(&store, q->r->pool, mcp_req_holder(q),
+                                      q->conf->max_sessions, q->conf->max_principal_sessions,
+                                      mcp_req_idle_secs(q), &refused, &err);
     mcp_dbd_close(q->r, dbd);
+    if (st == MCP_STORE_LIMIT) {
+        return mcp_req_refused(q, refused);
+    }
     if (st != MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "counting sessions failed: %s", err);
         return mcp_req_store_unavailable(q);
-    }
-    if (live >= q->conf->max_sessions) {
-        return mcp_req_error(q, HTTP_SERVICE_UNAVAILABLE, MCP_JSONRPC_UNAVAILABLE,
-                             "Service Unavailable: the gateway holds its maximum of %d live "
-                             "sessions (MCPMaxSessions); try again later", q->conf->max_sessions);
     }
     return OK;
 }
@@ -392,6 +476,7 @@ static int handle_initialize(mcp_req_t *q)
     mcp_store_session_t session;
     apr_array_header_t *messages;
     unsigned char random[MCP_ID_SESSION_RANDOM_BYTES];
+    mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
     mcp_store_status_t stored;
     mcp_backend_status_t st;
     mcp_store_t store;
@@ -459,24 +544,25 @@ static int handle_initialize(mcp_req_t *q)
         abandon_backend_session(q, x.response.session_id);
         return mcp_req_store_unavailable(q);
     }
-    stored = mcp_store_session_insert(&store, r->pool, &session, request_text, response_text,
-                                      q->conf->max_sessions, mcp_req_idle_secs(q), &err);
+    stored = mcp_store_session_insert_admitted(&store, r->pool, &session, mcp_req_holder(q),
+                                               request_text, response_text,
+                                               q->conf->max_sessions,
+                                               q->conf->max_principal_sessions,
+                                               mcp_req_idle_secs(q), &refused, &err);
     mcp_dbd_close(r, dbd);
     if (stored != MCP_STORE_OK) {
         abandon_backend_session(q, x.response.session_id);
         if (stored == MCP_STORE_LIMIT) {
-            return mcp_req_error(q, HTTP_SERVICE_UNAVAILABLE, MCP_JSONRPC_UNAVAILABLE,
-                                 "Service Unavailable: the gateway holds its maximum of %d live "
-                                 "sessions (MCPMaxSessions); try again later",
-                                 q->conf->max_sessions);
+            return mcp_req_refused(q, refused);
         }
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "storing a new session failed: %s", err);
         return mcp_req_store_unavailable(q);
     }
+    mcp_req_set_session_tag(r, session.id);
     ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r,
-                  "session %s started (protocol %s, user %s, backend session %s)", session.id,
-                  rev->version, r->user ? r->user : "-",
-                  session.backend_session_id ? session.backend_session_id : "-");
+                  "session %s started (protocol %s, user %s, backend session %s)",
+                  mcp_id_tag(r->pool, session.id), rev->version, r->user ? r->user : "-",
+                  mcp_id_tag(r->pool, session.backend_session_id));
     return reply_messages(q, &x, messages, is_sse, session.id);
 }
 
@@ -519,6 +605,13 @@ static int handle_post(mcp_req_t *q)
     if ((rc = check_post_headers(q)) != OK || (rc = read_body(q)) != OK
         || (rc = parse_body(q)) != OK || (rc = check_version_header(q)) != OK) {
         return rc;
+    }
+    if (q->body->is_batch && q->conf->max_batch_size > 0
+        && q->body->count > q->conf->max_batch_size) {
+        /* Not a 429: the same batch would never pass. */
+        return mcp_req_error(q, HTTP_REQUEST_ENTITY_TOO_LARGE, MCP_JSONRPC_INVALID_REQUEST,
+                             "Payload Too Large: the batch holds %d messages, more than "
+                             "MCPMaxBatchSize (%d)", q->body->count, q->conf->max_batch_size);
     }
     q->session_header = apr_table_get(q->r->headers_in, "Mcp-Session-Id");
     if (mcp_jsonrpc_find_method(q->body, "initialize") >= 0) {
@@ -589,11 +682,12 @@ static int handle_delete(mcp_req_t *q)
         return mcp_req_store_unavailable(q);
     }
     ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s terminated by the client",
-                  q->session->id);
+                  mcp_id_tag(q->r->pool, q->session->id));
     if (q->session->backend_session_id
         && exchange(q, &x, "DELETE", q->session->backend_session_id, &err) != MCP_BACKEND_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r,
-                      "the backend was not told that session %s ended: %s", q->session->id, err);
+                      "the backend was not told that session %s ended: %s",
+                      mcp_id_tag(q->r->pool, q->session->id), err);
     }
     return mcp_req_empty(q, HTTP_OK);
 }
@@ -668,7 +762,8 @@ int mcp_handler(request_rec *r)
     if ((rc = check_origin_and_host(&q)) != OK) {
         return rc;
     }
-    switch (r->method_number) {
+    /* httpd hands HEAD over as a GET (header_only): it would open a stream nobody reads. */
+    switch (r->header_only ? M_INVALID : r->method_number) {
     case M_POST:
         return handle_post(&q);
     case M_GET:

@@ -1,6 +1,7 @@
 /* mod_mcp_relay — see mod_mcp_relay.h. */
 #include <string.h>
 
+#include <apr_hash.h>
 #include <apr_strings.h>
 #include <httpd.h>
 #include <http_log.h>
@@ -29,24 +30,61 @@ typedef struct relay_t {
     int                     too_large;
     apr_pool_t             *scratch;       /* cleared per message                             */
     apr_array_header_t     *outstanding;   /* json_object *: request ids not answered yet     */
+    apr_hash_t             *position;      /* id's JSON text -> its index in outstanding (int *) */
     apr_time_t              answered;      /* when every response was in and the stream ended */
     int                     dropped;       /* backend messages that were not JSON             */
 } relay_t;
 
 /* ---- what the relay learns from each message --------------------------------------------- */
 
+/* An id's key in rl->position: its JSON text, so 1 and "1" differ as json_object_equal has
+ * them. NULL for ids no request can carry. */
+static const char *id_key(apr_pool_t *p, json_object *id, apr_size_t *len)
+{
+    if (!json_object_is_type(id, json_type_int) && !json_object_is_type(id, json_type_string)) {
+        return NULL;
+    }
+    return mcp_jsonrpc_to_string(p, id, len);
+}
+
+/* Notes a request id as outstanding; non-zero when the body has it twice. */
+static int await(relay_t *rl, json_object *id)
+{
+    apr_pool_t *p = rl->q->r->pool;
+    apr_size_t len;
+    const char *key = id_key(p, id, &len);
+    int *at;
+
+    if (!key || apr_hash_get(rl->position, key, (apr_ssize_t)len)) {
+        return 1;
+    }
+    at = apr_palloc(p, sizeof(*at));
+    *at = rl->outstanding->nelts;
+    APR_ARRAY_PUSH(rl->outstanding, json_object *) = id;
+    apr_hash_set(rl->position, key, (apr_ssize_t)len, at);
+    return 0;
+}
+
+/* The response to id came: its request is no longer outstanding (constant time, so that a
+ * batch of n requests settles in linear time). */
 static void settle(relay_t *rl, json_object *id)
 {
-    int i;
+    apr_size_t len, last_len;
+    const char *key = id_key(rl->scratch, id, &len), *last_key;
+    int *at, *last_at, last = rl->outstanding->nelts - 1;
 
-    for (i = 0; i < rl->outstanding->nelts; i++) {
-        if (json_object_equal(APR_ARRAY_IDX(rl->outstanding, i, json_object *), id)) {
-            APR_ARRAY_IDX(rl->outstanding, i, json_object *) =
-                APR_ARRAY_IDX(rl->outstanding, rl->outstanding->nelts - 1, json_object *);
-            rl->outstanding->nelts--;
-            return;
-        }
+    if (!key || !(at = apr_hash_get(rl->position, key, (apr_ssize_t)len))) {
+        return;
     }
+    /* The last one takes the settled one's place. */
+    last_key = id_key(rl->scratch, APR_ARRAY_IDX(rl->outstanding, last, json_object *),
+                      &last_len);
+    last_at = apr_hash_get(rl->position, last_key, (apr_ssize_t)last_len);
+    APR_ARRAY_IDX(rl->outstanding, *at, json_object *) =
+        APR_ARRAY_IDX(rl->outstanding, last, json_object *);
+    *last_at = *at;
+    rl->outstanding->nelts--;
+    apr_hash_set(rl->position, key, (apr_ssize_t)len, NULL);
 }
 
 /* One message from the backend: noted, queued (stored, then sent). */
@@ -199,11 +237,13 @@ static void relay_init(relay_t *rl, mcp_req_t *q, apr_int64_t stream_id, apr_int
     rl->body = apr_brigade_create(q->r->pool, q->r->connection->bucket_alloc);
     apr_pool_create(&rl->scratch, q->r->pool);
     rl->outstanding = apr_array_make(q->r->pool, 1, sizeof(json_object *));
+    rl->position = apr_hash_make(q->r->pool);
 }
 
 /* ---- POST with requests ------------------------------------------------------------------- */
 
-/* The ids of the body's requests, as the stream row records them: the id, or an array of ids. */
+/* The ids of the body's requests, as the stream row records them: the id, or an array of ids.
+ * NULL when two requests of the body have the same id. */
 static const char *request_ids(relay_t *rl, const char **method)
 {
     mcp_req_t *q = rl->q;
@@ -215,7 +255,10 @@ static const char *request_ids(relay_t *rl, const char **method)
     for (i = 0; i < q->body->count; i++) {
         const mcp_jsonrpc_msg_t *m = &q->body->msgs[i];
         if (m->kind == MCP_MSG_REQUEST) {
-            APR_ARRAY_PUSH(rl->outstanding, json_object *) = m->id;
+            if (await(rl, m->id)) {
+                json_object_put(ids);
+                return NULL;
+            }
             json_object_array_add(ids, json_object_get(m->id));
             *method = *method ? *method : m->method;
         }
@@ -304,8 +347,10 @@ int mcp_relay_requests(mcp_req_t *q)
     const char *method, *ids, *err = NULL, *json = NULL, *message;
     apr_size_t json_len = 0;
     mcp_backend_status_t status;
+    mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
+    mcp_store_limits_t limits;
     mcp_store_status_t stored;
-    apr_int64_t stream_id;
+    apr_int64_t stream_id = 0;
     mcp_store_t store;
     ap_dbd_t *dbd;
     relay_t rl;
@@ -322,16 +367,24 @@ int mcp_relay_requests(mcp_req_t *q)
         q->session->backend_url = q->conf->backend_spec;
     }
     relay_init(&rl, q, 0, MCP_STORE_SEQ_PRIMING + 1);
-    ids = request_ids(&rl, &method);
+    if (!(ids = request_ids(&rl, &method))) {
+        return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST,
+                             "Invalid Request: two requests of the batch have the same id");
+    }
 
     /* Record, then dispatch. */
     if (!(dbd = mcp_dbd_open(r, &store))) {
         return mcp_req_store_unavailable(q);
     }
-    stored = mcp_store_stream_open_request(&store, r->pool, q->session, mcp_req_idle_secs(q), ids,
-                                           method, q->raw, mcp_child.owner,
-                                           mcp_req_lease_secs(q), &stream_id, &err);
+    mcp_req_stream_limits(q, &limits);
+    stored = mcp_store_stream_open_request_admitted(&store, r->pool, q->session,
+                                                    mcp_req_idle_secs(q), ids, method, q->raw,
+                                                    mcp_child.owner, mcp_req_lease_secs(q),
+                                                    &limits, &stream_id, &refused, &err);
     mcp_dbd_close(r, dbd);
+    if (stored == MCP_STORE_LIMIT) {
+        return mcp_req_refused(q, refused);
+    }
     if (stored == MCP_STORE_NOT_FOUND) {
         /* Not live for this user and backend: the ordinary look-up says exactly why (and marks
          * an expired session as such). */
@@ -393,8 +446,10 @@ int mcp_relay_standalone(mcp_req_t *q)
     request_rec *r = q->r;
     const char *err = NULL;
     mcp_backend_status_t status;
+    mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
+    mcp_store_limits_t limits;
     mcp_store_status_t stored;
-    apr_int64_t stream_id;
+    apr_int64_t stream_id = 0;
     mcp_store_t store;
     ap_dbd_t *dbd;
     relay_t rl;
@@ -402,9 +457,14 @@ int mcp_relay_standalone(mcp_req_t *q)
     if (!(dbd = mcp_dbd_open(r, &store))) {
         return mcp_req_store_unavailable(q);
     }
-    stored = mcp_store_stream_open_standalone(&store, r->pool, q->session, mcp_child.owner,
-                                              mcp_req_lease_secs(q), &stream_id, &err);
+    mcp_req_stream_limits(q, &limits);
+    stored = mcp_store_stream_open_standalone_admitted(&store, r->pool, q->session,
+                                                       mcp_child.owner, mcp_req_lease_secs(q),
+                                                       &limits, &stream_id, &refused, &err);
     mcp_dbd_close(r, dbd);
+    if (stored == MCP_STORE_LIMIT) {
+        return mcp_req_refused(q, refused);
+    }
     if (stored == MCP_STORE_CONFLICT) {
         return mcp_req_error(q, HTTP_CONFLICT, MCP_JSONRPC_SERVER_ERROR,
                              "Conflict: this session already has an open standalone stream");

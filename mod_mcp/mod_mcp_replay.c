@@ -15,7 +15,7 @@
 
 APLOG_USE_MODULE(mcp);
 
-/* Rows read per query. */
+/* Rows read per query at most; and bytes: about MCPStreamQueueBytes and one message. */
 #define REPLAY_BATCH 256
 
 /* How often a follower looks at the table when nothing woke it while this process has no
@@ -27,6 +27,10 @@ typedef struct follower_t {
     mcp_stream_t  st;
     apr_int64_t   cursor;      /* seq of the last event the client was sent */
     apr_pool_t   *pool;        /* cleared per read                          */
+    int           more;        /* the last read stopped at a bound          */
+    int           rows;        /* rows the next read asks for               */
+    apr_int64_t   follower_id; /* its mcp.followers row (0: none)           */
+    apr_time_t    last_renew;  /* of the follower row's lease               */
 } follower_t;
 
 static int send_stored(void *baton, apr_int64_t seq, const char *message)
@@ -41,7 +45,8 @@ static int send_stored(void *baton, apr_int64_t seq, const char *message)
     return f->st.client_gone;
 }
 
-/* Sends the next stored events after the cursor. Returns how many rows were read, or -1. */
+/* Sends the next stored events after the cursor. Returns how many rows were read, or -1;
+ * f->more tells whether more may be there already. */
 static int read_more(follower_t *f)
 {
     const char *err = NULL;
@@ -53,11 +58,19 @@ static int read_more(follower_t *f)
     if (!(dbd = mcp_dbd_open(f->q->r, &store))) {
         return -1;
     }
-    if (mcp_store_events_after(&store, f->pool, f->st.id, f->cursor, REPLAY_BATCH, send_stored, f,
-                               &n, &err) != MCP_STORE_OK) {
+    f->more = 0;
+    if (mcp_store_events_after_bounded(&store, f->pool, f->st.id, f->cursor, f->rows,
+                                       f->q->conf->stream_queue_bytes, send_stored, f, &n,
+                                       &f->more, &err) != MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, f->q->r, "replaying stream %" APR_INT64_T_FMT
                       ": %s", f->st.id, err);
         n = -1;
+    }
+    /* PostgreSQL converts every row it is asked for, even those the byte bound then holds
+     * back: after a read that the bound cut short, ask for about as many rows as came. */
+    if (n >= 0) {
+        f->rows = f->more && n < f->rows ? (n < 1 ? 2 : 2 * n) : 2 * f->rows;
+        f->rows = f->rows > REPLAY_BATCH ? REPLAY_BATCH : f->rows;
     }
     mcp_dbd_close(f->q->r, dbd);
     mcp_stream_flush(&f->st);
@@ -96,10 +109,58 @@ static void finish_for_dead_owner(follower_t *f, const mcp_store_stream_t *state
                   finished ? "finished it with an error response" : "already finished");
 }
 
+/* Keeps the follower counted (MCPMaxFollowersPerStream and the stream limits): its lease is
+ * renewed every third of MCPStreamLease, like a stream's. */
+static void renew_follower(follower_t *f)
+{
+    const char *err = NULL;
+    mcp_store_t store;
+    apr_time_t now = apr_time_now();
+    ap_dbd_t *dbd;
+
+    if (!f->follower_id || now - f->last_renew < f->q->conf->stream_lease / 3) {
+        return;
+    }
+    f->last_renew = now;
+    apr_pool_clear(f->pool);
+    if ((dbd = mcp_dbd_open(f->q->r, &store))
+        && mcp_store_follower_renew(&store, f->pool, f->follower_id, mcp_req_lease_secs(f->q),
+                                    &err) != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, f->q->r, "stream %" APR_INT64_T_FMT
+                      ": follower's lease not renewed: %s", f->st.id, err);
+    }
+    mcp_dbd_close(f->q->r, dbd);
+}
+
+/* The follower is done: it no longer counts against the limits. */
+static void release_follower(follower_t *f)
+{
+    const char *err = NULL;
+    mcp_store_t store;
+    ap_dbd_t *dbd;
+
+    if (!f->follower_id) {
+        return;
+    }
+    apr_pool_clear(f->pool);
+    if ((dbd = mcp_dbd_open(f->q->r, &store))
+        && mcp_store_follower_release(&store, f->pool, f->follower_id, &err) != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, f->q->r, "stream %" APR_INT64_T_FMT
+                      ": follower not released (its lease runs out instead): %s", f->st.id, err);
+    }
+    mcp_dbd_close(f->q->r, dbd);
+}
+
 static apr_interval_time_t wake_up_timeout(follower_t *f)
 {
-    return mcp_child.listener && mcp_listener_connected(mcp_child.listener) ? f->q->conf->keepalive_interval
-                                                      : POLL_WITHOUT_LISTENER;
+    apr_interval_time_t t = f->q->conf->keepalive_interval;
+
+    /* The follower's lease is renewed after a wake-up: one comes at least every third of it. */
+    if (f->follower_id && t > f->q->conf->stream_lease / 3) {
+        t = f->q->conf->stream_lease / 3;
+    }
+    return mcp_child.listener && mcp_listener_connected(mcp_child.listener) ? t
+                                                                            : POLL_WITHOUT_LISTENER;
 }
 
 /* Replays, then follows the stream until it ends, the client goes, or the server stops. Database
@@ -119,7 +180,7 @@ static void follow(follower_t *f, mcp_router_sub_t *sub)
         if (f->st.client_gone) {
             return;
         }
-        if (n == REPLAY_BATCH) {
+        if (n > 0 && f->more) {
             continue;
         }
         if (n < 0 || stream_state(f, &state) != MCP_STORE_OK) {
@@ -133,7 +194,7 @@ static void follow(follower_t *f, mcp_router_sub_t *sub)
             failing_since = 0;
             if (strcmp(state.status, "open") != 0) {
                 /* It ended after the read above: what it stored before ending is read now. */
-                while (read_more(f) == REPLAY_BATCH && !f->st.client_gone) {
+                while (read_more(f) > 0 && f->more && !f->st.client_gone) {
                 }
                 return;
             }
@@ -149,6 +210,7 @@ static void follow(follower_t *f, mcp_router_sub_t *sub)
             apr_sleep(POLL_WITHOUT_LISTENER);
         }
         mcp_stream_tick(&f->st, 0);
+        renew_follower(f);
     }
 }
 
@@ -157,8 +219,11 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     request_rec *r = q->r;
     apr_int64_t stream_id, seq;
     mcp_store_stream_t stream;
+    mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
+    mcp_store_limits_t limits;
     mcp_store_status_t found;
     mcp_router_sub_t *sub;
+    apr_int64_t follower_id = 0;
     const char *err = NULL;
     mcp_store_t store;
     ap_dbd_t *dbd;
@@ -172,9 +237,14 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     if (!(dbd = mcp_dbd_open(r, &store))) {
         return mcp_req_store_unavailable(q);
     }
-    found = mcp_store_stream_for_event(&store, r->pool, q->session->id, stream_id, seq, &stream,
-                                       &err);
+    mcp_req_stream_limits(q, &limits);
+    found = mcp_store_stream_follow(&store, r->pool, q->session->id, stream_id, seq,
+                                    mcp_child.owner, mcp_req_lease_secs(q), &limits, &stream,
+                                    &follower_id, &refused, &err);
     mcp_dbd_close(r, dbd);
+    if (found == MCP_STORE_LIMIT) {
+        return mcp_req_refused(q, refused);
+    }
     if (found == MCP_STORE_ERROR) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "looking up Last-Event-ID failed: %s", err);
         return mcp_req_store_unavailable(q);
@@ -188,6 +258,9 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     memset(&f, 0, sizeof(f));
     f.q = q;
     f.cursor = seq;
+    f.follower_id = follower_id;
+    f.rows = REPLAY_BATCH;
+    f.last_renew = apr_time_now();
     apr_pool_create(&f.pool, r->pool);
     mcp_stream_init(&f.st, q, stream_id, 0);
     /* Subscribe before the first read: whatever is stored from now on wakes us. */
@@ -199,5 +272,6 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     if (sub) {
         mcp_router_unsubscribe(sub);
     }
+    release_follower(&f);
     return DONE;
 }

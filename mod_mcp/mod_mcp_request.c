@@ -14,15 +14,10 @@ APLOG_USE_MODULE(mcp);
 
 mcp_child_t mcp_child;
 
-int mcp_req_error(mcp_req_t *q, int status, int code, const char *fmt, ...)
+static int answer_error(mcp_req_t *q, int status, int code, const char *message,
+                        json_object *data)
 {
     request_rec *r = q->r;
-    const char *message;
-    va_list ap;
-
-    va_start(ap, fmt);
-    message = apr_pvsprintf(r->pool, fmt, ap);
-    va_end(ap);
 
     ap_log_rerror(APLOG_MARK, status >= 500 ? APLOG_WARNING : APLOG_INFO, 0, r,
                   "%s %s -> %d: %s", r->method, r->uri, status, message);
@@ -36,8 +31,82 @@ int mcp_req_error(mcp_req_t *q, int status, int code, const char *fmt, ...)
     }
     r->status = status;
     ap_set_content_type(r, "application/json");
-    ap_rputs(mcp_jsonrpc_error_body(r->pool, q->id, code, message, NULL), r);
+    ap_rputs(mcp_jsonrpc_error_body(r->pool, q->id, code, message, data), r);
     return DONE;
+}
+
+int mcp_req_error(mcp_req_t *q, int status, int code, const char *fmt, ...)
+{
+    const char *message;
+    va_list ap;
+
+    va_start(ap, fmt);
+    message = apr_pvsprintf(q->r->pool, fmt, ap);
+    va_end(ap);
+    return answer_error(q, status, code, message, NULL);
+}
+
+const char *mcp_req_holder(const mcp_req_t *q)
+{
+    request_rec *r = q->r;
+
+    return r->user ? apr_pstrcat(r->pool, "user:", r->user, NULL)
+                   : apr_pstrcat(r->pool, "addr:", r->useragent_ip, NULL);
+}
+
+void mcp_req_stream_limits(const mcp_req_t *q, mcp_store_limits_t *limits)
+{
+    limits->holder = mcp_req_holder(q);
+    limits->max_session_streams = q->conf->max_session_streams;
+    limits->max_holder_streams = q->conf->max_principal_streams;
+    limits->max_stream_followers = q->conf->max_stream_followers;
+}
+
+/* What each refusal is called, where its limit is configured and how the client is told. */
+static const struct {
+    const char *directive;
+    apr_size_t  field;      /* the limit's offset in mcp_dir_conf_t */
+    const char *holder;     /* "this session" ...; NULL: the principal */
+    const char *what;
+} refusals[] = {
+    [MCP_STORE_REFUSED_SESSION_STREAMS] = { "MCPMaxStreamsPerSession",
+        APR_OFFSETOF(mcp_dir_conf_t, max_session_streams), "this session", "open streams" },
+    [MCP_STORE_REFUSED_HOLDER_STREAMS] = { "MCPMaxStreamsPerPrincipal",
+        APR_OFFSETOF(mcp_dir_conf_t, max_principal_streams), NULL, "open streams" },
+    [MCP_STORE_REFUSED_STREAM_FOLLOWERS] = { "MCPMaxFollowersPerStream",
+        APR_OFFSETOF(mcp_dir_conf_t, max_stream_followers), "this stream", "followers" },
+    [MCP_STORE_REFUSED_SESSIONS] = { "MCPMaxSessions",
+        APR_OFFSETOF(mcp_dir_conf_t, max_sessions), "the gateway", "live sessions" },
+    [MCP_STORE_REFUSED_HOLDER_SESSIONS] = { "MCPMaxSessionsPerPrincipal",
+        APR_OFFSETOF(mcp_dir_conf_t, max_principal_sessions), NULL, "live sessions" },
+};
+
+int mcp_req_refused(mcp_req_t *q, mcp_store_refusal_t why)
+{
+    request_rec *r = q->r;
+    apr_time_t secs = apr_time_sec(q->conf->retry_interval + APR_USEC_PER_SEC - 1);
+    const char *holder;
+    json_object *data;
+    int max, rc;
+
+    if (why <= MCP_STORE_ADMITTED || why >= (int)(sizeof(refusals) / sizeof(refusals[0]))) {
+        why = MCP_STORE_REFUSED_SESSIONS;
+    }
+    max = *(const int *)((const char *)q->conf + refusals[why].field);
+    holder = refusals[why].holder ? refusals[why].holder
+           : r->user ? apr_pstrcat(r->pool, "user ", r->user, NULL)
+           : apr_pstrcat(r->pool, "client address ", r->useragent_ip, NULL);
+    apr_table_setn(r->headers_out, "Retry-After",
+                   apr_psprintf(r->pool, "%" APR_TIME_T_FMT, secs > 0 ? secs : 1));
+    data = json_object_new_object();
+    json_object_object_add(data, "limit", json_object_new_string(refusals[why].directive));
+    json_object_object_add(data, "max", json_object_new_int(max));
+    rc = answer_error(q, HTTP_TOO_MANY_REQUESTS, MCP_JSONRPC_LIMIT_REACHED,
+                      apr_psprintf(r->pool, "Too Many Requests: %s holds its maximum of %d %s "
+                                   "(%s); try again later", holder, max, refusals[why].what,
+                                   refusals[why].directive), data);
+    json_object_put(data);
+    return rc;
 }
 
 int mcp_req_empty(mcp_req_t *q, int status)
@@ -70,6 +139,7 @@ int mcp_req_check_session_header(mcp_req_t *q)
     if (!mcp_id_session_is_wellformed(q->session_header)) {
         return mcp_req_session_not_found(q);
     }
+    mcp_req_set_session_tag(q->r, q->session_header);
     return OK;
 }
 
@@ -101,7 +171,8 @@ int mcp_req_load_session(mcp_req_t *q)
     q->rev = mcp_protocol_served(q->session->protocol_version);
     if (!q->rev) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "session %s has protocol version %s, which is "
-                      "not served", q->session->id, q->session->protocol_version);
+                      "not served", mcp_id_tag(r->pool, q->session->id),
+                      q->session->protocol_version);
         return mcp_req_session_not_found(q);
     }
     return OK;
@@ -116,9 +187,14 @@ void mcp_req_terminate_session(mcp_req_t *q, const char *by)
     if (dbd && mcp_store_session_terminate(&store, q->r->pool, q->session->id, q->r->user, by,
                                            &err) == MCP_STORE_ERROR) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "terminating session %s failed: %s",
-                      q->session->id, err);
+                      mcp_id_tag(q->r->pool, q->session->id), err);
     }
     mcp_dbd_close(q->r, dbd);
+}
+
+void mcp_req_set_session_tag(request_rec *r, const char *session_id)
+{
+    apr_table_setn(r->subprocess_env, "MCP_SESSION_TAG", mcp_id_tag(r->pool, session_id));
 }
 
 void mcp_req_set_sse_headers(request_rec *r)

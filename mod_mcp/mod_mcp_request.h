@@ -50,6 +50,19 @@ typedef struct mcp_req_t {
 int mcp_req_error(mcp_req_t *q, int status, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* 429 Too Many Requests with Retry-After (MCPRetryInterval, whole seconds, at least 1): a limit
+ * refused the request. The message names the directive; the error's data is
+ * {"limit": directive, "max": its value}. Returns DONE. */
+int mcp_req_refused(mcp_req_t *q, mcp_store_refusal_t why);
+
+/* Who the request counts against for per-principal limits: "user:<name>" when authenticated,
+ * else "addr:<client address>" (r->useragent_ip, so mod_remoteip is honoured). */
+const char *mcp_req_holder(const mcp_req_t *q);
+
+/* The stream limits that apply to this request (MCPMaxStreamsPerSession,
+ * MCPMaxStreamsPerPrincipal, MCPMaxFollowersPerStream), for its holder. */
+void mcp_req_stream_limits(const mcp_req_t *q, mcp_store_limits_t *limits);
+
 /* A bodiless answer with this status; returns DONE. */
 int mcp_req_empty(mcp_req_t *q, int status);
 
@@ -71,6 +84,10 @@ int mcp_req_check_session_header(mcp_req_t *q);
 /* Marks the request's session terminated (by: "client", "expired", "backend"); failures are
  * logged only. */
 void mcp_req_terminate_session(mcp_req_t *q, const char *by);
+
+/* Session ids are bearer tokens: logs name a session by mcp_id_tag() only. This sets it as the
+ * environment variable MCP_SESSION_TAG, for access logs (LogFormat "%{MCP_SESSION_TAG}e"). */
+void mcp_req_set_session_tag(request_rec *r, const char *session_id);
 
 /* The response headers of every SSE stream the gateway sends. */
 void mcp_req_set_sse_headers(request_rec *r);

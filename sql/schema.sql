@@ -74,6 +74,122 @@ CREATE TABLE IF NOT EXISTS mcp.events (
 CREATE UNIQUE INDEX IF NOT EXISTS events_stream_seq_idx ON mcp.events (stream_id, seq);
 CREATE INDEX IF NOT EXISTS events_session_idx ON mcp.events (session_id, id);
 
+-- ---- limits (admission control) -----------------------------------------------------------
+-- Who holds a session, a stream or a follower, for the per-principal limits: 'user:<name>' for
+-- an authenticated client, 'addr:<client address>' otherwise. (ADD COLUMN IF NOT EXISTS: running
+-- this file again upgrades an older schema.)
+ALTER TABLE mcp.sessions ADD COLUMN IF NOT EXISTS holder text;
+ALTER TABLE mcp.streams  ADD COLUMN IF NOT EXISTS holder text;
+CREATE INDEX IF NOT EXISTS sessions_holder_live_idx
+    ON mcp.sessions (holder) WHERE terminated_at IS NULL;
+CREATE INDEX IF NOT EXISTS streams_open_session_idx ON mcp.streams (session_id) WHERE status = 'open';
+CREATE INDEX IF NOT EXISTS streams_open_holder_idx ON mcp.streams (holder) WHERE status = 'open';
+
+-- Clients following a stream (GET with Last-Event-ID) while it is open: each holds a worker
+-- thread like a stream does. The process serving it renews the lease and deletes the row when
+-- the follower ends; a row whose lease ran out (its process died) no longer counts.
+CREATE TABLE IF NOT EXISTS mcp.followers (
+    id           bigserial   PRIMARY KEY,
+    stream_id    bigint      NOT NULL REFERENCES mcp.streams (id) ON DELETE CASCADE,
+    session_id   text        NOT NULL REFERENCES mcp.sessions (id) ON DELETE CASCADE,
+    holder       text,
+    owner        text,                   -- host:pid of the serving process
+    lease_until  timestamptz NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS followers_stream_idx ON mcp.followers (stream_id);
+CREATE INDEX IF NOT EXISTS followers_session_idx ON mcp.followers (session_id);
+CREATE INDEX IF NOT EXISTS followers_holder_idx ON mcp.followers (holder);
+CREATE INDEX IF NOT EXISTS followers_lease_idx ON mcp.followers (lease_until);
+
+-- May a session (p_session), a holder (p_holder) and a stream (p_stream, 0: none) take one
+-- more stream or follower? Returns NULL, or which limit is reached: 'session-streams',
+-- 'holder-streams' or 'stream-followers' (a limit of 0 is no limit). Called inside the statement
+-- that then inserts the stream or follower row: the advisory locks, taken in this fixed order
+-- and held to the end of that transaction, serialise the admissions of one session, holder and
+-- stream across every process and host, and the counting queries of a VOLATILE function see
+-- what the previous lock holder committed (a fresh snapshot each), so a limit is never
+-- overshot. Open streams and followers whose lease ran out hold nothing and do not count.
+CREATE OR REPLACE FUNCTION mcp.admit_stream(p_session text, p_holder text, p_stream bigint,
+                                            max_per_session int, max_per_holder int,
+                                            max_followers int)
+RETURNS text LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    n bigint;
+BEGIN
+    -- Rows of followers whose process died, long expired (never waiting for a row lock).
+    DELETE FROM mcp.followers WHERE id IN (
+        SELECT id FROM mcp.followers WHERE lease_until < now() - interval '1 minute'
+           FOR UPDATE SKIP LOCKED);
+    IF max_per_session > 0 THEN
+        PERFORM pg_advisory_xact_lock(1, hashtext(p_session));
+        SELECT (SELECT count(*) FROM mcp.streams
+                 WHERE session_id = p_session AND status = 'open' AND lease_until >= now())
+             + (SELECT count(*) FROM mcp.followers
+                 WHERE session_id = p_session AND lease_until >= now())
+          INTO n;
+        IF n >= max_per_session THEN
+            RETURN 'session-streams';
+        END IF;
+    END IF;
+    IF max_per_holder > 0 THEN
+        PERFORM pg_advisory_xact_lock(2, hashtext(coalesce(p_holder, '')));
+        SELECT (SELECT count(*) FROM mcp.streams
+                 WHERE holder = p_holder AND status = 'open' AND lease_until >= now())
+             + (SELECT count(*) FROM mcp.followers
+                 WHERE holder = p_holder AND lease_until >= now())
+          INTO n;
+        IF n >= max_per_holder THEN
+            RETURN 'holder-streams';
+        END IF;
+    END IF;
+    IF max_followers > 0 AND p_stream > 0 THEN
+        PERFORM pg_advisory_xact_lock(3, hashtext(p_stream::text));
+        SELECT count(*) FROM mcp.followers
+         WHERE stream_id = p_stream AND lease_until >= now()
+          INTO n;
+        IF n >= max_followers THEN
+            RETURN 'stream-followers';
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- May one more session start, for p_holder? Returns NULL, 'sessions' (max_live live sessions
+-- exist) or 'holder-sessions' (max_per_holder of them are p_holder's); 0 is no limit. Live:
+-- not terminated, active within idle_secs (0: no idle limit). Serialised like mcp.admit_stream,
+-- inside the statement that inserts the session.
+CREATE OR REPLACE FUNCTION mcp.admit_session(p_holder text, max_live int, max_per_holder int,
+                                             idle_secs int)
+RETURNS text LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    n bigint;
+BEGIN
+    IF max_live > 0 THEN
+        PERFORM pg_advisory_xact_lock(4, 0);
+        SELECT count(*) FROM mcp.sessions
+         WHERE terminated_at IS NULL
+           AND (idle_secs = 0 OR last_seen_at > now() - make_interval(secs => idle_secs))
+          INTO n;
+        IF n >= max_live THEN
+            RETURN 'sessions';
+        END IF;
+    END IF;
+    IF max_per_holder > 0 THEN
+        PERFORM pg_advisory_xact_lock(5, hashtext(coalesce(p_holder, '')));
+        SELECT count(*) FROM mcp.sessions
+         WHERE holder = p_holder AND terminated_at IS NULL
+           AND (idle_secs = 0 OR last_seen_at > now() - make_interval(secs => idle_secs))
+          INTO n;
+        IF n >= max_per_holder THEN
+            RETURN 'holder-sessions';
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
 -- Wake-ups for followers in other processes and on other hosts: every statement that stores
 -- outbound messages on a stream, and every change of a stream's status, notifies channel
 -- mcp_events with the stream id. A notification is only a wake-up (delivered at commit); the

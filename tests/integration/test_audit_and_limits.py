@@ -88,7 +88,7 @@ def test_an_open_stream_counts_as_activity(mcp, stack, pg):
     assert "tools" in s.call("tools/list")
 
 
-def test_max_sessions_is_enforced_with_503(mcp, stack, pg):
+def test_max_sessions_is_enforced_with_429(mcp, stack, pg):
     with pg.cursor() as cur:   # leave no other live session behind (earlier tests made some)
         cur.execute("UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'client' "
                     "WHERE terminated_at IS NULL")
@@ -100,8 +100,10 @@ def test_max_sessions_is_enforced_with_503(mcp, stack, pg):
                                    "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                                               "clientInfo": {"name": "t", "version": "0"}}}),
                        with_session=False)
-    assert r.status_code == 503
+    assert r.status_code == 429
+    assert int(r.headers["Retry-After"]) >= 1
     assert "MCPMaxSessions" in r.json()["error"]["message"]
+    assert r.json()["error"]["data"] == {"limit": "MCPMaxSessions", "max": 2}
     # Ending one makes room.
     assert first.delete().status_code == 200
     third.initialize()

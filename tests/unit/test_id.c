@@ -241,6 +241,38 @@ START_TEST(test_event_roundtrip)
 }
 END_TEST
 
+/* ---- log tags ---------------------------------------------------------------------------- */
+
+START_TEST(test_tag_is_sha1_prefix)
+{
+    /* SHA-1("abc") = a9993e36...; SHA-1 of 32 'A's = 43d83b2e... */
+    ck_assert_str_eq(mcp_id_tag(pool, "abc"), "a9993e36");
+    ck_assert_str_eq(mcp_id_tag(pool, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"), "43d83b2e");
+    ck_assert_str_eq(mcp_id_tag(pool, NULL), "-");
+}
+END_TEST
+
+START_TEST(test_tag_hides_the_id)
+{
+    unsigned char random[MCP_ID_SESSION_RANDOM_BYTES];
+    const char *id, *tag;
+    int i;
+
+    for (i = 0; i < (int)sizeof(random); i++) {
+        random[i] = (unsigned char)(i * 37 + 11);
+    }
+    id = mcp_id_session_encode(pool, random, sizeof(random));
+    tag = mcp_id_tag(pool, id);
+    ck_assert_uint_eq(strlen(tag), MCP_ID_TAG_LEN);
+    ck_assert(strspn(tag, "0123456789abcdef") == MCP_ID_TAG_LEN);
+    ck_assert_ptr_null(strstr(id, tag));
+    /* deterministic, and different ids get different tags */
+    ck_assert_str_eq(tag, mcp_id_tag(pool, id));
+    random[0] ^= 1;
+    ck_assert_str_ne(tag, mcp_id_tag(pool, mcp_id_session_encode(pool, random, sizeof(random))));
+}
+END_TEST
+
 static Suite *id_suite(void)
 {
     Suite *s = suite_create("mcp_id");
@@ -259,6 +291,12 @@ static Suite *id_suite(void)
     tcase_add_test(tc, test_event_parse_accepts);
     tcase_add_test(tc, test_event_parse_rejects);
     tcase_add_test(tc, test_event_roundtrip);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("tag");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_tag_is_sha1_prefix);
+    tcase_add_test(tc, test_tag_hides_the_id);
     suite_add_tcase(s, tc);
     return s;
 }

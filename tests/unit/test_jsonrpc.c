@@ -145,6 +145,23 @@ START_TEST(trailing_whitespace_allowed)
 }
 END_TEST
 
+START_TEST(trailing_nul_refused)
+{
+    static const char text[] = "{\"jsonrpc\":\"2.0\",\"method\":\"n\"}\0\0";
+    static const char mid[] = "{\"jsonrpc\":\"2.0\",\"method\":\"n\"} \0 ";
+    mcp_jsonrpc_body_t *body = NULL;
+    const char *reason = NULL;
+
+    /* Only JSON whitespace may follow the value: a NUL would make the C string that is stored
+     * differ from the bytes the backend gets. */
+    ck_assert_int_eq(mcp_jsonrpc_parse(pool, text, sizeof(text) - 1, &body, &reason),
+                     MCP_JSONRPC_ERR_PARSE);
+    ck_assert_str_eq(reason, "trailing data after the JSON value");
+    ck_assert_int_eq(mcp_jsonrpc_parse(pool, mid, sizeof(mid) - 1, &body, &reason),
+                     MCP_JSONRPC_ERR_PARSE);
+}
+END_TEST
+
 START_TEST(batch_counts)
 {
     mcp_jsonrpc_body_t *body;
@@ -238,6 +255,7 @@ static Suite *jsonrpc_suite(void)
     tcase_add_test(tc, malformed_json_is_parse_error);
     tcase_add_test(tc, depth_limit);
     tcase_add_test(tc, trailing_whitespace_allowed);
+    tcase_add_test(tc, trailing_nul_refused);
     tcase_add_test(tc, batch_counts);
     tcase_add_test(tc, single_request_helpers);
     tcase_add_test(tc, error_body_shape);
