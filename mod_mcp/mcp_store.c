@@ -518,7 +518,7 @@ mcp_store_status_t mcp_store_stream_open_standalone_admitted(
     apr_dbd_results_t *res = NULL;
     apr_dbd_row_t *row = NULL;
     const char *id;
-    int rv, nrows = 0;
+    int rv, nrows = 0, opened;
 
     *refused = MCP_STORE_ADMITTED;
     if ((rv = prepare(db, p, close_stale, &stmt)) != 0
@@ -541,11 +541,12 @@ mcp_store_status_t mcp_store_stream_open_standalone_admitted(
     }
     *refused = refusal(apr_dbd_get_entry(db->driver, row, 0));
     id = apr_dbd_get_entry(db->driver, row, 1);
-    if (id && *id) {
+    opened = id && *id;
+    if (opened) {
         *stream_id = apr_atoi64(id);
     }
-    drain(db, p, res);
-    return *refused ? MCP_STORE_LIMIT : id && *id ? MCP_STORE_OK : MCP_STORE_CONFLICT;
+    drain(db, p, res);          /* frees the result, which id points into */
+    return *refused ? MCP_STORE_LIMIT : opened ? MCP_STORE_OK : MCP_STORE_CONFLICT;
 }
 
 mcp_store_status_t mcp_store_stream_follow(const mcp_store_t *db, apr_pool_t *p,
