@@ -9,18 +9,25 @@
 #include <http_protocol.h>
 #include <http_core.h>
 #include <ap_mpm.h>
+#include <util_cfgtree.h>
 #include <apr_strings.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <mod_watchdog.h>
 
 #include "mcp_backend.h"
+#include "mcp_id.h"
 #include "mcp_listener.h"
+#include "mod_mcp_authz.h"
+#include "mod_mcp_oauth.h"
+#include "mcp_router.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_handler.h"
 #include "mod_mcp_lease.h"
 #include "mod_mcp_request.h"
+#include "mod_mcp_status.h"
 
 /* Idle backend connections kept per child for reuse. */
 #define MCP_BACKEND_IDLE_HANDLES 64
@@ -35,7 +42,68 @@ static apr_status_t backend_global_cleanup(void *data)
     return APR_SUCCESS;
 }
 
-/* ---- the sweep: streams whose owner died and that nobody follows -------------------------- */
+/* ---- the sweep: streams whose owner died and that nobody follows, idle sessions ----------- */
+
+/* Sessions idle past their MCPSessionIdleTimeout, expired by the sweep at most this many at a
+ * time, and how long telling each backend may take (the sweep runs in one watchdog thread). */
+#define SWEEP_SESSIONS 32
+#define SWEEP_DELETE_CONNECT_MS 2000
+#define SWEEP_DELETE_MS 5000
+
+typedef struct expired_t {
+    const char *id, *backend_url, *backend_session_id, *protocol_version;
+} expired_t;
+
+static void note_expired(void *baton, const char *id, const char *backend_url,
+                         const char *backend_session_id, const char *protocol_version)
+{
+    expired_t *e = apr_array_push(baton);
+
+    e->id = id;
+    e->backend_url = backend_url;
+    e->backend_session_id = backend_session_id;
+    e->protocol_version = protocol_version;
+}
+
+/* Expires idle sessions and tells their backends (DELETE), after the database is given back. */
+static void sweep_sessions(server_rec *s, apr_pool_t *pool)
+{
+    apr_array_header_t *expired = apr_array_make(pool, SWEEP_SESSIONS, sizeof(expired_t));
+    /* One try: the sweep comes again. An outage is logged by the gate, not here. */
+    mcp_store_t *db = mcp_db_server(pool, s, 0);
+    const char *err = NULL;
+    long n = 0;
+    int i;
+
+    if (mcp_store_sessions_expire_idle(db, pool, SWEEP_SESSIONS, note_expired, expired, &n)
+        == MCP_STORE_REFUSED) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "sweep: %s", db->error);
+    }
+    for (i = 0; i < expired->nelts; i++) {
+        expired_t *e = &APR_ARRAY_IDX(expired, i, expired_t);
+        mcp_backend_target_t target;
+        const char *bad;
+        long status = 0;
+
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "sweep: session %s expired "
+                     "(MCPSessionIdleTimeout)", mcp_id_tag(pool, e->id));
+        if (!e->backend_session_id || !mcp_child.backends) {
+            continue;
+        }
+        if ((bad = mcp_backend_target_parse(pool, e->backend_url, &target))) {
+            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "sweep: session %s: %s",
+                         mcp_id_tag(pool, e->id), bad);
+            continue;
+        }
+        if (mcp_backend_delete_session(mcp_child.backends, pool, &target, e->backend_session_id,
+                                       e->protocol_version, SWEEP_DELETE_CONNECT_MS,
+                                       SWEEP_DELETE_MS, &status, &err) != MCP_BACKEND_OK) {
+            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "sweep: the backend was not told that "
+                         "its session %s ended (expired): %s",
+                         mcp_id_tag(pool, e->backend_session_id), err);
+        }
+    }
+}
 
 static apr_status_t sweep(int state, void *data, apr_pool_t *pool)
 {
@@ -50,6 +118,8 @@ static apr_status_t sweep(int state, void *data, apr_pool_t *pool)
     /* One try: the sweep comes again. An outage is logged by the gate, not here. */
     db = mcp_db_server(pool, s, 0);
     st = mcp_store_streams_expire(db, pool, 0, MCP_OWNER_GONE_MESSAGE, &finished);
+    mcp_status_count(MCP_STAT_SWEEPS, 1);
+    mcp_status_count(MCP_STAT_SWEPT, (apr_uint64_t)finished);
     if (st == MCP_STORE_REFUSED) {
         ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "sweep: %s", db->error);
     }
@@ -57,6 +127,7 @@ static apr_status_t sweep(int state, void *data, apr_pool_t *pool)
         ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s, "sweep: finished %ld stream(s) whose owner "
                      "stopped renewing its lease", finished);
     }
+    sweep_sessions(s, pool);
     return APR_SUCCESS;
 }
 
@@ -138,6 +209,56 @@ static void listener_log(void *baton, int level, const char *msg)
                  ((listener_conf_t *)baton)->s, "listener: %s", msg);
 }
 
+/* ---- how many threads can run a request ------------------------------------------------- */
+
+/* Threads per child that can run a request, and so hold a follower at once: set in post_config
+ * (in the parent, before the children are forked). */
+static int request_threads = 1;
+
+/* The largest value given to a directive anywhere in the configuration tree (inside sections
+ * too: a section that does not apply only makes the answer larger), or 0. */
+static int directive_max(const ap_directive_t *d, const char *name)
+{
+    int best = 0, n;
+
+    for (; d; d = d->next) {
+        if (d->directive && !ap_cstr_casecmp(d->directive, name) && d->args) {
+            n = atoi(d->args);
+            best = n > best ? n : best;
+        }
+        n = directive_max(d->first_child, name);
+        best = n > best ? n : best;
+    }
+    return best;
+}
+
+/* The MPM's threads per child, plus mod_http2's workers when it is loaded: HTTP/2 streams run on
+ * those, not on MPM threads. mod_http2 keeps its settings to itself, so they are read from the
+ * configuration as it does: H2MaxWorkers, by default max(4, 3/2 H2MinWorkers), H2MinWorkers
+ * defaulting to the MPM's threads per child. */
+static int count_request_threads(server_rec *s)
+{
+    int mpm_threads = 0, h2_workers = 0, h2_min;
+
+    ap_mpm_query(AP_MPMQ_MAX_THREADS, &mpm_threads);
+    mpm_threads = mpm_threads > 0 && mpm_threads < MCP_ROUTER_MAX_CAPACITY ? mpm_threads : 1;
+    if (ap_find_linked_module("mod_http2.c")) {
+        h2_workers = directive_max(ap_conftree, "H2MaxWorkers");
+        if (h2_workers <= 0) {
+            h2_min = directive_max(ap_conftree, "H2MinWorkers");
+            h2_min = h2_min > 0 ? h2_min : mpm_threads;
+            h2_workers = 3 * h2_min / 2 > 4 ? 3 * h2_min / 2 : 4;
+        }
+    }
+    if (h2_workers > MCP_ROUTER_MAX_CAPACITY - mpm_threads) {
+        h2_workers = MCP_ROUTER_MAX_CAPACITY - mpm_threads;
+    }
+    ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, s, "stream followers: room for %d per process "
+                 "(%d MPM threads, %d mod_http2 workers)", mpm_threads + h2_workers, mpm_threads,
+                 h2_workers);
+    return mpm_threads + h2_workers;
+}
+
 /* ---- hooks -------------------------------------------------------------------------------- */
 
 static int mcp_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp, server_rec *s)
@@ -160,6 +281,8 @@ static int mcp_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptem
                      "(LoadModule dbd_module, DBDriver pgsql, DBDParams ...)");
     }
     register_sweep(pconf, s);
+    mcp_status_post_config(s);
+    request_threads = count_request_threads(s);
     return OK;
 }
 
@@ -167,17 +290,17 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
 {
     char host[APRMAXHOSTLEN + 1];
     listener_conf_t *listener;
-    int threads = 0;
 
     mcp_child.backends = mcp_backend_pool_create(pchild, MCP_BACKEND_IDLE_HANDLES);
-    /* Each follower of a stream holds a worker thread, so a slot per thread is enough. */
-    ap_mpm_query(AP_MPMQ_MAX_THREADS, &threads);
-    mcp_child.router = mcp_router_create(pchild, threads > 0 ? threads : 1);
+    /* Each follower of a stream holds the thread that runs its request, so a slot per such
+     * thread is enough. */
+    mcp_child.router = mcp_router_create(pchild, request_threads);
     if (apr_gethostname(host, sizeof(host), pchild) != APR_SUCCESS) {
         apr_cpystrn(host, "localhost", sizeof(host));
     }
     mcp_child.owner = apr_psprintf(pchild, "%s:%" APR_PID_T_FMT, host, getpid());
     mcp_dbd_child_init(pchild, s);
+    mcp_status_child_init(pchild, s);
     mcp_child.leases = mcp_lease_keeper_start(pchild, s);
     listener = apr_pcalloc(pchild, sizeof(*listener));
     listener->s = s;
@@ -189,6 +312,7 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
                      "streams relayed elsewhere will poll the database instead");
         mcp_child.listener = NULL;
     }
+    mcp_status_child_tick();
     if (!mcp_child.backends || !mcp_child.router) {
         ap_log_error(APLOG_MARK, APLOG_CRIT, 0, s,
                      "cannot set up mod_mcp's per-process state; MCP requests will fail");
@@ -197,10 +321,12 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
 
 static void mcp_register_hooks(apr_pool_t *p)
 {
-    (void)p;
     ap_hook_post_config(mcp_post_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_child_init(mcp_child_init, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_handler(mcp_handler, NULL, NULL, APR_HOOK_MIDDLE);
+    mcp_status_register_hooks();
+    mcp_authz_register_hooks(p);
+    mcp_oauth_register_hooks();
 }
 
 AP_DECLARE_MODULE(mcp) = {

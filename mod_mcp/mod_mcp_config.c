@@ -8,6 +8,7 @@
 #include "mcp_origin.h"
 #include "mcp_protocol.h"
 #include "mod_mcp_config.h"
+#include "mod_mcp_oauth.h"
 
 extern module AP_MODULE_DECLARE_DATA mcp_module;
 
@@ -68,6 +69,9 @@ void *mcp_config_merge_dir(apr_pool_t *p, void *basev, void *addv)
     MERGE(allowed_origins, NULL);
     MERGE(allowed_hosts, NULL);
     MERGE(backend_protocols, NULL);
+    MERGE(oauth_resource, NULL);
+    MERGE(oauth_servers, NULL);
+    MERGE(oauth_scopes, NULL);
     return merged;
 }
 
@@ -123,7 +127,13 @@ void *mcp_config_merge_server(apr_pool_t *p, void *basev, void *addv)
 
     MERGE(sweep_interval, UNSET);
     MERGE(database_timeout, UNSET);
+    MERGE(oauth_resources, NULL);
     return merged;
+}
+
+mcp_server_conf_t *mcp_config_server(server_rec *s)
+{
+    return ap_get_module_config(s->module_config, &mcp_module);
 }
 
 apr_interval_time_t mcp_config_sweep_interval(server_rec *s)
@@ -377,6 +387,17 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_ITERATE("MCPBackendProtocols", add_backend_protocol, NULL, CONTEXT,
                     "The protocol revisions the backend serves (default: 2025-11-25 2025-06-18 "
                     "2025-03-26); 2026-07-28 lets stateless requests through to it"),
+    AP_INIT_TAKE1("MCPProtectedResource", mcp_oauth_set_resource, NULL, ACCESS_CONF,
+                  "This endpoint's OAuth resource identifier (an https URL, RFC 9728): its "
+                  "metadata is served at /.well-known/oauth-protected-resource<path>, and "
+                  "unauthenticated requests get 401 with WWW-Authenticate: Bearer "
+                  "resource_metadata=..."),
+    AP_INIT_ITERATE("MCPAuthorizationServers", add_word, AT(oauth_servers), ACCESS_CONF,
+                    "Issuer URLs of the authorization servers whose tokens this endpoint "
+                    "accepts (the metadata's authorization_servers)"),
+    AP_INIT_ITERATE("MCPResourceScopes", add_word, AT(oauth_scopes), ACCESS_CONF,
+                    "Scopes a client should ask for (the metadata's scopes_supported, and the "
+                    "scope hint of a 401)"),
     AP_INIT_TAKE1("MCPSweepInterval", set_sweep_interval, NULL, RSRC_CONF,
                   "How often one process per host finishes streams whose owner died "
                   "(default 30s; 0: never)"),

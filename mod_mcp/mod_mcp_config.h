@@ -6,6 +6,7 @@
 #ifndef MOD_MCP_CONFIG_H
 #define MOD_MCP_CONFIG_H
 
+#include <apr_hash.h>
 #include <httpd.h>
 #include <http_config.h>
 
@@ -54,6 +55,9 @@ typedef struct mcp_dir_conf_t {
     const char                 *backend_protocols;     /* MCPBackendProtocols: revisions the
                                                         * backend serves, ", "-separated, newest
                                                         * first (default: the 2025 era's)      */
+    const char                 *oauth_resource;        /* MCPProtectedResource (an https URL)   */
+    apr_array_header_t         *oauth_servers;         /* MCPAuthorizationServers: URLs         */
+    apr_array_header_t         *oauth_scopes;          /* MCPResourceScopes                     */
 } mcp_dir_conf_t;
 
 #define MCP_DEFAULT_SWEEP_INTERVAL          apr_time_from_sec(30)
@@ -63,6 +67,7 @@ typedef struct mcp_dir_conf_t {
 typedef struct mcp_server_conf_t {
     apr_interval_time_t sweep_interval;   /* 0: no sweep                                  */
     apr_interval_time_t database_timeout; /* waiting for the database, and one statement   */
+    apr_hash_t         *oauth_resources;  /* metadata path -> mcp_dir_conf_t * (mod_mcp_oauth) */
 } mcp_server_conf_t;
 
 extern const command_rec mcp_config_cmds[];
@@ -77,5 +82,8 @@ void *mcp_config_merge_dir(apr_pool_t *p, void *base, void *add);
 
 /* The request's configuration with every unset field replaced by its default (in r->pool). */
 const mcp_dir_conf_t *mcp_config_get(request_rec *r);
+
+/* The server's configuration (unmerged fields hold their unset values). */
+mcp_server_conf_t *mcp_config_server(server_rec *s);
 
 #endif

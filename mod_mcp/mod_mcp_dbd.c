@@ -17,6 +17,7 @@
 #include "mcp_listener.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
+#include "mod_mcp_status.h"
 
 APLOG_USE_MODULE(mcp);
 
@@ -182,6 +183,7 @@ typedef struct lender_t {
     server_rec *s;
     apr_pool_t *pool;
     ap_dbd_t   *dbd;    /* while borrowed */
+    apr_time_t  since;  /* ... since then */
 } lender_t;
 
 /* A pooled connection whose server went away (a PostgreSQL restart) still looks fine to libpq
@@ -254,6 +256,8 @@ static PGconn *borrow(mcp_store_t *db, const char **err)
     }
     revive_if_broken(conn);
     remember_params(conn);
+    l->since = apr_time_now();
+    mcp_status_db_in_use(1);
     return conn;
 }
 
@@ -268,6 +272,8 @@ static void give_back(mcp_store_t *db, PGconn *conn, int broken)
     if (l->dbd) {
         dbd_close_fn(l->s, l->dbd);
         l->dbd = NULL;
+        mcp_status_db_in_use(-1);
+        mcp_status_observe(MCP_HIST_STORE, l->since);
     }
 }
 

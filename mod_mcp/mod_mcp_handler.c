@@ -24,13 +24,17 @@
 #include "mcp_protocol.h"
 #include "mcp_sse.h"
 #include "mcp_store.h"
+#include "mcp_text.h"
+#include "mod_mcp_body.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
+#include "mod_mcp_oauth.h"
 #include "mod_mcp_handler.h"
 #include "mod_mcp_modern.h"
 #include "mod_mcp_relay.h"
 #include "mod_mcp_replay.h"
 #include "mod_mcp_request.h"
+#include "mod_mcp_status.h"
 
 APLOG_USE_MODULE(mcp);
 
@@ -81,127 +85,26 @@ static int reply_too_large(mcp_req_t *q)
                        " bytes)", q->conf->max_message_size);
 }
 
-/* Where read_body puts the bytes: one buffer, of the announced size (Content-Length) or, for a
- * chunked body, grown by doubling with realloc (freed with the request). Not a brigade: small
- * writes into one cost a block per piece (measured: ~460 bytes per 1-byte chunk). */
-typedef struct body_sink_t {
-    char       *buf;
-    apr_size_t  size;
-    apr_off_t   total;
-    int         grows;     /* chunked: buf is malloc'ed */
-} body_sink_t;
-
-static apr_status_t free_body(void *sink)
-{
-    free(((body_sink_t *)sink)->buf);
-    return APR_SUCCESS;
-}
-
-static apr_status_t body_put(body_sink_t *sink, const char *data, apr_size_t len)
-{
-    apr_size_t need = (apr_size_t)sink->total + len + 1;   /* and a NUL */
-
-    if (need > sink->size) {
-        apr_size_t size = sink->size ? sink->size : 16384;
-        char *buf;
-
-        if (!sink->grows) {
-            return APR_EGENERAL;   /* more than announced: HTTP_IN never lets that through */
-        }
-        while (size < need) {
-            size *= 2;
-        }
-        if (!(buf = realloc(sink->buf, size))) {
-            return APR_ENOMEM;
-        }
-        sink->buf = buf;
-        sink->size = size;
-    }
-    memcpy(sink->buf + sink->total, data, len);
-    sink->total += (apr_off_t)len;
-    return APR_SUCCESS;
-}
-
-/* Moves one read's buckets into the sink; sets *eos at the end of the body. The buckets go
- * at once, and with them the input buffers they point into, so memory follows the body's size
- * and not the number of pieces it came in. */
-static apr_status_t body_take(body_sink_t *sink, apr_bucket_brigade *in, apr_off_t limit,
-                              int *eos, int *too_large)
-{
-    apr_status_t rv = APR_SUCCESS;
-    apr_bucket *b;
-
-    for (b = APR_BRIGADE_FIRST(in); b != APR_BRIGADE_SENTINEL(in) && rv == APR_SUCCESS;
-         b = APR_BUCKET_NEXT(b)) {
-        const char *data;
-        apr_size_t len;
-
-        if (APR_BUCKET_IS_EOS(b)) {
-            *eos = 1;
-            break;
-        }
-        if (APR_BUCKET_IS_METADATA(b)) {
-            continue;
-        }
-        if ((rv = apr_bucket_read(b, &data, &len, APR_BLOCK_READ)) != APR_SUCCESS) {
-            break;
-        }
-        if (sink->total + (apr_off_t)len > limit) {
-            *too_large = 1;
-            break;
-        }
-        rv = body_put(sink, data, len);
-    }
-    apr_brigade_cleanup(in);
-    return rv;
-}
-
-/* Reads the whole body into one NUL-terminated buffer (the body is also a bound SQL
- * parameter), refusing more than MCPMaxMessageSize before buffering it. */
+/* The body (read here, or already by per-name authorization), refusing more than
+ * MCPMaxMessageSize before buffering it. */
 static int read_body(mcp_req_t *q)
 {
-    request_rec *r = q->r;
-    apr_off_t limit = q->conf->max_message_size, announced = -1;
-    const char *clen = apr_table_get(r->headers_in, "Content-Length");
-    apr_bucket_brigade *in = apr_brigade_create(r->pool, r->connection->bucket_alloc);
-    body_sink_t *sink = apr_pcalloc(r->pool, sizeof(*sink));
-    int eos = 0, too_large = 0;
+    const mcp_body_t *body = mcp_body_read(q->r, q->conf->max_message_size);
 
-    if (clen && apr_strtoff(&announced, clen, NULL, 10) == APR_SUCCESS && announced > limit) {
+    switch (body->status) {
+    case MCP_BODY_OK:
+        q->raw = body->raw;
+        q->raw_len = body->len;
+        return OK;
+    case MCP_BODY_TOO_LARGE:
         return reply_too_large(q);
-    }
-    if (clen && announced >= 0 && !apr_table_get(r->headers_in, "Transfer-Encoding")) {
-        sink->size = (apr_size_t)announced + 1;
-        sink->buf = apr_palloc(r->pool, sink->size);
-    }
-    else {
-        sink->grows = 1;
-        apr_pool_cleanup_register(r->pool, sink, free_body, apr_pool_cleanup_null);
-    }
-    while (!eos) {
-        apr_status_t rv = ap_get_brigade(r->input_filters, in, AP_MODE_READBYTES,
-                                         APR_BLOCK_READ, HUGE_STRING_LEN);
-        if (rv == APR_SUCCESS) {
-            rv = body_take(sink, in, limit, &eos, &too_large);
-        }
-        if (too_large) {
-            return reply_too_large(q);
-        }
-        if (rv != APR_SUCCESS) {
-            return mcp_req_error(q, ap_map_http_request_error(rv, HTTP_BAD_REQUEST),
-                                 MCP_JSONRPC_SERVER_ERROR, "Bad Request: the body could not be "
-                                 "read");
-        }
-    }
-    apr_brigade_destroy(in);
-    if (!sink->buf && body_put(sink, "", 0) != APR_SUCCESS) {   /* an empty chunked body */
+    case MCP_BODY_UNREADABLE:
+        return mcp_req_error(q, ap_map_http_request_error(body->rv, HTTP_BAD_REQUEST),
+                             MCP_JSONRPC_SERVER_ERROR, "Bad Request: the body could not be read");
+    default:
         return mcp_req_error(q, HTTP_INTERNAL_SERVER_ERROR, MCP_JSONRPC_INTERNAL_ERROR,
                              "Internal Error: out of memory");
     }
-    sink->buf[sink->total] = '\0';
-    q->raw = sink->buf;
-    q->raw_len = (apr_size_t)sink->total;
-    return OK;
 }
 
 static int parse_body(mcp_req_t *q)
@@ -214,6 +117,9 @@ static int parse_body(mcp_req_t *q)
     }
     if (q->body && !q->body->is_batch) {
         q->id = mcp_jsonrpc_reply_id(&q->body->msgs[0]);
+    }
+    if (st == MCP_JSONRPC_OK) {
+        mcp_req_note_body(q);
     }
     if (st == MCP_JSONRPC_ERR_INVALID) {
         return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST, "Invalid Request: %s",
@@ -229,6 +135,7 @@ static int check_version_header(mcp_req_t *q, int initialize)
 {
     const char *v = apr_table_get(q->r->headers_in, "MCP-Protocol-Version");
 
+    mcp_req_note_protocol(q->r, v);
     if (v && !mcp_protocol_session(v) && !(initialize && mcp_protocol_is_modern(v))) {
         return mcp_req_unsupported_version(q, v, mcp_protocol_served_list());
     }
@@ -292,6 +199,7 @@ static mcp_backend_status_t exchange(mcp_req_t *q, exchange_t *x, const char *me
 {
     mcp_backend_call_t call;
     mcp_backend_status_t st;
+    apr_time_t sent;
 
     memset(x, 0, sizeof(*x));
     x->q = q;
@@ -307,7 +215,9 @@ static mcp_backend_status_t exchange(mcp_req_t *q, exchange_t *x, const char *me
     call.timeout_ms = (long)apr_time_as_msec(q->conf->backend_timeout);
     call.on_body = on_exchange_body;
     call.baton = x;
+    sent = apr_time_now();
     st = mcp_backend_perform(mcp_child.backends, q->r->pool, &call, &x->response, err);
+    mcp_status_observe(MCP_HIST_BACKEND, sent);
     if (x->too_large) {
         *err = apr_psprintf(q->r->pool, "the backend's answer exceeds MCPMaxMessageSize (%"
                             APR_OFF_T_FMT " bytes)", q->conf->max_message_size);
@@ -405,19 +315,7 @@ static const char *member_json(request_rec *r, json_object *obj, const char *key
 /* Ends a backend session that the gateway will not use (best effort: it is only logged). */
 static void abandon_backend_session(mcp_req_t *q, const char *backend_session_id)
 {
-    exchange_t x;
-    const char *err = NULL;
-
-    if (!backend_session_id) {
-        return;
-    }
-    q->raw = NULL;
-    q->raw_len = 0;
-    if (exchange(q, &x, "DELETE", backend_session_id, &err) != MCP_BACKEND_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r,
-                      "could not end backend session %s: %s",
-                      mcp_id_tag(q->r->pool, backend_session_id), err);
-    }
+    mcp_req_end_backend_session(q, backend_session_id, "initialize failed");
 }
 
 /* Answers with the backend's buffered messages, in the form the backend chose. */
@@ -505,6 +403,15 @@ static int handle_initialize(mcp_req_t *q)
                              "Bad Gateway: the backend answered initialize with HTTP %ld",
                              x.response.status);
     }
+    if (x.response.session_id && !mcp_http_session_id_is_valid(x.response.session_id)) {
+        /* It would be stored and sent back on every request: refused (and not DELETEd: the
+         * same bytes would go out). */
+        return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+                             "Bad Gateway: the backend's Mcp-Session-Id is not 1 to 256 visible "
+                             "ASCII characters: '%s'",
+                             mcp_text_quote(r->pool, x.response.session_id,
+                                            strlen(x.response.session_id), 128));
+    }
     messages = answer_messages(q, &x, &is_sse);
     response = find_response(r, messages, q->id, &response_text);
     if (!response) {
@@ -556,6 +463,8 @@ static int handle_initialize(mcp_req_t *q)
         return mcp_req_store_failed(q, stored);
     }
     mcp_req_set_session_tag(r, session.id);
+    mcp_req_note_protocol(r, rev->version);
+    mcp_status_count(MCP_STAT_SESSIONS, 1);
     ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r,
                   "session %s started (protocol %s, user %s, backend session %s)",
                   mcp_id_tag(r->pool, session.id), rev->version, r->user ? r->user : "-",
@@ -587,8 +496,18 @@ static int handle_notifications(mcp_req_t *q)
         return mcp_req_empty(q, HTTP_ACCEPTED);
     }
     if (x.response.status == HTTP_NOT_FOUND) {
-        mcp_req_terminate_session(q, "backend");
-        return mcp_req_session_not_found(q);
+        apr_size_t len;
+        const char *body = flatten(q->r, x.body, &len);
+
+        /* An MCP server's answer for a session it lost is a JSON-RPC error; a proxy's page
+         * (a wrong MCPBackend path) is not, and ends nothing. */
+        if (mcp_jsonrpc_is_error_message(q->r->pool, body, len)) {
+            mcp_req_terminate_session(q, "backend");
+            return mcp_req_session_not_found(q);
+        }
+        return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+                             "Bad Gateway: the backend answered HTTP 404 with a body that is not "
+                             "a JSON-RPC error: check MCPBackend's URL; the session stays open");
     }
     return mcp_req_error(q, x.response.status >= 400 && x.response.status < 500
                          ? (int)x.response.status : HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
@@ -666,9 +585,8 @@ static int handle_get(mcp_req_t *q)
 
 static int handle_delete(mcp_req_t *q)
 {
-    const char *err = NULL;
     mcp_store_status_t st;
-    exchange_t x;
+    long ended = 0;
     int rc;
 
     if ((rc = check_version_header(q, 0)) != OK || (rc = mcp_req_load_session(q)) != OK) {
@@ -683,14 +601,19 @@ static int handle_delete(mcp_req_t *q)
     if (st != MCP_STORE_OK) {
         return mcp_req_store_failed(q, st);
     }
-    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s terminated by the client",
-                  mcp_id_tag(q->r->pool, q->session->id));
-    if (q->session->backend_session_id
-        && exchange(q, &x, "DELETE", q->session->backend_session_id, &err) != MCP_BACKEND_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r,
-                      "the backend was not told that session %s ended: %s",
-                      mcp_id_tag(q->r->pool, q->session->id), err);
+    /* Its open streams end now: their relays stop (they hear of it through NOTIFY) and
+     * release their backend transfers; unanswered requests get a stored error. */
+    st = mcp_store_session_streams_end(mcp_req_db(q), q->r->pool, q->session->id,
+                                       "Session terminated: the client ended the session "
+                                       "(DELETE) before the response", &ended);
+    if (st != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "ending the streams of session %s failed "
+                      "(their relays stop when their leases run out): %s",
+                      mcp_id_tag(q->r->pool, q->session->id), mcp_req_db(q)->error);
     }
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s terminated by the client (%ld open "
+                  "stream(s) ended)", mcp_id_tag(q->r->pool, q->session->id), ended);
+    mcp_req_end_backend_session(q, q->session->backend_session_id, "client");
     return mcp_req_empty(q, HTTP_OK);
 }
 
@@ -755,13 +678,14 @@ int mcp_handler(request_rec *r)
     memset(&q, 0, sizeof(q));
     q.r = r;
     q.conf = mcp_config_get(r);
+    mcp_status_count(MCP_STAT_REQUESTS, 1);
     if (!q.conf->backend) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r,
                       "SetHandler mcp is used at %s without MCPBackend", r->uri);
         return mcp_req_error(&q, HTTP_INTERNAL_SERVER_ERROR, MCP_JSONRPC_INTERNAL_ERROR,
                              "Internal Error: this MCP endpoint has no backend configured");
     }
-    if ((rc = check_origin_and_host(&q)) != OK) {
+    if ((rc = check_origin_and_host(&q)) != OK || (rc = mcp_oauth_require_user(&q)) != OK) {
         return rc;
     }
     /* httpd hands HEAD over as a GET (header_only): it would open a stream nobody reads. */

@@ -7,6 +7,7 @@
 
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_lease.h"
+#include "mod_mcp_status.h"
 
 APLOG_USE_MODULE(mcp);
 
@@ -59,6 +60,7 @@ static void *APR_THREAD_FUNC keeper_main(apr_thread_t *thread, void *data)
         }
         apr_thread_mutex_unlock(k->lock);
         renew_due(k, p);
+        mcp_status_child_tick();
         apr_pool_clear(p);
         apr_thread_mutex_lock(k->lock);
     }

@@ -9,7 +9,9 @@
 #include "mcp_id.h"
 #include "mcp_listener.h"
 #include "mcp_router.h"
+#include "mod_mcp_relay.h"
 #include "mod_mcp_replay.h"
+#include "mod_mcp_status.h"
 #include "mod_mcp_stream.h"
 
 APLOG_USE_MODULE(mcp);
@@ -87,6 +89,7 @@ static void finish_for_dead_owner(follower_t *f, const mcp_store_stream_t *state
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, f->q->r, "stream %" APR_INT64_T_FMT ": finishing "
                       "it failed: %s", f->st.id, db->error);
     }
+    mcp_status_count(MCP_STAT_TAKEOVERS, (apr_uint64_t)finished);
     ap_log_rerror(APLOG_MARK, finished ? APLOG_NOTICE : APLOG_DEBUG, 0, f->q->r,
                   "stream %" APR_INT64_T_FMT ": its owner %s stopped renewing its lease; %s",
                   f->st.id, state->owner ? state->owner : "-",
@@ -144,8 +147,9 @@ static apr_interval_time_t wake_up_timeout(follower_t *f)
 }
 
 /* Replays, then follows the stream until it ends, the client goes, or the server stops. Database
- * failures (a restart) are waited out for as long as a lease lasts. */
-static void follow(follower_t *f, mcp_router_sub_t *sub)
+ * failures (a restart) are waited out for as long as a lease lasts. Returns 1 when the stream
+ * ended and everything it stored was sent, else 0. */
+static int follow(follower_t *f, mcp_router_sub_t *sub)
 {
     apr_time_t failing_since = 0;
     mcp_store_stream_t state;
@@ -154,11 +158,11 @@ static void follow(follower_t *f, mcp_router_sub_t *sub)
     for (;;) {
         if (mcp_stream_should_hand_over(&f->st)) {
             mcp_stream_end_early(&f->st);
-            return;
+            return 0;
         }
         n = read_more(f);
         if (f->st.client_gone) {
-            return;
+            return 0;
         }
         if (n > 0 && f->more) {
             continue;
@@ -167,7 +171,7 @@ static void follow(follower_t *f, mcp_router_sub_t *sub)
             apr_time_t now = apr_time_now();
             failing_since = failing_since ? failing_since : now;
             if (now - failing_since > f->q->conf->stream_lease) {
-                return;
+                return 0;
             }
         }
         else {
@@ -176,7 +180,7 @@ static void follow(follower_t *f, mcp_router_sub_t *sub)
                 /* It ended after the read above: what it stored before ending is read now. */
                 while (read_more(f) > 0 && f->more && !f->st.client_gone) {
                 }
-                return;
+                return !f->st.client_gone;
             }
             if (state.lease_expired) {
                 finish_for_dead_owner(f, &state);
@@ -205,6 +209,7 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     mcp_router_sub_t *sub;
     apr_int64_t follower_id = 0;
     follower_t f;
+    int ended;
 
     if (mcp_id_event_parse(last_event_id, &stream_id, &seq) != 0) {
         return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_SERVER_ERROR,
@@ -235,15 +240,32 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     f.last_renew = apr_time_now();
     apr_pool_create(&f.pool, r->pool);
     mcp_stream_init(&f.st, q, stream_id, 0);
+    mcp_req_note_stream(r, stream_id);
+    mcp_status_count(MCP_STAT_RESUMPTIONS, 1);
     /* Subscribe before the first read: whatever is stored from now on wakes us. */
     sub = mcp_router_subscribe(mcp_child.router, stream_id);
+    if (!sub) {
+        int in_use = 0;
+
+        mcp_router_stats(mcp_child.router, &in_use, NULL);
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "stream %" APR_INT64_T_FMT ": no wake-up "
+                      "slot for this follower (%d in use%s); it looks at the table every %d ms "
+                      "instead", stream_id, in_use, mcp_child.router ? "" : ", no router",
+                      (int)apr_time_as_msec(POLL_WITHOUT_LISTENER));
+    }
     mcp_stream_start_sse(&f.st, -1);
     ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "resuming stream %" APR_INT64_T_FMT " after %s "
                   "(%s, %s)", stream_id, last_event_id, stream.kind, stream.status);
-    follow(&f, sub);
+    ended = follow(&f, sub);
     if (sub) {
         mcp_router_unsubscribe(sub);
     }
     release_follower(&f);
+    /* A standalone stream is the session's channel for whatever the server sends, not one
+     * answer: resuming one that ended (its response was cut by a graceful restart or
+     * MCPStreamCloseAfter, or its client went) goes on with a new one, live. */
+    if (ended && strcmp(stream.kind, "standalone") == 0 && !mcp_stream_server_stopping()) {
+        return mcp_relay_standalone_resumed(q);
+    }
     return DONE;
 }

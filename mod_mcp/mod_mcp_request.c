@@ -9,6 +9,7 @@
 #include "mcp_id.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_request.h"
+#include "mod_mcp_status.h"
 
 APLOG_USE_MODULE(mcp);
 
@@ -21,6 +22,7 @@ static int answer_error(mcp_req_t *q, int status, int code, const char *message,
 
     ap_log_rerror(APLOG_MARK, status >= 500 ? APLOG_WARNING : APLOG_INFO, 0, r,
                   "%s %s -> %d: %s", r->method, r->uri, status, message);
+    mcp_status_rejected(status);
     /* A body not read yet is discarded so the connection can be kept alive, except after 413,
      * where reading it is what the gateway refuses. */
     if (status == HTTP_REQUEST_ENTITY_TOO_LARGE) {
@@ -178,6 +180,50 @@ int mcp_req_check_session_header(mcp_req_t *q)
     return OK;
 }
 
+void mcp_req_end_backend_session(mcp_req_t *q, const char *backend_session_id, const char *why)
+{
+    const char *err = NULL;
+    long status = 0;
+
+    if (!backend_session_id) {
+        return;
+    }
+    if (mcp_backend_delete_session(mcp_child.backends, q->r->pool, q->conf->backend,
+                                   backend_session_id,
+                                   q->session ? q->session->protocol_version : NULL,
+                                   (long)apr_time_as_msec(q->conf->backend_connect_timeout),
+                                   (long)apr_time_as_msec(q->conf->backend_timeout), &status,
+                                   &err) != MCP_BACKEND_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r, "the backend was not told that its "
+                      "session %s ended (%s): %s", mcp_id_tag(q->r->pool, backend_session_id),
+                      why, err);
+    }
+}
+
+/* A session that was not found may have just gone idle for too long: if so it is marked
+ * expired here, once, and its backend is told (DELETE). */
+static void expire_idle_session(mcp_req_t *q)
+{
+    const char *backend_session_id = NULL;
+    mcp_store_status_t st;
+
+    if (mcp_req_idle_secs(q) <= 0) {
+        return;
+    }
+    st = mcp_store_session_expire(mcp_req_db(q), q->r->pool, q->session_header,
+                                  q->conf->backend_spec, mcp_req_idle_secs(q),
+                                  &backend_session_id);
+    if (st == MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s expired (MCPSessionIdleTimeout)",
+                      mcp_id_tag(q->r->pool, q->session_header));
+        mcp_req_end_backend_session(q, backend_session_id, "expired");
+    }
+    else if (st != MCP_STORE_NOT_FOUND) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "expiring session %s failed: %s",
+                      mcp_id_tag(q->r->pool, q->session_header), mcp_req_db(q)->error);
+    }
+}
+
 int mcp_req_load_session(mcp_req_t *q)
 {
     request_rec *r = q->r;
@@ -192,10 +238,15 @@ int mcp_req_load_session(mcp_req_t *q)
     if (st != MCP_STORE_OK && st != MCP_STORE_NOT_FOUND) {
         return mcp_req_store_failed(q, st);
     }
-    if (st == MCP_STORE_NOT_FOUND || strcmp(q->session->backend_url, q->conf->backend_spec) != 0) {
+    if (st == MCP_STORE_NOT_FOUND) {
+        expire_idle_session(q);
+        return mcp_req_session_not_found(q);
+    }
+    if (strcmp(q->session->backend_url, q->conf->backend_spec) != 0) {
         return mcp_req_session_not_found(q);
     }
     q->rev = mcp_protocol_session(q->session->protocol_version);
+    mcp_req_note_protocol(r, q->session->protocol_version);
     if (!q->rev) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "session %s has protocol version %s, which is "
                       "not served", mcp_id_tag(r->pool, q->session->id),
@@ -219,7 +270,53 @@ void mcp_req_terminate_session(mcp_req_t *q, const char *by)
 
 void mcp_req_set_session_tag(request_rec *r, const char *session_id)
 {
-    apr_table_setn(r->subprocess_env, "MCP_SESSION_TAG", mcp_id_tag(r->pool, session_id));
+    const char *tag = mcp_id_tag(r->pool, session_id);
+
+    apr_table_setn(r->subprocess_env, "MCP_SESSION_TAG", tag);
+    apr_table_setn(r->notes, "mcp-session", tag);
+}
+
+void mcp_req_note_body(mcp_req_t *q)
+{
+    request_rec *r = q->r;
+    const mcp_jsonrpc_body_t *body = q->body;
+    const char *name = NULL;
+    int i;
+
+    if (!body || body->count < 1) {
+        return;
+    }
+    if (!body->is_batch) {
+        const mcp_jsonrpc_msg_t *msg = &body->msgs[0];
+
+        if (msg->method) {
+            apr_table_set(r->notes, "mcp-method", msg->method);
+        }
+        if (msg->id) {
+            apr_table_setn(r->notes, "mcp-id", mcp_jsonrpc_to_string(r->pool, msg->id, NULL));
+        }
+        if (mcp_jsonrpc_target(msg, &name) != MCP_TARGET_NONE) {
+            apr_table_set(r->notes, "mcp-name", name);
+        }
+        return;
+    }
+    for (i = 0; i < body->count; i++) {
+        const char *m = body->msgs[i].method ? body->msgs[i].method
+                      : body->msgs[i].kind == MCP_MSG_INVALID ? "-" : "response";
+        apr_table_merge(r->notes, "mcp-method", m);
+    }
+}
+
+void mcp_req_note_protocol(request_rec *r, const char *version)
+{
+    if (version) {
+        apr_table_set(r->notes, "mcp-protocol", version);
+    }
+}
+
+void mcp_req_note_stream(request_rec *r, apr_int64_t stream_id)
+{
+    apr_table_setn(r->notes, "mcp-stream", apr_psprintf(r->pool, "%" APR_INT64_T_FMT, stream_id));
 }
 
 void mcp_req_set_sse_headers(request_rec *r)

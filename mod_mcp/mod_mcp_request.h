@@ -94,6 +94,11 @@ int mcp_req_load_session(mcp_req_t *q);
  * answering 400 (missing) or 404 (not an id this gateway issues). */
 int mcp_req_check_session_header(mcp_req_t *q);
 
+/* Tells the backend (DELETE with its Mcp-Session-Id, bounded by MCPBackendTimeout) that its
+ * session ended; why ("client", "expired", ...) is for the log line a failure gets. Nothing
+ * for a NULL backend_session_id (a stateless backend). */
+void mcp_req_end_backend_session(mcp_req_t *q, const char *backend_session_id, const char *why);
+
 /* Marks the request's session terminated (by: "client", "expired", "backend"); failures are
  * logged only. */
 void mcp_req_terminate_session(mcp_req_t *q, const char *by);
@@ -101,6 +106,14 @@ void mcp_req_terminate_session(mcp_req_t *q, const char *by);
 /* Session ids are bearer tokens: logs name a session by mcp_id_tag() only. This sets it as the
  * environment variable MCP_SESSION_TAG, for access logs (LogFormat "%{MCP_SESSION_TAG}e"). */
 void mcp_req_set_session_tag(request_rec *r, const char *session_id);
+
+/* Request notes for access logs (LogFormat "%{mcp-method}n" ...), see README "Logs":
+ * mcp-method, mcp-name (tool, prompt or resource), mcp-id (JSON-RPC id, as JSON) from the parsed
+ * body (a batch: its methods joined by ","); mcp-protocol; mcp-stream; mcp-session (the session's
+ * tag, as mcp_req_set_session_tag sets it). */
+void mcp_req_note_body(mcp_req_t *q);
+void mcp_req_note_protocol(request_rec *r, const char *version);
+void mcp_req_note_stream(request_rec *r, apr_int64_t stream_id);
 
 /* The response headers of every SSE stream the gateway sends. */
 void mcp_req_set_sse_headers(request_rec *r);

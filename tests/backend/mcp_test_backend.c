@@ -437,6 +437,7 @@ struct session {
     int refs;
     int terminated;
     char *protocol_header;      /* last MCP-Protocol-Version seen */
+    long authorization_headers; /* requests that carried an Authorization header */
     char version[16];           /* protocolVersion agreed at initialize */
     int client_sampling;        /* the client declared these capabilities */
     int client_elicitation;
@@ -1398,6 +1399,8 @@ static json_object *tool_session_info(struct tool_call *tc)
     json_object_object_add(info, "protocolVersionHeader",
                            s->protocol_header ? json_object_new_string(s->protocol_header) : NULL);
     json_object_object_add(info, "requests", json_object_new_int64(s->requests));
+    json_object_object_add(info, "authorizationHeaders",
+                           json_object_new_int64(s->authorization_headers));
     json_object_deep_copy(s->notifications, &copy, NULL);
     json_object_object_add(info, "notifications", copy);
     json_object_object_add(info, "responses", json_object_new_int64(s->responses));
@@ -2282,6 +2285,11 @@ static int tables_ok(void)
 static void note_protocol_header(struct request *rq, struct session *s)
 {
     const char *v = header(rq, "MCP-Protocol-Version");
+    if (header(rq, "Authorization")) {
+        pthread_mutex_lock(&g_lock);
+        s->authorization_headers++;
+        pthread_mutex_unlock(&g_lock);
+    }
     if (!v)
         return;
     pthread_mutex_lock(&g_lock);
