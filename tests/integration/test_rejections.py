@@ -103,7 +103,9 @@ def test_chunked_body_over_the_limit_is_413(session):
 
 def test_unsupported_protocol_version_header_is_400(session):
     r = session.post_raw(LIST, headers={"MCP-Protocol-Version": "1999-01-01"})
-    assert_jsonrpc_error(r, 400, -32000, "unsupported MCP-Protocol-Version '1999-01-01'")
+    body = assert_jsonrpc_error(r, 400, -32022, "unsupported protocol version: '1999-01-01'")
+    assert body["error"]["data"] == {"supported": ["2025-11-25", "2025-06-18", "2025-03-26"],
+                                     "requested": "1999-01-01"}
 
 
 def test_other_methods_are_405_with_allow(stack, session):
