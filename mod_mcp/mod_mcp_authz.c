@@ -11,6 +11,7 @@
 #include <mod_auth.h>
 #include <util_filter.h>
 
+#include "mcp_era.h"
 #include "mcp_http.h"
 #include "mcp_jsonrpc.h"
 #include "mcp_store.h"
@@ -139,7 +140,8 @@ static const authz_provider resource_provider = { check, parse_resource };
 
 /* ---- the 403 ------------------------------------------------------------------------------- */
 
-/* The refused message and its error, in the session's audit (best effort: logged). */
+/* The refused message and its error, in the session's audit (best effort: logged); a stateless
+ * request's with no session. */
 static void audit(request_rec *r, const denial_t *d, const char *error_body)
 {
     const mcp_dir_conf_t *conf = mcp_config_get(r);
@@ -149,14 +151,25 @@ static void audit(request_rec *r, const denial_t *d, const char *error_body)
     mcp_store_status_t st;
     mcp_req_t q;
 
-    if (!sid) {
-        return;
-    }
     memset(&q, 0, sizeof(q));
     q.r = r;
     q.conf = conf;
+    if (!sid) {
+        /* A 2026-07-28 (stateless) request has no session: its refusal is stored with none,
+         * under the principal (as mod_mcp_modern stores what it serves). */
+        json_object *obj = mcp_jsonrpc_parse_value(r->pool, d->message, strlen(d->message));
+        int present = 0;
+
+        if (!obj || (mcp_era_claim(obj, &present), !present)) {
+            return;
+        }
+        session = apr_pcalloc(r->pool, sizeof(*session));
+        session->principal = r->user;
+    }
     db = mcp_db_request(r, 0);
-    st = mcp_store_session_touch(db, r->pool, sid, r->user, mcp_req_idle_secs(&q), &session);
+    st = session ? MCP_STORE_OK
+                 : mcp_store_session_touch(db, r->pool, sid, r->user, mcp_req_idle_secs(&q),
+                                           &session);
     if (st == MCP_STORE_OK) {
         st = mcp_store_events_append(db, r->pool, session, 0, 0, "in",
                                      apr_pstrcat(r->pool, "[", d->message, "]", NULL));
@@ -164,7 +177,9 @@ static void audit(request_rec *r, const denial_t *d, const char *error_body)
     if (st == MCP_STORE_OK) {
         st = mcp_store_events_append(db, r->pool, session, 0, 0, "out",
                                      apr_pstrcat(r->pool, "[", error_body, "]", NULL));
-        mcp_req_set_session_tag(r, sid);
+        if (sid) {
+            mcp_req_set_session_tag(r, sid);
+        }
     }
     if (st != MCP_STORE_OK && st != MCP_STORE_NOT_FOUND) {
         ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "the refused call was not stored in the "

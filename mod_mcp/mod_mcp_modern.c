@@ -92,7 +92,8 @@ static int on_headers(void *baton, const mcp_backend_response_t *resp)
 {
     modern_t *m = baton;
 
-    if (resp->status == HTTP_OK && mcp_http_media_type_is(resp->content_type, "text/event-stream")) {
+    if (resp->status == HTTP_OK
+        && mcp_http_media_type_is(resp->content_type, "text/event-stream")) {
         m->sse = mcp_sse_parser_create(m->q->r->pool, (apr_size_t)m->q->conf->max_message_size,
                                        on_event, m);
         mcp_stream_start_sse(&m->st, -1);

@@ -76,8 +76,8 @@ static void put_event(mcp_stream_t *st, apr_pool_t *p, apr_int64_t seq, const ch
     if (st->client_gone || st->mode != MCP_STREAM_SSE) {
         return;
     }
-    text = mcp_sse_event_format(p, st->stateless ? NULL : mcp_id_event_format(p, st->id, seq), NULL,
-                                json, retry_ms, &len);
+    text = mcp_sse_event_format(p, st->stateless ? NULL : mcp_id_event_format(p, st->id, seq),
+                                NULL, json, retry_ms, &len);
     apr_brigade_write(st->out, NULL, NULL, text, len);
     st->written++;
 }

@@ -114,7 +114,7 @@ def eras(node22):  # noqa: F811  (the fixture imported above)
         assert rc == 0, (d / "stack-up.log").read_text()
         env = load_stack_env(stack_dir / "stack.env")
         base = env["MCP_URL"].rsplit("/", 1)[0]
-        env.update(URL=f"{base}/mcp-2026", AUTH_URL=f"{base}/mcp-2026-auth",
+        env.update(URL=f"{base}/mcp-2026", AUTH_URL=f"{base}/mcp-2026-auth", AUTHZ_URL=f"{base}/mcp-2026-authz",
                    LEGACY_URL=f"{base}/mcp-legacy-only", DIR=str(d))
         yield env
     finally:
@@ -343,6 +343,18 @@ def test_a_notification_is_stored_and_accepted(eras, db):
         cur.execute("""SELECT session_id, stream_id FROM mcp.events
                         WHERE direction = 'in' AND message -> 'params' -> '_meta' ->> 'marker' = 'n-23'""")
         assert cur.fetchall() == [(None, None)]
+
+
+def test_require_mcp_tool_refuses_a_stateless_call_and_the_refusal_is_stored(eras, db):
+    r = post(eras["AUTHZ_URL"], call_body(27, "test_simple_text"), headers("tools/call", "test_simple_text"))
+    assert r.status_code == 200, r.text
+    r = post(eras["AUTHZ_URL"], call_body(28, "echo_headers"), headers("tools/call", "echo_headers"))
+    assert r.status_code == 403, r.text
+    assert r.json()["id"] == 28 and "echo_headers" in r.json()["error"]["message"]
+    with db.cursor() as cur:
+        cur.execute("""SELECT session_id, stream_id, direction FROM mcp.events
+                        WHERE message -> 'id' = '28'::jsonb AND stream_id IS NULL ORDER BY id""")
+        assert cur.fetchall() == [(None, None, "in"), (None, None, "out")]
 
 
 def test_an_input_required_round_passes_through(eras):
