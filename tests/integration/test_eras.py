@@ -10,8 +10,9 @@
   header-name case, a header sent twice), required _meta, one message per POST;
 * what is stored: a stream with no session (protocol version, principal), every message, the
   audit view; SSE without event ids; Mcp-Param-* reach the backend untouched;
-* disconnect = cancellation: the backend's request is aborted at once and the stream is stored
-  'cancelled'; subscriptions/listen counts against MCPMaxStreamsPerPrincipal;
+* disconnect = cancellation (HTTP/1.1 and an HTTP/2 stream reset): the backend's request is
+  aborted at once and the stream is stored 'cancelled'; subscriptions/listen counts against
+  MCPMaxStreamsPerPrincipal; per-tool Require lines refuse stateless calls too (stored);
 * a multi-round trip (InputRequiredResult + requestState) passes through;
 * the TypeScript SDK v2 client (tests/node/client-2026.mjs), pinned to 2026-07-28 and in auto
   mode, through the gateway; in auto mode against a 2025-only backend it falls back.
@@ -106,7 +107,7 @@ def eras(node22):  # noqa: F811  (the fixture imported above)
         assert port != "exited", (d / "backend.log").read_text()
         with open(d / "stack-up.log", "wb") as out:
             started = True
-            rc = subprocess.run([str(STACK), "up", "--dir", str(stack_dir), "--backend",
+            rc = subprocess.run([str(STACK), "up", "--dir", str(stack_dir), "--http2", "--backend",
                                  f"http://127.0.0.1:{port}/mcp", "--conf",
                                  str(Path(__file__).resolve().parent / "gateway-eras.conf")],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -410,6 +411,28 @@ def test_closing_the_response_cancels_the_backend_request(eras, db):
     with db.cursor() as cur:
         cur.execute("SELECT outcome FROM mcp.tool_calls WHERE stream_id = %s", (st["id"],))
         assert cur.fetchone()[0] == "cancelled"
+
+
+def test_an_http2_client_resetting_its_stream_cancels_too(eras, db):
+    """Under mod_http2 the client's close is a stream reset: mod_mcp_stream notices it
+    (c->aborted, a failed write) like a closed HTTP/1.1 connection."""
+    token = "h2-cancel-35"
+    body = call_body(35, "slow_count", {"count": 100, "ms": 100}, progressToken=token)
+    cmd = ["curl", "-sN", "--http2-prior-knowledge", "--max-time", "1.5", eras["URL"],
+           "--data-binary", json.dumps(body)]
+    for k, v in headers("tools/call", "slow_count").items():
+        cmd += ["-H", f"{k}: {v}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 28, proc   # curl's "operation timed out": it ended the stream
+    assert '"progressToken":"h2-cancel-35"' in proc.stdout
+    st = wait_for(lambda: (s := stream_of(db, 35)) and s["status"] != "open" and s,
+                  timeout=15, what="the stream to end")
+    assert st["status"] == "cancelled"
+
+    def backend_saw_it():
+        rr = post(eras["URL"], call_body(36, "cancelled_calls"), headers("tools/call", "cancelled_calls"))
+        return token in json.loads(messages_of(rr)[0][-1]["result"]["content"][0]["text"])
+    wait_for(backend_saw_it, timeout=10, what="the backend to see its request aborted")
 
 
 def test_listen_streams_count_against_the_principal(eras, db):
