@@ -172,7 +172,11 @@ await runMain("everything.mjs", 120000, async (checks, summary) => {
           systemPrompt: "You are a helpful test server." });
     check("sampling: the tool result holds our answer", (text(sampling.result) || "").includes(SAMPLED_TEXT),
         text(sampling.result));
-    const samplingResponse = rec.log.find((e) => e.method === "POST" && /^response#/.test(e.rpc || ""));
+    // The SDK posts our response without awaiting its answer: the tool's result can arrive
+    // before that POST's status is recorded (seen under ASan), so wait for it.
+    const isResponsePost = (e) => e.method === "POST" && /^response#/.test(e.rpc || "");
+    await waitFor(() => rec.log.find(isResponsePost)?.status !== undefined, 5000);
+    const samplingResponse = rec.log.find(isResponsePost);
     check("sampling: our response POST was accepted (202)", samplingResponse?.status === 202, samplingResponse);
 
     // ---- standalone stream: simulated logging -------------------------------------------------------
