@@ -49,8 +49,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (known)
         FUZZ_CHECK(!strcmp(known->version, f[n > 2 ? 2 : 0]));
     if (served)
-        FUZZ_CHECK(strstr(mcp_protocol_served_list(), served->version) != NULL);
-    FUZZ_CHECK(mcp_protocol_served(mcp_protocol_latest()) != NULL);
+        FUZZ_CHECK(strstr(mcp_protocol_list(MCP_ERA_UNKNOWN), served->version) != NULL);
+    /* The session list names exactly the revisions served with sessions (the 2025 era). */
+    if (served && served->era == MCP_ERA_2025)
+        FUZZ_CHECK(mcp_protocol_session(served->version) == served
+                   && strstr(mcp_protocol_served_list(), served->version) != NULL);
+    FUZZ_CHECK(mcp_protocol_session(mcp_protocol_latest()) != NULL);
 
     apr_pool_destroy(p);
     return 0;
