@@ -58,10 +58,12 @@ static void maintain(server_rec *s, apr_pool_t *pool)
     if (apr_time_now() < next) {
         return;
     }
-    next = apr_time_now() + MCP_MAINTAIN_EVERY;
     db = mcp_db_server(pool, s, 0);
     st = mcp_store_maintain(db, pool, retention < 0 ? -1 : (long)apr_time_sec(retention),
                             MCP_PARTITIONS_AHEAD, &done);
+    if (st != MCP_STORE_UNAVAILABLE) {   /* an outage: the next sweep tries again */
+        next = apr_time_now() + MCP_MAINTAIN_EVERY;
+    }
     if (st == MCP_STORE_REFUSED) {
         ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "retention: %s", db->error);
     }
