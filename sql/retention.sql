@@ -127,7 +127,8 @@ BEGIN
         LOOP
             DELETE FROM mcp.streams WHERE id IN (
                 SELECT s.id FROM mcp.streams s LEFT JOIN mcp.sessions se ON se.id = s.session_id
-                 WHERE NOT EXISTS (SELECT 1 FROM mcp.event_partitions p
+                 WHERE s.id < mcp.stream_id_at(cutoff)   -- started before it: the PK's range
+                   AND NOT EXISTS (SELECT 1 FROM mcp.event_partitions p
                                     WHERE s.id >= p.lo AND s.id < p.hi)
                    AND s.status <> 'open' AND s.completed_at < cutoff
                    AND (se.id IS NULL OR se.terminated_at < cutoff)
