@@ -4,6 +4,12 @@
 -- schema as first released), applies each file of migrations/ numbered above it, in order, each
 -- in its own transaction, then loads the functions and views again. Running it again does
 -- nothing more. Keep the gateways stopped while it runs (see README, "Upgrading").
+--
+-- Changing the schema: write sql/migrations/NNN-what.sql (tables and data only, in one
+-- transaction, ending with its row in mcp.schema_version), add its \if block below, make
+-- schema.sql install the same result and record version NNN, and raise MCP_STORE_SCHEMA_VERSION
+-- (mod_mcp/mcp_store.h). tests/integration/test_upgrade.py fails while a migrated database and a
+-- fresh install differ in structure.
 
 \set ON_ERROR_STOP 1
 SELECT to_regclass('mcp.sessions') IS NOT NULL AS mcp_installed, 1 AS mcp_version,
