@@ -255,7 +255,8 @@ def measure_calls_with_drop(env: dict, seconds: float, threads: int, retention_d
     cur.execute("CALL mcp.maintain(make_interval(days => %s))", (retention_days,))
     created, dropped, deleted = cur.fetchone()
     d1 = time.monotonic()
-    time.sleep(max(0.0, seconds / 2 - (d1 - t0 - seconds / 2)))
+    drop_ms = [float(m.split(" in ")[1].split(" ms")[0]) for m in conn.notices if "dropped" in m]
+    time.sleep(seconds / 2)
     stop.set()
     for t in ts:
         t.join()
@@ -265,11 +266,12 @@ def measure_calls_with_drop(env: dict, seconds: float, threads: int, retention_d
     def rate(a, b):
         n = sum(1 for x in stamps if a <= x < b)
         return round(n / (b - a), 1) if b > a else None
+    stamps.sort()
     gaps = sorted(b - a for a, b in zip(stamps, stamps[1:]) if d0 - 1 <= a <= d1 + 1)
     return {"threads": threads, "seconds": round(end - t0, 1), "calls": len(stamps), "errors": errors[0],
             "calls_per_s_before": rate(t0 + 1, d0), "calls_per_s_during": rate(d0, max(d1, d0 + 0.5)),
             "calls_per_s_after": rate(d1, end - 0.2), "drop": {"partition": oldest[0], "size": oldest[1],
-            "maintain_s": round(d1 - d0, 3), "dropped": dropped, "rows_deleted_after": deleted},
+            "maintain_s": round(d1 - d0, 3), "drop_table_ms": drop_ms, "dropped": dropped, "rows_deleted_after": deleted},
             "longest_gap_between_calls_ms_around_drop": round(gaps[-1] * 1000, 1) if gaps else None}
 
 

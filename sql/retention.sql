@@ -93,6 +93,7 @@ DECLARE
     part record;
     cutoff timestamptz := now - retention;
     n bigint;
+    t timestamptz;
 BEGIN
     created := 0; dropped := 0; deleted := 0;
     FOR d IN SELECT generate_series((now AT TIME ZONE 'UTC')::date,
@@ -113,9 +114,11 @@ BEGIN
             PERFORM set_config('lock_timeout', '1s', true);
             BEGIN
                 IF mcp.partition_expired(part.lo, part.hi, cutoff) THEN
+                    t := clock_timestamp();
                     EXECUTE format('DROP TABLE mcp.%I', part.name);
                     dropped := dropped + 1;
-                    RAISE NOTICE 'mcp.maintain: dropped %', part.name;
+                    RAISE NOTICE 'mcp.maintain: dropped % (% bytes) in % ms', part.name, part.bytes,
+                        round(extract(epoch FROM clock_timestamp() - t) * 1000, 1);
                 END IF;
             EXCEPTION WHEN lock_not_available OR undefined_table THEN
                 RAISE NOTICE 'mcp.maintain: % not dropped this time: %', part.name, SQLERRM;
