@@ -5,6 +5,7 @@
 #include <apr_strings.h>
 
 #include "mcp_jsonrpc.h"
+#include "mcp_text.h"
 
 #define SERIALIZE_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 
@@ -311,6 +312,10 @@ const char *mcp_jsonrpc_error_body(apr_pool_t *p, json_object *id, int code,
     json_object_object_add(msg, "jsonrpc", json_object_new_string("2.0"));
     json_object_object_add(msg, "id", id ? json_object_get(id) : NULL);
     json_object_object_add(err, "code", json_object_new_int(code));
+    /* Whatever bytes the message quotes (a backend's headers), the body is valid JSON. */
+    if (!mcp_text_is_utf8(message, strlen(message))) {
+        message = mcp_text_quote(p, message, strlen(message), 0);
+    }
     json_object_object_add(err, "message", json_object_new_string(message));
     if (data) {
         json_object_object_add(err, "data", json_object_get(data));
@@ -323,10 +328,37 @@ const char *mcp_jsonrpc_error_body(apr_pool_t *p, json_object *id, int code,
 
 json_object *mcp_jsonrpc_parse_value(apr_pool_t *p, const char *buf, apr_size_t len)
 {
-    const char *reason;
-    json_object *obj;
+    return mcp_jsonrpc_parse_value_ex(p, buf, len, NULL);
+}
 
-    return parse_strict(buf, len, &obj, &reason) == 0 ? pool_owned(p, obj) : NULL;
+json_object *mcp_jsonrpc_parse_value_ex(apr_pool_t *p, const char *buf, apr_size_t len,
+                                        const char **reason)
+{
+    const char *why = NULL;
+    json_object *obj = NULL;
+
+    if (parse_strict(buf, len, &obj, &why) != 0) {
+        obj = NULL;
+    }
+    else if (!obj) {
+        why = "the JSON literal null is not a message";
+    }
+    if (reason) {
+        *reason = why;
+    }
+    return pool_owned(p, obj);
+}
+
+int mcp_jsonrpc_is_error_message(apr_pool_t *p, const char *buf, apr_size_t len)
+{
+    json_object *obj = mcp_jsonrpc_parse_value(p, buf, len);
+    mcp_jsonrpc_msg_t msg;
+
+    if (!obj) {
+        return 0;
+    }
+    mcp_jsonrpc_classify(obj, &msg);
+    return msg.kind == MCP_MSG_ERROR;
 }
 
 mcp_target_kind_t mcp_jsonrpc_target(const mcp_jsonrpc_msg_t *msg, const char **name)

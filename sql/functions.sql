@@ -1,6 +1,16 @@
 -- mod_mcp's functions and triggers (loaded by schema.sql, and by upgrade.sql after the
 -- migrations: CREATE OR REPLACE only, safe to re-run).
 
+-- The JSON text with the escapes PostgreSQL cannot de-escape (\u0000, surrogates) as \ufffd:
+-- what mcp.audit_jsonb casts when the plain cast fails, and what json operators that read
+-- strings (->) can take (the json type keeps every number as written, so this never fails on
+-- valid JSON).
+CREATE OR REPLACE FUNCTION mcp.json_pg_safe(t text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT regexp_replace(t, '(?<!\\)((?:\\\\)*)\\u(0000|d[89ab][0-9a-f]{2}|d[c-f][0-9a-f]{2})',
+                          '\1\\ufffd', 'gi')
+$$;
+
 -- Messages are stored as the exact text that crossed the wire (any valid JSON, RFC 8259); jsonb
 -- copies serve queries and the audit views. jsonb cannot hold every valid JSON text: it refuses
 -- \u0000 and lone surrogate escapes (\ud800), and it reorders keys and keeps only the last of
@@ -13,8 +23,7 @@ BEGIN
     RETURN t::jsonb;
 EXCEPTION WHEN others THEN
     BEGIN
-        RETURN regexp_replace(t, '(?<!\\)((?:\\\\)*)\\u(0000|d[89ab][0-9a-f]{2}|d[c-f][0-9a-f]{2})',
-                              '\1\\ufffd', 'gi')::jsonb;
+        RETURN mcp.json_pg_safe(t)::jsonb;
     EXCEPTION WHEN others THEN
         RETURN NULL;
     END;

@@ -27,7 +27,8 @@ CREATE TABLE mcp.schema_version (
 INSERT INTO mcp.schema_version (version, description) VALUES
     (1, 'sessions, streams, events, audit views'),
     (2, 'byte-exact message texts, admission limits, followers'),
-    (3, 'mcp.events partitioned by day of the stream''s start; retention (mcp.maintain)');
+    (3, 'mcp.events partitioned by day of the stream''s start; retention (mcp.maintain)'),
+    (4, 'each session''s idle timeout; mcp.json_pg_safe');
 
 -- One row per gateway session. The id is what clients send in Mcp-Session-Id;
 -- backend_session_id is what the backend issued (NULL for a stateless backend).
@@ -45,7 +46,8 @@ CREATE TABLE IF NOT EXISTS mcp.sessions (
     created_at          timestamptz NOT NULL DEFAULT now(),
     last_seen_at        timestamptz NOT NULL DEFAULT now(),
     terminated_at       timestamptz,
-    terminated_by       text CHECK (terminated_by IN ('client', 'expired', 'backend'))
+    terminated_by       text CHECK (terminated_by IN ('client', 'expired', 'backend')),
+    idle_timeout_secs   integer                     -- MCPSessionIdleTimeout where it began (0: none)
 );
 
 CREATE INDEX IF NOT EXISTS sessions_live_idx

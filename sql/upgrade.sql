@@ -32,6 +32,10 @@ SELECT :mcp_version < 3 AS mcp_need \gset
 \if :mcp_need
     \ir migrations/003-partitions.sql
 \endif
+SELECT :mcp_version < 4 AS mcp_need \gset
+\if :mcp_need
+    \ir migrations/004-session-idle-timeout.sql
+\endif
 
 BEGIN;
 \ir functions.sql

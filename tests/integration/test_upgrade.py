@@ -5,6 +5,7 @@ through today's gateway (GET with Last-Event-ID). Its own stack, loaded with --s
 
 from __future__ import annotations
 
+import re
 import secrets
 import shutil
 import subprocess
@@ -19,6 +20,9 @@ from mcp_client import McpSession
 from waiting import wait_for
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# The version this build needs (mod_mcp/mcp_store.h).
+VERSION = int(re.search(r"#define MCP_STORE_SCHEMA_VERSION (\d+)",
+                        (REPO / "mod_mcp" / "mcp_store.h").read_text()).group(1))
 
 
 @pytest.fixture(scope="module")
@@ -84,14 +88,14 @@ def test_upgrade_from_06100ae_keeps_rows_and_replays(old_stack):
                    '"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}',
                    with_session=False)
     assert r.status_code == 503, r.text
-    assert "schema is version 1" in r.text and "needs version 3" in r.text, r.text
+    assert "schema is version 1" in r.text and f"needs version {VERSION}" in r.text, r.text
     log = Path(old_stack["MCP_STACK_DIR"], "httpd-1", "error_log").read_text()
     assert "refusing to use the database: the database schema is version 1" in log
 
     up = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", pg_url, "-f",
                          str(REPO / "sql" / "upgrade.sql")], capture_output=True, text=True)
     assert up.returncode == 0, up.stdout + up.stderr
-    assert "mod_mcp schema version 3" in up.stdout
+    assert f"mod_mcp schema version {VERSION}" in up.stdout
 
     with psycopg2.connect(pg_url) as c, c.cursor() as cur:
         cur.execute("SELECT id, stream_id, seq, message_text FROM mcp.events ORDER BY id")
@@ -103,7 +107,7 @@ def test_upgrade_from_06100ae_keeps_rows_and_replays(old_stack):
         cur.execute("SELECT outcome, tool FROM mcp.tool_calls WHERE stream_id = %s", (stream_id,))
         assert cur.fetchone() == ("ok", "echo")
         cur.execute("SELECT max(version) FROM mcp.schema_version")
-        assert cur.fetchone()[0] == 3
+        assert cur.fetchone()[0] == VERSION
     assert after == before   # every row, its id, stream, seq, and its text
 
     # The same structure as a fresh install.

@@ -198,6 +198,47 @@ START_TEST(error_body_shape)
 }
 END_TEST
 
+/* A message quoting a backend's bytes still makes a body that parses (issue 9: the relay used
+ * to loop forever re-parsing its own error message). */
+START_TEST(error_body_with_invalid_utf8_is_valid_json)
+{
+    const char *s = mcp_jsonrpc_error_body(pool, NULL, -32002, "HTTP 500 (text/html\xff)", NULL);
+
+    ck_assert_ptr_nonnull(mcp_jsonrpc_parse_value(pool, s, strlen(s)));
+    ck_assert_ptr_nonnull(strstr(s, "text/html\\\\xff"));
+    s = mcp_jsonrpc_error_body(pool, NULL, -32002, "caf\xc3\xa9", NULL);
+    ck_assert_str_eq(s, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32002,"
+                        "\"message\":\"caf\xc3\xa9\"}}");
+}
+END_TEST
+
+START_TEST(parse_value_reasons)
+{
+    const char *reason = NULL;
+
+    ck_assert_ptr_null(mcp_jsonrpc_parse_value_ex(pool, "{\"a\":\"\xff\"}", 8, &reason));
+    ck_assert_ptr_nonnull(reason);
+    reason = NULL;
+    ck_assert_ptr_null(mcp_jsonrpc_parse_value_ex(pool, "null", 4, &reason));
+    ck_assert_ptr_nonnull(reason);
+    ck_assert_ptr_nonnull(mcp_jsonrpc_parse_value_ex(pool, "{}", 2, &reason));
+    ck_assert_ptr_null(reason);
+    ck_assert_ptr_null(mcp_jsonrpc_parse_value_ex(pool, "x", 1, NULL));
+}
+END_TEST
+
+START_TEST(is_error_message)
+{
+    static const char err[] = "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32001,"
+                              "\"message\":\"Session not found\"}}";
+
+    ck_assert(mcp_jsonrpc_is_error_message(pool, err, sizeof(err) - 1));
+    ck_assert(!mcp_jsonrpc_is_error_message(pool, "<h1>Not Found</h1>", 18));
+    ck_assert(!mcp_jsonrpc_is_error_message(pool, "", 0));
+    ck_assert(!mcp_jsonrpc_is_error_message(pool, "{\"error\":\"x\"}", 13));
+}
+END_TEST
+
 START_TEST(reply_id)
 {
     mcp_jsonrpc_body_t *body;
@@ -279,6 +320,9 @@ static Suite *jsonrpc_suite(void)
     tcase_add_test(tc, batch_counts);
     tcase_add_test(tc, single_request_helpers);
     tcase_add_test(tc, error_body_shape);
+    tcase_add_test(tc, error_body_with_invalid_utf8_is_valid_json);
+    tcase_add_test(tc, parse_value_reasons);
+    tcase_add_test(tc, is_error_message);
     tcase_add_test(tc, reply_id);
     tcase_add_test(tc, get_string);
     tcase_add_test(tc, target_names);
