@@ -173,6 +173,7 @@ mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *wh
 {
     apr_time_t deadline = apr_time_now() + db->patience;
 
+    db->deadline = db->patience > 0 ? deadline : 0;
     for (;;) {
         mcp_store_fault_t fault = MCP_STORE_FAULT_RETRY;
         const char *err = NULL, *state = NULL;
@@ -239,8 +240,14 @@ mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *wh
 static int query_int(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *sql,
                      const char **err, int *broken)
 {
-    apr_time_t until = db->statement_timeout > 0 ? apr_time_now() + db->statement_timeout : 0;
-    PGresult *res = run(db, p, conn, sql, 0, NULL, until, err, broken);
+    apr_time_t now = apr_time_now();
+    apr_time_t until = db->statement_timeout > 0 ? now + db->statement_timeout : 0;
+    PGresult *res;
+
+    if (db->deadline && (!until || until > db->deadline)) {
+        until = db->deadline > now ? db->deadline : now + 1000;
+    }
+    res = run(db, p, conn, sql, 0, NULL, until, err, broken);
     int v = -1;
 
     if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {

@@ -64,6 +64,9 @@ struct mcp_store_t {
                                                 * one try)                                      */
     apr_interval_time_t       statement_timeout; /* the longest one statement may take before
                                                   * its connection is given up (0: no limit)    */
+    /* While mcp_store_exec runs: when the caller's patience ends (0: never), for the lender's
+     * own queries on a connection it lends. */
+    apr_time_t                deadline;
     /* Set by the lender when no connection will do, whatever the patience (a schema this build
      * does not understand): a statement then fails at once, UNAVAILABLE, with this error. */
     const char               *fatal;
@@ -83,7 +86,7 @@ void mcp_store_init(mcp_store_t *db, const mcp_store_lender_t *lender, void *bat
 /* The schema version of the database conn (a connection db's lender is lending) is connected to:
  * the highest in mcp.schema_version; 1 when that table does not exist but mcp.sessions does, 0
  * when neither does. -1 with *err when the query failed (*broken: the connection too), bounded
- * by db's statement timeout. */
+ * by db's statement timeout and the running statement's deadline. */
 int mcp_store_schema_version(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char **err,
                              int *broken);
 
