@@ -24,8 +24,11 @@ static json_object *pool_owned(apr_pool_t *p, json_object *obj)
     return obj;
 }
 
-/* json-c's strict mode still takes single-quoted strings; JSON has no quote ' outside a string. */
-static int has_bare_single_quote(const char *buf, apr_size_t len)
+/* json-c's strict mode still takes single-quoted strings and the literals NaN, Infinity and
+ * -Infinity, none of which is JSON (PostgreSQL's jsonb, and most backends, refuse them). Outside
+ * a string JSON has no quote ' and no capital N or I (its literals are true, false and null; an
+ * exponent is e or E). Returns what is wrong, or NULL. */
+static const char *non_json_token(const char *buf, apr_size_t len)
 {
     apr_size_t i;
     int in_string = 0;
@@ -43,10 +46,13 @@ static int has_bare_single_quote(const char *buf, apr_size_t len)
             in_string = 1;
         }
         else if (buf[i] == '\'') {
-            return 1;
+            return "strings must be in double quotes";
+        }
+        else if (buf[i] == 'N' || buf[i] == 'I') {
+            return "NaN and Infinity are not JSON numbers";
         }
     }
-    return 0;
+    return NULL;
 }
 
 /* Returns 0 and *out (NULL for the JSON literal null) on success, -1 with *reason otherwise. */
@@ -94,8 +100,7 @@ static int parse_strict(const char *buf, apr_size_t len, json_object **out, cons
             return -1;
         }
     }
-    if (has_bare_single_quote(buf, len)) {
-        *reason = "strings must be in double quotes";
+    if ((*reason = non_json_token(buf, len)) != NULL) {
         json_object_put(obj);
         return -1;
     }
@@ -103,15 +108,28 @@ static int parse_strict(const char *buf, apr_size_t len, json_object **out, cons
     return 0;
 }
 
+/* The value of a JSON string as a C string; NULL when v is no string or holds a NUL ("\u0000"),
+ * which a C string would silently cut: "initialize\u0000x" must not read as "initialize". */
+static const char *c_string(json_object *v)
+{
+    const char *s;
+
+    if (!json_object_is_type(v, json_type_string)) {
+        return NULL;
+    }
+    s = json_object_get_string(v);
+    return strlen(s) == (size_t)json_object_get_string_len(v) ? s : NULL;
+}
+
 const char *mcp_jsonrpc_get_string(json_object *obj, const char *key)
 {
     json_object *v;
 
     if (!obj || !json_object_is_type(obj, json_type_object)
-        || !json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_string)) {
+        || !json_object_object_get_ex(obj, key, &v)) {
         return NULL;
     }
-    return json_object_get_string(v);
+    return c_string(v);
 }
 
 static int id_is_valid(json_object *id)
@@ -136,18 +154,16 @@ void mcp_jsonrpc_classify(json_object *obj, mcp_jsonrpc_msg_t *msg)
         invalid(msg, "a JSON-RPC message must be a JSON object");
         return;
     }
-    if (!json_object_object_get_ex(obj, "jsonrpc", &version)
-        || !json_object_is_type(version, json_type_string)
-        || strcmp(json_object_get_string(version), "2.0") != 0) {
+    if (!json_object_object_get_ex(obj, "jsonrpc", &version) || !c_string(version)
+        || strcmp(c_string(version), "2.0") != 0) {
         invalid(msg, "\"jsonrpc\" must be \"2.0\"");
         return;
     }
     has_id = json_object_object_get_ex(obj, "id", &id);
 
     if (json_object_object_get_ex(obj, "method", &method)) {
-        if (!json_object_is_type(method, json_type_string)
-            || json_object_get_string_len(method) == 0) {
-            invalid(msg, "\"method\" must be a non-empty string");
+        if (!c_string(method) || json_object_get_string_len(method) == 0) {
+            invalid(msg, "\"method\" must be a non-empty string without NUL characters");
             return;
         }
         if (json_object_object_get_ex(obj, "params", &params)
@@ -160,7 +176,7 @@ void mcp_jsonrpc_classify(json_object *obj, mcp_jsonrpc_msg_t *msg)
             invalid(msg, "\"id\" must be a string or an integer");
             return;
         }
-        msg->method = json_object_get_string(method);
+        msg->method = c_string(method);
         msg->kind = has_id ? MCP_MSG_REQUEST : MCP_MSG_NOTIFICATION;
         msg->id = has_id ? id : NULL;
         return;

@@ -87,7 +87,8 @@ const char *mcp_jsonrpc_to_string(apr_pool_t *p, json_object *obj, apr_size_t *l
 const char *mcp_jsonrpc_error_body(apr_pool_t *p, json_object *id, int code,
                                    const char *message, json_object *data);
 
-/* A string member of obj, or NULL when absent or not a string. */
+/* A string member of obj, or NULL when absent, not a string, or holding a NUL character
+ * ("\u0000": the C string would end early). */
 const char *mcp_jsonrpc_get_string(json_object *obj, const char *key);
 
 /* Parses one JSON value (a message read from a backend); NULL when it is not JSON. The result

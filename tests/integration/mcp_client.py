@@ -206,7 +206,7 @@ def iter_sse(response: requests.Response, include_empty: bool = False) -> Iterat
 
 def _arriving(response: requests.Response) -> Iterator[bytes]:
     """The body's bytes as they arrive."""
-    fp = getattr(response.raw, "_fp", None)
+    fp = getattr(getattr(response, "raw", None), "_fp", None)   # None for an HTTP/2 response
     if "chunked" in response.headers.get("Transfer-Encoding", "").lower() \
             or not hasattr(fp, "read1"):
         yield from response.iter_content(chunk_size=None)

@@ -60,6 +60,11 @@ START_TEST(not_jsonrpc_is_invalid_with_reason)
         "{\"id\":1,\"method\":\"x\"}",
         "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":7}",
         "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\"}",
+        /* a NUL would cut the C string: "\u0000x" must not read as "" nor "a\u0000b" as "a"
+         * (found by tests/fuzz/fuzz_jsonrpc) */
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\\u0000x\"}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\\u0000x\"}",
+        "{\"jsonrpc\":\"2.0\\u0000\",\"id\":1,\"method\":\"x\"}",
         "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"x\"}",
         "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"x\"}",
         "{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"x\"}",
@@ -89,6 +94,9 @@ START_TEST(malformed_json_is_parse_error)
     static const char *bad[] = {
         "", "   ", "{", "{\"jsonrpc\":\"2.0\",}", "{'a':1}", "{\"a\":1} x", "nul", "[1,]",
         "{\"a\":\"\xff\"}",  /* invalid UTF-8 */
+        /* json-c takes these even in strict mode; found by tests/fuzz/fuzz_jsonrpc */
+        "[NaN]", "[Infinity]", "[-Infinity]",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"x\":NaN}}",
     };
     size_t i;
 
@@ -97,6 +105,14 @@ START_TEST(malformed_json_is_parse_error)
         const char *reason = NULL;
         ck_assert_msg(parse(bad[i], &body, &reason) == MCP_JSONRPC_ERR_PARSE, "%s", bad[i]);
         ck_assert_ptr_nonnull(reason);
+    }
+    /* ... but N and I inside strings are text like any other */
+    {
+        mcp_jsonrpc_body_t *body;
+        const char *reason;
+        ck_assert_int_eq(parse("{\"jsonrpc\":\"2.0\",\"method\":\"NaN/Infinity\","
+                               "\"params\":{\"I\":\"N\\\"I\"}}", &body, &reason),
+                         MCP_JSONRPC_OK);
     }
 }
 END_TEST

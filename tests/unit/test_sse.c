@@ -26,9 +26,9 @@
 size_t __sanitizer_get_current_allocated_bytes(void);
 #else
 #include <malloc.h>
+#endif
 
 #include "unit_main.h"
-#endif
 
 static apr_pool_t *pool;
 
