@@ -46,6 +46,7 @@ int mcp_dbd_init(server_rec *s)
 
 static struct {
     apr_thread_mutex_t *lock;
+    apr_thread_mutex_t *lending;      /* held around ap_dbd_open (see borrow)               */
     apr_thread_cond_t  *changed;
     server_rec         *s;
     apr_pool_t         *pool;         /* pchild: the cloned connection parameters           */
@@ -67,8 +68,16 @@ void mcp_dbd_child_init(apr_pool_t *pchild, server_rec *s)
         ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "cannot create the database gate; requests "
                      "retry the database on their own during an outage");
     }
+    if (apr_thread_mutex_create(&gate.lending, APR_THREAD_MUTEX_TIMED, pchild) != APR_SUCCESS) {
+        gate.lending = NULL;
+    }
 }
 
+static void gate_probe(void);
+
+/* Whether the database is away; when a ping is due, this thread pings (one at a time, a
+ * couple of seconds at most), so that callers that never wait (the sweeps, lease renewal)
+ * also see it come back. */
 static int gate_is_down(void)
 {
     int down;
@@ -77,9 +86,26 @@ static int gate_is_down(void)
         return 0;
     }
     apr_thread_mutex_lock(gate.lock);
+    if (gate.down_since && !gate.probing && apr_time_now() >= gate.next_ping) {
+        gate_probe();
+    }
     down = gate.down_since != 0;
     apr_thread_mutex_unlock(gate.lock);
     return down;
+}
+
+/* A connection could not be had: the database is away until a ping says otherwise. */
+static void gate_mark_down(void)
+{
+    if (!gate.lock) {
+        return;
+    }
+    apr_thread_mutex_lock(gate.lock);
+    if (!gate.down_since) {
+        gate.down_since = apr_time_now();
+        gate.next_ping = gate.down_since + PING_INTERVAL;
+    }
+    apr_thread_mutex_unlock(gate.lock);
 }
 
 /* One ping with the cloned parameters and a short connect timeout; non-zero: it answered. */
@@ -242,7 +268,33 @@ static PGconn *borrow(mcp_store_t *db, const char **err)
         *err = "the database is unreachable";
         return NULL;
     }
-    if (!(l->dbd = dbd_open_fn(l->pool, l->s))) {
+    /* ap_dbd_open may connect (a new or a broken pooled connection), for up to DBDParams'
+     * connect_timeout, and APR's pool holds its lock while it connects: every other thread's
+     * ap_dbd_open and ap_dbd_close waits behind it. One thread at a time goes in, the others
+     * wait here no longer than their statement's deadline. */
+    if (gate.lending) {
+        apr_time_t left = db->until ? db->until - apr_time_now() : 0;
+        apr_status_t rv = !db->until ? apr_thread_mutex_lock(gate.lending)
+                          : left > 0 ? apr_thread_mutex_timedlock(gate.lending, left)
+                          : apr_thread_mutex_trylock(gate.lending);
+
+        if (rv != APR_SUCCESS) {
+            *err = "no database connection in time (another thread is still connecting to the "
+                   "database)";
+            return NULL;
+        }
+        if (gate_is_down()) {
+            apr_thread_mutex_unlock(gate.lending);
+            *err = "the database is unreachable";
+            return NULL;
+        }
+    }
+    l->dbd = dbd_open_fn(l->pool, l->s);
+    if (gate.lending) {
+        apr_thread_mutex_unlock(gate.lending);
+    }
+    if (!l->dbd) {
+        gate_mark_down();
         *err = "no database connection available from mod_dbd (check DBDParams and that "
                "PostgreSQL is up)";
         return NULL;
