@@ -56,7 +56,31 @@ static struct {
     int                 logged;       /* the outage was logged (a ping failed)              */
     const char *const  *keywords;     /* connection parameters, NULL until cloned           */
     const char *const  *values;
+    /* Connections given back while a thread was inside ap_dbd_open (under gate.lock): that
+     * thread hands them to mod_dbd when it is done (see give_back). */
+    ap_dbd_t           *returned[16];
+    server_rec         *returned_s[16];
+    int                 nreturned;
 } gate;
+
+/* Hands the connections given back meanwhile to mod_dbd; called holding gate.lending. */
+static void lending_done(void)
+{
+    ap_dbd_t *rec[16];
+    server_rec *s[16];
+    int i, n;
+
+    apr_thread_mutex_lock(gate.lock);
+    n = gate.nreturned;
+    memcpy(rec, gate.returned, sizeof(rec[0]) * n);
+    memcpy(s, gate.returned_s, sizeof(s[0]) * n);
+    gate.nreturned = 0;
+    apr_thread_mutex_unlock(gate.lock);
+    for (i = 0; i < n; i++) {
+        dbd_close_fn(s[i], rec[i]);
+    }
+    apr_thread_mutex_unlock(gate.lending);
+}
 
 void mcp_dbd_child_init(apr_pool_t *pchild, server_rec *s)
 {
@@ -291,7 +315,7 @@ static PGconn *borrow(mcp_store_t *db, const char **err)
     }
     l->dbd = dbd_open_fn(l->pool, l->s);
     if (gate.lending) {
-        apr_thread_mutex_unlock(gate.lending);
+        lending_done();
     }
     if (!l->dbd) {
         gate_mark_down();
@@ -322,7 +346,34 @@ static void give_back(mcp_store_t *db, PGconn *conn, int broken)
     (void)conn;
     (void)broken;
     if (l->dbd) {
-        dbd_close_fn(l->s, l->dbd);
+        /* ap_dbd_close waits for APR's pool lock, which a thread connecting in ap_dbd_open
+         * holds (up to DBDParams' connect_timeout): when a thread is in there, it hands this
+         * one back when it is done, and the caller's answer does not wait. */
+        if (gate.lending && gate.lock
+            && apr_thread_mutex_trylock(gate.lending) != APR_SUCCESS) {
+            int queued = 0;
+
+            apr_thread_mutex_lock(gate.lock);
+            if (gate.nreturned < (int)(sizeof(gate.returned) / sizeof(gate.returned[0]))) {
+                gate.returned_s[gate.nreturned] = l->s;
+                gate.returned[gate.nreturned++] = l->dbd;
+                queued = 1;
+            }
+            apr_thread_mutex_unlock(gate.lock);
+            if (!queued) {
+                dbd_close_fn(l->s, l->dbd);
+            }
+            else if (apr_thread_mutex_trylock(gate.lending) == APR_SUCCESS) {
+                lending_done();   /* that thread was done before this one was queued */
+            }
+        }
+        else if (gate.lending && gate.lock) {
+            dbd_close_fn(l->s, l->dbd);
+            lending_done();
+        }
+        else {
+            dbd_close_fn(l->s, l->dbd);
+        }
         l->dbd = NULL;
         mcp_status_db_in_use(-1);
         mcp_status_observe(MCP_HIST_STORE, l->since);
