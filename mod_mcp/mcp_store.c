@@ -178,9 +178,13 @@ mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *wh
         mcp_store_fault_t fault = MCP_STORE_FAULT_RETRY;
         const char *err = NULL, *state = NULL;
         PGresult *res = NULL;
-        PGconn *conn = db->lender->borrow(db, &err);
+        PGconn *conn;
         int broken = 1;
 
+        /* Waiting for a connection counts against the same bound as the statement. */
+        db->until = db->patience > 0 ? deadline
+                    : db->statement_timeout > 0 ? apr_time_now() + db->statement_timeout : 0;
+        conn = db->lender->borrow(db, &err);
         if (!conn && db->fatal) {
             db->sqlstate = NULL;
             db->error = apr_psprintf(p, "%s: %s", what, db->fatal);

@@ -48,7 +48,7 @@ typedef struct mcp_store_t mcp_store_t;
 /* Where a handle's connections come from. */
 typedef struct mcp_store_lender_t {
     /* A connection, or NULL with *err set when none can be had now (counts as a connection
-     * fault). */
+     * fault). It should not make the caller wait past db->until (when set). */
     PGconn *(*borrow)(mcp_store_t *db, const char **err);
     /* Gives it back; broken: a connection fault happened on it. */
     void (*give_back)(mcp_store_t *db, PGconn *conn, int broken);
@@ -70,6 +70,9 @@ struct mcp_store_t {
     /* Set by the lender when no connection will do, whatever the patience (a schema this build
      * does not understand): a statement then fails at once, UNAVAILABLE, with this error. */
     const char               *fatal;
+    apr_time_t                until;           /* while a statement runs: the time by which it
+                                                * must be done or given up (0: none), for the
+                                                * lender's borrow                               */
     /* The last failure (valid after UNAVAILABLE or REFUSED). */
     const char               *sqlstate;        /* NULL when libpq gave none                     */
     const char               *error;           /* what was being done, and what went wrong      */
