@@ -489,6 +489,15 @@ DBDMax 32
             c.execute(q, params)
             return c.fetchall() if c.description else None
 
+    def notify_triggers(self, on, table=None):
+        """Enables or disables the NOTIFY triggers that the schema has (events_notify is gone
+        since writers notify followed streams only; --tree may run an older schema)."""
+        for rel, trg in self.sql("SELECT c.relname, t.tgname FROM pg_trigger t JOIN pg_class c"
+                                 " ON c.oid = t.tgrelid WHERE t.tgname IN"
+                                 " ('events_notify', 'streams_notify')"):
+            if table is None or rel == table:
+                self.sql(f"ALTER TABLE mcp.{rel} {'ENABLE' if on else 'DISABLE'} TRIGGER {trg}")
+
     def seq_value(self, name):
         return self.sql(f"SELECT last_value FROM {name}")[0][0]
 
@@ -619,8 +628,7 @@ DBDMax 32
             for v in variants[rep % 3:] + variants[:rep % 3]:
                 try:
                     if v == "NOTIFY triggers disabled":
-                        self.sql("ALTER TABLE mcp.events DISABLE TRIGGER events_notify")
-                        self.sql("ALTER TABLE mcp.streams DISABLE TRIGGER streams_notify")
+                        self.notify_triggers(False)
                     elif v == "synchronous_commit off":
                         self.sql("ALTER SYSTEM SET synchronous_commit = off")
                         self.sql("SELECT pg_reload_conf()")
@@ -638,8 +646,7 @@ DBDMax 32
                     log(f"  rep {rep + 1} {v:26s} {r['rps']:7.0f} req/s  p50 "
                         f"{r['p50_us'] / 1000:6.2f} ms")
                 finally:
-                    self.sql("ALTER TABLE mcp.events ENABLE TRIGGER events_notify")
-                    self.sql("ALTER TABLE mcp.streams ENABLE TRIGGER streams_notify")
+                    self.notify_triggers(True)
                     self.sql("ALTER SYSTEM RESET synchronous_commit")
                     self.sql("SELECT pg_reload_conf()")
 
@@ -678,14 +685,14 @@ DBDMax 32
                 first = min(x[0] for x in first)
                 try:
                     if not notify:
-                        self.sql("ALTER TABLE mcp.events DISABLE TRIGGER events_notify")
+                        self.notify_triggers(False, "events")
                     before, t0 = self.cpu.snapshot(), os.times()
                     p = subprocess.run([self.a.pg_insert, self.env["MCP_PG"], sid, str(first),
                                         str(c), str(self.pg_dur), mode],
                                        text=True, capture_output=True)
                     after, t1 = self.cpu.snapshot(), os.times()
                 finally:
-                    self.sql("ALTER TABLE mcp.events ENABLE TRIGGER events_notify")
+                    self.notify_triggers(True, "events")
                 m = re.search(r"^BENCH (\{.*\})$", p.stdout, re.M)
                 if p.returncode != 0 or not m:
                     raise BenchError(f"pg_insert failed: {p.stdout}{p.stderr}")

@@ -450,9 +450,16 @@ mcp_store_status_t mcp_store_events_append(mcp_store_t *db, apr_pool_t *p,
     mcp_store_status_t rv;
     PGresult *res;
     static const char sql[] =
-        "WITH open AS ("
-        "  SELECT $2::bigint = 0 OR EXISTS (SELECT 1 FROM mcp.streams"
-        "                                    WHERE id = $2::bigint AND status = 'open') AS yes"
+        /* The stream row under the lock a follower's registration waits for (see the schema:
+         * a follower registered before this lock is seen, one after it reads these rows). */
+        "WITH st AS ("
+        "  SELECT status = 'open' AS open, followed FROM mcp.streams"
+        "   WHERE id = $2::bigint FOR KEY SHARE"
+        "), open AS ("
+        "  SELECT $2::bigint = 0 OR coalesce((SELECT st.open FROM st), false) AS yes"
+        "), wake AS ("
+        "  SELECT pg_notify('mcp_events', $2::text) FROM st"
+        "   WHERE st.open AND st.followed AND $4::text = 'out'"
         "), ins AS ("
         "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
         "                          message, principal)"
@@ -466,7 +473,7 @@ mcp_store_status_t mcp_store_events_append(mcp_store_t *db, apr_pool_t *p,
          * server got it) finds its rows there: the same seq holds the same message. */
         "  ON CONFLICT (stream_id, seq) DO NOTHING"
         ")"
-        "SELECT yes FROM open";
+        "SELECT yes, (SELECT count(*) FROM wake) FROM open";
     const char *args[6];
 
     args[0] = session->id;
@@ -819,7 +826,8 @@ mcp_store_status_t mcp_store_stream_follow(mcp_store_t *db, apr_pool_t *p,
     static const char sql[] =
         "WITH st AS ("
         "  SELECT s.id, s.kind, s.status, (s.status = 'open' AND s.lease_until < now()) AS expired,"
-        "         (SELECT max(seq) FROM mcp.events WHERE stream_id = s.id) AS last_seq, s.owner"
+        "         (SELECT max(seq) FROM mcp.events WHERE stream_id = s.id) AS last_seq, s.owner,"
+        "         s.followed"
         "    FROM mcp.streams s"
         "   WHERE s.id = $1::bigint AND s.session_id = $2"
         "     AND EXISTS (SELECT 1 FROM mcp.events e WHERE e.stream_id = s.id"
@@ -832,6 +840,14 @@ mcp_store_status_t mcp_store_stream_follow(mcp_store_t *db, apr_pool_t *p,
         "  SELECT st.id, $2, $4, $8, now() + make_interval(secs => $9::int)"
         "    FROM st, a WHERE a.refused IS NULL"
         "  RETURNING id"
+        /* Writers notify followed streams only: the flag is set under the row's FOR UPDATE
+         * lock, which waits for every writer that read the flag unset (their FOR KEY SHARE);
+         * the caller reads the stream after this commit. */
+        "), lk AS ("
+        "  SELECT s.id FROM mcp.streams s, st, a"
+        "   WHERE s.id = st.id AND a.refused IS NULL AND NOT st.followed FOR UPDATE OF s"
+        "), fl AS ("
+        "  UPDATE mcp.streams s SET followed = true FROM lk WHERE s.id = lk.id"
         ")"
         "SELECT st.kind, st.status, st.expired, st.last_seq, st.owner, a.refused, f.id"
         "  FROM st LEFT JOIN a ON true LEFT JOIN f ON true";

@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import psycopg2
 import requests
 
 from waiting import wait_for
@@ -249,3 +250,50 @@ def test_graceful_restart_hands_streams_to_new_children(mcp, stack, pg):
     assert seqs == list(range(2, 2 + count + 1)), seqs
     assert "result" in resumed[-1].json
     assert stream_row(pg, stream_id)[0] == "complete"
+
+
+def notifications_until_marker(listener, marker):
+    """The payloads on mcp_events up to our own marker notification: notifications reach a
+    listener in commit order, so whatever the gateway's committed transactions sent is in."""
+    with listener.cursor() as cur:
+        cur.execute("NOTIFY mcp_events, %s", (marker,))
+    got = []
+
+    def marker_seen():
+        listener.poll()
+        while listener.notifies:
+            got.append(listener.notifies.pop(0).payload)
+        return marker in got
+
+    wait_for(marker_seen, what="our marker notification")
+    return got[:got.index(marker)]
+
+
+def test_only_followed_streams_are_notified(mcp, stack, pg):
+    """A call nobody follows takes no notify lock; a stream with a follower wakes it."""
+    host1, host2 = stack["MCP_URLS"].split()[:2]
+    listener = psycopg2.connect(stack["MCP_PG"])
+    listener.autocommit = True
+    try:
+        with listener.cursor() as cur:
+            cur.execute("LISTEN mcp_events")
+        s = mcp(host1)
+        s.initialize()
+        for _ in range(3):
+            s.call("tools/call", {"name": "echo", "arguments": {"text": "nobody follows"}})
+        s.call("tools/call", slow(2, 10, "p"))   # progress notifications, then the answer
+        assert notifications_until_marker(listener, "m1") == []
+
+        got = start_and_drop(s, slow(6, 200), keep=1)
+        stream_id = stream_of(got[0])
+        resumed = []
+        other = joined(s, host2)
+        try:
+            follow(other, got[-1].id, resumed)
+        finally:
+            other.close()
+        assert "result" in resumed[-1].json
+        woken = notifications_until_marker(listener, "m2")
+        assert woken and set(woken) == {str(stream_id)}, woken
+    finally:
+        listener.close()
