@@ -91,25 +91,27 @@ static const char *trimmed(apr_pool_t *p, const char *msg)
     return n ? apr_pstrmemdup(p, msg, n) : "unknown database error";
 }
 
-/* Sends the statement and reads its result without ever blocking longer than the statement
- * timeout: a database that stopped answering (SIGSTOP, a dropped network) costs at most that,
- * after which the connection is shut down (a cancel request would hang the same way). Returns
- * the result (possibly an error result), or NULL with *err when the connection failed;
- * *broken is set when the connection must not be used as it is. */
-static PGresult *run(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *sql, int n,
-                     const char *const *params, apr_time_t deadline, const char **err,
-                     int *broken)
+/* The name of the server-side prepared statement for a statement's text: "mcp_" and the
+ * text's 64-bit FNV-1a hash in hex (the store's statements are a fixed set of constants). */
+static void statement_name(const char *sql, char name[24])
+{
+    apr_uint64_t h = APR_UINT64_C(14695981039346656037);
+    const unsigned char *c;
+
+    for (c = (const unsigned char *)sql; *c; c++) {
+        h = (h ^ *c) * APR_UINT64_C(1099511628211);
+    }
+    apr_snprintf(name, 24, "mcp_%016" APR_UINT64_T_HEX_FMT, h);
+}
+
+/* Flushes what was sent and reads the result without ever blocking past the deadline (see
+ * run). Returns the first result, or NULL with *err and *broken. */
+static PGresult *await_result(mcp_store_t *db, apr_pool_t *p, PGconn *conn, apr_time_t deadline,
+                              const char **err, int *broken)
 {
     PGresult *res, *first = NULL;
     int rv;
 
-    *broken = 0;
-    /* Non-blocking while it is ours: sending a large statement to a server that stopped
-     * reading must not block either. */
-    if (PQsetnonblocking(conn, 1) != 0
-        || !PQsendQueryParams(conn, sql, n, NULL, params, NULL, NULL, 0)) {
-        goto failed;
-    }
     while ((rv = PQflush(conn)) == 1) {
         if (wait_socket(conn, POLLIN | POLLOUT, deadline) != 0) {
             goto timed_out;
@@ -145,7 +147,6 @@ static PGresult *run(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *s
         goto failed;
     }
     *broken = PQstatus(conn) != CONNECTION_OK;
-    PQsetnonblocking(conn, 0);   /* as the pool lent it */
     return first;
 
 timed_out:
@@ -154,7 +155,6 @@ timed_out:
      * seen broken (and reset by its pool) instead of answering late on someone else's turn. */
     shutdown(PQsocket(conn), SHUT_RDWR);
     PQconsumeInput(conn);
-    PQsetnonblocking(conn, 0);
     *broken = 1;
     *err = apr_psprintf(p, "no answer in time (MCPDatabaseTimeout %" APR_TIME_T_FMT " ms); "
                         "connection given up", apr_time_as_msec(db->statement_timeout));
@@ -163,8 +163,72 @@ timed_out:
 failed:
     *broken = 1;
     *err = trimmed(p, PQerrorMessage(conn));
-    PQsetnonblocking(conn, 0);
     return NULL;
+}
+
+/* Whether a result says that the named prepared statement does not exist on this connection. */
+static int not_prepared(PGresult *res)
+{
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+    return PQresultStatus(res) == PGRES_FATAL_ERROR && state && strcmp(state, "26000") == 0;
+}
+
+/* Runs the statement as a named prepared statement of this connection, so that PostgreSQL
+ * parses and plans it once per connection instead of once per call. A connection that does not
+ * have it yet (new, reset by its pool, or the database restarted) answers 26000: the statement
+ * is then prepared and run again, on the same connection. Each statement runs on its own (no
+ * transaction is open around it), so the refused first try changes nothing.
+ *
+ * Never blocks longer than the statement timeout: a database that stopped answering (SIGSTOP,
+ * a dropped network) costs at most that, after which the connection is shut down (a cancel
+ * request would hang the same way). Returns the result (possibly an error result), or NULL with
+ * *err when the connection failed; *broken is set when the connection must not be used as it
+ * is. */
+static PGresult *run(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *sql, int n,
+                     const char *const *params, apr_time_t deadline, const char **err,
+                     int *broken)
+{
+    PGresult *res = NULL;
+    char name[24];
+    int tries;
+
+    *broken = 0;
+    statement_name(sql, name);
+    /* Non-blocking while it is ours: sending a large statement to a server that stopped
+     * reading must not block either. */
+    if (PQsetnonblocking(conn, 1) != 0) {
+        *broken = 1;
+        *err = trimmed(p, PQerrorMessage(conn));
+        return NULL;
+    }
+    for (tries = 0; tries < 2; tries++) {
+        if (!PQsendQueryPrepared(conn, name, n, params, NULL, NULL, 0)) {
+            *broken = 1;
+            *err = trimmed(p, PQerrorMessage(conn));
+            res = NULL;
+            break;
+        }
+        if (!(res = await_result(db, p, conn, deadline, err, broken)) || !not_prepared(res)
+            || tries > 0) {
+            break;
+        }
+        PQclear(res);
+        if (!PQsendPrepare(conn, name, sql, n, NULL)) {
+            *broken = 1;
+            *err = trimmed(p, PQerrorMessage(conn));
+            res = NULL;
+            break;
+        }
+        if (!(res = await_result(db, p, conn, deadline, err, broken))
+            || PQresultStatus(res) != PGRES_COMMAND_OK) {
+            break;   /* the statement's own error (a syntax error is permanent) */
+        }
+        PQclear(res);
+        res = NULL;
+    }
+    PQsetnonblocking(conn, 0);   /* as the pool lent it */
+    return res;
 }
 
 mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *what,
