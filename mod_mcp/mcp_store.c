@@ -323,6 +323,13 @@ static mcp_store_status_t first_id(PGresult *res, apr_int64_t *out)
 
 /* ---- sessions ---------------------------------------------------------------------------- */
 
+/* A session's activity, recorded at most once a second: last_seen_at is indexed, so an update
+ * that changes it can never be HOT (new index entries, more WAL); one that keeps it can. */
+#define TOUCH_SESSION \
+    "last_seen_at = CASE WHEN last_seen_at < now() - interval '1 second' THEN now()" \
+    " ELSE last_seen_at END"
+
+
 mcp_store_status_t mcp_store_session_touch(mcp_store_t *db, apr_pool_t *p, const char *id,
                                            const char *principal, int idle_secs,
                                            mcp_store_session_t **out)
@@ -333,7 +340,7 @@ mcp_store_status_t mcp_store_session_touch(mcp_store_t *db, apr_pool_t *p, const
         "   WHERE id = $1 AND terminated_at IS NULL AND $2::int > 0"
         "     AND last_seen_at <= now() - make_interval(secs => $2::int)"
         ")"
-        "UPDATE mcp.sessions SET last_seen_at = now()"
+        "UPDATE mcp.sessions SET " TOUCH_SESSION
         " WHERE id = $1 AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM $3"
         "   AND ($2::int = 0 OR last_seen_at > now() - make_interval(secs => $2::int))"
         " RETURNING backend_url, backend_session_id, protocol_version";
@@ -763,7 +770,7 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     /* The admission comes between the session's check and the stream's insert. */
     static const char sql[] =
         "WITH se AS ("
-        "  UPDATE mcp.sessions SET last_seen_at = now()"
+        "  UPDATE mcp.sessions SET " TOUCH_SESSION
         "   WHERE id = $1 AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM $2"
         "     AND backend_url = $3"
         "     AND ($4::int = 0 OR last_seen_at > now() - make_interval(secs => $4::int))"
