@@ -200,7 +200,7 @@ HDRS = {"Content-Type": "application/json", "Accept": "application/json, text/ev
 
 
 def split_url(url):
-    m = re.match(r"^http://([^:/]+):(\d+)(/.*)$", url)
+    m = re.match(r"^https?://([^:/]+):(\d+)(/.*)$", url)
     if not m:
         raise BenchError(f"bad URL {url}")
     return m.group(1), int(m.group(2)), m.group(3)
@@ -649,6 +649,114 @@ DBDMax 32
                     self.notify_triggers(True)
                     self.sql("ALTER SYSTEM RESET synchronous_commit")
                     self.sql("SELECT pg_reload_conf()")
+
+    # ---- measurement 8: HTTP/1.1, TLS and HTTP/2 ------------------------------------------------
+
+    def h2load(self, url, sid, conns, streams, dur, label):
+        """h2load (nghttp2-client): conns connections with at most `streams` requests in flight
+        on each (-m); h2c with prior knowledge for http://, ALPN h2 for https://. The body is one
+        tools/call of echo in a pre-created session; latencies come from h2load's per-request log."""
+        body = os.path.join(self.work, "h2load-body.json")
+        with open(body, "w") as f:
+            f.write('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo",'
+                    '"arguments":{"text":"hello"}}}')
+        logf = os.path.join(self.work, "h2load-requests.log")
+        if os.path.exists(logf):
+            os.unlink(logf)   # h2load appends to it
+        threads = 1 if conns == 1 else 2
+        cmd = ["h2load", "-c", str(conns), "-m", str(streams), "-t", str(threads),
+               "-D", str(max(1, round(dur))), "-d", body, "--log-file", logf,
+               "-H", "Content-Type: application/json",
+               "-H", "Accept: application/json, text/event-stream",
+               "-H", f"Mcp-Session-Id: {sid}", "-H", f"MCP-Protocol-Version: {PROTO}", url]
+        before, t0 = self.cpu.snapshot(), os.times()
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        after, t1 = self.cpu.snapshot(), os.times()
+        fin = re.search(r"^finished in ([\d.]+)(m?s),", p.stdout, re.M)
+        req = re.search(r"^requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
+                        r"(\d+) failed, (\d+) errored, (\d+) timeout", p.stdout, re.M)
+        codes = re.search(r"^status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", p.stdout, re.M)
+        proto = re.search(r"^Application protocol: (\S+)", p.stdout, re.M)
+        if p.returncode != 0 or not (fin and req and codes):
+            raise BenchError(f"h2load failed ({' '.join(cmd)}):\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+        want = "h2" if url.startswith("https:") else "h2c"
+        if not proto or proto.group(1) != want:
+            raise BenchError(f"h2load did not speak {want} to {url}: {proto and proto.group(1)}")
+        lat = sorted(int(line.split("\t")[2]) for line in open(logf) if line.count("\t") == 2
+                     and line.split("\t")[1].startswith("2"))
+        secs = float(fin.group(1)) / (1000 if fin.group(2) == "ms" else 1)
+        good = int(codes.group(1))
+        bad = sum(int(x) for x in codes.groups()[1:]) + sum(int(x) for x in req.groups()[4:])
+        if not lat or good == 0:
+            raise BenchError(f"no good answer from {url} ({label}): {p.stdout[-1000:]}")
+        r = {"rps": good / secs, "good": good, "errors": bad, "duration_us": secs * 1e6,
+             "p50_us": lat[len(lat) // 2], "p99_us": lat[min(len(lat) - 1, int(len(lat) * 0.99))],
+             "cpu": self.with_client(CpuMeter.delta(before, after), t0, t1, before, after)}
+        if bad:
+            log(f"  note: {label} c={conns}x{streams}: {bad} errors")
+        return r
+
+    def curl_call(self, url, opts, sid):
+        """One tools/call through curl with the given protocol options; checks the result."""
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": "echo", "arguments": {"text": "hello"}}})
+        p = subprocess.run(["curl", "-sS", *opts, "-w", "\n%{http_version}", "-H", f"Accept: {HDRS['Accept']}",
+                            "-H", "Content-Type: application/json", "-H", f"Mcp-Session-Id: {sid}",
+                            "-H", f"MCP-Protocol-Version: {PROTO}", "--data-binary", body, url],
+                           capture_output=True, text=True, timeout=30)
+        text, _, version = p.stdout.rpartition("\n")
+        if p.returncode != 0 or '"result"' not in text:
+            raise BenchError(f"tools/call via curl {' '.join(opts)} at {url}: {p.stderr or text[:300]}")
+        return version
+
+    def m8(self):
+        """tools/call echo through mod_mcp over HTTP/1.1, HTTP/1.1 + TLS, h2c and h2 + TLS, on one
+        stack started with --tls --http2 (the main stack stays as older trees can start it)."""
+        log("measurement 8: HTTP/1.1 vs TLS vs HTTP/2 (h2c, h2 over TLS), tools/call echo")
+        help_text = subprocess.run([self.stack_cmd, "up", "--help"], capture_output=True, text=True)
+        if "--tls" not in help_text.stdout + help_text.stderr:
+            log("  skipped: this tree's tests/stack has no --tls/--http2")
+            self.results["m8_skipped"] = "the benchmarked tree's tests/stack has no --tls/--http2"
+            return
+        if not shutil.which("h2load"):
+            raise BenchError("h2load is missing (Debian package nghttp2-client)")
+        conf = os.path.join(self.work, "main.conf")
+        d, env = self.stack_up("protocols", 1, conf, extra=("--tls", "--http2"))
+        try:
+            plain, tls, ca = env["MCP_HTTP_URL"], env["MCP_HTTPS_URL"], env["MCP_CA"]
+            # Every point uses one session: h2load sends the same headers on every request, and
+            # calls of one session contend for its row, so wrk must not rotate sessions here.
+            sfile = os.path.join(self.work, "protocols.sessions")
+            sids = mcp_sessions(plain, 1, sfile)
+            # One checked call per way in, and what curl says it spoke.
+            spoke = {name: self.curl_call(url, opts, sids[0]) for name, url, opts in (
+                ("HTTP/1.1", plain, ["--http1.1"]), ("HTTP/1.1+TLS", tls, ["--http1.1", "--cacert", ca]),
+                ("h2c", plain, ["--http2-prior-knowledge"]), ("h2+TLS", tls, ["--http2", "--cacert", ca]))}
+            if spoke != {"HTTP/1.1": "1.1", "HTTP/1.1+TLS": "1.1", "h2c": "2", "h2+TLS": "2"}:
+                raise BenchError(f"protocols spoken: {spoke}")
+            # wrk: c connections, one call at a time on each; h2load -m 1: the same over HTTP/2;
+            # and HTTP/2's own shape, one connection carrying c calls at once.
+            points = [
+                ("HTTP/1.1", lambda c: self.wrk(plain, sfile, c, self.dur, label="HTTP/1.1")),
+                ("HTTP/1.1+TLS", lambda c: self.wrk(tls, sfile, c, self.dur, label="HTTP/1.1+TLS")),
+                ("h2c", lambda c: self.h2load(plain, sids[0], c, 1, self.dur, "h2c")),
+                ("h2+TLS", lambda c: self.h2load(tls, sids[0], c, 1, self.dur, "h2+TLS")),
+                ("h2+TLS 1 conn", lambda c: self.h2load(tls, sids[0], 1, c, self.dur, "h2+TLS 1 conn")),
+            ]
+            concs = [8] if self.quick else [8, 32]
+            if not self.quick:
+                for _, fn in points:   # warm-up
+                    fn(8)
+            for rep in range(self.reps):
+                for c in concs:
+                    for name, fn in points[rep % len(points):] + points[:rep % len(points)]:
+                        r = fn(c)
+                        self.record("m8", f"{name}/{c}", r)
+                        log(f"  rep {rep + 1} c={c:<2} {name:14s} {r['rps']:8.0f} req/s  "
+                            f"p50 {r['p50_us'] / 1000:7.2f} ms  p99 {r['p99_us'] / 1000:7.2f} ms")
+            self.results["m8_concs"] = concs
+        finally:
+            self.stack_down(d)
 
     # ---- measurement 2 ------------------------------------------------------------------------
 
@@ -1143,6 +1251,7 @@ MaxConnectionsPerChild 0
         self.m4()
         self.m5()
         self.m7(rate8)
+        self.m8()
         self.results["other_cpu_note"] = None
         self.m6()
         self.results["elapsed_s"] = time.time() - self.t_start
@@ -1154,6 +1263,8 @@ MaxConnectionsPerChild 0
         errs.update({k: sum(r["errors"] for r in rs)
                      for k, rs in self.results["runs"]["m2"].items() if k.startswith("mod_mcp")})
         errs["m7"] = self.results["m7"]["errors"]
+        errs.update({f"m8 {k}": sum(r["errors"] for r in rs)
+                     for k, rs in self.results["runs"].get("m8", {}).items()})
         bad = {k: v for k, v in errs.items() if v}
         if bad:
             raise BenchError(f"requests failed (see bench/results.md): {bad}")

@@ -142,6 +142,14 @@ def write_report(res, bench_dir, work, quick):
         w(f"* {m6[0]['n']:,} idle standalone streams: "
           f"{fmt(m6[0]['rss_per_stream_kb'])} KiB of httpd RSS per stream on a fresh instance, "
           f"{fmt(med([r['db_held']['total'] for r in m6]))} database connections in all.")
+    m8c = res.get("m8_concs") or []
+    if m8c and R("m8", f"h2+TLS/{m8c[-1]}") and R("m8", f"HTTP/1.1/{m8c[-1]}"):
+        c = m8c[-1]
+        h1, h2 = R("m8", f"HTTP/1.1/{c}"), R("m8", f"h2+TLS/{c}")
+        w(f"* HTTP/2 over TLS (h2load, {c} connections): {fmt(med([r['rps'] for r in h2]))} calls/s, "
+          f"p50 {ms([r['p50_us'] for r in h2])} / p99 {ms([r['p99_us'] for r in h2])} ms, beside "
+          f"HTTP/1.1 (wrk, {c} connections) {fmt(med([r['rps'] for r in h1]))} calls/s, p50 "
+          f"{ms([r['p50_us'] for r in h1])} / p99 {ms([r['p99_us'] for r in h1])} ms (measurement 8).")
     if res.get("m7"):
         s = res["m7"]["snapshots"]
         w(f"* After {s[-1]['calls']:,} calls httpd's RSS went from {s[0]['rss_kb'] / 1024:.1f} "
@@ -492,6 +500,39 @@ def write_report(res, bench_dir, work, quick):
             if len(s) > 2 else float("nan")
         w(f"Growth between the first and the last snapshot under load: "
           f"{fmt(grow, 2)} bytes of RSS per call; errors during the calls: {res['m7']['errors']}.")
+        w("")
+
+    # ---- 8 -----------------------------------------------------------------------------------
+    if m8c:
+        w("## 8. HTTP/1.1, TLS and HTTP/2: `tools/call` echo through mod_mcp")
+        w("")
+        w("One instance started with `tests/stack up --tls --http2` (mod_ssl, mod_http2, "
+          "`Protocols h2 h2c http/1.1`; TLS 1.3 with a P-256 certificate; the main stack's extra "
+          "configuration). HTTP/1.1 with wrk (`bench/mcp.lua`, one call at a time per "
+          "connection); HTTP/2 with h2load (nghttp2-client): `-m 1` is the same shape (each "
+          "connection one call at a time), `1 conn` is one connection carrying all the calls at "
+          "once as HTTP/2 streams. h2load sends the same headers on every request, so every "
+          "point here, wrk's too, makes all its calls in **one MCP session**: they contend for "
+          "that session's row, which is why these numbers are below measurement 1's (32 "
+          "sessions). h2load counts 2xx answers; each way in was checked once through curl, "
+          "which also confirmed the protocol spoken.")
+        w("")
+        w("| concurrency | protocol | calls/s | p50 ms | p99 ms | CPU cores: " +
+          " / ".join(n for _, n in MAIN_CPU) + " | errors |")
+        w("|---:|---|---:|---:|---:|---|---:|")
+        names = {"HTTP/1.1": "HTTP/1.1 (wrk)", "HTTP/1.1+TLS": "HTTP/1.1 + TLS (wrk)",
+                 "h2c": "h2c (h2load -m 1)", "h2+TLS": "h2 + TLS (h2load -m 1)",
+                 "h2+TLS 1 conn": "h2 + TLS, 1 connection (h2load -c 1 -m c)"}
+        for c in m8c:
+            for t, label in names.items():
+                rs = R("m8", f"{t}/{c}")
+                if rs:
+                    w(f"| {c} | {label} | {cell([r['rps'] for r in rs])} | "
+                      f"{ms([r['p50_us'] for r in rs])} | {ms([r['p99_us'] for r in rs])} | "
+                      f"{cpu_split(rs, MAIN_CPU)} | {sum(r['errors'] for r in rs)} |")
+        w("")
+    elif res.get("m8_skipped"):
+        w(f"## 8. HTTP/1.1, TLS and HTTP/2: skipped ({res['m8_skipped']})")
         w("")
 
     # ---- limits ------------------------------------------------------------------------------

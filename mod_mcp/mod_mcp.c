@@ -9,7 +9,9 @@
 #include <http_protocol.h>
 #include <http_core.h>
 #include <ap_mpm.h>
+#include <util_cfgtree.h>
 #include <apr_strings.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <mod_watchdog.h>
@@ -18,6 +20,7 @@
 #include "mcp_listener.h"
 #include "mod_mcp_authz.h"
 #include "mod_mcp_oauth.h"
+#include "mcp_router.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_handler.h"
@@ -143,6 +146,56 @@ static void listener_log(void *baton, int level, const char *msg)
                  ((listener_conf_t *)baton)->s, "listener: %s", msg);
 }
 
+/* ---- how many threads can run a request ------------------------------------------------- */
+
+/* Threads per child that can run a request, and so hold a follower at once: set in post_config
+ * (in the parent, before the children are forked). */
+static int request_threads = 1;
+
+/* The largest value given to a directive anywhere in the configuration tree (inside sections
+ * too: a section that does not apply only makes the answer larger), or 0. */
+static int directive_max(const ap_directive_t *d, const char *name)
+{
+    int best = 0, n;
+
+    for (; d; d = d->next) {
+        if (d->directive && !ap_cstr_casecmp(d->directive, name) && d->args) {
+            n = atoi(d->args);
+            best = n > best ? n : best;
+        }
+        n = directive_max(d->first_child, name);
+        best = n > best ? n : best;
+    }
+    return best;
+}
+
+/* The MPM's threads per child, plus mod_http2's workers when it is loaded: HTTP/2 streams run on
+ * those, not on MPM threads. mod_http2 keeps its settings to itself, so they are read from the
+ * configuration as it does: H2MaxWorkers, by default max(4, 3/2 H2MinWorkers), H2MinWorkers
+ * defaulting to the MPM's threads per child. */
+static int count_request_threads(server_rec *s)
+{
+    int mpm_threads = 0, h2_workers = 0, h2_min;
+
+    ap_mpm_query(AP_MPMQ_MAX_THREADS, &mpm_threads);
+    mpm_threads = mpm_threads > 0 && mpm_threads < MCP_ROUTER_MAX_CAPACITY ? mpm_threads : 1;
+    if (ap_find_linked_module("mod_http2.c")) {
+        h2_workers = directive_max(ap_conftree, "H2MaxWorkers");
+        if (h2_workers <= 0) {
+            h2_min = directive_max(ap_conftree, "H2MinWorkers");
+            h2_min = h2_min > 0 ? h2_min : mpm_threads;
+            h2_workers = 3 * h2_min / 2 > 4 ? 3 * h2_min / 2 : 4;
+        }
+    }
+    if (h2_workers > MCP_ROUTER_MAX_CAPACITY - mpm_threads) {
+        h2_workers = MCP_ROUTER_MAX_CAPACITY - mpm_threads;
+    }
+    ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, s, "stream followers: room for %d per process "
+                 "(%d MPM threads, %d mod_http2 workers)", mpm_threads + h2_workers, mpm_threads,
+                 h2_workers);
+    return mpm_threads + h2_workers;
+}
+
 /* ---- hooks -------------------------------------------------------------------------------- */
 
 static int mcp_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp, server_rec *s)
@@ -166,6 +219,7 @@ static int mcp_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptem
     }
     register_sweep(pconf, s);
     mcp_status_post_config(s);
+    request_threads = count_request_threads(s);
     return OK;
 }
 
@@ -173,12 +227,11 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
 {
     char host[APRMAXHOSTLEN + 1];
     listener_conf_t *listener;
-    int threads = 0;
 
     mcp_child.backends = mcp_backend_pool_create(pchild, MCP_BACKEND_IDLE_HANDLES);
-    /* Each follower of a stream holds a worker thread, so a slot per thread is enough. */
-    ap_mpm_query(AP_MPMQ_MAX_THREADS, &threads);
-    mcp_child.router = mcp_router_create(pchild, threads > 0 ? threads : 1);
+    /* Each follower of a stream holds the thread that runs its request, so a slot per such
+     * thread is enough. */
+    mcp_child.router = mcp_router_create(pchild, request_threads);
     if (apr_gethostname(host, sizeof(host), pchild) != APR_SUCCESS) {
         apr_cpystrn(host, "localhost", sizeof(host));
     }

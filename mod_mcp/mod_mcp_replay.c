@@ -241,6 +241,15 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     mcp_status_count(MCP_STAT_RESUMPTIONS, 1);
     /* Subscribe before the first read: whatever is stored from now on wakes us. */
     sub = mcp_router_subscribe(mcp_child.router, stream_id);
+    if (!sub) {
+        int in_use = 0;
+
+        mcp_router_stats(mcp_child.router, &in_use, NULL);
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "stream %" APR_INT64_T_FMT ": no wake-up "
+                      "slot for this follower (%d in use%s); it looks at the table every %d ms "
+                      "instead", stream_id, in_use, mcp_child.router ? "" : ", no router",
+                      (int)apr_time_as_msec(POLL_WITHOUT_LISTENER));
+    }
     mcp_stream_start_sse(&f.st, -1);
     ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "resuming stream %" APR_INT64_T_FMT " after %s "
                   "(%s, %s)", stream_id, last_event_id, stream.kind, stream.status);

@@ -8,6 +8,7 @@
 #include <http_log.h>
 #include <http_protocol.h>
 #include <http_core.h>
+#include <http_connection.h>
 #include <util_filter.h>
 #include <ap_mpm.h>
 
@@ -255,16 +256,34 @@ void mcp_stream_write_stored(mcp_stream_t *st, apr_int64_t seq, const char *json
     put_event(st, st->batch_pool, seq, json, -1);
 }
 
+/* Is this request served on a secondary connection (an HTTP/2 stream under mod_http2)? Its
+ * socket is then a process-wide placeholder, never the client's: it must not be polled (it
+ * reports a hang-up at once) nor shut down. */
+static int on_secondary(const conn_rec *c)
+{
+    return c->master != NULL;
+}
+
 /* Has the client closed its side? Seen without writing, so an idle stream notices a vanished
- * client at the next tick instead of one keep-alive write late. */
+ * client at the next tick instead of one keep-alive write late.
+ *
+ * HTTP/2: mod_http2 marks the stream's secondary connection aborted when the client resets the
+ * stream or the whole connection goes; that flag is all there is to look at.
+ * HTTP/1.1, with or without TLS: the connection's socket is the client's. A FIN or an error is
+ * a close; readable bytes are not (a pipelined request, or TLS records: a close_notify alone
+ * is followed by the FIN that the next tick sees). Nothing is consumed. */
 static int client_closed(conn_rec *c)
 {
-    apr_socket_t *sock = ap_get_conn_socket(c);
+    apr_socket_t *sock;
     apr_os_sock_t fd;
     struct pollfd pfd;
     char byte;
 
-    if (!sock || apr_os_sock_get(&fd, sock) != APR_SUCCESS) {
+    if (c->aborted) {
+        return 1;
+    }
+    if (on_secondary(c) || !(sock = ap_get_conn_socket(c))
+        || apr_os_sock_get(&fd, sock) != APR_SUCCESS) {
         return 0;
     }
     pfd.fd = fd;
@@ -317,11 +336,34 @@ int mcp_stream_should_hand_over(const mcp_stream_t *st)
         || (close_after > 0 && st->q->rev->priming && apr_time_now() - st->started >= close_after);
 }
 
+/* HTTP/1.1: the response is complete, but this thread goes on relaying (and storing) what the
+ * backend still sends, so the connection cannot serve another request: end it now. The FLUSH
+ * sends the last chunk; the EOC makes mod_ssl send its close_notify (TLS clients then see a
+ * clean close, not a truncation); closing our side of the socket lets the client see the end
+ * at once. The socket is corked meanwhile so that the last bytes and the FIN leave together: a
+ * keep-alive client that has read the response already knows the connection is closed, and
+ * does not send its next request (often the resumption) into it. */
+static void end_connection(request_rec *r, apr_bucket_brigade *bb)
+{
+    apr_socket_t *sock = ap_get_conn_socket(r->connection);
+
+    if (sock) {
+        apr_socket_opt_set(sock, APR_TCP_NOPUSH, 1);
+    }
+    APR_BRIGADE_INSERT_TAIL(bb, apr_bucket_flush_create(bb->bucket_alloc));
+    APR_BRIGADE_INSERT_TAIL(bb, ap_bucket_eoc_create(bb->bucket_alloc));
+    ap_pass_brigade(r->connection->output_filters, bb);
+    apr_brigade_cleanup(bb);
+    r->connection->keepalive = AP_CONN_CLOSE;
+    if (sock) {
+        apr_socket_shutdown(sock, APR_SHUTDOWN_WRITE);
+    }
+}
+
 void mcp_stream_end_early(mcp_stream_t *st)
 {
     request_rec *r = st->q->r;
     apr_bucket_brigade *bb = st->out;
-    apr_socket_t *sock = ap_get_conn_socket(r->connection);
     const char *hint;
 
     if (st->mode != MCP_STREAM_SSE || st->client_gone) {
@@ -334,16 +376,10 @@ void mcp_stream_end_early(mcp_stream_t *st)
     APR_BRIGADE_INSERT_TAIL(bb, apr_bucket_eos_create(bb->bucket_alloc));
     ap_pass_brigade(r->output_filters, bb);
     apr_brigade_cleanup(bb);
-    /* The request's filters are done after EOS; the connection's must still send the last
-     * chunk before the socket is half-closed. */
-    APR_BRIGADE_INSERT_TAIL(bb, apr_bucket_flush_create(bb->bucket_alloc));
-    ap_pass_brigade(r->connection->output_filters, bb);
-    apr_brigade_cleanup(bb);
-    /* The response is complete; closing our side lets the client see it at once although this
-     * thread goes on relaying (and storing) what the backend still sends. */
-    r->connection->keepalive = AP_CONN_CLOSE;
-    if (sock) {
-        apr_socket_shutdown(sock, APR_SHUTDOWN_WRITE);
+    /* HTTP/2: EOS ends this stream (END_STREAM) and nothing else; the connection, its other
+     * streams and its keep-alive belong to mod_http2. */
+    if (!on_secondary(r->connection)) {
+        end_connection(r, bb);
     }
     st->client_gone = 1;
     ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "stream %" APR_INT64_T_FMT ": ended early with "

@@ -8,7 +8,9 @@
  * flush blocks; memory does not grow).
  *
  * A vanished client does not stop the stream: messages are still stored (the client can resume
- * with Last-Event-ID); writing simply stops.
+ * with Last-Event-ID); writing simply stops. Under HTTP/2 (mod_http2) "the client" is one stream
+ * of a connection: a reset stream is a vanished client, and its connection's socket, which the
+ * request never sees, is never probed nor closed.
  */
 #ifndef MOD_MCP_STREAM_H
 #define MOD_MCP_STREAM_H
@@ -79,8 +81,10 @@ void mcp_stream_write(mcp_stream_t *st, const char *data, apr_size_t len);
 int mcp_stream_server_stopping(void);
 
 /* Ends the client's response now, with a retry: hint (MCPRetryInterval) so that it resumes with
- * Last-Event-ID, and closes the connection; the caller may go on storing (the stream row stays
- * open). Used at graceful restarts. */
+ * Last-Event-ID; the caller may go on storing (the stream row stays open). Used at graceful
+ * restarts and by MCPStreamCloseAfter. HTTP/1.1 (with or without TLS): the connection is closed
+ * too, since this thread stays busy. HTTP/2: only this stream ends; the connection and its
+ * other streams go on. */
 void mcp_stream_end_early(mcp_stream_t *st);
 
 /* Non-zero when the client's response should end now so that it resumes later: the server is

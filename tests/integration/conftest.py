@@ -3,13 +3,22 @@
 stack   (session) the running test stack as a dict of stack.env values (MCP_URL, MCP_URLS,
         MCP_AUTH_URL, MCP_PG, MCP_STACK_DIR, ...; see tests/stack). When the environment
         variable MCP_STACK_ENV names an existing stack.env, that stack is used as it is and
-        left running; otherwise `tests/stack up --httpd 2 [--conf gateway.conf]` (gateway.conf
-        beside this file, when there is one) starts a fresh one in a new
+        left running; otherwise `tests/stack up --httpd 2 --tls --http2 [--conf gateway.conf]`
+        (gateway.conf beside this file, when there is one) starts a fresh one in a new
         /tmp/mcp-stack.XXXXXX directory and `tests/stack down` stops it at the end (its logs
         stay there; its database files too when MCP_KEEP_STACK is set).
+        MCP_URL(S) and MCP_AUTH_URL(S) are the plain http:// endpoints here (MCP_HTTP_*),
+        whatever the stack's options: most tests speak HTTP/1.1 to them; the TLS endpoints stay
+        in MCP_HTTPS_URL(S), with MCP_CA.
+wire    how the session factory `mcp` talks to the stack: plain HTTP/1.1 by default. A test
+        module that defines `wire` as `any_wire` (below) runs each of its tests once per mode
+        of WIRE_MODES: "http1" (HTTP/1.1, plain), "h2c" (HTTP/2 with prior knowledge on the
+        plain port), "h2tls" (HTTP/2 over TLS, ALPN). MCP_TEST_MODES (comma-separated) limits
+        the modes; those the stack cannot serve (no --http2, no --tls) are skipped.
 pg      a psycopg2 connection (autocommit) to MCP_PG, closed after the test.
-mcp     factory: mcp(url=None, auth=None, **kw) -> McpSession (not yet initialized); every
-        session made is closed after the test.
+mcp     factory: mcp(url=None, auth=None, **kw) -> McpSession (not yet initialized) speaking
+        the wire's mode, by default to the wire's first endpoint; every session made is closed
+        after the test.
 
 Run with Debian's interpreter: /usr/bin/python3 -m pytest -v tests/integration
 """
@@ -35,6 +44,8 @@ STACK = REPO / "tests" / "stack"
 MPM = os.environ.get("MCP_TEST_MPM", "event")
 # Extra httpd directives for the tests' stack (Include'd at the end of each httpd.conf).
 GATEWAY_CONF = Path(__file__).resolve().parent / "gateway.conf"
+# How tests that take `any_wire` reach the gateway (see the module docstring).
+WIRE_MODES = ("http1", "h2c", "h2tls")
 
 
 def load_stack_env(path: str | os.PathLike) -> dict[str, str]:
@@ -52,6 +63,49 @@ def load_stack_env(path: str | os.PathLike) -> dict[str, str]:
     return env
 
 
+def plain_endpoints(env: dict[str, str]) -> dict[str, str]:
+    """The stack's values with MCP_URL(S) and MCP_AUTH_URL(S) naming the plain http:// endpoints
+    (a --tls stack names its https:// ones there; they stay in MCP_HTTPS_*)."""
+    env = dict(env)
+    for key in ("MCP_URL", "MCP_URLS", "MCP_AUTH_URL", "MCP_AUTH_URLS"):
+        plain = env.get(key.replace("MCP_", "MCP_HTTP_", 1))
+        if plain:
+            env[key] = plain
+    return env
+
+
+class Wire:
+    """One way of reaching the stack: a mode of WIRE_MODES, its endpoints and its client."""
+
+    def __init__(self, mode: str, stack: dict[str, str]):
+        self.mode = mode
+        tls = mode == "h2tls"
+        self.transport = "http1" if mode == "http1" else "h2"
+        self.urls = stack["MCP_HTTPS_URLS" if tls else "MCP_URLS"].split()
+        self.ca = stack.get("MCP_CA") if tls else None
+
+    def url(self, instance: int = 0, path: str = "/mcp") -> str:
+        """The endpoint `path` (e.g. "/mcp-short") on httpd instance `instance`."""
+        return self.urls[instance].rsplit("/", 1)[0] + path
+
+    def session(self, url: str | None = None, **kw) -> McpSession:
+        return McpSession(url or self.urls[0], transport=self.transport, ca=self.ca, **kw)
+
+    def __repr__(self) -> str:
+        return f"Wire({self.mode})"
+
+
+def _wanted_modes() -> list[str]:
+    given = os.environ.get("MCP_TEST_MODES")
+    if not given:
+        return list(WIRE_MODES)
+    modes = [m.strip() for m in given.split(",") if m.strip()]
+    bad = [m for m in modes if m not in WIRE_MODES]
+    if bad:
+        raise pytest.UsageError(f"MCP_TEST_MODES: unknown mode(s) {bad}; known: {WIRE_MODES}")
+    return modes
+
+
 def _show(path: Path) -> str:
     try:
         return path.read_text(errors="replace")
@@ -64,7 +118,7 @@ def stack():
     given = os.environ.get("MCP_STACK_ENV")
     if given:
         if os.path.isfile(given):
-            yield load_stack_env(given)
+            yield plain_endpoints(load_stack_env(given))
             return
         warnings.warn(f"MCP_STACK_ENV={given} does not exist; starting a fresh stack")
 
@@ -75,13 +129,14 @@ def stack():
     # Output to a file, not a pipe: nothing started in the background can then hold up
     # this call by keeping a pipe open.
     with open(up_log, "wb") as out:
-        rc = subprocess.run([str(STACK), "up", "--httpd", "2", "--mpm", MPM, "--dir", str(d)] + extra_conf,
+        rc = subprocess.run([str(STACK), "up", "--httpd", "2", "--mpm", MPM, "--tls", "--http2",
+                             "--dir", str(d)] + extra_conf,
                             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                             timeout=300).returncode
     if rc != 0:
         pytest.fail(f"tests/stack up failed (exit {rc}):\n{_show(up_log)}", pytrace=False)
     try:
-        yield load_stack_env(d / "stack.env")
+        yield plain_endpoints(load_stack_env(d / "stack.env"))
     finally:
         down_log = d / "stack-down.log"
         with open(down_log, "wb") as out:
@@ -107,11 +162,26 @@ def pg(stack):
 
 
 @pytest.fixture
-def mcp(stack):
+def wire(stack) -> Wire:
+    return Wire("http1", stack)
+
+
+@pytest.fixture(params=_wanted_modes())
+def any_wire(request, stack) -> Wire:
+    mode = request.param
+    if mode != "http1" and not stack.get("MCP_HTTP2"):
+        pytest.skip(f"{mode}: the stack was started without --http2")
+    if mode == "h2tls" and not stack.get("MCP_HTTPS_URLS"):
+        pytest.skip("h2tls: the stack was started without --tls")
+    return Wire(mode, stack)
+
+
+@pytest.fixture
+def mcp(wire):
     made: list[McpSession] = []
 
     def make(url: str | None = None, auth=None, **kw) -> McpSession:
-        s = McpSession(url or stack["MCP_URL"], auth=auth, **kw)
+        s = wire.session(url, auth=auth, **kw)
         made.append(s)
         return s
 

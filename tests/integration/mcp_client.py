@@ -1,14 +1,16 @@
-"""A small MCP Streamable HTTP client for the integration tests (requests-based).
+"""A small MCP Streamable HTTP client for the integration tests (requests, or h2_client for HTTP/2).
 
     s = McpSession(url)                       # auth=("alice", "alice-pw") for /mcp-auth
+    s = McpSession(url, transport="h2", ca=stack["MCP_CA"])   # HTTP/2 (see TRANSPORTS)
     s.initialize()                            # stores Mcp-Session-Id, sends notifications/initialized
     resp = s.request("tools/list")            # the JSON-RPC response object (dict)
     for ev in s.request_stream("tools/call", {...}):   # SseEvent objects as they arrive
         print(ev.id, ev.json)
     s.delete()
 
-Every request made through the session records the requests.Response in `last_response`
-(status, headers) for the test to inspect. Nothing here asserts protocol rules: that is the
+Every request made through the session records the response (a requests.Response, or an
+h2_client.H2Response with the same face) in `last_response` (status, headers, http_version) for
+the test to inspect. Nothing here asserts protocol rules: that is the
 tests' job. `post_raw` sends arbitrary bytes and headers for negative tests.
 """
 
@@ -21,8 +23,13 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Union
 
 import requests
+import requests.adapters
+from urllib3.util.retry import Retry
 
 ACCEPT_BOTH = "application/json, text/event-stream"
+# How a session talks HTTP: "http1" (requests: HTTP/1.1, over TLS for https:// URLs), "h2"
+# (h2_client: HTTP/2, h2c with prior knowledge for http:// URLs, ALPN h2 for https://).
+TRANSPORTS = ("http1", "h2")
 DEFAULT_PROTOCOL_VERSION = "2025-11-25"
 
 # Request ids are unique across every session in the test process, which makes logs and the
@@ -220,12 +227,35 @@ class McpSession:
         auth: Any = None,
         protocol_version: str = DEFAULT_PROTOCOL_VERSION,
         timeout: float = 30.0,
+        transport: str = "http1",
+        ca: Optional[str] = None,
     ):
         self.url = url
         self.auth = auth
         self.protocol_version = protocol_version  # asked for; replaced by the negotiated one
         self.timeout = timeout
-        self.http = requests.Session()
+        self.transport = transport
+        self.ca = ca or None   # the CA file that https:// URLs are verified with
+        if transport == "h2":
+            from h2_client import H2Session
+            self.http: Any = H2Session(ca=self.ca)
+        elif transport == "http1":
+            self.http = requests.Session()
+            # A GET or DELETE sent on a kept-alive connection that the server closed meanwhile
+            # (it ends a connection whose stream it ended early) is sent again on a new one, as
+            # browsers, curl and Node's fetch do for idempotent requests (RFC 9112, 9.3.1);
+            # requests alone would fail it. Never a POST.
+            retry = Retry(total=1, connect=1, read=1, status=0, redirect=0,
+                          allowed_methods=frozenset({"GET", "DELETE"}), raise_on_status=False)
+            for prefix in ("http://", "https://"):
+                self.http.mount(prefix, requests.adapters.HTTPAdapter(max_retries=retry))
+            if self.ca:
+                # Only this CA: REQUESTS_CA_BUNDLE and the like in the environment would
+                # override a session's verify (and proxies are no use on loopback).
+                self.http.verify = self.ca
+                self.http.trust_env = False
+        else:
+            raise ValueError(f"transport must be one of {TRANSPORTS}, not {transport!r}")
         self.session_id: Optional[str] = None
         self.initialized = False
         self.initialize_result: Optional[dict] = None
@@ -382,6 +412,15 @@ class McpSession:
             r.close()
             raise McpError(f"GET: HTTP {r.status_code} {r.headers.get('Content-Type')!r}: {text[:500]}", r)
         yield from iter_sse(r, include_empty=include_empty)
+
+    def get_raw(self, headers: Optional[dict] = None, stream: bool = False,
+                timeout: Optional[float] = None, url: Optional[str] = None):
+        """GET the endpoint (or url) with exactly these headers, through this session's transport
+        (no session headers are added); the response is returned, not checked."""
+        r = self.http.get(url or self.url, headers=headers or {}, auth=self.auth, stream=stream,
+                          timeout=timeout or self.timeout)
+        self.last_response = r
+        return r
 
     def notify(self, method: str, params: Optional[dict] = None,
                headers: Optional[dict] = None) -> requests.Response:

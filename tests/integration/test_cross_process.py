@@ -1,7 +1,8 @@
 """Streams that follow the client anywhere: live delivery across httpd instances (LISTEN/NOTIFY),
 owner leases, the sweep, PostgreSQL restarts and graceful restarts.
 
-The stack runs two independent httpd instances ("hosts"), each with several children.
+The stack runs two independent httpd instances ("hosts"), each with several children. Every
+test runs over HTTP/1.1, h2c and HTTP/2 over TLS (the `wire` fixture; see conftest.py).
 """
 
 import os
@@ -13,12 +14,17 @@ import time
 from pathlib import Path
 
 import psycopg2
-import requests
+import pytest
 
 from waiting import wait_for
 from mcp_client import McpSession
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def wire(any_wire):
+    return any_wire
 
 
 def base(url):
@@ -55,7 +61,7 @@ def event_times(pg, stream_id):
 
 def joined(session, url):
     """The same MCP session, through another endpoint."""
-    other = McpSession(url, auth=session.auth)
+    other = McpSession(url, auth=session.auth, transport=session.transport, ca=session.ca)
     other.session_id, other.protocol_version, other.initialized = (
         session.session_id, session.protocol_version, True)
     return other
@@ -77,8 +83,8 @@ def follow(session, last_id, received, stamps=None):
             stamps.append(time.time())
 
 
-def test_resume_on_other_host_gets_replay_then_live_tail(mcp, stack, pg):
-    host1, host2 = stack["MCP_URLS"].split()[:2]
+def test_resume_on_other_host_gets_replay_then_live_tail(mcp, wire, stack, pg):
+    host1, host2 = wire.urls[:2]
     s = mcp(host1)
     s.initialize()
     count, interval = 12, 300
@@ -109,16 +115,15 @@ def test_resume_on_other_host_gets_replay_then_live_tail(mcp, stack, pg):
           f"p50={statistics.median(delays):.1f} ms max={max(delays):.1f} ms")
 
 
-def test_many_followers_one_of_them_stuck(mcp, stack, pg):
-    host1, host2 = stack["MCP_URLS"].split()[:2]
+def test_many_followers_one_of_them_stuck(mcp, wire, stack, pg):
+    host1, host2 = wire.urls[:2]
     # The stuck client: a resumed stream with a lot to send that it never reads.
     stuck_session = mcp(host1)
     stuck_session.initialize()
     big = start_and_drop(stuck_session, slow(3000, 0), keep=1)
-    stuck = requests.get(host2, headers={"Accept": "text/event-stream",
-                                          "Mcp-Session-Id": stuck_session.session_id,
-                                          "Last-Event-ID": big[-1].id},
-                         stream=True, timeout=60)
+    stuck = stuck_session.get_raw({"Accept": "text/event-stream",
+                                   "Mcp-Session-Id": stuck_session.session_id,
+                                   "Last-Event-ID": big[-1].id}, stream=True, timeout=60, url=host2)
     assert stuck.status_code == 200
 
     followers = []
@@ -156,8 +161,8 @@ def owner_pid(pg, stream_id):
     return int(owner.rsplit(":", 1)[1])
 
 
-def test_owner_killed_resuming_client_gets_terminal_error(mcp, stack, pg):
-    host1, host2 = stack["MCP_URLS"].split()[:2]
+def test_owner_killed_resuming_client_gets_terminal_error(mcp, wire, stack, pg):
+    host1, host2 = wire.urls[:2]
     s = mcp(base(host1) + "/mcp-lease")          # MCPStreamLease 2
     s.initialize()
     events = s.request_stream("tools/call", slow(100, 300), include_empty=True,
@@ -179,8 +184,8 @@ def test_owner_killed_resuming_client_gets_terminal_error(mcp, stack, pg):
     assert [seq_of(e) for e in got[1:] + received] == list(range(2, 2 + len(got) - 1 + len(received)))
 
 
-def test_owner_killed_nobody_following_the_sweep_finishes_it(mcp, stack, pg):
-    host1 = stack["MCP_URLS"].split()[0]
+def test_owner_killed_nobody_following_the_sweep_finishes_it(mcp, wire, stack, pg):
+    host1 = wire.urls[0]
     s = mcp(base(host1) + "/mcp-lease")
     s.initialize()
     events = s.request_stream("tools/call", slow(100, 300), include_empty=True, request_id="swept")
@@ -207,8 +212,8 @@ def run_stack(stack, *args):
                    stderr=subprocess.DEVNULL, timeout=120)
 
 
-def test_postgres_restart_while_streams_wait(mcp, stack, pg):
-    host1, host2 = stack["MCP_URLS"].split()[:2]
+def test_postgres_restart_while_streams_wait(mcp, wire, stack, pg):
+    host1, host2 = wire.urls[:2]
     s = mcp(host1)
     s.initialize()
     count = 16
@@ -230,8 +235,8 @@ def test_postgres_restart_while_streams_wait(mcp, stack, pg):
     assert fresh.call("tools/call", {"name": "echo", "arguments": {"text": "after"}})
 
 
-def test_graceful_restart_hands_streams_to_new_children(mcp, stack, pg):
-    host1 = stack["MCP_URLS"].split()[0]
+def test_graceful_restart_hands_streams_to_new_children(mcp, wire, stack, pg):
+    host1 = wire.urls[0]
     s = mcp(host1)
     s.initialize()
     count = 12

@@ -55,11 +55,14 @@ def _read(path: Path) -> str:
         return ""
 
 
-def run_node_script(node22: str, script: str, url: str, timeout: float = 180) -> dict:
-    """Run tests/node/SCRIPT URL with node 22; return its JSON summary. Fails the test, showing
-    the failed checks and node's stderr, when it exits non-zero or prints no summary."""
+def run_node_script(node22: str, script: str, url: str, timeout: float = 180,
+                    ca: str | None = None) -> dict:
+    """Run tests/node/SCRIPT URL with node 22 (trusting the CA file ca, for https:// URLs);
+    return its JSON summary. Fails the test, showing the failed checks and node's stderr, when
+    it exits non-zero or prints no summary."""
+    env = dict(os.environ, NODE_EXTRA_CA_CERTS=ca) if ca else None
     proc = subprocess.run([node22, str(NODE_DIR / script), url], cwd=NODE_DIR, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, env=env)
     try:
         summary = json.loads(proc.stdout)
     except ValueError:
@@ -249,8 +252,14 @@ def everything_stack(node22):
 # ---- a) the SDK client, the test backend ------------------------------------------------------------
 
 
-def test_sdk_client_against_the_gateway(stack, pg, node22):
-    s = run_node_script(node22, "client.mjs", stack["MCP_URL"])
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_sdk_client_against_the_gateway(stack, pg, node22, scheme):
+    # https: HTTP/1.1 over TLS (Node's fetch offers no h2), the CA given as NODE_EXTRA_CA_CERTS.
+    if scheme == "https" and not stack.get("MCP_HTTPS_URL"):
+        pytest.skip("the stack was started without --tls")
+    url = stack["MCP_HTTPS_URL"] if scheme == "https" else stack["MCP_URL"]
+    s = run_node_script(node22, "client.mjs", url, ca=stack.get("MCP_CA") if scheme == "https" else None)
+    assert all(e["url"].startswith(f"{scheme}://") for e in s["http"]), s["http"][:3]
     sid = s["sessionId"]
     print(json.dumps({k: s[k] for k in ("sessionId", "streams", "slow", "resume", "terminate", "elapsedMs")},
                      indent=1)[:4000])

@@ -1,18 +1,20 @@
 """Stored streams: record-then-dispatch, priming, resumption with Last-Event-ID, the standalone
-GET stream, disconnects that are not cancellations, and the bounded relay."""
+GET stream, disconnects that are not cancellations, and the bounded relay.
+
+Every test runs over HTTP/1.1, h2c and HTTP/2 over TLS (the `wire` fixture; see conftest.py)."""
 
 import json
 import threading
 
 import pytest
-import requests
 
 from waiting import wait_for
 from mcp_client import McpError
 
 
-def base(stack):
-    return stack["MCP_URL"].rsplit("/", 1)[0]
+@pytest.fixture
+def wire(any_wire):
+    return any_wire
 
 
 def slow_params(count, interval_ms, token="tok"):
@@ -133,8 +135,8 @@ def test_disconnect_is_not_cancellation(session, pg):
     assert rows[-1][4]["result"]["content"][0]["text"] == "slow done: 4 steps"
 
 
-def test_resume_on_the_other_httpd_instance(mcp, stack, pg):
-    urls = stack["MCP_URLS"].split()
+def test_resume_on_the_other_httpd_instance(mcp, wire, pg):
+    urls = wire.urls
     a = mcp(urls[0])
     a.initialize()
     events = a.request_stream("tools/call", slow_params(5, 200), include_empty=True)
@@ -171,14 +173,13 @@ def test_replay_of_another_session_says_why(mcp, session):
                                       include_empty=True))
     other = mcp()
     other.initialize()
-    r = requests.get(other.url, headers={"Accept": "text/event-stream",
-                                         "Mcp-Session-Id": other.session_id,
-                                         "Last-Event-ID": evs[0].id}, timeout=10)
+    r = other.get_raw({"Accept": "text/event-stream", "Mcp-Session-Id": other.session_id,
+                       "Last-Event-ID": evs[0].id}, timeout=10)
     assert r.status_code == 400
     assert r.json()["error"]["message"].endswith("names no event of this session")
 
 
-def test_standalone_stream_relays_backend_messages_and_is_one_per_session(session, pg, stack):
+def test_standalone_stream_relays_backend_messages_and_is_one_per_session(session, pg, wire):
     got = []
     opened = threading.Event()
 
@@ -195,9 +196,9 @@ def test_standalone_stream_relays_backend_messages_and_is_one_per_session(sessio
     assert got[0].data == "" and got[0].id.endswith("-0")
 
     # A second standalone stream for the session, on any instance: 409.
-    for url in stack["MCP_URLS"].split():
-        r = requests.get(url, headers={"Accept": "text/event-stream",
-                                       "Mcp-Session-Id": session.session_id}, timeout=10)
+    for url in wire.urls:
+        r = session.get_raw({"Accept": "text/event-stream", "Mcp-Session-Id": session.session_id},
+                            timeout=10, url=url)
         assert r.status_code == 409, r.text
         assert "already has an open standalone stream" in r.json()["error"]["message"]
 
@@ -214,9 +215,8 @@ def test_standalone_stream_relays_backend_messages_and_is_one_per_session(sessio
     # Once the client is gone the stream is closed and a new one may open.
     wait_for(lambda: stream_status(pg, stream_id) == "closed", what="standalone stream closed")
     def reopen():
-        r = requests.get(session.url, headers={"Accept": "text/event-stream",
-                                               "Mcp-Session-Id": session.session_id},
-                         stream=True, timeout=10)
+        r = session.get_raw({"Accept": "text/event-stream", "Mcp-Session-Id": session.session_id},
+                            stream=True, timeout=10)
         r.close()
         assert r.status_code in (200, 409), r.status_code   # 409 until the backend notices
         return r.status_code == 200
@@ -224,8 +224,8 @@ def test_standalone_stream_relays_backend_messages_and_is_one_per_session(sessio
 
 
 def test_get_must_accept_event_stream(session):
-    r = requests.get(session.url, headers={"Accept": "application/json",
-                                           "Mcp-Session-Id": session.session_id}, timeout=10)
+    r = session.get_raw({"Accept": "application/json", "Mcp-Session-Id": session.session_id},
+                        timeout=10)
     assert r.status_code == 406
     assert r.json()["error"]["code"] == -32000
 
@@ -262,28 +262,27 @@ def test_cancellation_is_forwarded(session):
     assert "c-77" in info["cancelled"]
 
 
-def test_keepalive_comments_on_idle_streams(mcp, stack):
+def test_keepalive_comments_on_idle_streams(mcp, wire):
     # /mcp-short: MCPKeepAliveInterval 200ms. The gateway looks about once a second, so a
     # backend that is silent for 2.5 s makes it send at least one keep-alive.
-    s = mcp(base(stack) + "/mcp-short")
+    s = mcp(wire.url(0, "/mcp-short"))
     s.initialize()
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                        "params": slow_params(1, 2500)})
-    r = requests.post(s.url, data=body, stream=True, timeout=30,
-                      headers=s.headers())
-    raw = r.raw.read()  # to the end of the stream
+    r = s.post_raw(body, stream=True, timeout=30)
+    raw = b"".join(r.iter_content(chunk_size=None))  # to the end of the stream
     assert b": keepalive\n\n" in raw
     assert b"retry: 2500" in raw   # MCPRetryInterval 2500ms
 
 
-def test_a_client_that_does_not_read_blocks_only_itself(mcp, stack):
+def test_a_client_that_does_not_read_blocks_only_itself(mcp):
     stuck = mcp()
     stuck.initialize()
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                        "params": {"name": "slow", "arguments": {"count": 1000, "interval_ms": 0},
                                   "_meta": {"progressToken": "big"}}})
     # Send the request and never read the answer.
-    r = requests.post(stuck.url, data=body, headers=stuck.headers(), stream=True, timeout=30)
+    r = stuck.post_raw(body, stream=True, timeout=30)
     assert r.status_code == 200
     try:
         other = mcp()
@@ -294,18 +293,18 @@ def test_a_client_that_does_not_read_blocks_only_itself(mcp, stack):
         r.close()
 
 
-def test_small_queue_still_delivers_everything_in_order(mcp, stack):
-    s = mcp(base(stack) + "/mcp-queue1")
+def test_small_queue_still_delivers_everything_in_order(mcp, wire):
+    s = mcp(wire.url(0, "/mcp-queue1"))
     s.initialize()
     evs = list(s.request_stream("tools/call", slow_params(30, 0)))
     seqs = [int(e.id.split("-")[1]) for e in evs if e.data]
     assert seqs == list(range(2, 2 + 31))
 
 
-def test_close_after_makes_clients_poll_without_losing_anything(mcp, stack, pg):
+def test_close_after_makes_clients_poll_without_losing_anything(mcp, wire, pg):
     # /mcp-poll: MCPStreamCloseAfter 500ms. The POST stream and every resumed GET end early with
     # a retry: hint; the client keeps resuming from its last event id until the response.
-    s = mcp(base(stack) + "/mcp-poll")
+    s = mcp(wire.url(0, "/mcp-poll"))
     s.initialize()
     count = 8
     received, connections, last_id = [], 1, None

@@ -77,6 +77,7 @@ export function makeRecordingFetch() {
         const headers = new Headers(init.headers || {});
         const entry = {
             at: new Date().toISOString(),
+            url: String(url),
             method,
             rpc: jsonrpcSummary(init.body),
             sessionId: headers.get("mcp-session-id") || undefined,
