@@ -244,6 +244,36 @@ def write_report(res, bench_dir, work, quick):
       "the client uses a fraction of a core (CPU column), so it does not limit mod_mcp.")
     w("")
 
+    # ---- per call -----------------------------------------------------------------------------
+    w("### Cost per call through mod_mcp, both answer shapes")
+    w("")
+    w("SSE: a 2025-11-25 session (priming event, then the answer); JSON: a 2025-06-18 session "
+      "(`application/json`). PostgreSQL CPU per call is the CPU time of all postgres processes "
+      "(from /proc) divided by the calls; transactions are transaction ids used; NOTIFYs are "
+      "counted on a LISTEN connection; WAL bytes from the WAL insert position. These figures "
+      "hardly depend on the machine's load, unlike calls/s. RSS after the point: httpd (parent "
+      "and children) and the test backend.")
+    w("")
+    w("| concurrency | shape | calls/s | p50 ms | p99 ms | PG CPU ms/call | httpd CPU ms/call | "
+      "transactions/call | NOTIFYs/call | WAL bytes/call | httpd RSS MiB | backend RSS MiB |")
+    w("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for c in CONCS:
+        for t, shape in (("mod_mcp", "SSE"), ("mod_mcp-json", "JSON")):
+            rs = R("m1", f"{t}/{c}")
+            if not rs:
+                continue
+            per = lambda f: med([f(r) / r["rps"] for r in rs if r.get("rps")])
+            w(f"| {c} | {shape} | {cell([r['rps'] for r in rs])} | "
+              f"{ms([r['p50_us'] for r in rs])} | {ms([r['p99_us'] for r in rs])} | "
+              f"{fmt(per(lambda r: r['cpu'].get('postgres', 0) * 1000), 3)} | "
+              f"{fmt(per(lambda r: r['cpu'].get('httpd', 0) * 1000), 3)} | "
+              f"{fmt(per(lambda r: r.get('commits_per_s', 0)), 2)} | "
+              f"{fmt(per(lambda r: r.get('notifies_per_s', 0)), 2)} | "
+              f"{fmt(per(lambda r: r.get('wal_bytes_per_s', 0)))} | "
+              f"{fmt(med([r.get('rss_kb', {}).get('httpd', 0) / 1024 for r in rs]), 1)} | "
+              f"{fmt(med([r.get('rss_kb', {}).get('backend', 0) / 1024 for r in rs]), 1)} |")
+    w("")
+
     # ---- attribution -------------------------------------------------------------------------
     if runs.get("attr"):
         w("### What limits mod_mcp here (concurrency 32, same run)")
