@@ -4,7 +4,7 @@ busy machine. Run as root from the repository (tests/stack runs PostgreSQL and h
 users); wrk and psycopg2 must be installed (bench/run installs them).
 
     bench/percall.py [--tree DIR]... [--conc 1,8,32] [--secs 4] [--reps 2]
-                     [--proto 2025-11-25|2025-06-18]
+                     [--proto 2025-11-25|2025-06-18] [--pg-set NAME=VALUE]...
 
 Each --tree (default: this repository) is a built checkout: its tests/stack starts a private
 stack (one httpd, event MPM, with that tree's module, schema and test backend). The points are
@@ -45,7 +45,7 @@ DBDMax 32
 
 
 class Target:
-    def __init__(self, tree, work, proto, idx):
+    def __init__(self, tree, work, proto, idx, pg_set=()):
         self.tree = os.path.abspath(tree)
         self.dir = os.path.join(work, f"t{idx}")
         conf = os.path.join(work, "percall.conf")
@@ -65,6 +65,11 @@ class Target:
         self.cpu.add(bench.pidfile(self.env.get("MCP_BACKEND_PIDFILE", "")), "backend")
         self.pg = psycopg2.connect(self.env["MCP_PG"].replace("user=mcp", "user=postgres"))
         self.pg.autocommit = True
+        for kv in pg_set:   # e.g. synchronous_commit=off, to attribute a cost
+            name, value = kv.split("=", 1)
+            with self.pg.cursor() as c:
+                c.execute(f"ALTER SYSTEM SET {name} = %s", (value,))
+                c.execute("SELECT pg_reload_conf()")
         self.notifies = bench.NotifyCounter(self.env["MCP_PG"])
         bench.PROTO = proto
         self.sessions = os.path.join(work, f"t{idx}.sessions")
@@ -129,6 +134,8 @@ def main():
     ap.add_argument("--secs", type=int, default=4)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--proto", default="2025-11-25")
+    ap.add_argument("--pg-set", action="append", default=[],
+                    help="NAME=VALUE: a PostgreSQL setting for every tree's stack")
     a = ap.parse_args()
     trees = a.tree or [bench.REPO]
     work = tempfile.mkdtemp(prefix="mcp-percall.")
@@ -136,7 +143,7 @@ def main():
     targets = []
     try:
         for i, t in enumerate(trees):
-            targets.append(Target(t, work, a.proto, i))
+            targets.append(Target(t, work, a.proto, i, a.pg_set))
         res = {}
         for rep in range(a.reps):
             for c in [int(x) for x in a.conc.split(",")]:
