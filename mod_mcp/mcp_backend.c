@@ -301,12 +301,16 @@ mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
     }
 
     rc = curl_easy_perform(h);
-    if (rc == CURLE_OK && !x.headers_delivered) {
-        /* An empty body (202, DELETE answers): the headers are all there is. */
-        deliver_headers(&x);
-    }
     status = x.aborted ? MCP_BACKEND_ABORTED : classify(rc);
-    if (status != MCP_BACKEND_OK) {
+    if (status == MCP_BACKEND_OK && !x.headers_delivered) {
+        /* The blank line that ends a header block was never seen (it is seen even when no body
+         * follows, as for 202): the connection closed in the middle of the headers, which
+         * libcurl takes for a complete response. */
+        deliver_headers(&x);
+        status = MCP_BACKEND_FAILED;
+        *err = "the connection closed in the middle of the response headers";
+    }
+    else if (status != MCP_BACKEND_OK) {
         *err = x.aborted ? "stopped by the gateway"
                          : apr_pstrdup(p, errbuf[0] ? errbuf : curl_easy_strerror(rc));
     }
@@ -319,4 +323,27 @@ mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
     curl_slist_free_all(hdrs);
     handle_put(bp, h);
     return status;
+}
+
+mcp_backend_status_t mcp_backend_delete_session(mcp_backend_pool_t *bp, apr_pool_t *p,
+                                                const mcp_backend_target_t *target,
+                                                const char *session_id,
+                                                const char *protocol_version,
+                                                long connect_timeout_ms, long timeout_ms,
+                                                long *http_status, const char **err)
+{
+    mcp_backend_call_t call;
+    mcp_backend_response_t response;
+    mcp_backend_status_t st;
+
+    memset(&call, 0, sizeof(call));
+    call.target = target;
+    call.method = "DELETE";
+    call.session_id = session_id;
+    call.protocol_version = protocol_version;
+    call.connect_timeout_ms = connect_timeout_ms;
+    call.timeout_ms = timeout_ms;
+    st = mcp_backend_perform(bp, p, &call, &response, err);
+    *http_status = response.status;
+    return st;
 }

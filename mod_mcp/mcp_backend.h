@@ -75,4 +75,13 @@ mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
                                          const mcp_backend_call_t *call,
                                          mcp_backend_response_t *response, const char **err);
 
+/* DELETE of a backend session (its Mcp-Session-Id), the answer's body ignored: the backend is
+ * told that the gateway's session ended. *http_status gets the status (0 when none came). */
+mcp_backend_status_t mcp_backend_delete_session(mcp_backend_pool_t *bp, apr_pool_t *p,
+                                                const mcp_backend_target_t *target,
+                                                const char *session_id,
+                                                const char *protocol_version,
+                                                long connect_timeout_ms, long timeout_ms,
+                                                long *http_status, const char **err);
+
 #endif

@@ -80,3 +80,18 @@ int mcp_http_media_type_is(const char *content_type, const char *want)
     n = trim_len(p, semi ? (size_t)(semi - p) : strlen(p));
     return is_media_type(p, n, want);
 }
+
+int mcp_http_session_id_is_valid(const char *s)
+{
+    size_t n = 0;
+
+    if (!s) {
+        return 0;
+    }
+    for (; s[n]; n++) {
+        if ((unsigned char)s[n] < 0x21 || (unsigned char)s[n] > 0x7e || n >= 256) {
+            return 0;
+        }
+    }
+    return n > 0;
+}

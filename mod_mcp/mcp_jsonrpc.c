@@ -5,6 +5,7 @@
 #include <apr_strings.h>
 
 #include "mcp_jsonrpc.h"
+#include "mcp_text.h"
 
 #define SERIALIZE_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 
@@ -23,8 +24,11 @@ static json_object *pool_owned(apr_pool_t *p, json_object *obj)
     return obj;
 }
 
-/* json-c's strict mode still takes single-quoted strings; JSON has no quote ' outside a string. */
-static int has_bare_single_quote(const char *buf, apr_size_t len)
+/* json-c's strict mode still takes single-quoted strings and the literals NaN, Infinity and
+ * -Infinity, none of which is JSON (PostgreSQL's jsonb, and most backends, refuse them). Outside
+ * a string JSON has no quote ' and no capital N or I (its literals are true, false and null; an
+ * exponent is e or E). Returns what is wrong, or NULL. */
+static const char *non_json_token(const char *buf, apr_size_t len)
 {
     apr_size_t i;
     int in_string = 0;
@@ -42,10 +46,13 @@ static int has_bare_single_quote(const char *buf, apr_size_t len)
             in_string = 1;
         }
         else if (buf[i] == '\'') {
-            return 1;
+            return "strings must be in double quotes";
+        }
+        else if (buf[i] == 'N' || buf[i] == 'I') {
+            return "NaN and Infinity are not JSON numbers";
         }
     }
-    return 0;
+    return NULL;
 }
 
 /* Returns 0 and *out (NULL for the JSON literal null) on success, -1 with *reason otherwise. */
@@ -93,8 +100,7 @@ static int parse_strict(const char *buf, apr_size_t len, json_object **out, cons
             return -1;
         }
     }
-    if (has_bare_single_quote(buf, len)) {
-        *reason = "strings must be in double quotes";
+    if ((*reason = non_json_token(buf, len)) != NULL) {
         json_object_put(obj);
         return -1;
     }
@@ -102,15 +108,28 @@ static int parse_strict(const char *buf, apr_size_t len, json_object **out, cons
     return 0;
 }
 
+/* The value of a JSON string as a C string; NULL when v is no string or holds a NUL ("\u0000"),
+ * which a C string would silently cut: "initialize\u0000x" must not read as "initialize". */
+static const char *c_string(json_object *v)
+{
+    const char *s;
+
+    if (!json_object_is_type(v, json_type_string)) {
+        return NULL;
+    }
+    s = json_object_get_string(v);
+    return strlen(s) == (size_t)json_object_get_string_len(v) ? s : NULL;
+}
+
 const char *mcp_jsonrpc_get_string(json_object *obj, const char *key)
 {
     json_object *v;
 
     if (!obj || !json_object_is_type(obj, json_type_object)
-        || !json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_string)) {
+        || !json_object_object_get_ex(obj, key, &v)) {
         return NULL;
     }
-    return json_object_get_string(v);
+    return c_string(v);
 }
 
 static int id_is_valid(json_object *id)
@@ -135,18 +154,16 @@ void mcp_jsonrpc_classify(json_object *obj, mcp_jsonrpc_msg_t *msg)
         invalid(msg, "a JSON-RPC message must be a JSON object");
         return;
     }
-    if (!json_object_object_get_ex(obj, "jsonrpc", &version)
-        || !json_object_is_type(version, json_type_string)
-        || strcmp(json_object_get_string(version), "2.0") != 0) {
+    if (!json_object_object_get_ex(obj, "jsonrpc", &version) || !c_string(version)
+        || strcmp(c_string(version), "2.0") != 0) {
         invalid(msg, "\"jsonrpc\" must be \"2.0\"");
         return;
     }
     has_id = json_object_object_get_ex(obj, "id", &id);
 
     if (json_object_object_get_ex(obj, "method", &method)) {
-        if (!json_object_is_type(method, json_type_string)
-            || json_object_get_string_len(method) == 0) {
-            invalid(msg, "\"method\" must be a non-empty string");
+        if (!c_string(method) || json_object_get_string_len(method) == 0) {
+            invalid(msg, "\"method\" must be a non-empty string without NUL characters");
             return;
         }
         if (json_object_object_get_ex(obj, "params", &params)
@@ -159,7 +176,7 @@ void mcp_jsonrpc_classify(json_object *obj, mcp_jsonrpc_msg_t *msg)
             invalid(msg, "\"id\" must be a string or an integer");
             return;
         }
-        msg->method = json_object_get_string(method);
+        msg->method = c_string(method);
         msg->kind = has_id ? MCP_MSG_REQUEST : MCP_MSG_NOTIFICATION;
         msg->id = has_id ? id : NULL;
         return;
@@ -311,6 +328,10 @@ const char *mcp_jsonrpc_error_body(apr_pool_t *p, json_object *id, int code,
     json_object_object_add(msg, "jsonrpc", json_object_new_string("2.0"));
     json_object_object_add(msg, "id", id ? json_object_get(id) : NULL);
     json_object_object_add(err, "code", json_object_new_int(code));
+    /* Whatever bytes the message quotes (a backend's headers), the body is valid JSON. */
+    if (!mcp_text_is_utf8(message, strlen(message))) {
+        message = mcp_text_quote(p, message, strlen(message), 0);
+    }
     json_object_object_add(err, "message", json_object_new_string(message));
     if (data) {
         json_object_object_add(err, "data", json_object_get(data));
@@ -323,10 +344,37 @@ const char *mcp_jsonrpc_error_body(apr_pool_t *p, json_object *id, int code,
 
 json_object *mcp_jsonrpc_parse_value(apr_pool_t *p, const char *buf, apr_size_t len)
 {
-    const char *reason;
-    json_object *obj;
+    return mcp_jsonrpc_parse_value_ex(p, buf, len, NULL);
+}
 
-    return parse_strict(buf, len, &obj, &reason) == 0 ? pool_owned(p, obj) : NULL;
+json_object *mcp_jsonrpc_parse_value_ex(apr_pool_t *p, const char *buf, apr_size_t len,
+                                        const char **reason)
+{
+    const char *why = NULL;
+    json_object *obj = NULL;
+
+    if (parse_strict(buf, len, &obj, &why) != 0) {
+        obj = NULL;
+    }
+    else if (!obj) {
+        why = "the JSON literal null is not a message";
+    }
+    if (reason) {
+        *reason = why;
+    }
+    return pool_owned(p, obj);
+}
+
+int mcp_jsonrpc_is_error_message(apr_pool_t *p, const char *buf, apr_size_t len)
+{
+    json_object *obj = mcp_jsonrpc_parse_value(p, buf, len);
+    mcp_jsonrpc_msg_t msg;
+
+    if (!obj) {
+        return 0;
+    }
+    mcp_jsonrpc_classify(obj, &msg);
+    return msg.kind == MCP_MSG_ERROR;
 }
 
 mcp_target_kind_t mcp_jsonrpc_target(const mcp_jsonrpc_msg_t *msg, const char **name)

@@ -82,16 +82,27 @@ json_object *mcp_jsonrpc_reply_id(const mcp_jsonrpc_msg_t *msg);
 const char *mcp_jsonrpc_to_string(apr_pool_t *p, json_object *obj, apr_size_t *len_out);
 
 /* {"jsonrpc":"2.0","id":<id or null>,"error":{"code":code,"message":message[,"data":data]}}.
- * id and data are borrowed (not consumed); either may be NULL. */
+ * id and data are borrowed (not consumed); either may be NULL. The body is valid JSON whatever
+ * message holds: a message that is not UTF-8 is quoted first (mcp_text_quote). */
 const char *mcp_jsonrpc_error_body(apr_pool_t *p, json_object *id, int code,
                                    const char *message, json_object *data);
 
-/* A string member of obj, or NULL when absent or not a string. */
+/* A string member of obj, or NULL when absent, not a string, or holding a NUL character
+ * ("\u0000": the C string would end early). */
 const char *mcp_jsonrpc_get_string(json_object *obj, const char *key);
 
 /* Parses one JSON value (a message read from a backend); NULL when it is not JSON. The result
  * is released with pool p. */
 json_object *mcp_jsonrpc_parse_value(apr_pool_t *p, const char *buf, apr_size_t len);
+
+/* The same; when it returns NULL, *reason (if reason is non-NULL) says why in words fit for a
+ * client ("nesting too deep", "invalid utf-8 string", ...). */
+json_object *mcp_jsonrpc_parse_value_ex(apr_pool_t *p, const char *buf, apr_size_t len,
+                                        const char **reason);
+
+/* Non-zero when buf is one JSON-RPC error response (what an MCP server answers with a 404 for a
+ * session it does not know, as opposed to a proxy's or web server's page). */
+int mcp_jsonrpc_is_error_message(apr_pool_t *p, const char *buf, apr_size_t len);
 
 /* What a request names, for logs and per-name authorization: the kind and the name of the tool
  * (tools/call: params.name), prompt (prompts/get: params.name) or resource (resources/read,

@@ -4,8 +4,9 @@
  * httpd's Timeout per write), so it does not renew its stream's lease itself: it registers the
  * stream here, and one keeper thread per process renews every registered stream that is due
  * (a third of its lease since the last renewal) in one statement, and notes each stream that
- * is no longer open — finished by another process after its lease ran out — as lost. The
- * relaying thread checks mcp_lease_lost before it stores anything and stops at once.
+ * is no longer open — finished by another process after its lease ran out, or by its
+ * session's DELETE — as lost. The relaying thread checks mcp_lease_lost before it stores
+ * anything and stops at once.
  *
  * Pure code; thread-safe (one mutex, held only for list operations, never during I/O).
  */

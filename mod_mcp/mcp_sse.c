@@ -156,6 +156,9 @@ struct mcp_sse_parser_t {
     int               have_last_id; /* last_id is set                                        */
     long              block_retry;  /* retry of the current block, -1 when none              */
     long              retry;        /* last valid retry in the stream, -1 when none          */
+    apr_uint64_t      consumed;     /* bytes fed so far                                      */
+    apr_uint64_t      event_end;    /* consumed at the end of the last dispatched event      */
+    int               dispatched;   /* dispatch() delivered an event (consume() clears it)   */
 };
 
 static const unsigned char utf8_bom[3] = { 0xEF, 0xBB, 0xBF };
@@ -263,6 +266,7 @@ static int dispatch(mcp_sse_parser_t *ps)
     ps->data.len = 0;
     ps->type.len = 0;
     ps->block_retry = -1;
+    ps->dispatched = 1;
 
     rc = ps->fn(ps->baton, &ev);
     return rc ? fail(ps, rc) : 0;
@@ -377,6 +381,10 @@ static int line_append(mcp_sse_parser_t *ps, const char *s, apr_size_t n)
 /* Bytes after the BOM check. */
 static int consume(mcp_sse_parser_t *ps, const char *s, apr_size_t n)
 {
+    apr_uint64_t base = ps->consumed;
+    const char *start = s;
+
+    ps->consumed += n;
     while (n > 0) {
         apr_size_t k;
         int rc;
@@ -408,6 +416,10 @@ static int consume(mcp_sse_parser_t *ps, const char *s, apr_size_t n)
                 ps->line.len = 0;
             }
         }
+        if (ps->dispatched) {
+            ps->dispatched = 0;
+            ps->event_end = base + (apr_uint64_t)(s + k + 1 - start);
+        }
         if (rc)
             return rc;
         ps->skip_lf = s[k] == '\r';
@@ -426,6 +438,7 @@ int mcp_sse_parser_feed(mcp_sse_parser_t *ps, const char *buf, apr_size_t len)
     while (!ps->bom_done && i < len) {
         if ((unsigned char)buf[i] == utf8_bom[ps->bom_pos]) {
             i++;
+            ps->consumed++;
             if (++ps->bom_pos == 3)
                 ps->bom_done = 1;
         }
@@ -433,6 +446,7 @@ int mcp_sse_parser_feed(mcp_sse_parser_t *ps, const char *buf, apr_size_t len)
             /* not a BOM after all: the bytes held back are ordinary stream bytes */
             int rc;
             ps->bom_done = 1;
+            ps->consumed -= (apr_uint64_t)ps->bom_pos;   /* counted when they were held back */
             rc = consume(ps, (const char *)utf8_bom, (apr_size_t)ps->bom_pos);
             if (rc)
                 return rc;
@@ -463,4 +477,14 @@ const char *mcp_sse_parser_last_event_id(const mcp_sse_parser_t *ps)
 long mcp_sse_parser_retry_ms(const mcp_sse_parser_t *ps)
 {
     return ps->retry;
+}
+
+apr_uint64_t mcp_sse_parser_idle_bytes(const mcp_sse_parser_t *ps)
+{
+    return ps->consumed - ps->event_end;
+}
+
+int mcp_sse_parser_in_event(const mcp_sse_parser_t *ps)
+{
+    return ps->data.len > 0 || (ps->line.len > 0 && !ps->discarding);
 }

@@ -95,4 +95,15 @@ const char *mcp_sse_parser_last_event_id(const mcp_sse_parser_t *parser);
  * effect at once, even in a block that dispatches nothing); -1 when none. */
 long mcp_sse_parser_retry_ms(const mcp_sse_parser_t *parser);
 
+/* Bytes fed since the end of the last dispatched event (since the start when none was): what a
+ * stream of comments, empty blocks or one event that never ends has cost without giving
+ * anything. A relay bounds it to tell a backend that floods from one that is slow. Not reset by
+ * mcp_sse_parser_finish. */
+apr_uint64_t mcp_sse_parser_idle_bytes(const mcp_sse_parser_t *parser);
+
+/* Non-zero when an event has begun but not ended: a data line was taken, or a field line has
+ * started (comments do not count). Call it before mcp_sse_parser_finish, which discards such
+ * an event: a stream that ends then was cut in the middle of an event. */
+int mcp_sse_parser_in_event(const mcp_sse_parser_t *parser);
+
 #endif

@@ -335,11 +335,6 @@ mcp_store_status_t mcp_store_session_touch(mcp_store_t *db, apr_pool_t *p, const
                                            mcp_store_session_t **out)
 {
     static const char sql[] =
-        "WITH expired AS ("
-        "  UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'expired'"
-        "   WHERE id = $1 AND terminated_at IS NULL AND $2::int > 0"
-        "     AND last_seen_at <= now() - make_interval(secs => $2::int)"
-        ")"
         "UPDATE mcp.sessions SET " TOUCH_SESSION
         " WHERE id = $1 AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM $3"
         "   AND ($2::int = 0 OR last_seen_at > now() - make_interval(secs => $2::int))"
@@ -387,6 +382,65 @@ mcp_store_status_t mcp_store_session_terminate(mcp_store_t *db, apr_pool_t *p, c
         return rv;
     }
     return atoi(PQcmdTuples(res)) > 0 ? MCP_STORE_OK : MCP_STORE_NOT_FOUND;
+}
+
+mcp_store_status_t mcp_store_session_expire(mcp_store_t *db, apr_pool_t *p, const char *id,
+                                            const char *backend_url, int idle_secs,
+                                            const char **backend_session_id)
+{
+    static const char sql[] =
+        "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'expired'"
+        " WHERE id = $1 AND backend_url = $2 AND terminated_at IS NULL AND $3::int > 0"
+        "   AND last_seen_at <= now() - make_interval(secs => $3::int)"
+        " RETURNING backend_session_id";
+    const char *args[3];
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    *backend_session_id = NULL;
+    args[0] = id;
+    args[1] = backend_url;
+    args[2] = int_text(p, idle_secs);
+    if ((rv = mcp_store_exec(db, p, "expiring the session", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
+    }
+    if (PQntuples(res) < 1) {
+        return MCP_STORE_NOT_FOUND;
+    }
+    *backend_session_id = entry(res, 0, 0);
+    return MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_sessions_expire_idle(mcp_store_t *db, apr_pool_t *p, int limit,
+                                                  mcp_store_expired_fn *fn, void *baton,
+                                                  long *expired)
+{
+    /* SKIP LOCKED: sweeps on several hosts share the work instead of waiting for each other. */
+    static const char sql[] =
+        "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'expired'"
+        " WHERE id IN (SELECT id FROM mcp.sessions"
+        "               WHERE terminated_at IS NULL AND idle_timeout_secs > 0"
+        "                 AND last_seen_at <= now() - make_interval(secs => idle_timeout_secs)"
+        "               LIMIT $1::int FOR UPDATE SKIP LOCKED)"
+        "   AND terminated_at IS NULL"
+        " RETURNING id, backend_url, backend_session_id, protocol_version";
+    const char *args[1];
+    mcp_store_status_t rv;
+    PGresult *res;
+    int i;
+
+    *expired = 0;
+    args[0] = int_text(p, limit);
+    if ((rv = mcp_store_exec(db, p, "expiring idle sessions", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
+    }
+    for (i = 0; i < PQntuples(res); i++) {
+        fn(baton, entry(res, i, 0), entry(res, i, 1), entry(res, i, 2), entry(res, i, 3));
+        (*expired)++;
+    }
+    return MCP_STORE_OK;
 }
 
 /* ---- streams and events ------------------------------------------------------------------ */
@@ -455,62 +509,95 @@ mcp_store_status_t mcp_store_streams_renew(mcp_store_t *db, apr_pool_t *p, int n
     return MCP_STORE_OK;
 }
 
-mcp_store_status_t mcp_store_streams_expire(mcp_store_t *db, apr_pool_t *p,
-                                            apr_int64_t stream_id, const char *message,
-                                            long *finished)
+/* Ends the open streams that where_sql ($1) selects: request streams become 'failed' and
+ * answer each of their request ids that has no stored response with a stored JSON-RPC error
+ * (code, message: $2), standalone streams become 'closed'. The status change wakes their owners
+ * and followers (NOTIFY). The conditional UPDATE is the "exactly once": it locks each row, and
+ * whoever comes second finds the stream no longer open. *ended gets how many this call ended.
+ *
+ * Whether an id has a response is read from the texts (a jsonb copy may be NULL: a number
+ * beyond numeric's range anywhere in the message), through the json type, which keeps numbers
+ * as written: the response's id answers the request's when their JSON texts are the same (with
+ * \u0000 and surrogate escapes read as \ufffd, mcp.json_pg_safe: ids differing only there
+ * count as one), or, for ids whose text holds no escape, when their jsonb values are (1.0
+ * answers 1). */
+static mcp_store_status_t streams_end(mcp_store_t *db, apr_pool_t *p, const char *what,
+                                      const char *where_sql, const char *selector, int code,
+                                      const char *message, long *ended)
 {
-    /* The conditional UPDATE is the "exactly once": it locks each row, and whoever comes second
-     * finds the stream no longer open. */
-    static const char sql[] =
-        "WITH expired AS ("
+    static const char head[] =
+        "WITH ended AS ("
         "  UPDATE mcp.streams"
         "     SET status = CASE kind WHEN 'request' THEN 'failed' ELSE 'closed' END,"
         "         completed_at = now()"
-        "   WHERE status = 'open' AND lease_until < now()"
-        "     AND ($1::bigint = 0 OR id = $1::bigint)"
+        "   WHERE status = 'open' AND ";
+    static const char tail[] =
         "  RETURNING id, session_id, kind, request_id_text"
         "), ids AS ("
         "  SELECT x.id AS stream_id, x.session_id, r.id::text AS id, r.ord"
-        "    FROM expired x,"
+        "    FROM ended x,"
         "         json_array_elements(CASE json_typeof(x.request_id_text::json) WHEN 'array'"
         "                             THEN x.request_id_text ELSE '[' || x.request_id_text || ']'"
         "                             END::json) WITH ORDINALITY AS r(id, ord)"
         "   WHERE x.kind = 'request'"
         /* Only ids without a stored response: never two answers for one request. */
         "     AND NOT EXISTS ("
-        "         SELECT 1 FROM mcp.events e"
+        "         SELECT 1 FROM mcp.events e,"
+        "                LATERAL (SELECT mcp.json_pg_safe(e.message_text)::json AS m) j"
         "          WHERE e.stream_id = x.id AND e.direction = 'out' AND e.kind = 'message'"
-        "            AND e.message -> 'id' = mcp.audit_jsonb(r.id::text)"
-        "            AND (e.message ? 'result' OR e.message ? 'error'))"
+        "            AND json_typeof(j.m) = 'object'"
+        "            AND (j.m -> 'result' IS NOT NULL OR j.m -> 'error' IS NOT NULL)"
+        "            AND ((j.m -> 'id')::text = mcp.json_pg_safe(r.id::text)"
+        "                 OR (strpos(r.id::text, '\\') = 0"
+        "                     AND e.message -> 'id' = mcp.audit_jsonb(r.id::text))))"
         "), answers AS ("
         "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
         "                          message, principal)"
         "  SELECT i.session_id, i.stream_id,"
         "         (SELECT coalesce(max(e.seq), 0) FROM mcp.events e WHERE e.stream_id = i.stream_id)"
-        "           + i.ord,"
+        "           + row_number() OVER (PARTITION BY i.stream_id ORDER BY i.ord),"
         "         'out', 'message', a.t, mcp.audit_jsonb(a.t),"
         "         (SELECT principal FROM mcp.sessions s WHERE s.id = i.session_id)"
         "    FROM ids i,"
         "         LATERAL (SELECT '{\"jsonrpc\":\"2.0\",\"id\":' || i.id"
-        "                         || ',\"error\":{\"code\":-32002,\"message\":'"
+        "                         || ',\"error\":{\"code\":' || $3::int || ',\"message\":'"
         "                         || to_json($2::text)::text || '}}' AS t) a"
         "   ORDER BY i.stream_id, i.ord"
         ")"
-        "SELECT count(*) FROM expired";
-    const char *args[2];
+        "SELECT count(*) FROM ended";
+    const char *args[3];
     mcp_store_status_t rv;
     apr_int64_t n = 0;
     PGresult *res;
 
-    args[0] = i64(p, stream_id);
+    args[0] = selector;
     args[1] = message;
-    if ((rv = mcp_store_exec(db, p, "finishing streams whose owner is gone", sql, NARGS(args),
-                             args, &res)) != MCP_STORE_OK) {
+    args[2] = int_text(p, code);
+    rv = mcp_store_exec(db, p, what, apr_pstrcat(p, head, where_sql, tail, NULL), NARGS(args),
+                        args, &res);
+    if (rv != MCP_STORE_OK) {
         return rv;
     }
     first_id(res, &n);
-    *finished = (long)n;
+    *ended = (long)n;
     return MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_streams_expire(mcp_store_t *db, apr_pool_t *p,
+                                            apr_int64_t stream_id, const char *message,
+                                            long *finished)
+{
+    return streams_end(db, p, "finishing streams whose owner is gone",
+                       "lease_until < now() AND ($1::bigint = 0 OR id = $1::bigint)",
+                       i64(p, stream_id), -32002, message, finished);
+}
+
+mcp_store_status_t mcp_store_session_streams_end(mcp_store_t *db, apr_pool_t *p,
+                                                 const char *session_id, const char *message,
+                                                 long *ended)
+{
+    return streams_end(db, p, "ending a session's streams", "session_id = $1", session_id,
+                       -32001, message, ended);
 }
 
 mcp_store_status_t mcp_store_events_append(mcp_store_t *db, apr_pool_t *p,
@@ -675,9 +762,9 @@ mcp_store_status_t mcp_store_session_insert_admitted(mcp_store_t *db, apr_pool_t
         "), s AS ("
         "  INSERT INTO mcp.sessions (id, backend_url, backend_session_id, protocol_version,"
         "                            principal, client_info, client_capabilities, server_info,"
-        "                            holder)"
+        "                            holder, idle_timeout_secs)"
         "  SELECT $5, $6, $7, $8, $9, mcp.audit_jsonb($10::text), mcp.audit_jsonb($11::text),"
-        "         mcp.audit_jsonb($12::text), $1 FROM a"
+        "         mcp.audit_jsonb($12::text), $1, $4::int FROM a"
         "   WHERE a.refused IS NULL"
         "  RETURNING id, principal"
         "), e AS ("

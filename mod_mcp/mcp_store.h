@@ -95,11 +95,38 @@ typedef struct mcp_store_session_t {
 
 /* Looks up the live session id that belongs to principal (NULL: an unauthenticated session) and
  * records the activity. A terminated session, one idle for more than idle_secs (0: no limit;
- * it is then marked terminated by 'expired'), or one of another principal, is NOT_FOUND: a
+ * mcp_store_session_expire then marks it), or one of another principal, is NOT_FOUND: a
  * session id is never a capability on its own. On OK, *out is allocated in p. */
 mcp_store_status_t mcp_store_session_touch(mcp_store_t *db, apr_pool_t *p, const char *id,
                                            const char *principal, int idle_secs,
                                            mcp_store_session_t **out);
+
+/* Marks the session terminated by 'expired' when it is live, of backend_url, and idle for more
+ * than idle_secs (> 0): OK, with *backend_session_id (NULL for a stateless backend) for the DELETE the backend
+ * is owed; NOT_FOUND when it is not such a session (unknown, terminated, or not idle). Exactly
+ * once: of several callers at the same time, one gets OK. */
+mcp_store_status_t mcp_store_session_expire(mcp_store_t *db, apr_pool_t *p, const char *id,
+                                            const char *backend_url, int idle_secs,
+                                            const char **backend_session_id);
+
+/* Called for each session mcp_store_sessions_expire_idle expired (its strings live in p). */
+typedef void mcp_store_expired_fn(void *baton, const char *id, const char *backend_url,
+                                  const char *backend_session_id, const char *protocol_version);
+
+/* Marks at most limit live sessions idle for longer than their own MCPSessionIdleTimeout (as
+ * stored when they began) terminated by 'expired', calling fn for each (the caller tells their
+ * backends). Exactly once per session, across processes and hosts. *expired gets how many. */
+mcp_store_status_t mcp_store_sessions_expire_idle(mcp_store_t *db, apr_pool_t *p, int limit,
+                                                  mcp_store_expired_fn *fn, void *baton,
+                                                  long *expired);
+
+/* Ends every open stream of the session (it was terminated): request streams become 'failed'
+ * with a stored JSON-RPC error (-32001, message) for each request id that has no stored answer,
+ * standalone streams 'closed'. The status change wakes their owners and followers (NOTIFY).
+ * *ended gets how many streams this call ended. */
+mcp_store_status_t mcp_store_session_streams_end(mcp_store_t *db, apr_pool_t *p,
+                                                 const char *session_id, const char *message,
+                                                 long *ended);
 
 /* Marks a live session terminated (by: "client", "expired" or "backend"). NOT_FOUND when it was
  * not live (already terminated, unknown, or another principal's). */

@@ -19,6 +19,7 @@
 #include <mod_watchdog.h>
 
 #include "mcp_backend.h"
+#include "mcp_id.h"
 #include "mcp_listener.h"
 #include "mod_mcp_authz.h"
 #include "mod_mcp_oauth.h"
@@ -43,7 +44,68 @@ static apr_status_t backend_global_cleanup(void *data)
     return APR_SUCCESS;
 }
 
-/* ---- the sweep: streams whose owner died and that nobody follows -------------------------- */
+/* ---- the sweep: streams whose owner died and that nobody follows, idle sessions ----------- */
+
+/* Sessions idle past their MCPSessionIdleTimeout, expired by the sweep at most this many at a
+ * time, and how long telling each backend may take (the sweep runs in one watchdog thread). */
+#define SWEEP_SESSIONS 32
+#define SWEEP_DELETE_CONNECT_MS 2000
+#define SWEEP_DELETE_MS 5000
+
+typedef struct expired_t {
+    const char *id, *backend_url, *backend_session_id, *protocol_version;
+} expired_t;
+
+static void note_expired(void *baton, const char *id, const char *backend_url,
+                         const char *backend_session_id, const char *protocol_version)
+{
+    expired_t *e = apr_array_push(baton);
+
+    e->id = id;
+    e->backend_url = backend_url;
+    e->backend_session_id = backend_session_id;
+    e->protocol_version = protocol_version;
+}
+
+/* Expires idle sessions and tells their backends (DELETE), after the database is given back. */
+static void sweep_sessions(server_rec *s, apr_pool_t *pool)
+{
+    apr_array_header_t *expired = apr_array_make(pool, SWEEP_SESSIONS, sizeof(expired_t));
+    /* One try: the sweep comes again. An outage is logged by the gate, not here. */
+    mcp_store_t *db = mcp_db_server(pool, s, 0);
+    const char *err = NULL;
+    long n = 0;
+    int i;
+
+    if (mcp_store_sessions_expire_idle(db, pool, SWEEP_SESSIONS, note_expired, expired, &n)
+        == MCP_STORE_REFUSED) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "sweep: %s", db->error);
+    }
+    for (i = 0; i < expired->nelts; i++) {
+        expired_t *e = &APR_ARRAY_IDX(expired, i, expired_t);
+        mcp_backend_target_t target;
+        const char *bad;
+        long status = 0;
+
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "sweep: session %s expired "
+                     "(MCPSessionIdleTimeout)", mcp_id_tag(pool, e->id));
+        if (!e->backend_session_id || !mcp_child.backends) {
+            continue;
+        }
+        if ((bad = mcp_backend_target_parse(pool, e->backend_url, &target))) {
+            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "sweep: session %s: %s",
+                         mcp_id_tag(pool, e->id), bad);
+            continue;
+        }
+        if (mcp_backend_delete_session(mcp_child.backends, pool, &target, e->backend_session_id,
+                                       e->protocol_version, SWEEP_DELETE_CONNECT_MS,
+                                       SWEEP_DELETE_MS, &status, &err) != MCP_BACKEND_OK) {
+            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "sweep: the backend was not told that "
+                         "its session %s ended (expired): %s",
+                         mcp_id_tag(pool, e->backend_session_id), err);
+        }
+    }
+}
 
 static apr_status_t sweep(int state, void *data, apr_pool_t *pool)
 {
@@ -67,6 +129,7 @@ static apr_status_t sweep(int state, void *data, apr_pool_t *pool)
         ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s, "sweep: finished %ld stream(s) whose owner "
                      "stopped renewing its lease", finished);
     }
+    sweep_sessions(s, pool);
     return APR_SUCCESS;
 }
 

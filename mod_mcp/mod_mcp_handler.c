@@ -23,6 +23,7 @@
 #include "mcp_protocol.h"
 #include "mcp_sse.h"
 #include "mcp_store.h"
+#include "mcp_text.h"
 #include "mod_mcp_body.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
@@ -292,19 +293,7 @@ static const char *member_json(request_rec *r, json_object *obj, const char *key
 /* Ends a backend session that the gateway will not use (best effort: it is only logged). */
 static void abandon_backend_session(mcp_req_t *q, const char *backend_session_id)
 {
-    exchange_t x;
-    const char *err = NULL;
-
-    if (!backend_session_id) {
-        return;
-    }
-    q->raw = NULL;
-    q->raw_len = 0;
-    if (exchange(q, &x, "DELETE", backend_session_id, &err) != MCP_BACKEND_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r,
-                      "could not end backend session %s: %s",
-                      mcp_id_tag(q->r->pool, backend_session_id), err);
-    }
+    mcp_req_end_backend_session(q, backend_session_id, "initialize failed");
 }
 
 /* Answers with the backend's buffered messages, in the form the backend chose. */
@@ -391,6 +380,15 @@ static int handle_initialize(mcp_req_t *q)
                              "Bad Gateway: the backend answered initialize with HTTP %ld",
                              x.response.status);
     }
+    if (x.response.session_id && !mcp_http_session_id_is_valid(x.response.session_id)) {
+        /* It would be stored and sent back on every request: refused (and not DELETEd: the
+         * same bytes would go out). */
+        return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+                             "Bad Gateway: the backend's Mcp-Session-Id is not 1 to 256 visible "
+                             "ASCII characters: '%s'",
+                             mcp_text_quote(r->pool, x.response.session_id,
+                                            strlen(x.response.session_id), 128));
+    }
     messages = answer_messages(q, &x, &is_sse);
     response = find_response(r, messages, q->id, &response_text);
     if (!response) {
@@ -475,8 +473,18 @@ static int handle_notifications(mcp_req_t *q)
         return mcp_req_empty(q, HTTP_ACCEPTED);
     }
     if (x.response.status == HTTP_NOT_FOUND) {
-        mcp_req_terminate_session(q, "backend");
-        return mcp_req_session_not_found(q);
+        apr_size_t len;
+        const char *body = flatten(q->r, x.body, &len);
+
+        /* An MCP server's answer for a session it lost is a JSON-RPC error; a proxy's page
+         * (a wrong MCPBackend path) is not, and ends nothing. */
+        if (mcp_jsonrpc_is_error_message(q->r->pool, body, len)) {
+            mcp_req_terminate_session(q, "backend");
+            return mcp_req_session_not_found(q);
+        }
+        return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+                             "Bad Gateway: the backend answered HTTP 404 with a body that is not "
+                             "a JSON-RPC error: check MCPBackend's URL; the session stays open");
     }
     return mcp_req_error(q, x.response.status >= 400 && x.response.status < 500
                          ? (int)x.response.status : HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
@@ -542,9 +550,8 @@ static int handle_get(mcp_req_t *q)
 
 static int handle_delete(mcp_req_t *q)
 {
-    const char *err = NULL;
     mcp_store_status_t st;
-    exchange_t x;
+    long ended = 0;
     int rc;
 
     if ((rc = check_version_header(q)) != OK || (rc = mcp_req_load_session(q)) != OK) {
@@ -559,14 +566,19 @@ static int handle_delete(mcp_req_t *q)
     if (st != MCP_STORE_OK) {
         return mcp_req_store_failed(q, st);
     }
-    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s terminated by the client",
-                  mcp_id_tag(q->r->pool, q->session->id));
-    if (q->session->backend_session_id
-        && exchange(q, &x, "DELETE", q->session->backend_session_id, &err) != MCP_BACKEND_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r,
-                      "the backend was not told that session %s ended: %s",
-                      mcp_id_tag(q->r->pool, q->session->id), err);
+    /* Its open streams end now: their relays stop (they hear of it through NOTIFY) and
+     * release their backend transfers; unanswered requests get a stored error. */
+    st = mcp_store_session_streams_end(mcp_req_db(q), q->r->pool, q->session->id,
+                                       "Session terminated: the client ended the session "
+                                       "(DELETE) before the response", &ended);
+    if (st != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "ending the streams of session %s failed "
+                      "(their relays stop when their leases run out): %s",
+                      mcp_id_tag(q->r->pool, q->session->id), mcp_req_db(q)->error);
     }
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s terminated by the client (%ld open "
+                  "stream(s) ended)", mcp_id_tag(q->r->pool, q->session->id), ended);
+    mcp_req_end_backend_session(q, q->session->backend_session_id, "client");
     return mcp_req_empty(q, HTTP_OK);
 }
 

@@ -8,7 +8,9 @@
 #include <http_protocol.h>
 
 #include "mcp_http.h"
+#include "mcp_id.h"
 #include "mcp_sse.h"
+#include "mcp_text.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_relay.h"
 #include "mod_mcp_status.h"
@@ -19,6 +21,13 @@ APLOG_USE_MODULE(mcp);
 /* How long a backend may keep a request's stream open after the response before the gateway
  * cuts it (the spec says it SHOULD end it; cutting costs the connection's reuse). */
 #define ANSWERED_GRACE apr_time_from_sec(1)
+
+/* How often, at most, a relay that was woken up for its own stream looks whether someone else
+ * ended it (the session's DELETE, a lease takeover). */
+#define WATCH_INTERVAL apr_time_from_sec(1)
+
+/* How much of a backend's body an error response quotes (error.data.body). */
+#define BODY_EXCERPT 512
 
 typedef struct relay_t {
     mcp_req_t              *q;
@@ -34,6 +43,15 @@ typedef struct relay_t {
     apr_hash_t             *position;      /* id's JSON text -> its index in outstanding (int *) */
     apr_time_t              answered;      /* when every response was in and the stream ended */
     int                     dropped;       /* backend messages that were not JSON             */
+    const char             *drop_reason;   /* why the first of them was not                   */
+    const char             *bad_json;      /* why a JSON answer (not SSE) was not JSON        */
+    int                     flooded;       /* too many bytes without a message (SSE)          */
+    int                     cut_mid_event; /* the SSE stream ended inside an event            */
+    mcp_router_sub_t       *watch;         /* wake-ups for this stream (NULL: none to be had) */
+    apr_time_t              last_watch;
+    apr_pool_t             *watch_pool;    /* cleared at each look                            */
+    mcp_store_t            *watch_db;      /* one try per look                                */
+    int                     ended_elsewhere;
     apr_time_t              sent;          /* when the request went to the backend            */
     int                     relayed;       /* messages relayed so far                         */
 } relay_t;
@@ -95,14 +113,20 @@ static int relay_message(relay_t *rl, const char *json, apr_size_t len)
 {
     json_object *obj;
     mcp_jsonrpc_msg_t msg;
+    const char *reason = NULL;
 
     apr_pool_clear(rl->scratch);
-    obj = mcp_jsonrpc_parse_value(rl->scratch, json, len);
+    obj = mcp_jsonrpc_parse_value_ex(rl->scratch, json, len, &reason);
     if (!obj) {
-        rl->dropped++;
-        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, rl->q->r,
-                      "stream %" APR_INT64_T_FMT ": the backend sent a message that is not JSON; "
-                      "dropped", rl->st.id);
+        /* One line per stream, however many follow: a backend must not be able to fill the
+         * log. The count goes into the stream's error response. */
+        if (rl->dropped++ == 0) {
+            rl->drop_reason = apr_pstrdup(rl->q->r->pool, reason ? reason : "not JSON");
+            ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, rl->q->r,
+                          "stream %" APR_INT64_T_FMT ": the backend sent a message that is not "
+                          "JSON (%s); dropped, and so are any more such messages on this stream",
+                          rl->st.id, rl->drop_reason);
+        }
         return 0;
     }
     mcp_jsonrpc_classify(obj, &msg);
@@ -115,16 +139,21 @@ static int relay_message(relay_t *rl, const char *json, apr_size_t len)
     return mcp_stream_add(&rl->st, json, len);
 }
 
-/* Every request still unanswered gets a stored JSON-RPC error, so no client waits forever. */
-static void answer_outstanding(relay_t *rl, int code, const char *message)
+/* Every request still unanswered gets a stored JSON-RPC error, so no client waits forever. The
+ * errors are the gateway's own (valid JSON whatever the message quotes) and are queued as they
+ * are: nothing here depends on them parsing back. */
+static void answer_outstanding(relay_t *rl, int code, const char *message, json_object *data)
 {
     request_rec *r = rl->q->r;
+    int i;
 
-    while (rl->outstanding->nelts > 0) {
-        json_object *id = APR_ARRAY_IDX(rl->outstanding, 0, json_object *);
-        const char *body = mcp_jsonrpc_error_body(r->pool, id, code, message, NULL);
-        relay_message(rl, body, strlen(body));
+    for (i = 0; i < rl->outstanding->nelts; i++) {
+        json_object *id = APR_ARRAY_IDX(rl->outstanding, i, json_object *);
+        const char *body = mcp_jsonrpc_error_body(r->pool, id, code, message, data);
+        mcp_stream_add(&rl->st, body, strlen(body));
     }
+    rl->outstanding->nelts = 0;
+    apr_hash_clear(rl->position);
 }
 
 /* ---- backend callbacks -------------------------------------------------------------------- */
@@ -167,6 +196,12 @@ static int on_backend_body(void *baton, const char *buf, apr_size_t len)
         if (rv != 0 || rl->answered) {
             return rv;
         }
+        /* Comments, empty blocks: a slow backend sends a few, one that floods sends them
+         * without end. More than two messages' worth without one is the latter. */
+        if (mcp_sse_parser_idle_bytes(rl->sse) > 2 * (apr_uint64_t)rl->q->conf->max_message_size) {
+            rl->flooded = 1;
+            return 1;
+        }
         /* Every request is answered: the stream ends now, what is queued stored together with
          * its end. The transfer goes on to the backend's own end of the stream, so that the
          * connection can be reused (on_backend_tick cuts a backend that lingers). */
@@ -186,12 +221,55 @@ static int on_backend_body(void *baton, const char *buf, apr_size_t len)
     return apr_brigade_write(rl->body, NULL, NULL, buf, len) == APR_SUCCESS ? 0 : 1;
 }
 
+/* Has someone else ended this stream? Its status changes wake this process's subscribers
+ * (NOTIFY), so the table is read only after a wake-up, and at most once per WATCH_INTERVAL
+ * (the relay's own stores wake it too). Without a subscription, the lease renewal finds out. */
+static int ended_elsewhere(relay_t *rl)
+{
+    request_rec *r = rl->q->r;
+    apr_time_t now = apr_time_now();
+    mcp_store_stream_t state;
+
+    if (!rl->watch || now - rl->last_watch < WATCH_INTERVAL || !mcp_router_wait(rl->watch, 0)) {
+        return rl->ended_elsewhere;
+    }
+    rl->last_watch = now;
+    apr_pool_clear(rl->watch_pool);
+    if (mcp_store_stream_get(rl->watch_db, rl->watch_pool, rl->st.id, &state) == MCP_STORE_OK
+        && strcmp(state.status, "open") != 0) {
+        ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "stream %" APR_INT64_T_FMT ": ended elsewhere "
+                      "(%s: its session was terminated, or its lease taken over); relaying stops "
+                      "and the backend's transfer is released", rl->st.id, state.status);
+        rl->ended_elsewhere = 1;
+        rl->st.broken = 1;   /* nothing more may be stored on it */
+    }
+    return rl->ended_elsewhere;
+}
+
+static void watch_start(relay_t *rl)
+{
+    rl->watch = mcp_router_subscribe(mcp_child.router, rl->st.id);
+    rl->last_watch = apr_time_now();
+    apr_pool_create(&rl->watch_pool, rl->q->r->pool);
+    /* One try: a wake-up comes again, and the lease keeper finds a lost stream anyway. */
+    rl->watch_db = mcp_db_request(rl->q->r, 0);
+}
+
+static void watch_stop(relay_t *rl)
+{
+    mcp_router_unsubscribe(rl->watch);
+    rl->watch = NULL;
+}
+
 static int on_backend_tick(void *baton)
 {
     relay_t *rl = baton;
 
     if (rl->answered) {
         return apr_time_now() - rl->answered > ANSWERED_GRACE;
+    }
+    if (ended_elsewhere(rl)) {
+        return 1;
     }
     /* A graceful restart, or polling (MCPStreamCloseAfter): the client resumes, on whichever
      * process, and follows this stream through the table while this one finishes relaying it. */
@@ -227,12 +305,18 @@ static mcp_backend_status_t forward(relay_t *rl, const char *method, apr_interva
     if (rl->answered) {
         status = MCP_BACKEND_OK;
     }
-    else if (rl->sse && status == MCP_BACKEND_OK) {
+    else if (rl->sse) {
+        rl->cut_mid_event = mcp_sse_parser_in_event(rl->sse);
         mcp_sse_parser_finish(rl->sse);
     }
     if (rl->too_large) {
         *err = apr_psprintf(q->r->pool, "a message from the backend exceeds MCPMaxMessageSize (%"
                             APR_OFF_T_FMT " bytes)", q->conf->max_message_size);
+    }
+    else if (rl->flooded) {
+        *err = apr_psprintf(q->r->pool, "the backend sent %" APR_UINT64_T_FMT " bytes without a "
+                            "message (comments or empty events only; the bound is twice "
+                            "MCPMaxMessageSize)", mcp_sse_parser_idle_bytes(rl->sse));
     }
     return status;
 }
@@ -277,14 +361,85 @@ static const char *request_ids(relay_t *rl, const char **method)
     return text;
 }
 
+/* What the backend's answer was, for an error's data: its status, content type and the start of
+ * its body, quoted (any bytes may be there). */
+static json_object *answer_data(relay_t *rl)
+{
+    request_rec *r = rl->q->r;
+    json_object *data = json_object_new_object();
+    const char *ctype = rl->response.content_type;
+    char *buf;
+    apr_size_t n;
+
+    json_object_object_add(data, "httpStatus", json_object_new_int((int)rl->response.status));
+    if (ctype) {
+        json_object_object_add(data, "contentType", json_object_new_string(
+            mcp_text_quote(r->pool, ctype, strlen(ctype), BODY_EXCERPT)));
+    }
+    if (!rl->sse && apr_brigade_pflatten(rl->body, &buf, &n, r->pool) == APR_SUCCESS && n > 0) {
+        json_object_object_add(data, "body", json_object_new_string(
+            mcp_text_quote(r->pool, buf, n, BODY_EXCERPT)));
+    }
+    return data;
+}
+
+/* A 404 from an MCP server whose session is gone carries a JSON-RPC error; one from a proxy or a
+ * web server in the way (a wrong MCPBackend path) carries a page or nothing. Only the first
+ * ends the gateway's session. */
+static int backend_lost_session(relay_t *rl)
+{
+    request_rec *r = rl->q->r;
+    char *buf;
+    apr_size_t n;
+
+    return rl->response.status == HTTP_NOT_FOUND
+        && apr_brigade_pflatten(rl->body, &buf, &n, r->pool) == APR_SUCCESS
+        && mcp_jsonrpc_is_error_message(r->pool, buf, n);
+}
+
+static const char *quoted_content_type(relay_t *rl)
+{
+    const char *ctype = rl->response.content_type;
+
+    return ctype ? mcp_text_quote(rl->q->r->pool, ctype, strlen(ctype), 128) : "none";
+}
+
+/* Why a 200 answer did not answer: the words for the client. */
+static const char *unanswered_200(relay_t *rl)
+{
+    apr_pool_t *p = rl->q->r->pool;
+
+    if (rl->sse && rl->dropped) {
+        return apr_psprintf(p, "Bad Gateway: the backend sent %d message(s) that are not JSON "
+                            "(the first: %s) and no response to the request", rl->dropped,
+                            rl->drop_reason);
+    }
+    if (rl->sse) {
+        return rl->cut_mid_event
+            ? "Bad Gateway: the backend's stream ended before the response to the request, in "
+              "the middle of an event"
+            : "Bad Gateway: the backend's stream ended before the response to the request";
+    }
+    if (rl->bad_json) {
+        return apr_psprintf(p, "Bad Gateway: the backend's answer is not JSON (%s)", rl->bad_json);
+    }
+    if (mcp_http_media_type_is(rl->response.content_type, "application/json")) {
+        return "Bad Gateway: the backend's answer holds no response to the request";
+    }
+    return apr_psprintf(p, "Bad Gateway: the backend answered HTTP 200 with neither JSON nor an "
+                        "event stream (Content-Type: %s)", quoted_content_type(rl));
+}
+
 /* What a client that was sent nothing yet is told when the backend did not answer properly;
- * the same words go, stored, to every unanswered request. */
+ * the same words go, stored, to every unanswered request (with *data, when the backend's answer
+ * says more: free it with json_object_put). */
 static int failure(relay_t *rl, mcp_backend_status_t status, const char *err, int *http,
-                   const char **message)
+                   const char **message, json_object **data)
 {
     mcp_req_t *q = rl->q;
     long code = rl->response.status;
 
+    *data = NULL;
     if (status == MCP_BACKEND_TIMEOUT) {
         *http = HTTP_GATEWAY_TIME_OUT;
         *message = apr_psprintf(q->r->pool, "Gateway Timeout: no complete answer from the backend "
@@ -299,24 +454,35 @@ static int failure(relay_t *rl, mcp_backend_status_t status, const char *err, in
         *message = apr_psprintf(q->r->pool, "Bad Gateway: the exchange with the backend failed: "
                                 "%s", err);
     }
-    else if (code == HTTP_NOT_FOUND) {
+    else if (backend_lost_session(rl)) {
         *http = HTTP_NOT_FOUND;
         *message = "Session not found: the backend no longer knows this session";
         return MCP_JSONRPC_SESSION_NOT_FOUND;
     }
+    else if (code == HTTP_NOT_FOUND) {
+        *http = HTTP_BAD_GATEWAY;
+        *message = apr_psprintf(q->r->pool, "Bad Gateway: the backend answered HTTP 404 with a "
+                                "body that is not a JSON-RPC error (Content-Type: %s): not an MCP "
+                                "server's answer for a lost session; check MCPBackend's URL and "
+                                "any proxy in between. The session stays open",
+                                quoted_content_type(rl));
+        *data = answer_data(rl);
+    }
     else if (code >= 400 && code < 500) {
         *http = (int)code;
         *message = apr_psprintf(q->r->pool, "the backend refused the request with HTTP %ld", code);
+        *data = answer_data(rl);
     }
     else if (code == HTTP_OK) {
         *http = HTTP_BAD_GATEWAY;
-        *message = "Bad Gateway: the backend's answer holds no response to the request";
+        *message = unanswered_200(rl);
+        *data = rl->sse ? NULL : answer_data(rl);
     }
     else {
         *http = HTTP_BAD_GATEWAY;
         *message = apr_psprintf(q->r->pool, "Bad Gateway: the backend answered HTTP %ld (%s)",
-                                code, rl->response.content_type ? rl->response.content_type
-                                                                : "no content type");
+                                code, quoted_content_type(rl));
+        *data = answer_data(rl);
     }
     return MCP_JSONRPC_BACKEND_ERROR;
 }
@@ -329,8 +495,10 @@ static int relay_json_body(relay_t *rl, const char **body, apr_size_t *len)
     char *buf;
     apr_size_t n, i;
 
-    if (apr_brigade_pflatten(rl->body, &buf, &n, r->pool) != APR_SUCCESS
-        || !(value = mcp_jsonrpc_parse_value(r->pool, buf, n))) {
+    if (apr_brigade_pflatten(rl->body, &buf, &n, r->pool) != APR_SUCCESS) {
+        return -1;
+    }
+    if (!(value = mcp_jsonrpc_parse_value_ex(r->pool, buf, n, &rl->bad_json))) {
         return -1;
     }
     if (json_object_is_type(value, json_type_array)) {
@@ -407,26 +575,32 @@ int mcp_relay_requests(mcp_req_t *q)
         mcp_stream_start_sse(&rl.st, MCP_STORE_SEQ_PRIMING);
     }
 
+    watch_start(&rl);
     status = forward(&rl, "POST", q->conf->stream_timeout, &err);
-    if (rl.answered) {
-        return DONE;   /* ended and stored as the response came (SSE) */
+    watch_stop(&rl);
+    if (rl.ended_elsewhere && rl.st.mode != MCP_STREAM_SSE) {
+        return mcp_req_session_not_found(q);
+    }
+    if (rl.answered || rl.ended_elsewhere) {
+        return DONE;   /* ended and stored as the response came (SSE), or by someone else */
     }
     if (status == MCP_BACKEND_OK && !rl.sse && rl.response.status == HTTP_OK
         && mcp_http_media_type_is(rl.response.content_type, "application/json")) {
-        if (relay_json_body(&rl, &json, &json_len) != 0) {
-            rl.response.status = HTTP_BAD_GATEWAY;   /* not JSON: reported as a bad answer below */
-        }
+        relay_json_body(&rl, &json, &json_len);   /* not JSON: rl.bad_json says why */
     }
 
     answered_by_backend = rl.outstanding->nelts == 0;
     if (!answered_by_backend) {
-        code = failure(&rl, status, err ? err : "the answer ended early", &http, &message);
+        json_object *data;
+
+        code = failure(&rl, status, err ? err : "the answer ended early", &http, &message, &data);
         ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "stream %" APR_INT64_T_FMT ": %s",
                       stream_id, message);
         if (code == MCP_JSONRPC_SESSION_NOT_FOUND) {
             mcp_req_terminate_session(q, "backend");
         }
-        answer_outstanding(&rl, code, message);
+        answer_outstanding(&rl, code, message, data);
+        json_object_put(data);
     }
     mcp_stream_finish(&rl.st, answered_by_backend && !rl.st.broken ? "complete" : "failed");
 
@@ -445,7 +619,20 @@ int mcp_relay_requests(mcp_req_t *q)
 
 /* ---- GET: the standalone stream ----------------------------------------------------------- */
 
-int mcp_relay_standalone(mcp_req_t *q)
+/* Why a resumed standalone stream could not go on live: logged, and the client's response ends
+ * (its SSE headers and the replay are out); it resumes again after its retry interval. */
+static int resume_ends(mcp_req_t *q, const char *why)
+{
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s: the resumed standalone stream "
+                  "ends: %s", mcp_id_tag(q->r->pool, q->session->id), why);
+    return DONE;
+}
+
+/* resumed: the client resumed a standalone stream that had ended (a graceful restart or
+ * MCPStreamCloseAfter cut its response, or its relay stopped when the client went): its SSE
+ * response has begun with the replay, and a new standalone stream goes on from there; failures
+ * end the response instead of answering with an error. */
+static int relay_standalone(mcp_req_t *q, int resumed)
 {
     request_rec *r = q->r;
     const char *err = NULL;
@@ -456,19 +643,31 @@ int mcp_relay_standalone(mcp_req_t *q)
     apr_int64_t stream_id = 0;
     relay_t rl;
 
+    if (resumed) {
+        /* Still live? (A DELETE ends the session's streams: a resume must not revive it.) */
+        mcp_store_session_t *live = NULL;
+        stored = mcp_store_session_touch(mcp_req_db(q), r->pool, q->session->id, r->user,
+                                         mcp_req_idle_secs(q), &live);
+        if (stored != MCP_STORE_OK) {
+            return resume_ends(q, stored == MCP_STORE_NOT_FOUND ? "the session is no longer live"
+                                                                : mcp_req_db(q)->error);
+        }
+    }
     mcp_req_stream_limits(q, &limits);
     stored = mcp_store_stream_open_standalone_admitted(mcp_req_db(q), r->pool, q->session,
                                                        mcp_child.owner, mcp_req_lease_secs(q),
                                                        &limits, &stream_id, &refused);
     if (stored == MCP_STORE_LIMIT) {
-        return mcp_req_refused(q, refused);
+        return resumed ? resume_ends(q, "a limit on streams was reached")
+                       : mcp_req_refused(q, refused);
     }
     if (stored == MCP_STORE_CONFLICT) {
-        return mcp_req_error(q, HTTP_CONFLICT, MCP_JSONRPC_SERVER_ERROR,
-                             "Conflict: this session already has an open standalone stream");
+        return resumed ? resume_ends(q, "the session has another open standalone stream")
+            : mcp_req_error(q, HTTP_CONFLICT, MCP_JSONRPC_SERVER_ERROR,
+                            "Conflict: this session already has an open standalone stream");
     }
     if (stored != MCP_STORE_OK) {
-        return mcp_req_store_failed(q, stored);
+        return resumed ? resume_ends(q, mcp_req_db(q)->error) : mcp_req_store_failed(q, stored);
     }
 
     relay_init(&rl, q, stream_id, 1);
@@ -477,14 +676,22 @@ int mcp_relay_standalone(mcp_req_t *q)
     rl.standalone = 1;
     q->raw = NULL;
     q->raw_len = 0;
+    watch_start(&rl);
     status = forward(&rl, "GET", 0, &err);
+    watch_stop(&rl);
     mcp_stream_finish(&rl.st, "closed");
     ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r,
                   "standalone stream %" APR_INT64_T_FMT " ended: %s", stream_id,
                   rl.st.client_gone ? "the client went away"
+                  : rl.ended_elsewhere ? "its session ended"
                   : status == MCP_BACKEND_OK ? "the backend ended it" : err);
     if (rl.st.mode == MCP_STREAM_SSE) {
         return DONE;
+    }
+    if (resumed) {
+        return resume_ends(q, apr_psprintf(r->pool, "the backend's stream could not be opened "
+                                           "(HTTP %ld): %s", rl.response.status,
+                                           err ? err : "no stream"));
     }
     if (status != MCP_BACKEND_OK) {
         return mcp_req_error(q, status == MCP_BACKEND_TIMEOUT ? HTTP_GATEWAY_TIME_OUT
@@ -497,7 +704,7 @@ int mcp_relay_standalone(mcp_req_t *q)
                              "Method Not Allowed: the backend offers no standalone stream (GET); "
                              "resuming a stream with Last-Event-ID works all the same");
     }
-    if (rl.response.status == HTTP_NOT_FOUND) {
+    if (backend_lost_session(&rl)) {
         mcp_req_terminate_session(q, "backend");
         return mcp_req_session_not_found(q);
     }
@@ -511,4 +718,14 @@ int mcp_relay_standalone(mcp_req_t *q)
     return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
                          "Bad Gateway: the backend answered the stream request with HTTP %ld",
                          rl.response.status);
+}
+
+int mcp_relay_standalone(mcp_req_t *q)
+{
+    return relay_standalone(q, 0);
+}
+
+int mcp_relay_standalone_resumed(mcp_req_t *q)
+{
+    return relay_standalone(q, 1);
 }

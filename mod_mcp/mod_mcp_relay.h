@@ -26,4 +26,11 @@ int mcp_relay_requests(mcp_req_t *q);
  * stream; 409 when the session has one open already, 405 when the backend offers none. */
 int mcp_relay_standalone(mcp_req_t *q);
 
+/* The same after a resumption (mod_mcp_replay) replayed a standalone stream that had ended
+ * (a graceful restart, MCPStreamCloseAfter, or the client going cut it): a new standalone
+ * stream goes on, live, on the response already begun (its priming event gives the client its
+ * next Last-Event-ID). When that cannot be (the session ended, the backend refuses), the
+ * response ends and the client resumes again later. */
+int mcp_relay_standalone_resumed(mcp_req_t *q);
+
 #endif

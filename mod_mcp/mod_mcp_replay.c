@@ -9,6 +9,7 @@
 #include "mcp_id.h"
 #include "mcp_listener.h"
 #include "mcp_router.h"
+#include "mod_mcp_relay.h"
 #include "mod_mcp_replay.h"
 #include "mod_mcp_status.h"
 #include "mod_mcp_stream.h"
@@ -146,8 +147,9 @@ static apr_interval_time_t wake_up_timeout(follower_t *f)
 }
 
 /* Replays, then follows the stream until it ends, the client goes, or the server stops. Database
- * failures (a restart) are waited out for as long as a lease lasts. */
-static void follow(follower_t *f, mcp_router_sub_t *sub)
+ * failures (a restart) are waited out for as long as a lease lasts. Returns 1 when the stream
+ * ended and everything it stored was sent, else 0. */
+static int follow(follower_t *f, mcp_router_sub_t *sub)
 {
     apr_time_t failing_since = 0;
     mcp_store_stream_t state;
@@ -156,11 +158,11 @@ static void follow(follower_t *f, mcp_router_sub_t *sub)
     for (;;) {
         if (mcp_stream_should_hand_over(&f->st)) {
             mcp_stream_end_early(&f->st);
-            return;
+            return 0;
         }
         n = read_more(f);
         if (f->st.client_gone) {
-            return;
+            return 0;
         }
         if (n > 0 && f->more) {
             continue;
@@ -169,7 +171,7 @@ static void follow(follower_t *f, mcp_router_sub_t *sub)
             apr_time_t now = apr_time_now();
             failing_since = failing_since ? failing_since : now;
             if (now - failing_since > f->q->conf->stream_lease) {
-                return;
+                return 0;
             }
         }
         else {
@@ -178,7 +180,7 @@ static void follow(follower_t *f, mcp_router_sub_t *sub)
                 /* It ended after the read above: what it stored before ending is read now. */
                 while (read_more(f) > 0 && f->more && !f->st.client_gone) {
                 }
-                return;
+                return !f->st.client_gone;
             }
             if (state.lease_expired) {
                 finish_for_dead_owner(f, &state);
@@ -207,6 +209,7 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     mcp_router_sub_t *sub;
     apr_int64_t follower_id = 0;
     follower_t f;
+    int ended;
 
     if (mcp_id_event_parse(last_event_id, &stream_id, &seq) != 0) {
         return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_SERVER_ERROR,
@@ -253,10 +256,16 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     mcp_stream_start_sse(&f.st, -1);
     ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "resuming stream %" APR_INT64_T_FMT " after %s "
                   "(%s, %s)", stream_id, last_event_id, stream.kind, stream.status);
-    follow(&f, sub);
+    ended = follow(&f, sub);
     if (sub) {
         mcp_router_unsubscribe(sub);
     }
     release_follower(&f);
+    /* A standalone stream is the session's channel for whatever the server sends, not one
+     * answer: resuming one that ended (its response was cut by a graceful restart or
+     * MCPStreamCloseAfter, or its client went) goes on with a new one, live. */
+    if (ended && strcmp(stream.kind, "standalone") == 0 && !mcp_stream_server_stopping()) {
+        return mcp_relay_standalone_resumed(q);
+    }
     return DONE;
 }

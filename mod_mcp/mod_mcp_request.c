@@ -160,6 +160,50 @@ int mcp_req_check_session_header(mcp_req_t *q)
     return OK;
 }
 
+void mcp_req_end_backend_session(mcp_req_t *q, const char *backend_session_id, const char *why)
+{
+    const char *err = NULL;
+    long status = 0;
+
+    if (!backend_session_id) {
+        return;
+    }
+    if (mcp_backend_delete_session(mcp_child.backends, q->r->pool, q->conf->backend,
+                                   backend_session_id,
+                                   q->session ? q->session->protocol_version : NULL,
+                                   (long)apr_time_as_msec(q->conf->backend_connect_timeout),
+                                   (long)apr_time_as_msec(q->conf->backend_timeout), &status,
+                                   &err) != MCP_BACKEND_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r, "the backend was not told that its "
+                      "session %s ended (%s): %s", mcp_id_tag(q->r->pool, backend_session_id),
+                      why, err);
+    }
+}
+
+/* A session that was not found may have just gone idle for too long: if so it is marked
+ * expired here, once, and its backend is told (DELETE). */
+static void expire_idle_session(mcp_req_t *q)
+{
+    const char *backend_session_id = NULL;
+    mcp_store_status_t st;
+
+    if (mcp_req_idle_secs(q) <= 0) {
+        return;
+    }
+    st = mcp_store_session_expire(mcp_req_db(q), q->r->pool, q->session_header,
+                                  q->conf->backend_spec, mcp_req_idle_secs(q),
+                                  &backend_session_id);
+    if (st == MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s expired (MCPSessionIdleTimeout)",
+                      mcp_id_tag(q->r->pool, q->session_header));
+        mcp_req_end_backend_session(q, backend_session_id, "expired");
+    }
+    else if (st != MCP_STORE_NOT_FOUND) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "expiring session %s failed: %s",
+                      mcp_id_tag(q->r->pool, q->session_header), mcp_req_db(q)->error);
+    }
+}
+
 int mcp_req_load_session(mcp_req_t *q)
 {
     request_rec *r = q->r;
@@ -174,7 +218,11 @@ int mcp_req_load_session(mcp_req_t *q)
     if (st != MCP_STORE_OK && st != MCP_STORE_NOT_FOUND) {
         return mcp_req_store_failed(q, st);
     }
-    if (st == MCP_STORE_NOT_FOUND || strcmp(q->session->backend_url, q->conf->backend_spec) != 0) {
+    if (st == MCP_STORE_NOT_FOUND) {
+        expire_idle_session(q);
+        return mcp_req_session_not_found(q);
+    }
+    if (strcmp(q->session->backend_url, q->conf->backend_spec) != 0) {
         return mcp_req_session_not_found(q);
     }
     q->rev = mcp_protocol_served(q->session->protocol_version);

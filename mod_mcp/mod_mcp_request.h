@@ -88,6 +88,11 @@ int mcp_req_load_session(mcp_req_t *q);
  * answering 400 (missing) or 404 (not an id this gateway issues). */
 int mcp_req_check_session_header(mcp_req_t *q);
 
+/* Tells the backend (DELETE with its Mcp-Session-Id, bounded by MCPBackendTimeout) that its
+ * session ended; why ("client", "expired", ...) is for the log line a failure gets. Nothing
+ * for a NULL backend_session_id (a stateless backend). */
+void mcp_req_end_backend_session(mcp_req_t *q, const char *backend_session_id, const char *why);
+
 /* Marks the request's session terminated (by: "client", "expired", "backend"); failures are
  * logged only. */
 void mcp_req_terminate_session(mcp_req_t *q, const char *by);

@@ -123,12 +123,14 @@ void mcp_stream_own(mcp_stream_t *st)
     }
 }
 
-/* Another process finished the stream after its lease ran out (this one was stalled, or the
- * database was away for longer than a lease): nothing more may be added. */
+/* Someone else finished the stream: a process after its lease ran out (this one was stalled,
+ * or the database was away for longer than a lease), or its session's DELETE. Nothing more may
+ * be added. */
 static void stop_taken_over(mcp_stream_t *st)
 {
     ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, st->q->r, "stream %" APR_INT64_T_FMT ": was "
-                  "finished by another process after its lease ran out; relaying stops", st->id);
+                  "finished elsewhere (its lease ran out, or its session was terminated); "
+                  "relaying stops", st->id);
     st->broken = 1;
 }
 

@@ -6,6 +6,16 @@ BEGIN;
 
 CREATE SCHEMA IF NOT EXISTS mcp;
 
+-- The JSON text with the escapes PostgreSQL cannot de-escape (\u0000, surrogates) as \ufffd:
+-- what mcp.audit_jsonb casts when the plain cast fails, and what json operators that read
+-- strings (->) can take (the json type keeps every number as written, so this never fails on
+-- valid JSON).
+CREATE OR REPLACE FUNCTION mcp.json_pg_safe(t text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT regexp_replace(t, '(?<!\\)((?:\\\\)*)\\u(0000|d[89ab][0-9a-f]{2}|d[c-f][0-9a-f]{2})',
+                          '\1\\ufffd', 'gi')
+$$;
+
 -- Messages are stored as the exact text that crossed the wire (any valid JSON, RFC 8259); jsonb
 -- copies serve queries and the audit views. jsonb cannot hold every valid JSON text: it refuses
 -- \u0000 and lone surrogate escapes (\ud800), and it reorders keys and keeps only the last of
@@ -18,8 +28,7 @@ BEGIN
     RETURN t::jsonb;
 EXCEPTION WHEN others THEN
     BEGIN
-        RETURN regexp_replace(t, '(?<!\\)((?:\\\\)*)\\u(0000|d[89ab][0-9a-f]{2}|d[c-f][0-9a-f]{2})',
-                              '\1\\ufffd', 'gi')::jsonb;
+        RETURN mcp.json_pg_safe(t)::jsonb;
     EXCEPTION WHEN others THEN
         RETURN NULL;
     END;
@@ -42,8 +51,11 @@ CREATE TABLE IF NOT EXISTS mcp.sessions (
     created_at          timestamptz NOT NULL DEFAULT now(),
     last_seen_at        timestamptz NOT NULL DEFAULT now(),
     terminated_at       timestamptz,
-    terminated_by       text CHECK (terminated_by IN ('client', 'expired', 'backend'))
+    terminated_by       text CHECK (terminated_by IN ('client', 'expired', 'backend')),
+    idle_timeout_secs   integer                     -- MCPSessionIdleTimeout where it began (0: none)
 );
+-- Schemas loaded before the column existed.
+ALTER TABLE mcp.sessions ADD COLUMN IF NOT EXISTS idle_timeout_secs integer;
 
 CREATE INDEX IF NOT EXISTS sessions_live_idx
     ON mcp.sessions (last_seen_at) WHERE terminated_at IS NULL;

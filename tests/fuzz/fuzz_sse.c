@@ -1,12 +1,6 @@
 /* libFuzzer harness for mcp_sse.
  *
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined $(apr-1-config --cppflags --includes) \
- *         -Imod_mcp -o /tmp/fuzz_sse tests/fuzz/fuzz_sse.c mod_mcp/mcp_sse.c \
- *         $(apr-1-config --link-ld)
- *   /tmp/fuzz_sse -max_total_time=60 /tmp/sse-corpus
- *
- * Build with -DFUZZ_SSE_STANDALONE (any compiler, no libFuzzer) to get a main that replays the
- * files named on the command line.
+ * Built by `make fuzz`, run by tests/fuzz/run (see fuzz.h for the standalone replay build).
  *
  * Each input is checked three ways:
  *  1. parsed in one feed and again in pseudo-random pieces (sizes drawn from the first input
@@ -18,19 +12,11 @@
  *     must come back with CRLF and lone CR turned into LF.
  */
 
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <apr_general.h>
-#include <apr_pools.h>
+#include "fuzz.h"
 
 #include "mcp_sse.h"
 
 #define FUZZ_MAX_EVENT 256
-
-static apr_pool_t *root;
 
 typedef struct digest_t {
     uint64_t h;
@@ -106,7 +92,7 @@ static void run(const uint8_t *data, size_t size, uint32_t seed, long abort_at, 
     int rc = 0;
     const char *id;
 
-    apr_pool_create(&p, root);
+    apr_pool_create(&p, fuzz_root());
     ps = mcp_sse_parser_create(p, FUZZ_MAX_EVENT, digest_cb, &d);
     while (pos < size && rc == 0) {
         size_t n = size - pos;
@@ -169,7 +155,7 @@ static void roundtrip(const uint8_t *data, size_t size)
     rt_t rt;
     mcp_sse_parser_t *ps;
 
-    apr_pool_create(&p, root);
+    apr_pool_create(&p, fuzz_root());
     text = apr_palloc(p, size + 1);
     memcpy(text, data, size);
     text[size] = '\0';                                  /* data up to the first NUL */
@@ -212,18 +198,12 @@ static void roundtrip(const uint8_t *data, size_t size)
     apr_pool_destroy(p);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     result_t whole, split;
     uint32_t seed = 0x9e3779b9u;
     long abort_at = 0;
 
-    if (!root) {
-        apr_initialize();
-        apr_pool_create(&root, NULL);
-    }
     if (size > 0) {
         seed ^= (uint32_t)data[0] << 8;
         abort_at = data[0] % 8 == 7 ? 1 + data[0] / 64 : 0;  /* sometimes stop early */
@@ -249,24 +229,3 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     roundtrip(data, size);
     return 0;
 }
-
-#ifdef FUZZ_SSE_STANDALONE
-int main(int argc, char **argv)
-{
-    int i;
-    for (i = 1; i < argc; i++) {
-        FILE *f = fopen(argv[i], "rb");
-        static uint8_t buf[1 << 20];
-        size_t n;
-        if (!f) {
-            perror(argv[i]);
-            return 1;
-        }
-        n = fread(buf, 1, sizeof(buf), f);
-        fclose(f);
-        LLVMFuzzerTestOneInput(buf, n);
-    }
-    printf("%d input(s) ok\n", argc - 1);
-    return 0;
-}
-#endif

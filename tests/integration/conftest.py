@@ -3,8 +3,8 @@
 stack   (session) the running test stack as a dict of stack.env values (MCP_URL, MCP_URLS,
         MCP_AUTH_URL, MCP_PG, MCP_STACK_DIR, ...; see tests/stack). When the environment
         variable MCP_STACK_ENV names an existing stack.env, that stack is used as it is and
-        left running; otherwise `tests/stack up --httpd 2 --tls --http2 [--conf gateway.conf]`
-        (gateway.conf beside this file, when there is one) starts a fresh one in a new
+        left running; otherwise `tests/stack up --httpd 2 --tls --http2 [--conf gateway.conf]
+        $MCP_TEST_STACK_ARGS` (gateway.conf beside this file, when there is one) starts a fresh one in a new
         /tmp/mcp-stack.XXXXXX directory and `tests/stack down` stops it at the end (its logs
         stay there; its database files too when MCP_KEEP_STACK is set).
         MCP_URL(S) and MCP_AUTH_URL(S) are the plain http:// endpoints here (MCP_HTTP_*),
@@ -42,6 +42,9 @@ REPO = Path(__file__).resolve().parents[2]
 STACK = REPO / "tests" / "stack"
 # The MPM of the stack the tests start (MCP_TEST_MPM: event, worker or prefork).
 MPM = os.environ.get("MCP_TEST_MPM", "event")
+# Extra `tests/stack up` arguments (shell words), e.g. the sanitizer build's module:
+# MCP_TEST_STACK_ARGS="--module build-asan/mod_mcp/.libs/mod_mcp.so --backend-bin ...".
+STACK_ARGS = shlex.split(os.environ.get("MCP_TEST_STACK_ARGS", ""))
 # Extra httpd directives for the tests' stack (Include'd at the end of each httpd.conf).
 GATEWAY_CONF = Path(__file__).resolve().parent / "gateway.conf"
 # How tests that take `any_wire` reach the gateway (see the module docstring).
@@ -130,7 +133,7 @@ def stack():
     # this call by keeping a pipe open.
     with open(up_log, "wb") as out:
         rc = subprocess.run([str(STACK), "up", "--httpd", "2", "--mpm", MPM, "--tls", "--http2",
-                             "--dir", str(d)] + extra_conf,
+                             "--dir", str(d)] + extra_conf + STACK_ARGS,
                             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                             timeout=300).returncode
     if rc != 0:

@@ -191,15 +191,31 @@ def iter_sse(response: requests.Response, include_empty: bool = False) -> Iterat
     """Yield the events of a streamed (stream=True) response as they arrive; closes it at the end.
 
     iter_content(chunk_size=None) hands over each HTTP/1.1 chunk as soon as it has arrived,
-    which is how httpd sends a flushed SSE stream.
+    which is how httpd sends a flushed SSE stream. A response without chunks (its body ends with
+    the connection: Connection: close, as for a stream MCPStreamCloseAfter ends) would be read
+    to its end first that way; it is read as its bytes arrive instead.
     """
     parser = SseParser(include_empty=include_empty)
     try:
-        for chunk in response.iter_content(chunk_size=None):
+        for chunk in _arriving(response):
             yield from parser.feed(chunk)
         yield from parser.close()
     finally:
         response.close()
+
+
+def _arriving(response: requests.Response) -> Iterator[bytes]:
+    """The body's bytes as they arrive."""
+    fp = getattr(getattr(response, "raw", None), "_fp", None)   # None for an HTTP/2 response
+    if "chunked" in response.headers.get("Transfer-Encoding", "").lower() \
+            or not hasattr(fp, "read1"):
+        yield from response.iter_content(chunk_size=None)
+        return
+    while True:
+        chunk = fp.read1(65536)
+        if not chunk:
+            return
+        yield chunk
 
 
 def _merge_headers(base: dict, extra: Optional[dict]) -> dict:

@@ -1,5 +1,6 @@
 /* Unit tests for mcp_http: Accept and Content-Type matching. */
 #include <check.h>
+#include <string.h>
 
 #include "unit_main.h"
 
@@ -51,6 +52,27 @@ START_TEST(content_type)
 }
 END_TEST
 
+START_TEST(session_id_form)
+{
+    char longid[258];
+
+    ck_assert(mcp_http_session_id_is_valid("fault-1-42"));
+    ck_assert(mcp_http_session_id_is_valid("!~"));
+    ck_assert(!mcp_http_session_id_is_valid(NULL));
+    ck_assert(!mcp_http_session_id_is_valid(""));
+    ck_assert(!mcp_http_session_id_is_valid("a b"));
+    ck_assert(!mcp_http_session_id_is_valid("abc\xff"));
+    ck_assert(!mcp_http_session_id_is_valid("caf\xc3\xa9"));
+    ck_assert(!mcp_http_session_id_is_valid("a\tb"));
+    memset(longid, 'x', 256);
+    longid[256] = '\0';
+    ck_assert(mcp_http_session_id_is_valid(longid));
+    longid[256] = 'x';
+    longid[257] = '\0';
+    ck_assert(!mcp_http_session_id_is_valid(longid));
+}
+END_TEST
+
 static Suite *http_suite(void)
 {
     Suite *s = suite_create("mcp_http");
@@ -59,6 +81,7 @@ static Suite *http_suite(void)
     tcase_add_test(tc, accept_lists);
     tcase_add_test(tc, accept_wildcards_do_not_count_and_q0_refuses);
     tcase_add_test(tc, content_type);
+    tcase_add_test(tc, session_id_form);
     suite_add_tcase(s, tc);
     return s;
 }

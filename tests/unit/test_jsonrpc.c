@@ -60,6 +60,11 @@ START_TEST(not_jsonrpc_is_invalid_with_reason)
         "{\"id\":1,\"method\":\"x\"}",
         "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":7}",
         "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\"}",
+        /* a NUL would cut the C string: "\u0000x" must not read as "" nor "a\u0000b" as "a"
+         * (found by tests/fuzz/fuzz_jsonrpc) */
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\\u0000x\"}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\\u0000x\"}",
+        "{\"jsonrpc\":\"2.0\\u0000\",\"id\":1,\"method\":\"x\"}",
         "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"x\"}",
         "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"x\"}",
         "{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"x\"}",
@@ -89,6 +94,9 @@ START_TEST(malformed_json_is_parse_error)
     static const char *bad[] = {
         "", "   ", "{", "{\"jsonrpc\":\"2.0\",}", "{'a':1}", "{\"a\":1} x", "nul", "[1,]",
         "{\"a\":\"\xff\"}",  /* invalid UTF-8 */
+        /* json-c takes these even in strict mode; found by tests/fuzz/fuzz_jsonrpc */
+        "[NaN]", "[Infinity]", "[-Infinity]",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"x\":NaN}}",
     };
     size_t i;
 
@@ -97,6 +105,14 @@ START_TEST(malformed_json_is_parse_error)
         const char *reason = NULL;
         ck_assert_msg(parse(bad[i], &body, &reason) == MCP_JSONRPC_ERR_PARSE, "%s", bad[i]);
         ck_assert_ptr_nonnull(reason);
+    }
+    /* ... but N and I inside strings are text like any other */
+    {
+        mcp_jsonrpc_body_t *body;
+        const char *reason;
+        ck_assert_int_eq(parse("{\"jsonrpc\":\"2.0\",\"method\":\"NaN/Infinity\","
+                               "\"params\":{\"I\":\"N\\\"I\"}}", &body, &reason),
+                         MCP_JSONRPC_OK);
     }
 }
 END_TEST
@@ -198,6 +214,47 @@ START_TEST(error_body_shape)
 }
 END_TEST
 
+/* A message quoting a backend's bytes still makes a body that parses (issue 9: the relay used
+ * to loop forever re-parsing its own error message). */
+START_TEST(error_body_with_invalid_utf8_is_valid_json)
+{
+    const char *s = mcp_jsonrpc_error_body(pool, NULL, -32002, "HTTP 500 (text/html\xff)", NULL);
+
+    ck_assert_ptr_nonnull(mcp_jsonrpc_parse_value(pool, s, strlen(s)));
+    ck_assert_ptr_nonnull(strstr(s, "text/html\\\\xff"));
+    s = mcp_jsonrpc_error_body(pool, NULL, -32002, "caf\xc3\xa9", NULL);
+    ck_assert_str_eq(s, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32002,"
+                        "\"message\":\"caf\xc3\xa9\"}}");
+}
+END_TEST
+
+START_TEST(parse_value_reasons)
+{
+    const char *reason = NULL;
+
+    ck_assert_ptr_null(mcp_jsonrpc_parse_value_ex(pool, "{\"a\":\"\xff\"}", 8, &reason));
+    ck_assert_ptr_nonnull(reason);
+    reason = NULL;
+    ck_assert_ptr_null(mcp_jsonrpc_parse_value_ex(pool, "null", 4, &reason));
+    ck_assert_ptr_nonnull(reason);
+    ck_assert_ptr_nonnull(mcp_jsonrpc_parse_value_ex(pool, "{}", 2, &reason));
+    ck_assert_ptr_null(reason);
+    ck_assert_ptr_null(mcp_jsonrpc_parse_value_ex(pool, "x", 1, NULL));
+}
+END_TEST
+
+START_TEST(is_error_message)
+{
+    static const char err[] = "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32001,"
+                              "\"message\":\"Session not found\"}}";
+
+    ck_assert(mcp_jsonrpc_is_error_message(pool, err, sizeof(err) - 1));
+    ck_assert(!mcp_jsonrpc_is_error_message(pool, "<h1>Not Found</h1>", 18));
+    ck_assert(!mcp_jsonrpc_is_error_message(pool, "", 0));
+    ck_assert(!mcp_jsonrpc_is_error_message(pool, "{\"error\":\"x\"}", 13));
+}
+END_TEST
+
 START_TEST(reply_id)
 {
     mcp_jsonrpc_body_t *body;
@@ -279,6 +336,9 @@ static Suite *jsonrpc_suite(void)
     tcase_add_test(tc, batch_counts);
     tcase_add_test(tc, single_request_helpers);
     tcase_add_test(tc, error_body_shape);
+    tcase_add_test(tc, error_body_with_invalid_utf8_is_valid_json);
+    tcase_add_test(tc, parse_value_reasons);
+    tcase_add_test(tc, is_error_message);
     tcase_add_test(tc, reply_id);
     tcase_add_test(tc, get_string);
     tcase_add_test(tc, target_names);

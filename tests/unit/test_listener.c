@@ -691,7 +691,7 @@ START_TEST(test_garbage_ignored)
 {
     static const char *garbage[] = {
         "", "abc", "0", "00", "-7", "+7", " 7", "7 ", "07", "7abc", "7\n", "1e3", "0x7", "7.0",
-        "12abc", "9223372036854775808", "99999999999999999999999", "\xe2\x80\x8b" "7"
+        "12abc", "9223372036854775808", "99999999999999999999999", ("\xe2\x80\x8b" "7")
     };
     mcp_router_t *r = mcp_router_create(pool, 8);
     tb *t = tb_new("mcp_garbage", pg_port);

@@ -26,9 +26,9 @@
 size_t __sanitizer_get_current_allocated_bytes(void);
 #else
 #include <malloc.h>
+#endif
 
 #include "unit_main.h"
-#endif
 
 static apr_pool_t *pool;
 
@@ -464,6 +464,53 @@ START_TEST(test_parse_comments)
     CHECK_PARSE("data: a\n:\n\n", "~/0/message/-1/a;rc=0");
     /* " :x" is a field named " " (ignored), not a comment; still not blank */
     CHECK_PARSE("data: a\n :x\ndata: b\n\n", "~/0/message/-1/a\\nb;rc=0");
+}
+END_TEST
+
+static int tally_cb(void *baton, const mcp_sse_event_t *ev)
+{
+    (void)ev;
+    (*(int *)baton)++;
+    return 0;
+}
+
+/* Feeds s byte by byte and whole; the idle count must not depend on the split. */
+static void check_idle(const char *s, apr_uint64_t idle, int in_event)
+{
+    apr_size_t n = strlen(s), i;
+    int split, count = 0;
+
+    for (split = 0; split < 2; split++) {
+        mcp_sse_parser_t *ps = mcp_sse_parser_create(pool, 1024, tally_cb, &count);
+        if (split) {
+            for (i = 0; i < n; i++) {
+                ck_assert_int_eq(mcp_sse_parser_feed(ps, s + i, 1), 0);
+            }
+        }
+        else {
+            ck_assert_int_eq(mcp_sse_parser_feed(ps, s, n), 0);
+        }
+        ck_assert_msg(mcp_sse_parser_idle_bytes(ps) == idle, "%s (split %d): idle %lu, not %lu",
+                      s, split, (unsigned long)mcp_sse_parser_idle_bytes(ps),
+                      (unsigned long)idle);
+        ck_assert_int_eq(mcp_sse_parser_in_event(ps) != 0, in_event);
+    }
+}
+
+START_TEST(test_parse_idle_bytes_and_partial_event)
+{
+    check_idle("", 0, 0);
+    check_idle(": ping\n", 7, 0);
+    check_idle(": ping\n: ping\n\n\n", 16, 0);
+    check_idle("data: a\n\n", 0, 0);
+    check_idle("data: a\n\n: x\n", 4, 0);
+    check_idle("data: a\n\ndata: b", 7, 1);
+    check_idle("data: a\n\ndata: b\n", 8, 1);
+    check_idle("data: a\n\nid: 3\n\n", 7, 0);      /* an id-only block dispatches nothing */
+    check_idle("\xef\xbb\xbf: x\n", 7, 0);          /* the BOM counts too */
+    check_idle("\xef\xbb\xbf" "data: a\n\n", 0, 0);
+    check_idle(": a very long comment without its end", 37, 0);
+    check_idle("event: x", 8, 1);
 }
 END_TEST
 
@@ -1108,6 +1155,7 @@ static Suite *sse_suite(void)
     tcase_add_test(tc, test_parse_field_syntax);
     tcase_add_test(tc, test_parse_nul_bytes);
     tcase_add_test(tc, test_parse_comments);
+    tcase_add_test(tc, test_parse_idle_bytes_and_partial_event);
     tcase_add_test(tc, test_parse_priming_event);
     tcase_add_test(tc, test_parse_retry);
     tcase_add_test(tc, test_parse_retry_accessor);

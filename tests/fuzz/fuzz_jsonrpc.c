@@ -1,0 +1,141 @@
+/* libFuzzer harness for mcp_jsonrpc: the parser and classifier of untrusted request bodies and
+ * backend messages.
+ *
+ * Each input is a body as a client could POST it (any bytes, NULs included). Checked:
+ *  1. mcp_jsonrpc_parse keeps its contract: a reason exactly when it fails, *out set on OK and
+ *     INVALID and not on PARSE, counts that add up, every message valid on OK;
+ *  2. mcp_jsonrpc_parse_value accepts exactly the bodies mcp_jsonrpc_parse does not refuse as
+ *     unparsable;
+ *  3. a parsed body written out again (mcp_jsonrpc_to_string, as the gateway writes JSON)
+ *     parses again to the same classification — what the gateway writes, it can read;
+ *  4. every message's reply id makes an error body that parses as a JSON-RPC error carrying
+ *     that id; find_method and is_single_request agree with the classification.
+ */
+
+#include "fuzz.h"
+
+#include <json-c/json.h>
+
+#include "mcp_jsonrpc.h"
+
+static void check_body(apr_pool_t *p, const mcp_jsonrpc_body_t *b)
+{
+    int i, req = 0, note = 0, resp = 0, bad = 0;
+
+    FUZZ_CHECK(b->count >= 0);
+    FUZZ_CHECK(b->count == 0 || b->msgs);
+    for (i = 0; i < b->count; i++) {
+        const mcp_jsonrpc_msg_t *m = &b->msgs[i];
+        json_object *rid;
+        const char *err;
+        mcp_jsonrpc_body_t *eb;
+        const char *why;
+
+        switch (m->kind) {
+        case MCP_MSG_REQUEST:
+            req++;
+            FUZZ_CHECK(m->method && *m->method && m->id);
+            FUZZ_CHECK(strlen(m->method) == (size_t)json_object_get_string_len(
+                                                json_object_object_get(m->obj, "method")));
+            FUZZ_CHECK(mcp_jsonrpc_find_method(b, m->method) >= 0
+                       && mcp_jsonrpc_find_method(b, m->method) <= i);
+            break;
+        case MCP_MSG_NOTIFICATION:
+            note++;
+            FUZZ_CHECK(m->method && *m->method && !m->id);
+            break;
+        case MCP_MSG_RESPONSE:
+            resp++;
+            FUZZ_CHECK(!m->method && m->id);
+            break;
+        case MCP_MSG_ERROR:
+            resp++;
+            FUZZ_CHECK(!m->method);     /* id may be JSON null, which json-c holds as NULL */
+            break;
+        default:
+            bad++;
+            FUZZ_CHECK(m->invalid_reason && *m->invalid_reason);
+            break;
+        }
+
+        rid = mcp_jsonrpc_reply_id(m);
+        FUZZ_CHECK(!rid || json_object_is_type(rid, json_type_string)
+                   || json_object_is_type(rid, json_type_int));
+        err = mcp_jsonrpc_error_body(p, rid, MCP_JSONRPC_INVALID_REQUEST, "fuzz", NULL);
+        FUZZ_CHECK(err);
+        FUZZ_CHECK(mcp_jsonrpc_parse(p, err, strlen(err), &eb, &why) == MCP_JSONRPC_OK);
+        FUZZ_CHECK(eb->count == 1 && eb->msgs[0].kind == MCP_MSG_ERROR);
+        if (rid)
+            FUZZ_CHECK(json_object_equal(eb->msgs[0].id, rid));
+        else
+            FUZZ_CHECK(json_object_is_type(eb->msgs[0].id, json_type_null));
+    }
+    FUZZ_CHECK(req == b->n_requests && note == b->n_notifications && resp == b->n_responses
+               && bad == b->n_invalid);
+    FUZZ_CHECK(mcp_jsonrpc_is_single_request(b, "initialize")
+               == (!b->is_batch && b->count == 1 && b->msgs[0].kind == MCP_MSG_REQUEST
+                   && !strcmp(b->msgs[0].method, "initialize")));
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    apr_pool_t *p;
+    mcp_jsonrpc_body_t *body = NULL, *again = NULL;
+    const char *reason = NULL, *reason2 = NULL, *text;
+    mcp_jsonrpc_status_t st, st2;
+    apr_size_t len;
+    int i;
+
+    apr_pool_create(&p, fuzz_root());
+
+    st = mcp_jsonrpc_parse(p, (const char *)data, size, &body, &reason);
+    switch (st) {
+    case MCP_JSONRPC_OK:
+        FUZZ_CHECK(body && !reason && body->count >= 1 && body->n_invalid == 0);
+        check_body(p, body);
+        break;
+    case MCP_JSONRPC_ERR_INVALID:
+        FUZZ_CHECK(body && reason && *reason);
+        check_body(p, body);
+        break;
+    case MCP_JSONRPC_ERR_PARSE:
+        FUZZ_CHECK(!body && reason && *reason);
+        break;
+    default:
+        FUZZ_CHECK(!"unknown status");
+    }
+
+    /* parse_value: the same strict parser, without the classification */
+    if (st == MCP_JSONRPC_ERR_PARSE) {
+        FUZZ_CHECK(mcp_jsonrpc_parse_value(p, (const char *)data, size) == NULL);
+    }
+    else if (body->root) {
+        json_object *v = mcp_jsonrpc_parse_value(p, (const char *)data, size);
+        FUZZ_CHECK(v && json_object_equal(v, body->root));
+    }
+
+    /* written out as the gateway writes JSON, it reads back the same */
+    if (st != MCP_JSONRPC_ERR_PARSE && body->root) {
+        text = mcp_jsonrpc_to_string(p, body->root, &len);
+        FUZZ_CHECK(text && strlen(text) == len);
+        FUZZ_CHECK(!memchr(text, '\n', len));
+        st2 = mcp_jsonrpc_parse(p, text, len, &again, &reason2);
+        FUZZ_CHECK(st2 == st);
+        FUZZ_CHECK(again->count == body->count && again->is_batch == body->is_batch);
+        for (i = 0; i < body->count; i++)
+            FUZZ_CHECK(again->msgs[i].kind == body->msgs[i].kind);
+        FUZZ_CHECK(json_object_equal(again->root, body->root));
+    }
+
+    /* each element of a batch, classified on its own, is classified the same */
+    if (body && body->is_batch) {
+        for (i = 0; i < body->count; i++) {
+            mcp_jsonrpc_msg_t m;
+            mcp_jsonrpc_classify(body->msgs[i].obj, &m);
+            FUZZ_CHECK(m.kind == body->msgs[i].kind);
+        }
+    }
+
+    apr_pool_destroy(p);
+    return 0;
+}
