@@ -106,12 +106,22 @@ def write_report(res, bench_dir, work, quick):
                 waits[k] = waits.get(k, 0) + v
         tot = sum(waits.values()) or 1
         lock = waits.get("Lock:object", 0) / tot
-        w(f"* **The limit is PostgreSQL, and within it the schema's NOTIFY triggers**: at "
-          f"concurrency 32, {lock:.0%} of the samples of active database sessions wait on "
-          f"`Lock:object` — the database-wide lock PostgreSQL takes at commit of every transaction "
-          f"that issued NOTIFY, held through the WAL flush, so those commits happen one at a time. "
-          f"With the triggers disabled (attribution only: cross-process wake-ups then stop) mod_mcp "
-          f"does {fmt(med(a_nonotify))} calls/s instead of {fmt(med(a_ship))} "
+        top = sorted(((v, k) for k, v in waits.items()), reverse=True)[:3]
+        top_text = ", ".join(f"`{k}` {v / tot:.0%}" for v, k in top)
+        if lock >= 0.5:
+            w(f"* **The limit is PostgreSQL, and within it the schema's NOTIFY triggers**: at "
+              f"concurrency 32, {lock:.0%} of the samples of active database sessions wait on "
+              f"`Lock:object` — the database-wide lock PostgreSQL takes at commit of every "
+              f"transaction that issued NOTIFY, held through the WAL flush, so those commits "
+              f"happen one at a time.")
+        else:
+            w(f"* **What active database sessions do at concurrency 32**: {top_text} "
+              f"(`Lock:object`, the notify lock: {lock:.0%}). `LWLock:WALWrite` is a commit "
+              f"waiting for another backend's WAL flush (PostgreSQL's own group commit): with "
+              f"synchronous commit the gateway's transactions per second are bound by the "
+              f"disk's flushes per second times the commits each flush carries.")
+        w(f"* Attribution: with the NOTIFY triggers disabled (cross-process wake-ups then stop) "
+          f"mod_mcp does {fmt(med(a_nonotify))} calls/s instead of {fmt(med(a_ship))} "
           f"(×{fmt(med(a_nonotify) / med(a_ship), 2)}); with synchronous_commit off "
           f"{fmt(med(a_sync))} (×{fmt(med(a_sync) / med(a_ship), 2)}).")
     if sg8 and gse8:
