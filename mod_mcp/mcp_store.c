@@ -563,8 +563,13 @@ static mcp_store_status_t streams_end(mcp_store_t *db, apr_pool_t *p, const char
         "                         || ',\"error\":{\"code\":' || $3::int || ',\"message\":'"
         "                         || to_json($2::text)::text || '}}' AS t) a"
         "   ORDER BY i.stream_id, i.ord"
+        /* Their owners watch them (a relay stops when its stream ended elsewhere): every stream
+         * ended here is notified, followed or not (the status trigger only notifies followed
+         * ones, so that an owner's own finish takes no notify lock). */
+        "), woken AS ("
+        "  SELECT pg_notify('mcp_events', id::text) FROM ended"
         ")"
-        "SELECT count(*) FROM ended";
+        "SELECT (SELECT count(*) FROM ended), (SELECT count(*) FROM woken)";
     const char *args[3];
     mcp_store_status_t rv;
     apr_int64_t n = 0;
@@ -920,9 +925,13 @@ mcp_store_status_t mcp_store_stream_open_standalone_admitted(
     mcp_store_refusal_t *refused)
 {
     static const char close_stale[] =
-        "UPDATE mcp.streams SET status = 'closed', completed_at = now()"
-        " WHERE session_id = $1 AND kind = 'standalone' AND status = 'open'"
-        "   AND lease_until < now()";
+        "WITH c AS ("
+        "  UPDATE mcp.streams SET status = 'closed', completed_at = now()"
+        "   WHERE session_id = $1 AND kind = 'standalone' AND status = 'open'"
+        "     AND lease_until < now()"
+        "  RETURNING id"
+        ")"
+        "SELECT pg_notify('mcp_events', id::text) FROM c";   /* for its owner, if alive */
     static const char sql[] =
         "WITH a AS ("
         "  SELECT mcp.admit_stream($1, $2, 0, $3::int, $4::int, 0) AS refused"

@@ -235,7 +235,9 @@ $$;
 -- under a FOR KEY SHARE lock of the same row (the lock its foreign key check takes anyway): a
 -- writer that locked the row first commits before the follower's registration does (the follower
 -- then reads its rows), a writer that comes later sees the flag and notifies. Status changes
--- notify through the row trigger below, under the UPDATE's own row lock, when the flag is set.
+-- notify through the row trigger below, under the UPDATE's own row lock, when the flag is set;
+-- the statements that end streams on behalf of others (a session's DELETE, a lease taken over,
+-- a stale standalone stream) notify every stream they end, for its owner.
 ALTER TABLE mcp.streams ADD COLUMN IF NOT EXISTS followed boolean NOT NULL DEFAULT false;
 
 DROP TRIGGER IF EXISTS events_notify ON mcp.events;
