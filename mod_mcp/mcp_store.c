@@ -237,12 +237,19 @@ mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *wh
 {
     apr_time_t deadline = apr_time_now() + db->patience;
 
+    db->deadline = db->patience > 0 ? deadline : 0;
     for (;;) {
         mcp_store_fault_t fault = MCP_STORE_FAULT_RETRY;
         const char *err = NULL, *state = NULL;
         PGresult *res = NULL;
         PGconn *conn = db->lender->borrow(db, &err);
         int broken = 1;
+
+        if (!conn && db->fatal) {
+            db->sqlstate = NULL;
+            db->error = apr_psprintf(p, "%s: %s", what, db->fatal);
+            return MCP_STORE_UNAVAILABLE;
+        }
 
         if (conn) {
             /* One statement takes at most the statement timeout, and no longer than the
@@ -291,6 +298,43 @@ mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *wh
                                                      : apr_time_from_msec(100));
         }
     }
+}
+
+/* One parameterless query on conn for an integer (the first column of its one row; NULL: 0). */
+static int query_int(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *sql,
+                     const char **err, int *broken)
+{
+    apr_time_t now = apr_time_now();
+    apr_time_t until = db->statement_timeout > 0 ? now + db->statement_timeout : 0;
+    PGresult *res;
+
+    if (db->deadline && (!until || until > db->deadline)) {
+        until = db->deadline > now ? db->deadline : now + 1000;
+    }
+    res = run(db, p, conn, sql, 0, NULL, until, err, broken);
+    int v = -1;
+
+    if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+        v = PQgetisnull(res, 0, 0) ? 0 : atoi(PQgetvalue(res, 0, 0));
+    }
+    else if (res) {
+        *err = trimmed(p, PQresultErrorMessage(res));
+    }
+    PQclear(res);
+    return v;
+}
+
+int mcp_store_schema_version(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char **err,
+                             int *broken)
+{
+    static const char which[] =
+        "SELECT CASE WHEN to_regclass('mcp.sessions') IS NULL THEN 0"
+        "            WHEN to_regclass('mcp.schema_version') IS NULL THEN 1"
+        "            ELSE -2 END";
+    static const char versioned[] = "SELECT max(version) FROM mcp.schema_version";
+    int v = query_int(db, p, conn, which, err, broken);
+
+    return v == -2 && !*broken ? query_int(db, p, conn, versioned, err, broken) : v;
 }
 
 /* A column of a row of a result (valid as long as the result, so as p); NULL for SQL NULL. */
@@ -1138,6 +1182,33 @@ mcp_store_status_t mcp_store_totals(mcp_store_t *db, apr_pool_t *p, mcp_store_to
         out->open_request_streams = apr_atoi64(PQgetvalue(res, 0, 1));
         out->open_standalone_streams = apr_atoi64(PQgetvalue(res, 0, 2));
         out->followers = apr_atoi64(PQgetvalue(res, 0, 3));
+    }
+    return MCP_STORE_OK;
+}
+
+/* ---- retention -------------------------------------------------------------------------- */
+
+mcp_store_status_t mcp_store_maintain(mcp_store_t *db, apr_pool_t *p, long retention_secs,
+                                      int ahead, mcp_store_maintained_t *out)
+{
+    /* A procedure that commits after each step (sql/retention.sql): never inside a
+     * transaction block, which this one statement is not. */
+    static const char sql[] = "CALL mcp.maintain(make_interval(secs => $1::bigint), $2::int)";
+    const char *args[2];
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    memset(out, 0, sizeof(*out));
+    args[0] = retention_secs >= 0 ? apr_ltoa(p, retention_secs) : NULL;
+    args[1] = int_text(p, ahead);
+    if ((rv = mcp_store_exec(db, p, "maintaining partitions (mcp.maintain)", sql, NARGS(args),
+                             args, &res)) != MCP_STORE_OK) {
+        return rv;
+    }
+    if (PQntuples(res) == 1 && PQnfields(res) == 3) {
+        out->created = atoi(PQgetvalue(res, 0, 0));
+        out->dropped = atoi(PQgetvalue(res, 0, 1));
+        out->deleted = apr_atoi64(PQgetvalue(res, 0, 2));
     }
     return MCP_STORE_OK;
 }

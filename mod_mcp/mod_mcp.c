@@ -107,6 +107,40 @@ static void sweep_sessions(server_rec *s, apr_pool_t *pool)
     }
 }
 
+/* ---- retention: the day partitions of mcp.events (sql/retention.sql) ----------------------- */
+
+/* How often the sweep runs the retention job (the first sweep runs it at once). */
+#define MCP_MAINTAIN_EVERY apr_time_from_sec(600)
+/* Days of partitions made ahead. */
+#define MCP_PARTITIONS_AHEAD 3
+
+static void maintain(server_rec *s, apr_pool_t *pool)
+{
+    static apr_time_t next;   /* the sweep is one thread per host */
+    apr_interval_time_t retention = mcp_config_retention(s);
+    mcp_store_maintained_t done;
+    mcp_store_t *db;
+    mcp_store_status_t st;
+
+    if (apr_time_now() < next) {
+        return;
+    }
+    db = mcp_db_server(pool, s, 0);
+    st = mcp_store_maintain(db, pool, retention < 0 ? -1 : (long)apr_time_sec(retention),
+                            MCP_PARTITIONS_AHEAD, &done);
+    if (st != MCP_STORE_UNAVAILABLE) {   /* an outage: the next sweep tries again */
+        next = apr_time_now() + MCP_MAINTAIN_EVERY;
+    }
+    if (st == MCP_STORE_REFUSED) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "retention: %s", db->error);
+    }
+    else if (st == MCP_STORE_OK && (done.created || done.dropped || done.deleted)) {
+        ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s, "retention: made %d day partition(s) ahead, "
+                     "dropped %d expired one(s), deleted %" APR_INT64_T_FMT " row(s) of streams "
+                     "and sessions after them", done.created, done.dropped, done.deleted);
+    }
+}
+
 static apr_status_t sweep(int state, void *data, apr_pool_t *pool)
 {
     server_rec *s = data;
@@ -130,6 +164,7 @@ static apr_status_t sweep(int state, void *data, apr_pool_t *pool)
                      "stopped renewing its lease", finished);
     }
     sweep_sessions(s, pool);
+    maintain(s, pool);
     return APR_SUCCESS;
 }
 

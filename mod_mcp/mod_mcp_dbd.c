@@ -228,6 +228,84 @@ static void remember_params(PGconn *conn)
     apr_thread_mutex_unlock(gate.lock);
 }
 
+/* ---- the schema's version: checked on a child's first connection ------------------------- */
+
+/* httpd may start before the database can be reached, so the check is not made at start-up but
+ * on the first connection a child borrows; once it matched, never again. While it does not
+ * match, every statement fails at once (the client gets 503 naming both versions) and the
+ * version is read again at most once a second, so an upgrade is noticed without a restart. */
+static struct {
+    volatile int ok;       /* the version matched                                  */
+    int          found;    /* the version last read, -1: none yet                  */
+    apr_time_t   next;     /* when to read it again                                */
+    int          logged;   /* the version last logged                              */
+} schema = { 0, -1, 0, -1 };
+
+static const char *schema_problem(apr_pool_t *p, int v)
+{
+    if (v == 0) {
+        return "the database holds no mod_mcp schema: load sql/schema.sql into it";
+    }
+    if (v < MCP_STORE_SCHEMA_VERSION) {
+        return apr_psprintf(p, "the database schema is version %d, this mod_mcp needs version "
+                            "%d: upgrade it with sql/upgrade.sql", v, MCP_STORE_SCHEMA_VERSION);
+    }
+    return apr_psprintf(p, "the database schema is version %d, newer than version %d that this "
+                        "mod_mcp understands: run the mod_mcp release that upgraded it", v,
+                        MCP_STORE_SCHEMA_VERSION);
+}
+
+/* Non-zero when conn's database has the schema this build needs; otherwise db->fatal (a schema
+ * it does not understand) or *err (the version could not be read: a connection fault). */
+static int schema_matches(mcp_store_t *db, PGconn *conn, const char **err)
+{
+    lender_t *l = db->baton;
+    apr_time_t now = apr_time_now();
+    int v, broken = 0, cached = 0;
+
+    if (schema.ok) {
+        return 1;
+    }
+    if (gate.lock) {
+        apr_thread_mutex_lock(gate.lock);
+    }
+    if (schema.found >= 0 && now < schema.next) {
+        v = schema.found;
+        cached = 1;
+    }
+    if (gate.lock) {
+        apr_thread_mutex_unlock(gate.lock);
+    }
+    if (!cached) {
+        if ((v = mcp_store_schema_version(db, l->pool, conn, err, &broken)) < 0) {
+            return 0;
+        }
+        if (gate.lock) {
+            apr_thread_mutex_lock(gate.lock);
+        }
+        schema.found = v;
+        schema.next = now + apr_time_from_sec(1);
+        schema.ok = v == MCP_STORE_SCHEMA_VERSION;
+        if (!schema.ok && schema.logged != v) {
+            schema.logged = v;
+            ap_log_error(APLOG_MARK, APLOG_ERR, 0, l->s, "refusing to use the database: %s; "
+                         "every MCP request is answered 503 until it is", schema_problem(l->pool, v));
+        }
+        else if (schema.ok && schema.logged >= 0) {
+            ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, l->s, "the database schema is version %d "
+                         "now; requests go on", v);
+        }
+        if (gate.lock) {
+            apr_thread_mutex_unlock(gate.lock);
+        }
+        if (schema.ok) {
+            return 1;
+        }
+    }
+    db->fatal = schema_problem(l->pool, v);
+    return 0;
+}
+
 static PGconn *borrow(mcp_store_t *db, const char **err)
 {
     lender_t *l = db->baton;
@@ -256,6 +334,11 @@ static PGconn *borrow(mcp_store_t *db, const char **err)
     }
     revive_if_broken(conn);
     remember_params(conn);
+    if (!schema_matches(db, conn, err)) {
+        dbd_close_fn(l->s, l->dbd);
+        l->dbd = NULL;
+        return NULL;
+    }
     l->since = apr_time_now();
     mcp_status_db_in_use(1);
     return conn;
@@ -326,7 +409,10 @@ void mcp_db_answer(request_rec *r, const mcp_store_t *db, mcp_store_status_t st,
     if (st == MCP_STORE_UNAVAILABLE) {
         *http = HTTP_SERVICE_UNAVAILABLE;
         *code = MCP_JSONRPC_UNAVAILABLE;
-        *message = "Service Unavailable: the session store is unavailable; try again shortly";
+        *message = db->fatal ? apr_pstrcat(r->pool, "Service Unavailable: the session store "
+                                           "cannot be used: ", db->fatal, NULL)
+                             : "Service Unavailable: the session store is unavailable; try "
+                               "again shortly";
         ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "%s", db->error);
         return;
     }
