@@ -3,8 +3,10 @@
  * Pure code: no httpd headers. A store handle (mcp_store_t) knows how to borrow a libpq
  * connection (its lender: mod_mcp lends mod_dbd's pooled connections) and carries the caller's
  * retry policy, so every mcp_store_* call is one complete piece of work: borrow, run one
- * statement with bound parameters (PQexecParams, no server-side prepared statement that a
- * PostgreSQL restart could take away), give the connection back, read the rows.
+ * statement with bound parameters, give the connection back, read the rows. Statements run as
+ * named prepared statements of the connection (parsed and planned once per connection): one
+ * that the connection lacks (a new or reset connection, a restarted database) is prepared on
+ * first use there, so nothing depends on what a PostgreSQL restart takes away.
  *
  * Failures are classified here and only here (mcp_store_classify):
  *   - connection-class (SQLSTATE 08xxx, 57P01-57P03, 53xxx, 57014, 40001, 40P01, a lost
@@ -84,7 +86,7 @@ void mcp_store_init(mcp_store_t *db, const mcp_store_lender_t *lender, void *bat
 
 /* The schema version this build's statements are written for (sql/schema.sql records it in
  * mcp.schema_version; sql/upgrade.sql brings an older database to it). */
-#define MCP_STORE_SCHEMA_VERSION 4
+#define MCP_STORE_SCHEMA_VERSION 5
 
 /* The schema version of the database conn (a connection db's lender is lending) is connected to:
  * the highest in mcp.schema_version; 1 when that table does not exist but mcp.sessions does, 0

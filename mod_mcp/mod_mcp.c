@@ -8,10 +8,12 @@
 #include <http_log.h>
 #include <http_protocol.h>
 #include <http_core.h>
+#include <http_request.h>
 #include <ap_mpm.h>
 #include <util_cfgtree.h>
 #include <apr_strings.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <mod_watchdog.h>
@@ -354,8 +356,35 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
     }
 }
 
+/* An MCP endpoint (SetHandler mcp) maps to no file: skip core's directory and file walk (a
+ * stat() and an .htaccess open() per path element) as mod_proxy does for its URLs. core resets
+ * the configuration to the server's before map_to_storage runs, so translate_name (which still
+ * sees the <Location> sections) notes whether the request is for the mcp handler. <Location>
+ * sections apply as before (core walks them again after map_to_storage); TRACE is left to core. */
+static const char mcp_endpoint_note[] = "mcp-endpoint";
+
+static int mcp_translate_name(request_rec *r)
+{
+    core_dir_config *d = ap_get_core_module_config(r->per_dir_config);
+    const char *err = NULL, *handler;
+
+    if (r->method_number != M_TRACE && d && d->expr_handler
+        && (handler = ap_expr_str_exec(r, d->expr_handler, &err)) && !err
+        && strcmp(handler, "mcp") == 0) {
+        apr_table_setn(r->notes, mcp_endpoint_note, "1");
+    }
+    return DECLINED;
+}
+
+static int mcp_map_to_storage(request_rec *r)
+{
+    return apr_table_get(r->notes, mcp_endpoint_note) ? OK : DECLINED;
+}
+
 static void mcp_register_hooks(apr_pool_t *p)
 {
+    ap_hook_translate_name(mcp_translate_name, NULL, NULL, APR_HOOK_FIRST);
+    ap_hook_map_to_storage(mcp_map_to_storage, NULL, NULL, APR_HOOK_FIRST);
     ap_hook_post_config(mcp_post_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_child_init(mcp_child_init, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_handler(mcp_handler, NULL, NULL, APR_HOOK_MIDDLE);

@@ -118,27 +118,19 @@ BEGIN
 END
 $$;
 
--- Wake-ups for followers in other processes and on other hosts: every statement that stores
--- outbound messages on a stream, and every change of a stream's status, notifies channel
--- mcp_events with the stream id. A notification is only a wake-up (delivered at commit); the
--- tables are the truth. Each transaction that notifies takes PostgreSQL's database-wide notify
--- lock through its commit, so the gateway notifies once per stored batch and stores a stream's
--- last messages and its end in one transaction (identical notifications of one transaction
--- are folded into one). Inbound rows and priming rows wake nobody: no follower reads them.
-CREATE OR REPLACE FUNCTION mcp.notify_stream_events() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('mcp_events', d.stream_id::text)
-       FROM (SELECT DISTINCT stream_id FROM new_events
-              WHERE stream_id IS NOT NULL AND direction = 'out' AND kind = 'message') AS d;
-    RETURN NULL;
-END
-$$;
-
-CREATE OR REPLACE TRIGGER events_notify
-    AFTER INSERT ON mcp.events REFERENCING NEW TABLE AS new_events
-    FOR EACH STATEMENT EXECUTE FUNCTION mcp.notify_stream_events();
-
+-- Wake-ups for followers in other processes and on other hosts, on channel mcp_events with the
+-- stream id. A notification is only a wake-up (delivered at commit); the tables are the truth.
+-- Each transaction that notifies takes PostgreSQL's database-wide notify lock through its commit,
+-- so only streams that someone follows are notified: a follower sets mcp.streams.followed (under
+-- the stream row's FOR UPDATE lock) in the transaction that registers it, and reads the stream
+-- only after that commit. Every statement that stores outbound messages on a stream reads the flag
+-- under a FOR KEY SHARE lock of the same row (the lock its foreign key check takes anyway): a
+-- writer that locked the row first commits before the follower's registration does (the follower
+-- then reads its rows), a writer that comes later sees the flag and notifies. Status changes
+-- notify through the row trigger below, under the UPDATE's own row lock, when the flag is set;
+-- the statements that end streams on behalf of others (a session's DELETE, a lease taken over,
+-- a stale standalone stream) notify every stream they end, for its owner. (No trigger on
+-- mcp.events: schema version 5 dropped events_notify, sql/migrations/005.)
 CREATE OR REPLACE FUNCTION mcp.notify_stream_status() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -149,5 +141,5 @@ $$;
 
 CREATE OR REPLACE TRIGGER streams_notify
     AFTER UPDATE OF status ON mcp.streams
-    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status AND NEW.followed)
     EXECUTE FUNCTION mcp.notify_stream_status();

@@ -28,7 +28,8 @@ INSERT INTO mcp.schema_version (version, description) VALUES
     (1, 'sessions, streams, events, audit views'),
     (2, 'byte-exact message texts, admission limits, followers'),
     (3, 'mcp.events partitioned by day of the stream''s start; retention (mcp.maintain)'),
-    (4, 'each session''s idle timeout; mcp.json_pg_safe');
+    (4, 'each session''s idle timeout; mcp.json_pg_safe'),
+    (5, 'notify only followed streams (mcp.streams.followed)');
 
 -- One row per gateway session. The id is what clients send in Mcp-Session-Id;
 -- backend_session_id is what the backend issued (NULL for a stateless backend).
@@ -72,7 +73,8 @@ CREATE TABLE IF NOT EXISTS mcp.streams (
     owner         text,                   -- host:pid of the relaying process
     lease_until   timestamptz,
     created_at    timestamptz NOT NULL DEFAULT now(),
-    completed_at  timestamptz
+    completed_at  timestamptz,
+    followed      boolean     NOT NULL DEFAULT false  -- a follower registered (mcp_events wake-ups)
 );
 
 CREATE INDEX IF NOT EXISTS streams_session_idx ON mcp.streams (session_id, created_at);

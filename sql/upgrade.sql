@@ -36,6 +36,10 @@ SELECT :mcp_version < 4 AS mcp_need \gset
 \if :mcp_need
     \ir migrations/004-session-idle-timeout.sql
 \endif
+SELECT :mcp_version < 5 AS mcp_need \gset
+\if :mcp_need
+    \ir migrations/005-notify-followed.sql
+\endif
 
 BEGIN;
 \ir functions.sql
