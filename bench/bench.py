@@ -34,6 +34,7 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 LUA = os.path.join(BENCH, "mcp.lua")
 PROTO = "2025-11-25"
+JSON_PROTO = "2025-06-18"
 CLK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -229,9 +230,9 @@ def mcp_session(url, proto=PROTO):
     return sid
 
 
-def mcp_sessions(url, n, path, workers=8):
+def mcp_sessions(url, n, path, workers=8, proto=PROTO):
     with concurrent.futures.ThreadPoolExecutor(workers) as ex:
-        sids = list(ex.map(lambda _: mcp_session(url), range(n)))
+        sids = list(ex.map(lambda _: mcp_session(url, proto), range(n)))
     with open(path, "w") as f:
         f.write("\n".join(sids) + "\n")
     return sids
@@ -355,12 +356,13 @@ class Bench:
 
     # ---- load ------------------------------------------------------------------------------
 
-    def wrk(self, url, sessions_file, conc, dur, tool="echo", args='{"text":"hello"}', label=None):
+    def wrk(self, url, sessions_file, conc, dur, tool="echo", args='{"text":"hello"}', label=None,
+            proto=PROTO):
         threads = 1 if conc == 1 else 2
         # wrk takes whole seconds only
         cmd = ["wrk", "-t", str(threads), "-c", str(conc), "-d", f"{max(1, round(dur))}s",
                "--timeout", "10s",
-               "-s", LUA, url, "--", sessions_file, PROTO, tool, args, str(threads)]
+               "-s", LUA, url, "--", sessions_file, proto, tool, args, str(threads)]
         before, t0, opens0 = self.cpu.snapshot(), os.times(), tcp_active_opens()
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = p.communicate()
@@ -470,6 +472,8 @@ DBDMax 32
         self.sess = {}
         mcp_sessions(self.backend, 32, sf("backend"))
         mcp_sessions(self.gw, 32, sf("gw"))
+        # the JSON answer shape: a 2025-06-18 session gets application/json for a request
+        mcp_sessions(self.gw, 32, sf("gwjson"), proto=JSON_PROTO)
         mcp_sessions(self.gw2, 32, sf("gw2"))
         mcp_sessions(self.se_url, 8, sf("se"))
         mcp_sessions(self.gw_se, 8, sf("gwse"))
@@ -489,6 +493,19 @@ DBDMax 32
             c.execute(q, params)
             return c.fetchall() if c.description else None
 
+    def notify_triggers(self, on, table=None):
+        """Enables or disables the NOTIFY triggers that the schema has (events_notify is gone
+        since writers notify followed streams only; --tree may run an older schema)."""
+        for rel, trg in self.sql("SELECT c.relname, t.tgname FROM pg_trigger t JOIN pg_class c"
+                                 " ON c.oid = t.tgrelid WHERE t.tgname IN"
+                                 " ('events_notify', 'streams_notify')"):
+            if table is None or rel == table:
+                self.sql(f"ALTER TABLE mcp.{rel} {'ENABLE' if on else 'DISABLE'} TRIGGER {trg}")
+
+    def wal_lsn(self):
+        """Bytes of WAL written so far (its insert position)."""
+        return int(self.sql("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn")[0][0])
+
     def seq_value(self, name):
         return self.sql(f"SELECT last_value FROM {name}")[0][0]
 
@@ -503,25 +520,34 @@ DBDMax 32
         log("measurement 1: tools/call echo — backend alone, through mod_mcp, trivial handler")
         targets = [("backend", self.backend, self.sf("backend")),
                    ("mod_mcp", self.gw, self.sf("gw")),
-                   ("trivial", self.trivial, self.sf("gw"))]
+                   ("trivial", self.trivial, self.sf("gw")),
+                   ("mod_mcp-json", self.gw, self.sf("gwjson"))]
+        proto = lambda name: JSON_PROTO if name == "mod_mcp-json" else PROTO
         for name, url, sfile in targets:   # warm-up
-            self.wrk(url, sfile, 8, 1, label=name)
+            self.wrk(url, sfile, 8, 1, label=name, proto=proto(name))
         for rep in range(self.reps):
             for c in self.concs:
-                order = targets[rep % 3:] + targets[:rep % 3]
+                order = targets[rep % 4:] + targets[:rep % 4]
                 for name, url, sfile in order:
-                    if name == "mod_mcp":
+                    gw = name.startswith("mod_mcp")
+                    if gw:
                         ev0, st0, tx0 = (self.seq_value("mcp.events_id_seq"),
                                          self.seq_value("mcp.streams_id_seq"), self.next_xid())
-                        nt0 = self.notifies.count
-                    r = self.wrk(url, sfile, c, self.dur, label=name)
-                    if name == "mod_mcp":
+                        nt0, wal0 = self.notifies.count, self.wal_lsn()
+                    r = self.wrk(url, sfile, c, self.dur, label=name, proto=proto(name))
+                    if gw:
                         time.sleep(0.3)   # the last notifications on their way to the counter
                         secs = r["duration_us"] / 1e6
                         r["events_per_s"] = (self.seq_value("mcp.events_id_seq") - ev0) / secs
                         r["streams_per_s"] = (self.seq_value("mcp.streams_id_seq") - st0) / secs
                         r["commits_per_s"] = (self.next_xid() - tx0) / secs
                         r["notifies_per_s"] = (self.notifies.count - nt0) / secs
+                        r["wal_bytes_per_s"] = (self.wal_lsn() - wal0) / secs
+                    r["rss_kb"] = {
+                        "httpd": sum(proc_status(p)["rss_kb"] for p in
+                                     [self.httpd1_parent] + children(self.httpd1_parent)),
+                        "backend": proc_status(pidfile(self.env.get("MCP_BACKEND_PIDFILE", "")))
+                        ["rss_kb"]}
                     self.record("m1", f"{name}/{c}", r)
                     log(f"  rep {rep + 1} c={c:<2} {name:8s} {r['rps']:9.0f} req/s  "
                         f"p50 {r['p50_us'] / 1000:7.2f} ms  p99 {r['p99_us'] / 1000:7.2f} ms")
@@ -619,8 +645,7 @@ DBDMax 32
             for v in variants[rep % 3:] + variants[:rep % 3]:
                 try:
                     if v == "NOTIFY triggers disabled":
-                        self.sql("ALTER TABLE mcp.events DISABLE TRIGGER events_notify")
-                        self.sql("ALTER TABLE mcp.streams DISABLE TRIGGER streams_notify")
+                        self.notify_triggers(False)
                     elif v == "synchronous_commit off":
                         self.sql("ALTER SYSTEM SET synchronous_commit = off")
                         self.sql("SELECT pg_reload_conf()")
@@ -638,8 +663,7 @@ DBDMax 32
                     log(f"  rep {rep + 1} {v:26s} {r['rps']:7.0f} req/s  p50 "
                         f"{r['p50_us'] / 1000:6.2f} ms")
                 finally:
-                    self.sql("ALTER TABLE mcp.events ENABLE TRIGGER events_notify")
-                    self.sql("ALTER TABLE mcp.streams ENABLE TRIGGER streams_notify")
+                    self.notify_triggers(True)
                     self.sql("ALTER SYSTEM RESET synchronous_commit")
                     self.sql("SELECT pg_reload_conf()")
 
@@ -786,14 +810,14 @@ DBDMax 32
                 first = min(x[0] for x in first)
                 try:
                     if not notify:
-                        self.sql("ALTER TABLE mcp.events DISABLE TRIGGER events_notify")
+                        self.notify_triggers(False, "events")
                     before, t0 = self.cpu.snapshot(), os.times()
                     p = subprocess.run([self.a.pg_insert, self.env["MCP_PG"], sid, str(first),
                                         str(c), str(self.pg_dur), mode],
                                        text=True, capture_output=True)
                     after, t1 = self.cpu.snapshot(), os.times()
                 finally:
-                    self.sql("ALTER TABLE mcp.events ENABLE TRIGGER events_notify")
+                    self.notify_triggers(True, "events")
                 m = re.search(r"^BENCH (\{.*\})$", p.stdout, re.M)
                 if p.returncode != 0 or not m:
                     raise BenchError(f"pg_insert failed: {p.stdout}{p.stderr}")

@@ -106,12 +106,22 @@ def write_report(res, bench_dir, work, quick):
                 waits[k] = waits.get(k, 0) + v
         tot = sum(waits.values()) or 1
         lock = waits.get("Lock:object", 0) / tot
-        w(f"* **The limit is PostgreSQL, and within it the schema's NOTIFY triggers**: at "
-          f"concurrency 32, {lock:.0%} of the samples of active database sessions wait on "
-          f"`Lock:object` — the database-wide lock PostgreSQL takes at commit of every transaction "
-          f"that issued NOTIFY, held through the WAL flush, so those commits happen one at a time. "
-          f"With the triggers disabled (attribution only: cross-process wake-ups then stop) mod_mcp "
-          f"does {fmt(med(a_nonotify))} calls/s instead of {fmt(med(a_ship))} "
+        top = sorted(((v, k) for k, v in waits.items()), reverse=True)[:3]
+        top_text = ", ".join(f"`{k}` {v / tot:.0%}" for v, k in top)
+        if lock >= 0.5:
+            w(f"* **The limit is PostgreSQL, and within it the schema's NOTIFY triggers**: at "
+              f"concurrency 32, {lock:.0%} of the samples of active database sessions wait on "
+              f"`Lock:object` — the database-wide lock PostgreSQL takes at commit of every "
+              f"transaction that issued NOTIFY, held through the WAL flush, so those commits "
+              f"happen one at a time.")
+        else:
+            w(f"* **What active database sessions do at concurrency 32**: {top_text} "
+              f"(`Lock:object`, the notify lock: {lock:.0%}). `LWLock:WALWrite` is a commit "
+              f"waiting for another backend's WAL flush (PostgreSQL's own group commit): with "
+              f"synchronous commit the gateway's transactions per second are bound by the "
+              f"disk's flushes per second times the commits each flush carries.")
+        w(f"* Attribution: with the NOTIFY triggers disabled (cross-process wake-ups then stop) "
+          f"mod_mcp does {fmt(med(a_nonotify))} calls/s instead of {fmt(med(a_ship))} "
           f"(×{fmt(med(a_nonotify) / med(a_ship), 2)}); with synchronous_commit off "
           f"{fmt(med(a_sync))} (×{fmt(med(a_sync) / med(a_ship), 2)}).")
     if sg8 and gse8:
@@ -242,6 +252,36 @@ def write_report(res, bench_dir, work, quick):
       f"{fmt(max(med(col('m1', f'backend/{c}', 'rps')) for c in CONCS))} req/s; mod_mcp's best "
       f"is {fmt(peak)} calls/s, {peak / tmax:.1%} of what the client can drive. At those rates "
       "the client uses a fraction of a core (CPU column), so it does not limit mod_mcp.")
+    w("")
+
+    # ---- per call -----------------------------------------------------------------------------
+    w("### Cost per call through mod_mcp, both answer shapes")
+    w("")
+    w("SSE: a 2025-11-25 session (priming event, then the answer); JSON: a 2025-06-18 session "
+      "(`application/json`). PostgreSQL CPU per call is the CPU time of all postgres processes "
+      "(from /proc) divided by the calls; transactions are transaction ids used; NOTIFYs are "
+      "counted on a LISTEN connection; WAL bytes from the WAL insert position. These figures "
+      "hardly depend on the machine's load, unlike calls/s. RSS after the point: httpd (parent "
+      "and children) and the test backend.")
+    w("")
+    w("| concurrency | shape | calls/s | p50 ms | p99 ms | PG CPU ms/call | httpd CPU ms/call | "
+      "transactions/call | NOTIFYs/call | WAL bytes/call | httpd RSS MiB | backend RSS MiB |")
+    w("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for c in CONCS:
+        for t, shape in (("mod_mcp", "SSE"), ("mod_mcp-json", "JSON")):
+            rs = R("m1", f"{t}/{c}")
+            if not rs:
+                continue
+            per = lambda f: med([f(r) / r["rps"] for r in rs if r.get("rps")])
+            w(f"| {c} | {shape} | {cell([r['rps'] for r in rs])} | "
+              f"{ms([r['p50_us'] for r in rs])} | {ms([r['p99_us'] for r in rs])} | "
+              f"{fmt(per(lambda r: r['cpu'].get('postgres', 0) * 1000), 3)} | "
+              f"{fmt(per(lambda r: r['cpu'].get('httpd', 0) * 1000), 3)} | "
+              f"{fmt(per(lambda r: r.get('commits_per_s', 0)), 2)} | "
+              f"{fmt(per(lambda r: r.get('notifies_per_s', 0)), 2)} | "
+              f"{fmt(per(lambda r: r.get('wal_bytes_per_s', 0)))} | "
+              f"{fmt(med([r.get('rss_kb', {}).get('httpd', 0) / 1024 for r in rs]), 1)} | "
+              f"{fmt(med([r.get('rss_kb', {}).get('backend', 0) / 1024 for r in rs]), 1)} |")
     w("")
 
     # ---- attribution -------------------------------------------------------------------------

@@ -91,25 +91,27 @@ static const char *trimmed(apr_pool_t *p, const char *msg)
     return n ? apr_pstrmemdup(p, msg, n) : "unknown database error";
 }
 
-/* Sends the statement and reads its result without ever blocking longer than the statement
- * timeout: a database that stopped answering (SIGSTOP, a dropped network) costs at most that,
- * after which the connection is shut down (a cancel request would hang the same way). Returns
- * the result (possibly an error result), or NULL with *err when the connection failed;
- * *broken is set when the connection must not be used as it is. */
-static PGresult *run(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *sql, int n,
-                     const char *const *params, apr_time_t deadline, const char **err,
-                     int *broken)
+/* The name of the server-side prepared statement for a statement's text: "mcp_" and the
+ * text's 64-bit FNV-1a hash in hex (the store's statements are a fixed set of constants). */
+static void statement_name(const char *sql, char name[24])
+{
+    apr_uint64_t h = APR_UINT64_C(14695981039346656037);
+    const unsigned char *c;
+
+    for (c = (const unsigned char *)sql; *c; c++) {
+        h = (h ^ *c) * APR_UINT64_C(1099511628211);
+    }
+    apr_snprintf(name, 24, "mcp_%016" APR_UINT64_T_HEX_FMT, h);
+}
+
+/* Flushes what was sent and reads the result without ever blocking past the deadline (see
+ * run). Returns the first result, or NULL with *err and *broken. */
+static PGresult *await_result(mcp_store_t *db, apr_pool_t *p, PGconn *conn, apr_time_t deadline,
+                              const char **err, int *broken)
 {
     PGresult *res, *first = NULL;
     int rv;
 
-    *broken = 0;
-    /* Non-blocking while it is ours: sending a large statement to a server that stopped
-     * reading must not block either. */
-    if (PQsetnonblocking(conn, 1) != 0
-        || !PQsendQueryParams(conn, sql, n, NULL, params, NULL, NULL, 0)) {
-        goto failed;
-    }
     while ((rv = PQflush(conn)) == 1) {
         if (wait_socket(conn, POLLIN | POLLOUT, deadline) != 0) {
             goto timed_out;
@@ -145,7 +147,6 @@ static PGresult *run(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *s
         goto failed;
     }
     *broken = PQstatus(conn) != CONNECTION_OK;
-    PQsetnonblocking(conn, 0);   /* as the pool lent it */
     return first;
 
 timed_out:
@@ -154,7 +155,6 @@ timed_out:
      * seen broken (and reset by its pool) instead of answering late on someone else's turn. */
     shutdown(PQsocket(conn), SHUT_RDWR);
     PQconsumeInput(conn);
-    PQsetnonblocking(conn, 0);
     *broken = 1;
     *err = apr_psprintf(p, "no answer in time (MCPDatabaseTimeout %" APR_TIME_T_FMT " ms); "
                         "connection given up", apr_time_as_msec(db->statement_timeout));
@@ -163,8 +163,72 @@ timed_out:
 failed:
     *broken = 1;
     *err = trimmed(p, PQerrorMessage(conn));
-    PQsetnonblocking(conn, 0);
     return NULL;
+}
+
+/* Whether a result says that the named prepared statement does not exist on this connection. */
+static int not_prepared(PGresult *res)
+{
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+    return PQresultStatus(res) == PGRES_FATAL_ERROR && state && strcmp(state, "26000") == 0;
+}
+
+/* Runs the statement as a named prepared statement of this connection, so that PostgreSQL
+ * parses and plans it once per connection instead of once per call. A connection that does not
+ * have it yet (new, reset by its pool, or the database restarted) answers 26000: the statement
+ * is then prepared and run again, on the same connection. Each statement runs on its own (no
+ * transaction is open around it), so the refused first try changes nothing.
+ *
+ * Never blocks longer than the statement timeout: a database that stopped answering (SIGSTOP,
+ * a dropped network) costs at most that, after which the connection is shut down (a cancel
+ * request would hang the same way). Returns the result (possibly an error result), or NULL with
+ * *err when the connection failed; *broken is set when the connection must not be used as it
+ * is. */
+static PGresult *run(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *sql, int n,
+                     const char *const *params, apr_time_t deadline, const char **err,
+                     int *broken)
+{
+    PGresult *res = NULL;
+    char name[24];
+    int tries;
+
+    *broken = 0;
+    statement_name(sql, name);
+    /* Non-blocking while it is ours: sending a large statement to a server that stopped
+     * reading must not block either. */
+    if (PQsetnonblocking(conn, 1) != 0) {
+        *broken = 1;
+        *err = trimmed(p, PQerrorMessage(conn));
+        return NULL;
+    }
+    for (tries = 0; tries < 2; tries++) {
+        if (!PQsendQueryPrepared(conn, name, n, params, NULL, NULL, 0)) {
+            *broken = 1;
+            *err = trimmed(p, PQerrorMessage(conn));
+            res = NULL;
+            break;
+        }
+        if (!(res = await_result(db, p, conn, deadline, err, broken)) || !not_prepared(res)
+            || tries > 0) {
+            break;
+        }
+        PQclear(res);
+        if (!PQsendPrepare(conn, name, sql, n, NULL)) {
+            *broken = 1;
+            *err = trimmed(p, PQerrorMessage(conn));
+            res = NULL;
+            break;
+        }
+        if (!(res = await_result(db, p, conn, deadline, err, broken))
+            || PQresultStatus(res) != PGRES_COMMAND_OK) {
+            break;   /* the statement's own error (a syntax error is permanent) */
+        }
+        PQclear(res);
+        res = NULL;
+    }
+    PQsetnonblocking(conn, 0);   /* as the pool lent it */
+    return res;
 }
 
 mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *what,
@@ -173,12 +237,23 @@ mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *wh
 {
     apr_time_t deadline = apr_time_now() + db->patience;
 
+    db->deadline = db->patience > 0 ? deadline : 0;
     for (;;) {
         mcp_store_fault_t fault = MCP_STORE_FAULT_RETRY;
         const char *err = NULL, *state = NULL;
         PGresult *res = NULL;
-        PGconn *conn = db->lender->borrow(db, &err);
+        PGconn *conn;
         int broken = 1;
+
+        /* Waiting for a connection counts against the same bound as the statement. */
+        db->until = db->patience > 0 ? deadline
+                    : db->statement_timeout > 0 ? apr_time_now() + db->statement_timeout : 0;
+        conn = db->lender->borrow(db, &err);
+        if (!conn && db->fatal) {
+            db->sqlstate = NULL;
+            db->error = apr_psprintf(p, "%s: %s", what, db->fatal);
+            return MCP_STORE_UNAVAILABLE;
+        }
 
         if (conn) {
             /* One statement takes at most the statement timeout, and no longer than the
@@ -229,6 +304,43 @@ mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *wh
     }
 }
 
+/* One parameterless query on conn for an integer (the first column of its one row; NULL: 0). */
+static int query_int(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *sql,
+                     const char **err, int *broken)
+{
+    apr_time_t now = apr_time_now();
+    apr_time_t until = db->statement_timeout > 0 ? now + db->statement_timeout : 0;
+    PGresult *res;
+
+    if (db->deadline && (!until || until > db->deadline)) {
+        until = db->deadline > now ? db->deadline : now + 1000;
+    }
+    res = run(db, p, conn, sql, 0, NULL, until, err, broken);
+    int v = -1;
+
+    if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+        v = PQgetisnull(res, 0, 0) ? 0 : atoi(PQgetvalue(res, 0, 0));
+    }
+    else if (res) {
+        *err = trimmed(p, PQresultErrorMessage(res));
+    }
+    PQclear(res);
+    return v;
+}
+
+int mcp_store_schema_version(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char **err,
+                             int *broken)
+{
+    static const char which[] =
+        "SELECT CASE WHEN to_regclass('mcp.sessions') IS NULL THEN 0"
+        "            WHEN to_regclass('mcp.schema_version') IS NULL THEN 1"
+        "            ELSE -2 END";
+    static const char versioned[] = "SELECT max(version) FROM mcp.schema_version";
+    int v = query_int(db, p, conn, which, err, broken);
+
+    return v == -2 && !*broken ? query_int(db, p, conn, versioned, err, broken) : v;
+}
+
 /* A column of a row of a result (valid as long as the result, so as p); NULL for SQL NULL. */
 static const char *entry(PGresult *res, int row, int col)
 {
@@ -259,12 +371,19 @@ static mcp_store_status_t first_id(PGresult *res, apr_int64_t *out)
 
 /* ---- sessions ---------------------------------------------------------------------------- */
 
+/* A session's activity, recorded at most once a second: last_seen_at is indexed, so an update
+ * that changes it can never be HOT (new index entries, more WAL); one that keeps it can. */
+#define TOUCH_SESSION \
+    "last_seen_at = CASE WHEN last_seen_at < now() - interval '1 second' THEN now()" \
+    " ELSE last_seen_at END"
+
+
 mcp_store_status_t mcp_store_session_touch(mcp_store_t *db, apr_pool_t *p, const char *id,
                                            const char *principal, int idle_secs,
                                            mcp_store_session_t **out)
 {
     static const char sql[] =
-        "UPDATE mcp.sessions SET last_seen_at = now()"
+        "UPDATE mcp.sessions SET " TOUCH_SESSION
         " WHERE id = $1 AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM $3"
         "   AND ($2::int = 0 OR last_seen_at > now() - make_interval(secs => $2::int))"
         " RETURNING backend_url, backend_session_id, protocol_version";
@@ -492,8 +611,13 @@ static mcp_store_status_t streams_end(mcp_store_t *db, apr_pool_t *p, const char
         "                         || ',\"error\":{\"code\":' || $3::int || ',\"message\":'"
         "                         || to_json($2::text)::text || '}}' AS t) a"
         "   ORDER BY i.stream_id, i.ord"
+        /* Their owners watch them (a relay stops when its stream ended elsewhere): every stream
+         * ended here is notified, followed or not (the status trigger only notifies followed
+         * ones, so that an owner's own finish takes no notify lock). */
+        "), woken AS ("
+        "  SELECT pg_notify('mcp_events', id::text) FROM ended"
         ")"
-        "SELECT count(*) FROM ended";
+        "SELECT (SELECT count(*) FROM ended), (SELECT count(*) FROM woken)";
     const char *args[3];
     mcp_store_status_t rv;
     apr_int64_t n = 0;
@@ -537,9 +661,16 @@ mcp_store_status_t mcp_store_events_append(mcp_store_t *db, apr_pool_t *p,
     mcp_store_status_t rv;
     PGresult *res;
     static const char sql[] =
-        "WITH open AS ("
-        "  SELECT $2::bigint = 0 OR EXISTS (SELECT 1 FROM mcp.streams"
-        "                                    WHERE id = $2::bigint AND status = 'open') AS yes"
+        /* The stream row under the lock a follower's registration waits for (see the schema:
+         * a follower registered before this lock is seen, one after it reads these rows). */
+        "WITH st AS ("
+        "  SELECT status = 'open' AS open, followed FROM mcp.streams"
+        "   WHERE id = $2::bigint FOR KEY SHARE"
+        "), open AS ("
+        "  SELECT $2::bigint = 0 OR coalesce((SELECT st.open FROM st), false) AS yes"
+        "), wake AS ("
+        "  SELECT pg_notify('mcp_events', $2::text) FROM st"
+        "   WHERE st.open AND st.followed AND $4::text = 'out'"
         "), ins AS ("
         "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
         "                          message, principal)"
@@ -553,7 +684,7 @@ mcp_store_status_t mcp_store_events_append(mcp_store_t *db, apr_pool_t *p,
          * server got it) finds its rows there: the same seq holds the same message. */
         "  ON CONFLICT (stream_id, seq) DO NOTHING"
         ")"
-        "SELECT yes FROM open";
+        "SELECT yes, (SELECT count(*) FROM wake) FROM open";
     const char *args[6];
 
     args[0] = session->id;
@@ -779,7 +910,7 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     /* The admission comes between the session's check and the stream's insert. */
     static const char sql[] =
         "WITH se AS ("
-        "  UPDATE mcp.sessions SET last_seen_at = now()"
+        "  UPDATE mcp.sessions SET " TOUCH_SESSION
         "   WHERE id = $1 AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM $2"
         "     AND backend_url = $3"
         "     AND ($4::int = 0 OR last_seen_at > now() - make_interval(secs => $4::int))"
@@ -893,9 +1024,13 @@ mcp_store_status_t mcp_store_stream_open_standalone_admitted(
     mcp_store_refusal_t *refused)
 {
     static const char close_stale[] =
-        "UPDATE mcp.streams SET status = 'closed', completed_at = now()"
-        " WHERE session_id = $1 AND kind = 'standalone' AND status = 'open'"
-        "   AND lease_until < now()";
+        "WITH c AS ("
+        "  UPDATE mcp.streams SET status = 'closed', completed_at = now()"
+        "   WHERE session_id = $1 AND kind = 'standalone' AND status = 'open'"
+        "     AND lease_until < now()"
+        "  RETURNING id"
+        ")"
+        "SELECT pg_notify('mcp_events', id::text) FROM c";   /* for its owner, if alive */
     static const char sql[] =
         "WITH a AS ("
         "  SELECT mcp.admit_stream($1, $2, 0, $3::int, $4::int, 0) AS refused"
@@ -957,7 +1092,8 @@ mcp_store_status_t mcp_store_stream_follow(mcp_store_t *db, apr_pool_t *p,
     static const char sql[] =
         "WITH st AS ("
         "  SELECT s.id, s.kind, s.status, (s.status = 'open' AND s.lease_until < now()) AS expired,"
-        "         (SELECT max(seq) FROM mcp.events WHERE stream_id = s.id) AS last_seq, s.owner"
+        "         (SELECT max(seq) FROM mcp.events WHERE stream_id = s.id) AS last_seq, s.owner,"
+        "         s.followed"
         "    FROM mcp.streams s"
         "   WHERE s.id = $1::bigint AND s.session_id = $2"
         "     AND EXISTS (SELECT 1 FROM mcp.events e WHERE e.stream_id = s.id"
@@ -970,6 +1106,14 @@ mcp_store_status_t mcp_store_stream_follow(mcp_store_t *db, apr_pool_t *p,
         "  SELECT st.id, $2, $4, $8, now() + make_interval(secs => $9::int)"
         "    FROM st, a WHERE a.refused IS NULL"
         "  RETURNING id"
+        /* Writers notify followed streams only: the flag is set under the row's FOR UPDATE
+         * lock, which waits for every writer that read the flag unset (their FOR KEY SHARE);
+         * the caller reads the stream after this commit. */
+        "), lk AS ("
+        "  SELECT s.id FROM mcp.streams s, st, a"
+        "   WHERE s.id = st.id AND a.refused IS NULL AND NOT st.followed FOR UPDATE OF s"
+        "), fl AS ("
+        "  UPDATE mcp.streams s SET followed = true FROM lk WHERE s.id = lk.id"
         ")"
         "SELECT st.kind, st.status, st.expired, st.last_seq, st.owner, a.refused, f.id"
         "  FROM st LEFT JOIN a ON true LEFT JOIN f ON true";
@@ -1093,6 +1237,33 @@ mcp_store_status_t mcp_store_totals(mcp_store_t *db, apr_pool_t *p, mcp_store_to
         out->open_request_streams = apr_atoi64(PQgetvalue(res, 0, 1));
         out->open_standalone_streams = apr_atoi64(PQgetvalue(res, 0, 2));
         out->followers = apr_atoi64(PQgetvalue(res, 0, 3));
+    }
+    return MCP_STORE_OK;
+}
+
+/* ---- retention -------------------------------------------------------------------------- */
+
+mcp_store_status_t mcp_store_maintain(mcp_store_t *db, apr_pool_t *p, long retention_secs,
+                                      int ahead, mcp_store_maintained_t *out)
+{
+    /* A procedure that commits after each step (sql/retention.sql): never inside a
+     * transaction block, which this one statement is not. */
+    static const char sql[] = "CALL mcp.maintain(make_interval(secs => $1::bigint), $2::int)";
+    const char *args[2];
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    memset(out, 0, sizeof(*out));
+    args[0] = retention_secs >= 0 ? apr_ltoa(p, retention_secs) : NULL;
+    args[1] = int_text(p, ahead);
+    if ((rv = mcp_store_exec(db, p, "maintaining partitions (mcp.maintain)", sql, NARGS(args),
+                             args, &res)) != MCP_STORE_OK) {
+        return rv;
+    }
+    if (PQntuples(res) == 1 && PQnfields(res) == 3) {
+        out->created = atoi(PQgetvalue(res, 0, 0));
+        out->dropped = atoi(PQgetvalue(res, 0, 1));
+        out->deleted = apr_atoi64(PQgetvalue(res, 0, 2));
     }
     return MCP_STORE_OK;
 }

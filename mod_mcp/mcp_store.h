@@ -3,8 +3,10 @@
  * Pure code: no httpd headers. A store handle (mcp_store_t) knows how to borrow a libpq
  * connection (its lender: mod_mcp lends mod_dbd's pooled connections) and carries the caller's
  * retry policy, so every mcp_store_* call is one complete piece of work: borrow, run one
- * statement with bound parameters (PQexecParams, no server-side prepared statement that a
- * PostgreSQL restart could take away), give the connection back, read the rows.
+ * statement with bound parameters, give the connection back, read the rows. Statements run as
+ * named prepared statements of the connection (parsed and planned once per connection): one
+ * that the connection lacks (a new or reset connection, a restarted database) is prepared on
+ * first use there, so nothing depends on what a PostgreSQL restart takes away.
  *
  * Failures are classified here and only here (mcp_store_classify):
  *   - connection-class (SQLSTATE 08xxx, 57P01-57P03, 53xxx, 57014, 40001, 40P01, a lost
@@ -48,7 +50,7 @@ typedef struct mcp_store_t mcp_store_t;
 /* Where a handle's connections come from. */
 typedef struct mcp_store_lender_t {
     /* A connection, or NULL with *err set when none can be had now (counts as a connection
-     * fault). */
+     * fault). It should not make the caller wait past db->until (when set). */
     PGconn *(*borrow)(mcp_store_t *db, const char **err);
     /* Gives it back; broken: a connection fault happened on it. */
     void (*give_back)(mcp_store_t *db, PGconn *conn, int broken);
@@ -64,6 +66,15 @@ struct mcp_store_t {
                                                 * one try)                                      */
     apr_interval_time_t       statement_timeout; /* the longest one statement may take before
                                                   * its connection is given up (0: no limit)    */
+    /* While mcp_store_exec runs: when the caller's patience ends (0: never), for the lender's
+     * own queries on a connection it lends. */
+    apr_time_t                deadline;
+    /* Set by the lender when no connection will do, whatever the patience (a schema this build
+     * does not understand): a statement then fails at once, UNAVAILABLE, with this error. */
+    const char               *fatal;
+    apr_time_t                until;           /* while a statement runs: the time by which it
+                                                * must be done or given up (0: none), for the
+                                                * lender's borrow                               */
     /* The last failure (valid after UNAVAILABLE or REFUSED). */
     const char               *sqlstate;        /* NULL when libpq gave none                     */
     const char               *error;           /* what was being done, and what went wrong      */
@@ -72,6 +83,17 @@ struct mcp_store_t {
 /* A handle with this lender and policy. */
 void mcp_store_init(mcp_store_t *db, const mcp_store_lender_t *lender, void *baton,
                     apr_interval_time_t patience, apr_interval_time_t statement_timeout);
+
+/* The schema version this build's statements are written for (sql/schema.sql records it in
+ * mcp.schema_version; sql/upgrade.sql brings an older database to it). */
+#define MCP_STORE_SCHEMA_VERSION 6
+
+/* The schema version of the database conn (a connection db's lender is lending) is connected to:
+ * the highest in mcp.schema_version; 1 when that table does not exist but mcp.sessions does, 0
+ * when neither does. -1 with *err when the query failed (*broken: the connection too), bounded
+ * by db's statement timeout and the running statement's deadline. */
+int mcp_store_schema_version(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char **err,
+                             int *broken);
 
 /* Runs one statement with n text parameters ($1 ... $n) under the handle's policy; *res (may be
  * NULL) gets the result, freed with p. OK, UNAVAILABLE or REFUSED. Exposed for the store's own
@@ -306,5 +328,19 @@ typedef struct mcp_store_totals_t {
 
 /* One cheap statement over every host's rows. OK, UNAVAILABLE or REFUSED. */
 mcp_store_status_t mcp_store_totals(mcp_store_t *db, apr_pool_t *p, mcp_store_totals_t *out);
+
+/* ---- retention ------------------------------------------------------------------------ */
+
+typedef struct mcp_store_maintained_t {
+    int         created;   /* day partitions made ahead                                      */
+    int         dropped;   /* day partitions dropped whole                                   */
+    apr_int64_t deleted;   /* small rows deleted after them (streams, sessions, default's)   */
+} mcp_store_maintained_t;
+
+/* One run of the retention job (CALL mcp.maintain, sql/retention.sql): makes the partitions of
+ * the next ahead days, and, unless retention_secs < 0 (keep everything), drops the day partitions
+ * whose streams and sessions all ended more than retention_secs ago. */
+mcp_store_status_t mcp_store_maintain(mcp_store_t *db, apr_pool_t *p, long retention_secs,
+                                      int ahead, mcp_store_maintained_t *out);
 
 #endif

@@ -8,10 +8,12 @@
 #include <http_log.h>
 #include <http_protocol.h>
 #include <http_core.h>
+#include <http_request.h>
 #include <ap_mpm.h>
 #include <util_cfgtree.h>
 #include <apr_strings.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <mod_watchdog.h>
@@ -105,6 +107,40 @@ static void sweep_sessions(server_rec *s, apr_pool_t *pool)
     }
 }
 
+/* ---- retention: the day partitions of mcp.events (sql/retention.sql) ----------------------- */
+
+/* How often the sweep runs the retention job (the first sweep runs it at once). */
+#define MCP_MAINTAIN_EVERY apr_time_from_sec(600)
+/* Days of partitions made ahead. */
+#define MCP_PARTITIONS_AHEAD 3
+
+static void maintain(server_rec *s, apr_pool_t *pool)
+{
+    static apr_time_t next;   /* the sweep is one thread per host */
+    apr_interval_time_t retention = mcp_config_retention(s);
+    mcp_store_maintained_t done;
+    mcp_store_t *db;
+    mcp_store_status_t st;
+
+    if (apr_time_now() < next) {
+        return;
+    }
+    db = mcp_db_server(pool, s, 0);
+    st = mcp_store_maintain(db, pool, retention < 0 ? -1 : (long)apr_time_sec(retention),
+                            MCP_PARTITIONS_AHEAD, &done);
+    if (st != MCP_STORE_UNAVAILABLE) {   /* an outage: the next sweep tries again */
+        next = apr_time_now() + MCP_MAINTAIN_EVERY;
+    }
+    if (st == MCP_STORE_REFUSED) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "retention: %s", db->error);
+    }
+    else if (st == MCP_STORE_OK && (done.created || done.dropped || done.deleted)) {
+        ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s, "retention: made %d day partition(s) ahead, "
+                     "dropped %d expired one(s), deleted %" APR_INT64_T_FMT " row(s) of streams "
+                     "and sessions after them", done.created, done.dropped, done.deleted);
+    }
+}
+
 static apr_status_t sweep(int state, void *data, apr_pool_t *pool)
 {
     server_rec *s = data;
@@ -128,6 +164,7 @@ static apr_status_t sweep(int state, void *data, apr_pool_t *pool)
                      "stopped renewing its lease", finished);
     }
     sweep_sessions(s, pool);
+    maintain(s, pool);
     return APR_SUCCESS;
 }
 
@@ -319,8 +356,35 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
     }
 }
 
+/* An MCP endpoint (SetHandler mcp) maps to no file: skip core's directory and file walk (a
+ * stat() and an .htaccess open() per path element) as mod_proxy does for its URLs. core resets
+ * the configuration to the server's before map_to_storage runs, so translate_name (which still
+ * sees the <Location> sections) notes whether the request is for the mcp handler. <Location>
+ * sections apply as before (core walks them again after map_to_storage); TRACE is left to core. */
+static const char mcp_endpoint_note[] = "mcp-endpoint";
+
+static int mcp_translate_name(request_rec *r)
+{
+    core_dir_config *d = ap_get_core_module_config(r->per_dir_config);
+    const char *err = NULL, *handler;
+
+    if (r->method_number != M_TRACE && d && d->expr_handler
+        && (handler = ap_expr_str_exec(r, d->expr_handler, &err)) && !err
+        && strcmp(handler, "mcp") == 0) {
+        apr_table_setn(r->notes, mcp_endpoint_note, "1");
+    }
+    return DECLINED;
+}
+
+static int mcp_map_to_storage(request_rec *r)
+{
+    return apr_table_get(r->notes, mcp_endpoint_note) ? OK : DECLINED;
+}
+
 static void mcp_register_hooks(apr_pool_t *p)
 {
+    ap_hook_translate_name(mcp_translate_name, NULL, NULL, APR_HOOK_FIRST);
+    ap_hook_map_to_storage(mcp_map_to_storage, NULL, NULL, APR_HOOK_FIRST);
     ap_hook_post_config(mcp_post_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_child_init(mcp_child_init, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_handler(mcp_handler, NULL, NULL, APR_HOOK_MIDDLE);

@@ -3,6 +3,7 @@
 #include <httpd.h>
 #include <http_log.h>
 
+#include <string.h>
 #include <strings.h>
 
 #include "mcp_origin.h"
@@ -117,6 +118,7 @@ void *mcp_config_create_server(apr_pool_t *p, server_rec *s)
     (void)s;
     conf->sweep_interval = UNSET;
     conf->database_timeout = UNSET;
+    conf->retention = UNSET;
     return conf;
 }
 
@@ -127,6 +129,7 @@ void *mcp_config_merge_server(apr_pool_t *p, void *basev, void *addv)
 
     MERGE(sweep_interval, UNSET);
     MERGE(database_timeout, UNSET);
+    MERGE(retention, UNSET);
     MERGE(oauth_resources, NULL);
     return merged;
 }
@@ -310,6 +313,43 @@ static const char *set_sweep_interval(cmd_parms *cmd, void *dconf, const char *a
     return err ? err : parse_duration(cmd, arg, &conf->sweep_interval);
 }
 
+/* MCPRetention off | N[s|m|h|d] (seconds by default). */
+static const char *set_retention(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    mcp_server_conf_t *conf = ap_get_module_config(cmd->server->module_config, &mcp_module);
+    const char *err = ap_check_cmd_context(cmd, NOT_IN_DIR_CONTEXT);
+    char *end;
+    apr_int64_t n;
+
+    (void)dconf;
+    if (err) {
+        return err;
+    }
+    if (strcasecmp(arg, "off") == 0) {
+        conf->retention = UNSET;
+        return NULL;
+    }
+    n = apr_strtoi64(arg, &end, 10);
+    if (n <= 0 || end == arg || (*end && end[1])
+        || (*end && !strchr("smhd", *end))) {
+        return apr_psprintf(cmd->pool, "MCPRetention: '%s' is not off or a duration such as "
+                            "30d, 12h, 90m or 3600 (seconds)", arg);
+    }
+    n *= *end == 'd' ? 86400 : *end == 'h' ? 3600 : *end == 'm' ? 60 : 1;
+    if (n > 100L * 365 * 86400) {
+        return "MCPRetention: more than 100 years; use off to keep everything";
+    }
+    conf->retention = apr_time_from_sec(n);
+    return NULL;
+}
+
+apr_interval_time_t mcp_config_retention(server_rec *s)
+{
+    const mcp_server_conf_t *conf = ap_get_module_config(s->module_config, &mcp_module);
+
+    return conf->retention == UNSET ? -1 : conf->retention;
+}
+
 static const char *set_database_timeout(cmd_parms *cmd, void *dconf, const char *arg)
 {
     mcp_server_conf_t *conf = ap_get_module_config(cmd->server->module_config, &mcp_module);
@@ -401,6 +441,10 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_TAKE1("MCPSweepInterval", set_sweep_interval, NULL, RSRC_CONF,
                   "How often one process per host finishes streams whose owner died "
                   "(default 30s; 0: never)"),
+    AP_INIT_TAKE1("MCPRetention", set_retention, NULL, RSRC_CONF,
+                  "How long the stored rows of a stream and its session stay after both ended "
+                  "(e.g. 30d; default off: kept for ever); the sweep drops whole expired day "
+                  "partitions (mcp.maintain) and makes the next days' partitions"),
     AP_INIT_TAKE1("MCPDatabaseTimeout", set_database_timeout, NULL, RSRC_CONF,
                   "Longest a request waits for PostgreSQL (one statement, or an outage) before "
                   "it gets 503 (default 10s)"),

@@ -46,6 +46,7 @@ int mcp_dbd_init(server_rec *s)
 
 static struct {
     apr_thread_mutex_t *lock;
+    apr_thread_mutex_t *lending;      /* held around ap_dbd_open (see borrow)               */
     apr_thread_cond_t  *changed;
     server_rec         *s;
     apr_pool_t         *pool;         /* pchild: the cloned connection parameters           */
@@ -55,7 +56,31 @@ static struct {
     int                 logged;       /* the outage was logged (a ping failed)              */
     const char *const  *keywords;     /* connection parameters, NULL until cloned           */
     const char *const  *values;
+    /* Connections given back while a thread was inside ap_dbd_open (under gate.lock): that
+     * thread hands them to mod_dbd when it is done (see give_back). */
+    ap_dbd_t           *returned[16];
+    server_rec         *returned_s[16];
+    int                 nreturned;
 } gate;
+
+/* Hands the connections given back meanwhile to mod_dbd; called holding gate.lending. */
+static void lending_done(void)
+{
+    ap_dbd_t *rec[16];
+    server_rec *s[16];
+    int i, n;
+
+    apr_thread_mutex_lock(gate.lock);
+    n = gate.nreturned;
+    memcpy(rec, gate.returned, sizeof(rec[0]) * n);
+    memcpy(s, gate.returned_s, sizeof(s[0]) * n);
+    gate.nreturned = 0;
+    apr_thread_mutex_unlock(gate.lock);
+    for (i = 0; i < n; i++) {
+        dbd_close_fn(s[i], rec[i]);
+    }
+    apr_thread_mutex_unlock(gate.lending);
+}
 
 void mcp_dbd_child_init(apr_pool_t *pchild, server_rec *s)
 {
@@ -67,8 +92,16 @@ void mcp_dbd_child_init(apr_pool_t *pchild, server_rec *s)
         ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "cannot create the database gate; requests "
                      "retry the database on their own during an outage");
     }
+    if (apr_thread_mutex_create(&gate.lending, APR_THREAD_MUTEX_TIMED, pchild) != APR_SUCCESS) {
+        gate.lending = NULL;
+    }
 }
 
+static void gate_probe(void);
+
+/* Whether the database is away; when a ping is due, this thread pings (one at a time, a
+ * couple of seconds at most), so that callers that never wait (the sweeps, lease renewal)
+ * also see it come back. */
 static int gate_is_down(void)
 {
     int down;
@@ -77,9 +110,26 @@ static int gate_is_down(void)
         return 0;
     }
     apr_thread_mutex_lock(gate.lock);
+    if (gate.down_since && !gate.probing && apr_time_now() >= gate.next_ping) {
+        gate_probe();
+    }
     down = gate.down_since != 0;
     apr_thread_mutex_unlock(gate.lock);
     return down;
+}
+
+/* A connection could not be had: the database is away until a ping says otherwise. */
+static void gate_mark_down(void)
+{
+    if (!gate.lock) {
+        return;
+    }
+    apr_thread_mutex_lock(gate.lock);
+    if (!gate.down_since) {
+        gate.down_since = apr_time_now();
+        gate.next_ping = gate.down_since + PING_INTERVAL;
+    }
+    apr_thread_mutex_unlock(gate.lock);
 }
 
 /* One ping with the cloned parameters and a short connect timeout; non-zero: it answered. */
@@ -228,6 +278,84 @@ static void remember_params(PGconn *conn)
     apr_thread_mutex_unlock(gate.lock);
 }
 
+/* ---- the schema's version: checked on a child's first connection ------------------------- */
+
+/* httpd may start before the database can be reached, so the check is not made at start-up but
+ * on the first connection a child borrows; once it matched, never again. While it does not
+ * match, every statement fails at once (the client gets 503 naming both versions) and the
+ * version is read again at most once a second, so an upgrade is noticed without a restart. */
+static struct {
+    volatile int ok;       /* the version matched                                  */
+    int          found;    /* the version last read, -1: none yet                  */
+    apr_time_t   next;     /* when to read it again                                */
+    int          logged;   /* the version last logged                              */
+} schema = { 0, -1, 0, -1 };
+
+static const char *schema_problem(apr_pool_t *p, int v)
+{
+    if (v == 0) {
+        return "the database holds no mod_mcp schema: load sql/schema.sql into it";
+    }
+    if (v < MCP_STORE_SCHEMA_VERSION) {
+        return apr_psprintf(p, "the database schema is version %d, this mod_mcp needs version "
+                            "%d: upgrade it with sql/upgrade.sql", v, MCP_STORE_SCHEMA_VERSION);
+    }
+    return apr_psprintf(p, "the database schema is version %d, newer than version %d that this "
+                        "mod_mcp understands: run the mod_mcp release that upgraded it", v,
+                        MCP_STORE_SCHEMA_VERSION);
+}
+
+/* Non-zero when conn's database has the schema this build needs; otherwise db->fatal (a schema
+ * it does not understand) or *err (the version could not be read: a connection fault). */
+static int schema_matches(mcp_store_t *db, PGconn *conn, const char **err)
+{
+    lender_t *l = db->baton;
+    apr_time_t now = apr_time_now();
+    int v, broken = 0, cached = 0;
+
+    if (schema.ok) {
+        return 1;
+    }
+    if (gate.lock) {
+        apr_thread_mutex_lock(gate.lock);
+    }
+    if (schema.found >= 0 && now < schema.next) {
+        v = schema.found;
+        cached = 1;
+    }
+    if (gate.lock) {
+        apr_thread_mutex_unlock(gate.lock);
+    }
+    if (!cached) {
+        if ((v = mcp_store_schema_version(db, l->pool, conn, err, &broken)) < 0) {
+            return 0;
+        }
+        if (gate.lock) {
+            apr_thread_mutex_lock(gate.lock);
+        }
+        schema.found = v;
+        schema.next = now + apr_time_from_sec(1);
+        schema.ok = v == MCP_STORE_SCHEMA_VERSION;
+        if (!schema.ok && schema.logged != v) {
+            schema.logged = v;
+            ap_log_error(APLOG_MARK, APLOG_ERR, 0, l->s, "refusing to use the database: %s; "
+                         "every MCP request is answered 503 until it is", schema_problem(l->pool, v));
+        }
+        else if (schema.ok && schema.logged >= 0) {
+            ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, l->s, "the database schema is version %d "
+                         "now; requests go on", v);
+        }
+        if (gate.lock) {
+            apr_thread_mutex_unlock(gate.lock);
+        }
+        if (schema.ok) {
+            return 1;
+        }
+    }
+    db->fatal = schema_problem(l->pool, v);
+    return 0;
+}
+
 static PGconn *borrow(mcp_store_t *db, const char **err)
 {
     lender_t *l = db->baton;
@@ -242,7 +370,33 @@ static PGconn *borrow(mcp_store_t *db, const char **err)
         *err = "the database is unreachable";
         return NULL;
     }
-    if (!(l->dbd = dbd_open_fn(l->pool, l->s))) {
+    /* ap_dbd_open may connect (a new or a broken pooled connection), for up to DBDParams'
+     * connect_timeout, and APR's pool holds its lock while it connects: every other thread's
+     * ap_dbd_open and ap_dbd_close waits behind it. One thread at a time goes in, the others
+     * wait here no longer than their statement's deadline. */
+    if (gate.lending) {
+        apr_time_t left = db->until ? db->until - apr_time_now() : 0;
+        apr_status_t rv = !db->until ? apr_thread_mutex_lock(gate.lending)
+                          : left > 0 ? apr_thread_mutex_timedlock(gate.lending, left)
+                          : apr_thread_mutex_trylock(gate.lending);
+
+        if (rv != APR_SUCCESS) {
+            *err = "no database connection in time (another thread is still connecting to the "
+                   "database)";
+            return NULL;
+        }
+        if (gate_is_down()) {
+            apr_thread_mutex_unlock(gate.lending);
+            *err = "the database is unreachable";
+            return NULL;
+        }
+    }
+    l->dbd = dbd_open_fn(l->pool, l->s);
+    if (gate.lending) {
+        lending_done();
+    }
+    if (!l->dbd) {
+        gate_mark_down();
         *err = "no database connection available from mod_dbd (check DBDParams and that "
                "PostgreSQL is up)";
         return NULL;
@@ -256,6 +410,11 @@ static PGconn *borrow(mcp_store_t *db, const char **err)
     }
     revive_if_broken(conn);
     remember_params(conn);
+    if (!schema_matches(db, conn, err)) {
+        dbd_close_fn(l->s, l->dbd);
+        l->dbd = NULL;
+        return NULL;
+    }
     l->since = apr_time_now();
     mcp_status_db_in_use(1);
     return conn;
@@ -270,7 +429,34 @@ static void give_back(mcp_store_t *db, PGconn *conn, int broken)
     (void)conn;
     (void)broken;
     if (l->dbd) {
-        dbd_close_fn(l->s, l->dbd);
+        /* ap_dbd_close waits for APR's pool lock, which a thread connecting in ap_dbd_open
+         * holds (up to DBDParams' connect_timeout): when a thread is in there, it hands this
+         * one back when it is done, and the caller's answer does not wait. */
+        if (gate.lending && gate.lock
+            && apr_thread_mutex_trylock(gate.lending) != APR_SUCCESS) {
+            int queued = 0;
+
+            apr_thread_mutex_lock(gate.lock);
+            if (gate.nreturned < (int)(sizeof(gate.returned) / sizeof(gate.returned[0]))) {
+                gate.returned_s[gate.nreturned] = l->s;
+                gate.returned[gate.nreturned++] = l->dbd;
+                queued = 1;
+            }
+            apr_thread_mutex_unlock(gate.lock);
+            if (!queued) {
+                dbd_close_fn(l->s, l->dbd);
+            }
+            else if (apr_thread_mutex_trylock(gate.lending) == APR_SUCCESS) {
+                lending_done();   /* that thread was done before this one was queued */
+            }
+        }
+        else if (gate.lending && gate.lock) {
+            dbd_close_fn(l->s, l->dbd);
+            lending_done();
+        }
+        else {
+            dbd_close_fn(l->s, l->dbd);
+        }
         l->dbd = NULL;
         mcp_status_db_in_use(-1);
         mcp_status_observe(MCP_HIST_STORE, l->since);
@@ -326,7 +512,10 @@ void mcp_db_answer(request_rec *r, const mcp_store_t *db, mcp_store_status_t st,
     if (st == MCP_STORE_UNAVAILABLE) {
         *http = HTTP_SERVICE_UNAVAILABLE;
         *code = MCP_JSONRPC_UNAVAILABLE;
-        *message = "Service Unavailable: the session store is unavailable; try again shortly";
+        *message = db->fatal ? apr_pstrcat(r->pool, "Service Unavailable: the session store "
+                                           "cannot be used: ", db->fatal, NULL)
+                             : "Service Unavailable: the session store is unavailable; try "
+                               "again shortly";
         ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "%s", db->error);
         return;
     }

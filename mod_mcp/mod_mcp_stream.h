@@ -37,6 +37,7 @@ typedef struct mcp_stream_t {
     int                 broken;       /* storing failed: nothing more may be written        */
     int                 written;      /* events written to the client                       */
     apr_time_t          started;      /* when the client's response began                   */
+    apr_time_t          client_checked; /* the last look at the client's socket (ticks)     */
     mcp_store_t        *db;           /* storing: waits out an outage for half a lease       */
     mcp_lease_t        *lease;        /* while this process owns the stream (mcp_stream_own) */
     int                 stateless;    /* 2026-07-28: events carry no ids (no resumption), the

@@ -1,39 +1,36 @@
--- mod_mcp schema. Load once into the database that DBDParams names:
+-- mod_mcp schema, the one-shot install into an empty database (the one DBDParams names):
 --     psql "dbname=mcp" -v ON_ERROR_STOP=1 -f sql/schema.sql
--- The module never creates or alters tables itself.
+-- A database that holds an older mod_mcp schema is upgraded with sql/upgrade.sql instead (it
+-- applies the numbered files of sql/migrations/ that it lacks); this file refuses to load over
+-- one. The module never creates or alters tables itself; it checks mcp.schema_version.
 
 BEGIN;
 
 CREATE SCHEMA IF NOT EXISTS mcp;
 
--- The JSON text with the escapes PostgreSQL cannot de-escape (\u0000, surrogates) as \ufffd:
--- what mcp.audit_jsonb casts when the plain cast fails, and what json operators that read
--- strings (->) can take (the json type keeps every number as written, so this never fails on
--- valid JSON).
-CREATE OR REPLACE FUNCTION mcp.json_pg_safe(t text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT regexp_replace(t, '(?<!\\)((?:\\\\)*)\\u(0000|d[89ab][0-9a-f]{2}|d[c-f][0-9a-f]{2})',
-                          '\1\\ufffd', 'gi')
-$$;
-
--- Messages are stored as the exact text that crossed the wire (any valid JSON, RFC 8259); jsonb
--- copies serve queries and the audit views. jsonb cannot hold every valid JSON text: it refuses
--- \u0000 and lone surrogate escapes (\ud800), and it reorders keys and keeps only the last of
--- duplicate ones. This cast never fails a statement: where the plain cast fails, \u0000 and
--- lone or paired surrogate escapes become \ufffd (U+FFFD) and it tries again; NULL when even
--- that fails (e.g. a number beyond numeric's range). The exact text is always in *_text.
-CREATE OR REPLACE FUNCTION mcp.audit_jsonb(t text) RETURNS jsonb
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+DO $$
 BEGIN
-    RETURN t::jsonb;
-EXCEPTION WHEN others THEN
-    BEGIN
-        RETURN mcp.json_pg_safe(t)::jsonb;
-    EXCEPTION WHEN others THEN
-        RETURN NULL;
-    END;
+    IF to_regclass('mcp.sessions') IS NOT NULL THEN
+        RAISE EXCEPTION 'mod_mcp''s tables exist already: upgrade them with sql/upgrade.sql';
+    END IF;
 END
 $$;
+
+-- The schema's version: one row per migration applied (sql/migrations/NNN-*.sql), or all of
+-- them for a database installed by this file. mod_mcp refuses to work with a database whose
+-- highest version is not the one it was built for (MCP_SCHEMA_VERSION).
+CREATE TABLE mcp.schema_version (
+    version     integer     PRIMARY KEY,
+    description text        NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO mcp.schema_version (version, description) VALUES
+    (1, 'sessions, streams, events, audit views'),
+    (2, 'byte-exact message texts, admission limits, followers'),
+    (3, 'mcp.events partitioned by day of the stream''s start; retention (mcp.maintain)'),
+    (4, 'each session''s idle timeout; mcp.json_pg_safe'),
+    (5, 'notify only followed streams (mcp.streams.followed)'),
+    (6, 'stateless 2026-07-28 requests: streams and events without a session');
 
 -- One row per gateway session. The id is what clients send in Mcp-Session-Id;
 -- backend_session_id is what the backend issued (NULL for a stateless backend).
@@ -54,8 +51,6 @@ CREATE TABLE IF NOT EXISTS mcp.sessions (
     terminated_by       text CHECK (terminated_by IN ('client', 'expired', 'backend')),
     idle_timeout_secs   integer                     -- MCPSessionIdleTimeout where it began (0: none)
 );
--- Schemas loaded before the column existed.
-ALTER TABLE mcp.sessions ADD COLUMN IF NOT EXISTS idle_timeout_secs integer;
 
 CREATE INDEX IF NOT EXISTS sessions_live_idx
     ON mcp.sessions (last_seen_at) WHERE terminated_at IS NULL;
@@ -65,23 +60,36 @@ CREATE INDEX IF NOT EXISTS sessions_principal_idx
 -- One row per SSE stream: a POST that carries requests ('request'), or a session's standalone GET
 -- stream ('standalone'). The owner is the process relaying it; it renews lease_until while it
 -- works, so a stream whose owner died can be recognised and finished by someone else.
+-- A stream's id carries its start time (mcp.stream_id_new, sql/retention.sql).
+-- A request of the 2026-07-28 revision has no session: it is a stream of its own (kind
+-- 'request', session_id NULL) that records its revision and principal itself; its events have
+-- session_id NULL too. 'cancelled': the client closed the response before it was complete,
+-- which in that revision cancels the request (the backend's request is closed at once).
+CREATE SEQUENCE mcp.streams_id_seq;
 CREATE TABLE IF NOT EXISTS mcp.streams (
-    id            bigserial   PRIMARY KEY,
-    session_id    text        NOT NULL REFERENCES mcp.sessions (id) ON DELETE CASCADE,
+    id            bigint      PRIMARY KEY DEFAULT nextval('mcp.streams_id_seq'),
+    session_id    text        REFERENCES mcp.sessions (id) ON DELETE CASCADE,  -- NULL: 2026-07-28
     kind          text        NOT NULL CHECK (kind IN ('request', 'standalone')),
     request_id_text text,                 -- the JSON-RPC id as JSON text (an array of ids for a batch)
     request_id    jsonb,                  -- ... as jsonb (mcp.audit_jsonb)
     method        text,                   -- the request's method (first request of a batch)
     status        text        NOT NULL DEFAULT 'open'
-                  CHECK (status IN ('open', 'complete', 'failed', 'closed')),
+                  CHECK (status IN ('open', 'complete', 'failed', 'closed', 'cancelled')),
     owner         text,                   -- host:pid of the relaying process
     lease_until   timestamptz,
     created_at    timestamptz NOT NULL DEFAULT now(),
-    completed_at  timestamptz
+    completed_at  timestamptz,
+    followed      boolean     NOT NULL DEFAULT false, -- a follower registered (mcp_events wake-ups)
+    protocol_version text,                -- NULL: the session's
+    principal     text,                   -- stateless streams: r->user
+    CONSTRAINT streams_session_or_version_check
+        CHECK (session_id IS NOT NULL OR protocol_version IS NOT NULL)
 );
 
 CREATE INDEX IF NOT EXISTS streams_session_idx ON mcp.streams (session_id, created_at);
 CREATE INDEX IF NOT EXISTS streams_open_idx ON mcp.streams (lease_until) WHERE status = 'open';
+CREATE INDEX IF NOT EXISTS streams_stateless_idx ON mcp.streams (created_at)
+    WHERE session_id IS NULL;
 -- At most one open standalone GET stream per session (a second one is answered 409).
 CREATE UNIQUE INDEX IF NOT EXISTS streams_one_standalone_idx
     ON mcp.streams (session_id) WHERE kind = 'standalone' AND status = 'open';
@@ -90,9 +98,12 @@ CREATE UNIQUE INDEX IF NOT EXISTS streams_one_standalone_idx
 -- stream seq 0 is the inbound request, seq 1 the priming row (stored before the request goes to
 -- the backend), then what the client is sent. The SSE event id of a row is '<stream_id>-<seq>'.
 -- Inbound notifications and responses, and the initialize exchange, belong to no stream.
+-- Partitioned by stream (sql/retention.sql): no primary key (it would have to hold stream_id,
+-- which may be NULL); ids come from the sequence. A stream's rows are unique by (stream_id, seq).
+CREATE SEQUENCE mcp.events_id_seq;
 CREATE TABLE IF NOT EXISTS mcp.events (
-    id          bigserial   PRIMARY KEY,
-    session_id  text        NOT NULL REFERENCES mcp.sessions (id) ON DELETE CASCADE,
+    id          bigint      NOT NULL DEFAULT nextval('mcp.events_id_seq'),
+    session_id  text        REFERENCES mcp.sessions (id) ON DELETE CASCADE,  -- NULL: 2026-07-28
     stream_id   bigint      REFERENCES mcp.streams (id) ON DELETE CASCADE,
     seq         bigint,
     direction   text        NOT NULL CHECK (direction IN ('in', 'out')),
@@ -104,7 +115,11 @@ CREATE TABLE IF NOT EXISTS mcp.events (
     CHECK ((stream_id IS NULL) = (seq IS NULL)),
     CHECK ((kind = 'priming') = (message_text IS NULL)),
     CHECK (message IS NULL OR message_text IS NOT NULL)
-);
+) PARTITION BY RANGE (stream_id);
+ALTER SEQUENCE mcp.streams_id_seq OWNED BY mcp.streams.id;
+ALTER SEQUENCE mcp.events_id_seq OWNED BY mcp.events.id;
+-- Rows of no stream, and of streams no day partition holds.
+CREATE TABLE mcp.events_default PARTITION OF mcp.events DEFAULT;
 
 -- Replay reads a stream's rows after a cursor, in order.
 CREATE UNIQUE INDEX IF NOT EXISTS events_stream_seq_idx ON mcp.events (stream_id, seq);
@@ -112,8 +127,7 @@ CREATE INDEX IF NOT EXISTS events_session_idx ON mcp.events (session_id, id);
 
 -- ---- limits (admission control) -----------------------------------------------------------
 -- Who holds a session, a stream or a follower, for the per-principal limits: 'user:<name>' for
--- an authenticated client, 'addr:<client address>' otherwise. (ADD COLUMN IF NOT EXISTS: running
--- this file again upgrades an older schema.)
+-- an authenticated client, 'addr:<client address>' otherwise.
 ALTER TABLE mcp.sessions ADD COLUMN IF NOT EXISTS holder text;
 ALTER TABLE mcp.streams  ADD COLUMN IF NOT EXISTS holder text;
 CREATE INDEX IF NOT EXISTS sessions_holder_live_idx
@@ -138,145 +152,13 @@ CREATE INDEX IF NOT EXISTS followers_session_idx ON mcp.followers (session_id);
 CREATE INDEX IF NOT EXISTS followers_holder_idx ON mcp.followers (holder);
 CREATE INDEX IF NOT EXISTS followers_lease_idx ON mcp.followers (lease_until);
 
--- May a session (p_session), a holder (p_holder) and a stream (p_stream, 0: none) take one
--- more stream or follower? Returns NULL, or which limit is reached: 'session-streams',
--- 'holder-streams' or 'stream-followers' (a limit of 0 is no limit). Called inside the statement
--- that then inserts the stream or follower row: the advisory locks, taken in this fixed order
--- and held to the end of that transaction, serialise the admissions of one session, holder and
--- stream across every process and host, and the counting queries of a VOLATILE function see
--- what the previous lock holder committed (a fresh snapshot each), so a limit is never
--- overshot. Open streams and followers whose lease ran out hold nothing and do not count.
-CREATE OR REPLACE FUNCTION mcp.admit_stream(p_session text, p_holder text, p_stream bigint,
-                                            max_per_session int, max_per_holder int,
-                                            max_followers int)
-RETURNS text LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-    n bigint;
-BEGIN
-    -- Rows of followers whose process died, long expired (never waiting for a row lock).
-    DELETE FROM mcp.followers WHERE id IN (
-        SELECT id FROM mcp.followers WHERE lease_until < now() - interval '1 minute'
-           FOR UPDATE SKIP LOCKED);
-    IF max_per_session > 0 THEN
-        PERFORM pg_advisory_xact_lock(1, hashtext(p_session));
-        SELECT (SELECT count(*) FROM mcp.streams
-                 WHERE session_id = p_session AND status = 'open' AND lease_until >= now())
-             + (SELECT count(*) FROM mcp.followers
-                 WHERE session_id = p_session AND lease_until >= now())
-          INTO n;
-        IF n >= max_per_session THEN
-            RETURN 'session-streams';
-        END IF;
-    END IF;
-    IF max_per_holder > 0 THEN
-        PERFORM pg_advisory_xact_lock(2, hashtext(coalesce(p_holder, '')));
-        SELECT (SELECT count(*) FROM mcp.streams
-                 WHERE holder = p_holder AND status = 'open' AND lease_until >= now())
-             + (SELECT count(*) FROM mcp.followers
-                 WHERE holder = p_holder AND lease_until >= now())
-          INTO n;
-        IF n >= max_per_holder THEN
-            RETURN 'holder-streams';
-        END IF;
-    END IF;
-    IF max_followers > 0 AND p_stream > 0 THEN
-        PERFORM pg_advisory_xact_lock(3, hashtext(p_stream::text));
-        SELECT count(*) FROM mcp.followers
-         WHERE stream_id = p_stream AND lease_until >= now()
-          INTO n;
-        IF n >= max_followers THEN
-            RETURN 'stream-followers';
-        END IF;
-    END IF;
-    RETURN NULL;
-END
-$$;
-
--- May one more session start, for p_holder? Returns NULL, 'sessions' (max_live live sessions
--- exist) or 'holder-sessions' (max_per_holder of them are p_holder's); 0 is no limit. Live:
--- not terminated, active within idle_secs (0: no idle limit). Serialised like mcp.admit_stream,
--- inside the statement that inserts the session.
-CREATE OR REPLACE FUNCTION mcp.admit_session(p_holder text, max_live int, max_per_holder int,
-                                             idle_secs int)
-RETURNS text LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-    n bigint;
-BEGIN
-    IF max_live > 0 THEN
-        PERFORM pg_advisory_xact_lock(4, 0);
-        SELECT count(*) FROM mcp.sessions
-         WHERE terminated_at IS NULL
-           AND (idle_secs = 0 OR last_seen_at > now() - make_interval(secs => idle_secs))
-          INTO n;
-        IF n >= max_live THEN
-            RETURN 'sessions';
-        END IF;
-    END IF;
-    IF max_per_holder > 0 THEN
-        PERFORM pg_advisory_xact_lock(5, hashtext(coalesce(p_holder, '')));
-        SELECT count(*) FROM mcp.sessions
-         WHERE holder = p_holder AND terminated_at IS NULL
-           AND (idle_secs = 0 OR last_seen_at > now() - make_interval(secs => idle_secs))
-          INTO n;
-        IF n >= max_per_holder THEN
-            RETURN 'holder-sessions';
-        END IF;
-    END IF;
-    RETURN NULL;
-END
-$$;
-
--- ---- 2026-07-28 (stateless) requests --------------------------------------------------------
--- A request of the 2026-07-28 revision has no session: it is a stream of its own (kind
--- 'request', session_id NULL) that records its revision and principal itself; its events have
--- session_id NULL too. 'cancelled': the client closed the response before it was complete,
--- which in that revision cancels the request (the backend's request is closed at once).
-ALTER TABLE mcp.streams ALTER COLUMN session_id DROP NOT NULL;
-ALTER TABLE mcp.events  ALTER COLUMN session_id DROP NOT NULL;
-ALTER TABLE mcp.streams ADD COLUMN IF NOT EXISTS protocol_version text;  -- NULL: the session's
-ALTER TABLE mcp.streams ADD COLUMN IF NOT EXISTS principal text;         -- stateless streams
-ALTER TABLE mcp.streams DROP CONSTRAINT IF EXISTS streams_status_check;
-ALTER TABLE mcp.streams ADD CONSTRAINT streams_status_check
-    CHECK (status IN ('open', 'complete', 'failed', 'closed', 'cancelled'));
-ALTER TABLE mcp.streams DROP CONSTRAINT IF EXISTS streams_session_or_version_check;
-ALTER TABLE mcp.streams ADD CONSTRAINT streams_session_or_version_check
-    CHECK (session_id IS NOT NULL OR protocol_version IS NOT NULL);
-CREATE INDEX IF NOT EXISTS streams_stateless_idx ON mcp.streams (created_at)
-    WHERE session_id IS NULL;
-
--- Wake-ups for followers in other processes and on other hosts: every statement that stores
--- outbound messages on a stream, and every change of a stream's status, notifies channel
--- mcp_events with the stream id. A notification is only a wake-up (delivered at commit); the
--- tables are the truth. Each transaction that notifies takes PostgreSQL's database-wide notify
--- lock through its commit, so the gateway notifies once per stored batch and stores a stream's
--- last messages and its end in one transaction (identical notifications of one transaction
--- are folded into one). Inbound rows and priming rows wake nobody: no follower reads them.
-CREATE OR REPLACE FUNCTION mcp.notify_stream_events() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('mcp_events', d.stream_id::text)
-       FROM (SELECT DISTINCT stream_id FROM new_events
-              WHERE stream_id IS NOT NULL AND direction = 'out' AND kind = 'message') AS d;
-    RETURN NULL;
-END
-$$;
-
-CREATE OR REPLACE TRIGGER events_notify
-    AFTER INSERT ON mcp.events REFERENCING NEW TABLE AS new_events
-    FOR EACH STATEMENT EXECUTE FUNCTION mcp.notify_stream_events();
-
-CREATE OR REPLACE FUNCTION mcp.notify_stream_status() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('mcp_events', NEW.id::text);
-    RETURN NULL;
-END
-$$;
-
-CREATE OR REPLACE TRIGGER streams_notify
-    AFTER UPDATE OF status ON mcp.streams
-    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
-    EXECUTE FUNCTION mcp.notify_stream_status();
+\ir functions.sql
+-- Partitions and retention; the partitions of today and the next days.
+\ir retention.sql
+ALTER TABLE mcp.streams ALTER COLUMN id SET DEFAULT mcp.stream_id_new();
+SELECT mcp.partition_create(d::date)
+  FROM generate_series((now() AT TIME ZONE 'UTC')::date,
+                       (now() AT TIME ZONE 'UTC')::date + 3, '1 day') AS d;
 
 COMMIT;
 

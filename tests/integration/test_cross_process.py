@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import psycopg2
 import pytest
 
 from waiting import wait_for
@@ -258,3 +259,93 @@ def test_graceful_restart_hands_streams_to_new_children(mcp, wire, stack, pg):
     assert seqs == list(range(2, 2 + count + 1)), seqs
     assert "result" in resumed[-1].json
     assert stream_row(pg, stream_id)[0] == "complete"
+
+
+def notifications_until_marker(listener, marker):
+    """The payloads on mcp_events up to our own marker notification: notifications reach a
+    listener in commit order, so whatever the gateway's committed transactions sent is in."""
+    with listener.cursor() as cur:
+        cur.execute("NOTIFY mcp_events, %s", (marker,))
+    got = []
+
+    def marker_seen():
+        listener.poll()
+        while listener.notifies:
+            got.append(listener.notifies.pop(0).payload)
+        return marker in got
+
+    wait_for(marker_seen, what="our marker notification")
+    return got[:got.index(marker)]
+
+
+def test_only_followed_streams_are_notified(mcp, stack, pg):
+    """A call nobody follows takes no notify lock; a stream with a follower wakes it."""
+    host1, host2 = stack["MCP_URLS"].split()[:2]
+    listener = psycopg2.connect(stack["MCP_PG"])
+    listener.autocommit = True
+    try:
+        with listener.cursor() as cur:
+            cur.execute("LISTEN mcp_events")
+        s = mcp(host1)
+        s.initialize()
+        for _ in range(3):
+            s.call("tools/call", {"name": "echo", "arguments": {"text": "nobody follows"}})
+        s.call("tools/call", slow(2, 10, "p"))   # progress notifications, then the answer
+        assert notifications_until_marker(listener, "m1") == []
+
+        got = start_and_drop(s, slow(6, 200), keep=1)
+        stream_id = stream_of(got[0])
+        resumed = []
+        other = joined(s, host2)
+        try:
+            follow(other, got[-1].id, resumed)
+        finally:
+            other.close()
+        assert "result" in resumed[-1].json
+        woken = notifications_until_marker(listener, "m2")
+        assert woken and set(woken) == {str(stream_id)}, woken
+    finally:
+        listener.close()
+
+
+def test_follower_registration_waits_for_a_writer_that_missed_it(mcp, stack, pg):
+    """The gap-free order of notify-only-followed-streams: a writer that read the stream's
+    follower flag before a follower registered (it will not notify) holds the row's FOR KEY SHARE
+    lock until its commit; the registration waits for that commit, so the follower's first read
+    sees the writer's rows."""
+    host1, host2 = stack["MCP_URLS"].split()[:2]
+    s = mcp(host1)
+    s.initialize()
+    got = start_and_drop(s, slow(4, 300), keep=0)
+    stream_id = stream_of(got[0])
+    marker = '{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"in flight"}}'
+
+    writer = psycopg2.connect(stack["MCP_PG"])
+    try:
+        with writer.cursor() as cur:   # what mcp_store_events_append does, not yet committed
+            cur.execute("SELECT followed FROM mcp.streams WHERE id = %s FOR KEY SHARE",
+                        (stream_id,))
+            assert cur.fetchone() == (False,)
+            cur.execute("INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind,"
+                        " message_text) VALUES (%s, %s, 1000, 'out', 'message', %s)",
+                        (s.session_id, stream_id, marker))
+        resumed = []
+        other = joined(s, host2)
+        t = threading.Thread(target=follow, args=(other, got[0].id, resumed), daemon=True)
+        t.start()
+
+        def registration_waits():
+            with pg.cursor() as cur:
+                cur.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                            " AND query LIKE '%%INSERT INTO mcp.followers%%'")
+                return cur.fetchone()[0] == 1
+
+        wait_for(registration_waits, what="the follower's registration waiting for the writer")
+        writer.commit()
+        t.join(30)
+        assert not t.is_alive()
+        other.close()
+    finally:
+        writer.close()
+    # (The cursor then stands at 1000: the relay's later rows, with lower seq, are not for it.)
+    assert any(e.id == f"{stream_id}-1000" for e in resumed), [e.id for e in resumed]

@@ -127,6 +127,37 @@ START_TEST(the_lender_may_stop_the_retries)
 }
 END_TEST
 
+/* A lender that finds a schema it does not understand. */
+static PGconn *wrong_schema(mcp_store_t *db, const char **err)
+{
+    ((counts_t *)db->baton)->borrows++;
+    db->fatal = "the database schema is version 1, this mod_mcp needs version 3";
+    *err = "unused";
+    return NULL;
+}
+
+static const mcp_store_lender_t fatal_lender = { wrong_schema, give_back, count_wait };
+
+START_TEST(a_fatal_lender_fails_at_once)
+{
+    apr_pool_t *p;
+    mcp_store_t db;
+    counts_t c = { 0, 0, 0 };
+    apr_time_t start = apr_time_now();
+
+    apr_pool_create(&p, NULL);
+    mcp_store_init(&db, &fatal_lender, &c, apr_time_from_sec(30), 0);
+    ck_assert_int_eq(mcp_store_exec(&db, p, "testing", "SELECT 1", 0, NULL, NULL),
+                     MCP_STORE_UNAVAILABLE);
+    ck_assert_int_lt(apr_time_now() - start, apr_time_from_sec(1));   /* no retries for 30 s */
+    ck_assert_int_eq(c.borrows, 1);
+    ck_assert_int_eq(c.waits, 0);
+    ck_assert_str_eq(db.error, "testing: the database schema is version 1, this mod_mcp needs "
+                     "version 3");
+    apr_pool_destroy(p);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
     Suite *s = suite_create("mcp_store");
@@ -137,6 +168,7 @@ static Suite *store_suite(void)
     tcase_add_test(tc, one_try_without_patience);
     tcase_add_test(tc, retried_until_patience_runs_out);
     tcase_add_test(tc, the_lender_may_stop_the_retries);
+    tcase_add_test(tc, a_fatal_lender_fails_at_once);
     suite_add_tcase(s, tc);
     return s;
 }

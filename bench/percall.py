@@ -1,0 +1,165 @@
+#!/usr/bin/python3
+"""bench/percall.py — load-independent cost per call of mod_mcp, for before/after decisions on a
+busy machine. Run as root from the repository (tests/stack runs PostgreSQL and httpd as their
+users); wrk and psycopg2 must be installed (bench/run installs them).
+
+    bench/percall.py [--tree DIR]... [--conc 1,8,32] [--secs 4] [--reps 2]
+                     [--proto 2025-11-25|2025-06-18] [--pg-set NAME=VALUE]...
+
+Each --tree (default: this repository) is a built checkout: its tests/stack starts a private
+stack (one httpd, event MPM, with that tree's module, schema and test backend). The points are
+run interleaved (tree A, tree B, tree A, ...) so that the machine's load hits all alike. Per point
+it prints calls/s and p50/p99 (noisy on a shared machine) and the figures that do not depend on
+the load: PostgreSQL CPU per call (all postgres processes, from /proc), httpd CPU per call,
+write transactions per call, NOTIFYs per call, WAL bytes per call, event rows per call.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402  (helpers: CpuMeter, NotifyCounter, mcp_sessions, read_env, ...)
+import psycopg2  # noqa: E402
+
+CONF = """LogLevel warn
+MaxKeepAliveRequests 0
+KeepAliveTimeout 30
+StartServers 1
+ServerLimit 1
+ThreadsPerChild 64
+MaxRequestWorkers 64
+MinSpareThreads 1
+MaxSpareThreads 64
+MaxConnectionsPerChild 0
+DBDMin 0
+DBDKeep 32
+DBDMax 32
+<IfDirective MCPMaxStreamsPerPrincipal>
+    MCPMaxStreamsPerPrincipal 0
+    MCPMaxSessionsPerPrincipal 0
+</IfDirective>
+"""
+
+
+class Target:
+    def __init__(self, tree, work, proto, idx, pg_set=()):
+        self.tree = os.path.abspath(tree)
+        self.dir = os.path.join(work, f"t{idx}")
+        conf = os.path.join(work, "percall.conf")
+        with open(conf, "w") as f:
+            f.write(CONF)
+        p = subprocess.run([os.path.join(self.tree, "tests", "stack"), "up", "--dir", self.dir,
+                            "--httpd", "1", "--mpm", "event", "--conf", conf,
+                            "--module", os.path.join(self.tree, "mod_mcp/.libs/mod_mcp.so")],
+                           text=True, capture_output=True)
+        if p.returncode != 0:
+            raise SystemExit(f"tests/stack up ({self.tree}) failed:\n{p.stderr[-3000:]}")
+        self.env = bench.read_env(os.path.join(self.dir, "stack.env"))
+        self.url = self.env["MCP_URLS"].split()[0]
+        self.cpu = bench.CpuMeter()
+        self.cpu.add(bench.pidfile(self.env["MCP_PG_PIDFILE"]), "postgres")
+        self.cpu.add(bench.pidfile(self.env["MCP_HTTPD_PIDFILES"].split()[0]), "httpd")
+        self.cpu.add(bench.pidfile(self.env.get("MCP_BACKEND_PIDFILE", "")), "backend")
+        self.pg = psycopg2.connect(self.env["MCP_PG"].replace("user=mcp", "user=postgres"))
+        self.pg.autocommit = True
+        for kv in pg_set:   # e.g. synchronous_commit=off, to attribute a cost
+            name, value = kv.split("=", 1)
+            with self.pg.cursor() as c:
+                c.execute(f"ALTER SYSTEM SET {name} = %s", (value,))
+                c.execute("SELECT pg_reload_conf()")
+        self.notifies = bench.NotifyCounter(self.env["MCP_PG"])
+        bench.PROTO = proto
+        self.sessions = os.path.join(work, f"t{idx}.sessions")
+        bench.mcp_sessions(self.url, 32, self.sessions)
+        sid = open(self.sessions).readline().strip()
+        bench.mcp_call(self.url, sid, "echo", {"text": "hello"})
+
+    def sql(self, q):
+        with self.pg.cursor() as c:
+            c.execute(q)
+            return c.fetchone()
+
+    def counters(self):
+        xid, lsn, ev = self.sql(
+            "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint,"
+            " pg_current_wal_insert_lsn() - '0/0'::pg_lsn,"
+            " (SELECT last_value FROM mcp.events_id_seq)")
+        return int(xid), int(lsn), int(ev), self.notifies.count
+
+    def point(self, conc, secs, proto):
+        threads = 1 if conc == 1 else 2
+        cmd = ["wrk", "-t", str(threads), "-c", str(conc), "-d", f"{secs}s", "--timeout", "10s",
+               "-s", bench.LUA, self.url, "--", self.sessions, proto, "echo",
+               '{"text":"hello"}', str(threads)]
+        c0, cpu0 = self.counters(), self.cpu.snapshot()
+        p = subprocess.run(cmd, text=True, capture_output=True)
+        cpu1 = self.cpu.snapshot()
+        time.sleep(0.3)   # the last notifications on their way to the counter
+        c1 = self.counters()
+        import json
+        import re
+        m = re.search(r"^BENCH (\{.*\})$", p.stdout, re.M)
+        if p.returncode != 0 or not m:
+            raise SystemExit(f"wrk failed: {p.stdout}\n{p.stderr}")
+        r = json.loads(m.group(1))
+        calls = max(r["good"], 1)
+        el = cpu1[1] - cpu0[1]
+        cores = bench.CpuMeter.delta(cpu0, cpu1)
+        return {
+            "calls/s": r["good"] / (r["duration_us"] / 1e6),
+            "p50 ms": r["p50_us"] / 1000, "p99 ms": r["p99_us"] / 1000,
+            "errors": r["bad"] + r["connect_err"] + r["read_err"] + r["timeout_err"],
+            "PG CPU ms/call": cores.get("postgres", 0) * el * 1000 / calls,
+            "httpd CPU ms/call": cores.get("httpd", 0) * el * 1000 / calls,
+            "xacts/call": (c1[0] - c0[0]) / calls,
+            "NOTIFYs/call": (c1[3] - c0[3]) / calls,
+            "WAL B/call": (c1[1] - c0[1]) / calls,
+            "events/call": (c1[2] - c0[2]) / calls,
+        }
+
+    def down(self):
+        self.notifies.close()
+        self.pg.close()
+        subprocess.run([os.path.join(self.tree, "tests", "stack"), "down", "--dir", self.dir],
+                       capture_output=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tree", action="append")
+    ap.add_argument("--conc", default="1,8,32")
+    ap.add_argument("--secs", type=int, default=4)
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--proto", default="2025-11-25")
+    ap.add_argument("--pg-set", action="append", default=[],
+                    help="NAME=VALUE: a PostgreSQL setting for every tree's stack")
+    a = ap.parse_args()
+    trees = a.tree or [bench.REPO]
+    work = tempfile.mkdtemp(prefix="mcp-percall.")
+    os.chmod(work, 0o755)
+    targets = []
+    try:
+        for i, t in enumerate(trees):
+            targets.append(Target(t, work, a.proto, i, a.pg_set))
+        res = {}
+        for rep in range(a.reps):
+            for c in [int(x) for x in a.conc.split(",")]:
+                order = targets[rep % len(targets):] + targets[:rep % len(targets)]
+                for t in order:
+                    res.setdefault((t.tree, c), []).append(t.point(c, a.secs, a.proto))
+        keys = list(next(iter(res.values()))[0].keys())
+        print(f"protocol {a.proto}; medians of {a.reps} interleaved runs of {a.secs} s")
+        for (tree, c), rs in res.items():
+            print(f"{tree} c={c}: " + ", ".join(
+                f"{k} {bench.med([r[k] for r in rs]):.{0 if k in ('calls/s', 'WAL B/call') else 3}f}"
+                for k in keys))
+    finally:
+        for t in targets:
+            t.down()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+-- mod_mcp's functions and triggers (loaded by schema.sql, and by upgrade.sql after the
+-- migrations: CREATE OR REPLACE only, safe to re-run).
+
+-- The JSON text with the escapes PostgreSQL cannot de-escape (\u0000, surrogates) as \ufffd:
+-- what mcp.audit_jsonb casts when the plain cast fails, and what json operators that read
+-- strings (->) can take (the json type keeps every number as written, so this never fails on
+-- valid JSON).
+CREATE OR REPLACE FUNCTION mcp.json_pg_safe(t text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT regexp_replace(t, '(?<!\\)((?:\\\\)*)\\u(0000|d[89ab][0-9a-f]{2}|d[c-f][0-9a-f]{2})',
+                          '\1\\ufffd', 'gi')
+$$;
+
+-- Messages are stored as the exact text that crossed the wire (any valid JSON, RFC 8259); jsonb
+-- copies serve queries and the audit views. jsonb cannot hold every valid JSON text: it refuses
+-- \u0000 and lone surrogate escapes (\ud800), and it reorders keys and keeps only the last of
+-- duplicate ones. This cast never fails a statement: where the plain cast fails, \u0000 and
+-- lone or paired surrogate escapes become \ufffd (U+FFFD) and it tries again; NULL when even
+-- that fails (e.g. a number beyond numeric's range). The exact text is always in *_text.
+CREATE OR REPLACE FUNCTION mcp.audit_jsonb(t text) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+BEGIN
+    RETURN t::jsonb;
+EXCEPTION WHEN others THEN
+    BEGIN
+        RETURN mcp.json_pg_safe(t)::jsonb;
+    EXCEPTION WHEN others THEN
+        RETURN NULL;
+    END;
+END
+$$;
+
+-- May a session (p_session), a holder (p_holder) and a stream (p_stream, 0: none) take one
+-- more stream or follower? Returns NULL, or which limit is reached: 'session-streams',
+-- 'holder-streams' or 'stream-followers' (a limit of 0 is no limit). Called inside the statement
+-- that then inserts the stream or follower row: the advisory locks, taken in this fixed order
+-- and held to the end of that transaction, serialise the admissions of one session, holder and
+-- stream across every process and host, and the counting queries of a VOLATILE function see
+-- what the previous lock holder committed (a fresh snapshot each), so a limit is never
+-- overshot. Open streams and followers whose lease ran out hold nothing and do not count.
+CREATE OR REPLACE FUNCTION mcp.admit_stream(p_session text, p_holder text, p_stream bigint,
+                                            max_per_session int, max_per_holder int,
+                                            max_followers int)
+RETURNS text LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    n bigint;
+BEGIN
+    -- Rows of followers whose process died, long expired (never waiting for a row lock).
+    DELETE FROM mcp.followers WHERE id IN (
+        SELECT id FROM mcp.followers WHERE lease_until < now() - interval '1 minute'
+           FOR UPDATE SKIP LOCKED);
+    IF max_per_session > 0 THEN
+        PERFORM pg_advisory_xact_lock(1, hashtext(p_session));
+        SELECT (SELECT count(*) FROM mcp.streams
+                 WHERE session_id = p_session AND status = 'open' AND lease_until >= now())
+             + (SELECT count(*) FROM mcp.followers
+                 WHERE session_id = p_session AND lease_until >= now())
+          INTO n;
+        IF n >= max_per_session THEN
+            RETURN 'session-streams';
+        END IF;
+    END IF;
+    IF max_per_holder > 0 THEN
+        PERFORM pg_advisory_xact_lock(2, hashtext(coalesce(p_holder, '')));
+        SELECT (SELECT count(*) FROM mcp.streams
+                 WHERE holder = p_holder AND status = 'open' AND lease_until >= now())
+             + (SELECT count(*) FROM mcp.followers
+                 WHERE holder = p_holder AND lease_until >= now())
+          INTO n;
+        IF n >= max_per_holder THEN
+            RETURN 'holder-streams';
+        END IF;
+    END IF;
+    IF max_followers > 0 AND p_stream > 0 THEN
+        PERFORM pg_advisory_xact_lock(3, hashtext(p_stream::text));
+        SELECT count(*) FROM mcp.followers
+         WHERE stream_id = p_stream AND lease_until >= now()
+          INTO n;
+        IF n >= max_followers THEN
+            RETURN 'stream-followers';
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- May one more session start, for p_holder? Returns NULL, 'sessions' (max_live live sessions
+-- exist) or 'holder-sessions' (max_per_holder of them are p_holder's); 0 is no limit. Live:
+-- not terminated, active within idle_secs (0: no idle limit). Serialised like mcp.admit_stream,
+-- inside the statement that inserts the session.
+CREATE OR REPLACE FUNCTION mcp.admit_session(p_holder text, max_live int, max_per_holder int,
+                                             idle_secs int)
+RETURNS text LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    n bigint;
+BEGIN
+    IF max_live > 0 THEN
+        PERFORM pg_advisory_xact_lock(4, 0);
+        SELECT count(*) FROM mcp.sessions
+         WHERE terminated_at IS NULL
+           AND (idle_secs = 0 OR last_seen_at > now() - make_interval(secs => idle_secs))
+          INTO n;
+        IF n >= max_live THEN
+            RETURN 'sessions';
+        END IF;
+    END IF;
+    IF max_per_holder > 0 THEN
+        PERFORM pg_advisory_xact_lock(5, hashtext(coalesce(p_holder, '')));
+        SELECT count(*) FROM mcp.sessions
+         WHERE holder = p_holder AND terminated_at IS NULL
+           AND (idle_secs = 0 OR last_seen_at > now() - make_interval(secs => idle_secs))
+          INTO n;
+        IF n >= max_per_holder THEN
+            RETURN 'holder-sessions';
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Wake-ups for followers in other processes and on other hosts, on channel mcp_events with the
+-- stream id. A notification is only a wake-up (delivered at commit); the tables are the truth.
+-- Each transaction that notifies takes PostgreSQL's database-wide notify lock through its commit,
+-- so only streams that someone follows are notified: a follower sets mcp.streams.followed (under
+-- the stream row's FOR UPDATE lock) in the transaction that registers it, and reads the stream
+-- only after that commit. Every statement that stores outbound messages on a stream reads the flag
+-- under a FOR KEY SHARE lock of the same row (the lock its foreign key check takes anyway): a
+-- writer that locked the row first commits before the follower's registration does (the follower
+-- then reads its rows), a writer that comes later sees the flag and notifies. Status changes
+-- notify through the row trigger below, under the UPDATE's own row lock, when the flag is set;
+-- the statements that end streams on behalf of others (a session's DELETE, a lease taken over,
+-- a stale standalone stream) notify every stream they end, for its owner. (No trigger on
+-- mcp.events: schema version 5 dropped events_notify, sql/migrations/005.)
+CREATE OR REPLACE FUNCTION mcp.notify_stream_status() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('mcp_events', NEW.id::text);
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER streams_notify
+    AFTER UPDATE OF status ON mcp.streams
+    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status AND NEW.followed)
+    EXECUTE FUNCTION mcp.notify_stream_status();

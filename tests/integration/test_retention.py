@@ -1,0 +1,176 @@
+"""Retention: mcp.events is partitioned by the day its stream started; CALL mcp.maintain drops a
+whole day partition (DROP TABLE, no row-by-row DELETE) once its streams and their sessions ended
+more than the retention ago, never while a session is live or a stream open; the gateway's
+stream of today still replays. The sweep makes missing partitions ahead (tests/stack graceful
+starts a new sweep, which runs the job at once)."""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+
+from conftest import REPO
+from waiting import wait_for
+
+# A session and one stream of day `days` ago with its four rows; returns the stream id.
+OLD_STREAM = """
+WITH t AS (SELECT now() - make_interval(days => %(days)s) AS at),
+se AS (
+  INSERT INTO mcp.sessions (id, backend_url, protocol_version, created_at, last_seen_at,
+                            terminated_at, terminated_by)
+  SELECT %(sid)s, 'http://old/mcp', '2025-06-18', t.at, t.at,
+         CASE WHEN %(live)s THEN NULL ELSE t.at END, CASE WHEN %(live)s THEN NULL ELSE 'client' END
+    FROM t RETURNING id),
+st AS (
+  INSERT INTO mcp.streams (id, session_id, kind, request_id_text, request_id, method, status,
+                           created_at, completed_at, lease_until)
+  SELECT mcp.stream_id_at(t.at) + (random() * 1000000)::bigint, se.id, 'request', '1', '1',
+         'tools/call', CASE WHEN %(open)s THEN 'open' ELSE 'complete' END, t.at,
+         CASE WHEN %(open)s THEN NULL ELSE t.at END, now() + interval '1 hour'
+    FROM t, se RETURNING id, session_id)
+INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text, message,
+                        created_at)
+SELECT st.session_id, st.id, v.seq, v.d, v.k, v.m, v.m::jsonb, t.at
+  FROM t, st, (VALUES (0, 'in', 'message', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}'),
+                      (1, 'out', 'priming', NULL),
+                      (2, 'out', 'message', '{"jsonrpc":"2.0","id":1,"result":{"content":[]}}'))
+       AS v(seq, d, k, m)
+RETURNING stream_id
+"""
+
+
+def old_stream(pg, days, live=False, open_=False):
+    cur = pg.cursor()
+    cur.execute("SELECT mcp.partition_create(((now() - make_interval(days => %s)) AT TIME ZONE 'UTC')::date)",
+                (days,))
+    cur.execute(OLD_STREAM, {"days": days, "sid": secrets.token_urlsafe(24), "live": live, "open": open_})
+    return cur.fetchone()[0]
+
+
+def partition_of(pg, stream_id):
+    cur = pg.cursor()
+    cur.execute("SELECT name FROM mcp.event_partitions WHERE %s >= lo AND %s < hi", (stream_id, stream_id))
+    row = cur.fetchone()
+    return row[0] if row else None
+
+
+def exists(pg, table):
+    cur = pg.cursor()
+    cur.execute("SELECT to_regclass(%s) IS NOT NULL", (f"mcp.{table}",))
+    return cur.fetchone()[0]
+
+
+def count(pg, sql, *args):
+    cur = pg.cursor()
+    cur.execute(sql, args)
+    return cur.fetchone()[0]
+
+
+def test_expired_partition_dropped_live_rows_stay(mcp, pg):
+    expired = old_stream(pg, 10)                      # ended 10 days ago: goes
+    live_session = old_stream(pg, 11, live=True)      # its session is still live: stays
+    open_stream = old_stream(pg, 12, open_=True)      # still open: stays
+    gone, kept1, kept2 = (partition_of(pg, x) for x in (expired, live_session, open_stream))
+    assert gone and kept1 and kept2 and len({gone, kept1, kept2}) == 3
+
+    # A stream of today, through the gateway.
+    s = mcp()
+    s.initialize()
+    events = list(s.request_stream("tools/call", {"name": "echo", "arguments": {"text": "kept"}}))
+    last = [e.id for e in events if e.id][-1]
+    today = partition_of(pg, int(last.split("-")[0]))
+    assert today
+
+    cur = pg.cursor()
+    cur.execute("CALL mcp.maintain(interval '2 days')")
+    created, dropped, deleted = cur.fetchone()
+    assert dropped >= 1
+    assert not exists(pg, gone)                       # dropped whole, not emptied row by row
+    assert exists(pg, kept1) and exists(pg, kept2) and exists(pg, today)
+    assert count(pg, "SELECT count(*) FROM mcp.streams WHERE id = %s", expired) == 0
+    assert count(pg, "SELECT count(*) FROM mcp.events WHERE stream_id = %s", expired) == 0
+    for kept in (live_session, open_stream):
+        assert count(pg, "SELECT count(*) FROM mcp.events WHERE stream_id = %s", kept) == 3
+    # The expired stream's session went after it; the live one stays.
+    assert count(pg, "SELECT count(*) FROM mcp.sessions WHERE id = (SELECT session_id FROM "
+                 "mcp.streams WHERE id = %s)", live_session) == 1
+
+    # Today's stream replays as before.
+    first = [e.id for e in events if e.id][0]
+    replayed = [e.id for e in s.get_stream(last_event_id=first)]
+    assert replayed and replayed[-1] == last
+
+    # Once the live session ends and the open stream is finished, a later run drops both.
+    pg.cursor().execute("UPDATE mcp.sessions SET terminated_at = now() - interval '5 days' "
+                        "WHERE id IN (SELECT session_id FROM mcp.streams WHERE id IN (%s, %s))",
+                        (live_session, open_stream))
+    pg.cursor().execute("UPDATE mcp.streams SET status = 'failed', completed_at = now() - interval '5 days' "
+                        "WHERE id = %s", (open_stream,))
+    cur.execute("CALL mcp.maintain(interval '2 days')")
+    assert cur.fetchone()[1] >= 2
+    assert not exists(pg, kept1) and not exists(pg, kept2) and exists(pg, today)
+
+
+def test_sweep_makes_partitions_ahead(stack, pg):
+    cur = pg.cursor()
+    cur.execute("SELECT name FROM mcp.event_partitions ORDER BY day DESC LIMIT 1")
+    last = cur.fetchone()[0]
+    assert count(pg, f"SELECT count(*) FROM mcp.{last}") == 0   # a future day's: empty
+    cur.execute(f"DROP TABLE mcp.{last}")
+    # A graceful restart starts a new sweep, which runs the job at once.
+    subprocess.run([str(REPO / "tests" / "stack"), "graceful", "--dir", stack["MCP_STACK_DIR"]],
+                   check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=120)
+    wait_for(lambda: exists(pg, last), timeout=30, what=f"the sweep to make {last} again")
+
+
+# A 2026-07-28 (stateless) stream of day `days` ago: no session, its revision on the stream;
+# and an inbound notification of no session and no stream stored then. Returns the stream id.
+STATELESS_STREAM = """
+WITH t AS (SELECT now() - make_interval(days => %(days)s) AS at),
+st AS (
+  INSERT INTO mcp.streams (id, session_id, kind, request_id_text, request_id, method, status,
+                           created_at, completed_at, lease_until, protocol_version)
+  SELECT mcp.stream_id_at(t.at) + (random() * 1000000)::bigint, NULL, 'request', '1', '1',
+         'tools/call', CASE WHEN %(open)s THEN 'open' ELSE 'cancelled' END, t.at,
+         CASE WHEN %(open)s THEN NULL ELSE t.at END, now() + interval '1 hour', '2026-07-28'
+    FROM t RETURNING id),
+n AS (
+  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text, message,
+                          created_at)
+  SELECT NULL, NULL, NULL, 'in', 'message', %(note)s, %(note)s::jsonb, t.at FROM t)
+INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text, message,
+                        created_at)
+SELECT NULL, st.id, 0, 'in', 'message', v.m, v.m::jsonb, t.at
+  FROM t, st, (VALUES ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}')) AS v(m)
+RETURNING stream_id
+"""
+
+
+def stateless_stream(pg, days, note, open_=False):
+    cur = pg.cursor()
+    cur.execute("SELECT mcp.partition_create(((now() - make_interval(days => %s)) AT TIME ZONE 'UTC')::date)",
+                (days,))
+    cur.execute(STATELESS_STREAM, {"days": days, "open": open_, "note": note})
+    return cur.fetchone()[0]
+
+
+def test_stateless_streams_expire_without_a_session(stack, pg):
+    old_note = '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"old"}}'
+    new_note = '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"new"}}'
+    ended = stateless_stream(pg, 20, old_note)              # ended 20 days ago: goes
+    still_open = stateless_stream(pg, 21, new_note, open_=True)
+    # The notification of the open stream's day is as old: make it recent, so that it stays.
+    pg.cursor().execute("UPDATE mcp.events SET created_at = now() WHERE stream_id IS NULL "
+                        "AND message_text = %s", (new_note,))
+    gone, kept = partition_of(pg, ended), partition_of(pg, still_open)
+    assert gone and kept and gone != kept
+
+    cur = pg.cursor()
+    cur.execute("CALL mcp.maintain(interval '2 days')")
+    assert cur.fetchone()[1] >= 1
+    assert not exists(pg, gone) and exists(pg, kept)
+    assert count(pg, "SELECT count(*) FROM mcp.streams WHERE id = %s", ended) == 0
+    assert count(pg, "SELECT count(*) FROM mcp.events WHERE stream_id = %s", still_open) == 1
+    assert count(pg, "SELECT count(*) FROM mcp.events WHERE message_text = %s", old_note) == 0
+    assert count(pg, "SELECT count(*) FROM mcp.events WHERE message_text = %s", new_note) == 1
