@@ -2043,9 +2043,13 @@ static const char *elicited_string(json_object *answers, const char *key, const 
 {
     json_object *a = member(answers, key);
     const char *action = member_string(a, "action");
+    json_object *v;
     if (!action || strcmp(action, "accept"))
         return NULL;
-    return json_text(member(member(a, "content"), field));
+    v = member(member(a, "content"), field);
+    if (!v)
+        return NULL;
+    return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : json_text(v);
 }
 
 static const char *answer_action(json_object *answers, const char *key)
