@@ -2324,6 +2324,15 @@ static json_object *tool_trigger_prompt_change(struct tool_call *tc)
     return broadcast(tc, "notifications/prompts/list_changed");
 }
 
+/* test_custom_header: its argument region is annotated x-mcp-header. */
+static json_object *tool_custom_header(struct tool_call *tc)
+{
+    const char *region;
+    if (arg_string(tc->args, "region", &region))
+        return invalid_params(tc, "region must be a string");
+    return rpc_result(tc->id, text_result(xasprintf("region: %s", region)));
+}
+
 /* ========================================================================
  * End of the 2026-07-28 fixtures.
  * ======================================================================== */
@@ -2335,13 +2344,27 @@ static json_object *tool_trigger_prompt_change(struct tool_call *tc)
     "{\"type\":\"object\",\"properties\":{\"" name "\":{\"type\":\"string\","               \
     "\"description\":\"" what "\"}},\"required\":[\"" name "\"]}"
 
-/* SEP-1613: JSON Schema 2020-12 keywords that must reach the client intact. */
+/* SEP-1613: JSON Schema 2020-12 keywords that must reach the client intact; SEP-2106 (the
+   2026-07-28 suite): $anchor, allOf/anyOf and if/then/else too. */
 #define SCHEMA_2020_12                                                                      \
     "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","    \
-    "\"$defs\":{\"address\":{\"type\":\"object\",\"properties\":{"                          \
+    "\"$defs\":{\"address\":{\"$anchor\":\"addressDef\",\"type\":\"object\",\"properties\":{" \
     "\"street\":{\"type\":\"string\"},\"city\":{\"type\":\"string\"}}}},"                   \
     "\"properties\":{\"name\":{\"type\":\"string\"},"                                       \
-    "\"address\":{\"$ref\":\"#/$defs/address\"}},\"additionalProperties\":false}"
+    "\"address\":{\"$ref\":\"#/$defs/address\"},"                                            \
+    "\"contactMethod\":{\"type\":\"string\",\"enum\":[\"phone\",\"email\"]},"                 \
+    "\"phone\":{\"type\":\"string\"},\"email\":{\"type\":\"string\"}},"                      \
+    "\"allOf\":[{\"anyOf\":[{\"required\":[\"phone\"]},{\"required\":[\"email\"]}]}],"        \
+    "\"if\":{\"properties\":{\"contactMethod\":{\"const\":\"phone\"}},"                       \
+    "\"required\":[\"contactMethod\"]},\"then\":{\"required\":[\"phone\"]},"                   \
+    "\"else\":{\"required\":[\"email\"]},\"additionalProperties\":false}"
+
+/* SEP-2243 (2026-07-28): a string argument that a client also sends as the header
+   Mcp-Param-Region; the server side of the check is the bridge's. */
+#define SCHEMA_HEADER_PARAM                                                                 \
+    "{\"type\":\"object\",\"properties\":{\"region\":{\"type\":\"string\","                  \
+    "\"description\":\"Region, mirrored in the Mcp-Param-Region header\","                  \
+    "\"x-mcp-header\":\"Region\"}},\"required\":[\"region\"]}"
 
 static const struct tool {
     const char *name, *description;
@@ -2450,6 +2473,8 @@ static const struct tool {
     {"test_trigger_prompt_change",
      "Sends notifications/prompts/list_changed on every session's GET stream.", NO_ARGS, NULL,
      0, tool_trigger_prompt_change},
+    {"test_custom_header", "Returns its region argument (x-mcp-header: Region).",
+     SCHEMA_HEADER_PARAM, NULL, 0, tool_custom_header},
 };
 
 static json_object *tools_list(void)

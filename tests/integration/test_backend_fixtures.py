@@ -121,6 +121,14 @@ def test_the_fixtures_are_listed_and_list_changes_announced(client):
         assert tools[name]["description"] and tools[name]["inputSchema"]["type"] == "object"
     prompts = [p["name"] for p in s.call("prompts/list")["prompts"]]
     assert "test_input_required_result_prompt" in prompts
+    # SEP-2106 and SEP-2243 fixtures: the schemas reach the client intact.
+    schema = tools["json_schema_2020_12_tool"]["inputSchema"]
+    assert schema["$defs"]["address"]["$anchor"] == "addressDef"
+    assert schema["allOf"] and schema["if"] and schema["additionalProperties"] is False
+    region = tools["test_custom_header"]["inputSchema"]["properties"]["region"]
+    assert region["x-mcp-header"] == "Region"
+    assert text_of(s.request("tools/call", {"name": "test_custom_header",
+                                            "arguments": {"region": "eu"}})) == "region: eu"
 
 
 def test_elicitation_asks_for_user_name_and_greets(client):
