@@ -415,7 +415,8 @@ def test_sdk_2026_client_through_the_era_bridge(everything_stack, node22):
                              AND message->>'method' = 'sampling/createMessage'""", (pooled,))
             asked = cur.fetchone()[0]
             cur.execute("""SELECT message FROM mcp.events WHERE session_id = %s AND stream_id IS NULL
-                             AND direction = 'in' AND message->'id' = %s::jsonb""",
+                             AND direction = 'in' AND message ? 'result'
+                             AND message->'id' = %s::jsonb""",
                         (pooled, json.dumps(asked["id"])))
             assert cur.fetchone()[0]["result"]["content"]["text"] == "bridged sampling answer"
     finally:
