@@ -20,7 +20,7 @@ mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const
                                            mcp_store_session_t **out)
 {
     static const char sql[] =
-        "SELECT s.id, s.backend_session_id, s.protocol_version"
+        "SELECT s.id, s.backend_session_id, s.protocol_version, s.server_info::text"
         "  FROM mcp.bridge_sessions b JOIN mcp.sessions s ON s.id = b.session_id"
         " WHERE b.backend_url = $1 AND b.capabilities_key = $2"
         "   AND b.principal IS NOT DISTINCT FROM $3 AND s.terminated_at IS NULL"
@@ -43,6 +43,7 @@ mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const
     s->id = entry(res, 0, 0);
     s->backend_session_id = entry(res, 0, 1);
     s->protocol_version = entry(res, 0, 2);
+    s->server_info = entry(res, 0, 3);
     s->principal = principal;
     s->backend_url = backend_url;
     return MCP_STORE_OK;
@@ -130,7 +131,7 @@ mcp_store_status_t mcp_store_bridge_round_claim(mcp_store_t *db, apr_pool_t *p, 
         "SELECT r.state IS NOT NULL, r.principal IS NOT DISTINCT FROM $2,"
         "       r.request_digest = $3, r.expires_at > now(), r.used_at IS NULL,"
         "       u.session_id, s.backend_session_id, s.protocol_version, u.stream_id,"
-        "       u.backend_request_id, u.position, u.pending"
+        "       u.backend_request_id, u.position, u.pending, s.server_info::text"
         "  FROM (SELECT 1) AS one LEFT JOIN r ON true LEFT JOIN u ON true"
         "  LEFT JOIN mcp.sessions s ON s.id = u.session_id";
     const char *args[] = { state, principal, digest };
@@ -165,6 +166,7 @@ mcp_store_status_t mcp_store_bridge_round_claim(mcp_store_t *db, apr_pool_t *p, 
         out->backend_request_id = apr_atoi64(PQgetvalue(res, 0, 9));
         out->position = apr_atoi64(PQgetvalue(res, 0, 10));
         out->pending = entry(res, 0, 11);
+        out->server_info = entry(res, 0, 12);
     }
     return MCP_STORE_OK;
 }

@@ -13,7 +13,7 @@
 #include "mcp_store.h"
 
 /* The live pooled session of principal (NULL: none) for backend_url and capabilities_key: its
- * id and backend session id (NULL for a stateless backend) and protocol version, in p.
+ * id, backend session id (NULL for a stateless backend), protocol version and serverInfo, in p.
  * NOT_FOUND when there is none (terminated and idle ones are not). */
 mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const char *principal,
                                            const char *backend_url, const char *caps_key,
@@ -43,6 +43,7 @@ typedef struct mcp_store_bridge_round_t {
     apr_int64_t  backend_request_id;  /* the call's id on the backend side                    */
     apr_int64_t  position;            /* seq of the round's last input request on the stream */
     const char  *pending;             /* JSON object text: name -> the backend's request id   */
+    const char  *server_info;         /* the pooled session's serverInfo (JSON text) or NULL  */
 } mcp_store_bridge_round_t;
 
 /* Stores a round (state: the requestState handle) that expires ttl_secs from now, and marks the

@@ -235,14 +235,12 @@ static mcp_store_session_t *pool_get(bridge_t *b, int fresh, const char **why)
     return pool_new(b, key, why);
 }
 
-static void load_server_info(bridge_t *b)
+/* The backend's serverInfo (JSON text, may be NULL), stamped on results. */
+static void set_server_info(bridge_t *b, const char *text)
 {
-    const char *init = NULL;
+    json_object *v = text ? mcp_jsonrpc_parse_value(b->q->r->pool, text, strlen(text)) : NULL;
 
-    if (mcp_store_bridge_init_result(mcp_req_db(b->q), b->q->r->pool, b->q->conf->backend_spec,
-                                     &init) == MCP_STORE_OK) {
-        b->server_info = mcp_bridge_server_info(b->q->r->pool, init);
-    }
+    b->server_info = v && json_object_is_type(v, json_type_object) ? v : NULL;
 }
 
 /* ---- answering the client ------------------------------------------------------------------ */
@@ -551,7 +549,7 @@ static int relay_call(bridge_t *b)
             return reply_failure(b, HTTP_BAD_GATEWAY, apr_psprintf(r->pool, "Bad Gateway: the "
                                  "era bridge has no backend session: %s", why));
         }
-        load_server_info(b);
+        set_server_info(b, b->pooled->server_info);
         status = forward(b, &err);
         if (attempt == 0 && session_lost(b, status)) {
             ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "era bridge: the backend lost pooled "
@@ -779,7 +777,7 @@ static int retry(bridge_t *b, const char *state)
     s->principal = r->user;
     s->backend_url = q->conf->backend_spec;
     mcp_store_bridge_link(mcp_req_db(q), r->pool, b->st.id, round.stream_id);
-    load_server_info(b);
+    set_server_info(b, round.server_info);
     if ((bad = mcp_bridge_input_responses(r->pool, b->msg->obj, round.pending, &answers))) {
         cancel_upstream(b, s, b->backend_id, "the client's retry was refused");
         mcp_stream_finish(&b->st, "failed");
