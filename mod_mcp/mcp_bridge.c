@@ -453,3 +453,94 @@ const char *mcp_bridge_cancelled(apr_pool_t *p, apr_int64_t backend_id, const ch
     json_object_object_add(n, "params", params);
     return text_of(p, n);
 }
+
+/* ---- subscriptions/listen ------------------------------------------------------------------ */
+
+#define META_SUBSCRIPTION_ID "io.modelcontextprotocol/subscriptionId"
+
+static int flag(json_object *obj, const char *key)
+{
+    json_object *v = member(obj, key);
+
+    return v && json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
+}
+
+const char *mcp_bridge_listen_ack(apr_pool_t *p, json_object *msg, const char *init_result)
+{
+    static const struct { const char *filter, *capability; } lists[] = {
+        { "toolsListChanged", "tools" },
+        { "promptsListChanged", "prompts" },
+        { "resourcesListChanged", "resources" },
+    };
+    json_object *init = init_result ? mcp_jsonrpc_parse_value(p, init_result, strlen(init_result))
+                                    : NULL;
+    json_object *caps = object_member(init, "capabilities");
+    json_object *asked = object_member(object_member(msg, "params"), "notifications");
+    json_object *ack = json_object_new_object(), *uris = member(asked, "resourceSubscriptions");
+    size_t i;
+
+    for (i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+        if (flag(asked, lists[i].filter)
+            && flag(object_member(caps, lists[i].capability), "listChanged")) {
+            json_object_object_add(ack, lists[i].filter, json_object_new_boolean(1));
+        }
+    }
+    if (uris && json_object_is_type(uris, json_type_array)
+        && flag(object_member(caps, "resources"), "subscribe")) {
+        json_object *kept = json_object_new_array();
+        for (i = 0; i < json_object_array_length(uris); i++) {
+            json_object *u = json_object_array_get_idx(uris, i);
+            if (json_object_is_type(u, json_type_string)) {
+                json_object_array_add(kept, json_object_get(u));
+            }
+        }
+        json_object_object_add(ack, "resourceSubscriptions", kept);
+    }
+    return text_of(p, ack);
+}
+
+const char *mcp_bridge_listen_pass(apr_pool_t *p, json_object *msg, const char *acked,
+                                   json_object *listen_id)
+{
+    json_object *filter = acked ? mcp_jsonrpc_parse_value(p, acked, strlen(acked)) : NULL;
+    const char *method = mcp_jsonrpc_get_string(msg, "method");
+    json_object *out, *params, *meta;
+    int pass = 0;
+
+    if (!method || member(msg, "id")) {
+        return NULL;
+    }
+    if (strcmp(method, "notifications/tools/list_changed") == 0) {
+        pass = flag(filter, "toolsListChanged");
+    }
+    else if (strcmp(method, "notifications/prompts/list_changed") == 0) {
+        pass = flag(filter, "promptsListChanged");
+    }
+    else if (strcmp(method, "notifications/resources/list_changed") == 0) {
+        pass = flag(filter, "resourcesListChanged");
+    }
+    else if (strcmp(method, "notifications/resources/updated") == 0) {
+        const char *uri = mcp_jsonrpc_get_string(object_member(msg, "params"), "uri");
+        json_object *uris = member(filter, "resourceSubscriptions");
+        size_t i;
+        for (i = 0; uri && uris && json_object_is_type(uris, json_type_array)
+                    && i < json_object_array_length(uris); i++) {
+            const char *u = json_object_get_string(json_object_array_get_idx(uris, i));
+            pass = pass || (u && strcmp(u, uri) == 0);
+        }
+    }
+    if (!pass) {
+        return NULL;
+    }
+    out = copy_of(msg);
+    if (!(params = object_member(out, "params"))) {
+        params = json_object_new_object();
+        json_object_object_add(out, "params", params);
+    }
+    if (!(meta = object_member(params, "_meta"))) {
+        meta = json_object_new_object();
+        json_object_object_add(params, "_meta", meta);
+    }
+    json_object_object_add(meta, META_SUBSCRIPTION_ID, copy_of(listen_id));
+    return text_of(p, out);
+}

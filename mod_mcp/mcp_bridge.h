@@ -115,6 +115,20 @@ const char *mcp_bridge_input_responses(apr_pool_t *p, json_object *retry, const 
  * when params.inputResponses is present. */
 const char *mcp_bridge_request_state(json_object *msg, int *has_responses);
 
+/* subscriptions/listen: what the bridge can honour of the request's params.notifications,
+ * given the backend's capabilities (an InitializeResult's, JSON text): toolsListChanged,
+ * promptsListChanged, resourcesListChanged only where the backend declares listChanged, and
+ * resourceSubscriptions (the URIs asked for) only when it declares resources.subscribe. The
+ * filter object's text ("{}" when nothing can be honoured). */
+const char *mcp_bridge_listen_ack(apr_pool_t *p, json_object *msg, const char *init_result);
+
+/* A backend notification for a listen whose acknowledged filter is acked (JSON text): the
+ * notification tagged with _meta["io.modelcontextprotocol/subscriptionId"] = listen_id when the
+ * filter lets it through (a list change asked for, resources/updated of a URI asked for), else
+ * NULL (everything else: logs, progress, requests, responses). */
+const char *mcp_bridge_listen_pass(apr_pool_t *p, json_object *msg, const char *acked,
+                                   json_object *listen_id);
+
 /* notifications/cancelled for the backend-side id, with a reason. */
 const char *mcp_bridge_cancelled(apr_pool_t *p, apr_int64_t backend_id, const char *reason);
 

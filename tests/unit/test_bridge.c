@@ -235,6 +235,41 @@ START_TEST(retry_members_and_cancel)
 }
 END_TEST
 
+START_TEST(listen_filter)
+{
+    const char *init = "{\"capabilities\":{\"tools\":{\"listChanged\":true},\"prompts\":{},"
+                       "\"resources\":{\"subscribe\":true}}}";
+    const char *ack = mcp_bridge_listen_ack(pool, parse(
+        "{\"params\":{\"notifications\":{\"toolsListChanged\":true,\"promptsListChanged\":"
+        "true,\"resourceSubscriptions\":[\"a://1\",7]}}}"), init);
+    json_object *id = parse("\"L1\"");
+    const char *out;
+
+    ck_assert_str_eq(ack, "{\"toolsListChanged\":true,\"resourceSubscriptions\":[\"a://1\"]}");
+    ck_assert_str_eq(mcp_bridge_listen_ack(pool, parse("{\"params\":{\"notifications\":"
+                                                       "{\"resourceSubscriptions\":[\"x\"]}}}"),
+                                           "{\"capabilities\":{}}"), "{}");
+    out = mcp_bridge_listen_pass(pool, parse("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/"
+                                             "tools/list_changed\"}"), ack, id);
+    ck_assert_str_eq(out, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\","
+                          "\"params\":{\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":"
+                          "\"L1\"}}}");
+    ck_assert_ptr_nonnull(mcp_bridge_listen_pass(pool, parse(
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":"
+        "{\"uri\":\"a://1\"}}"), ack, id));
+    ck_assert_ptr_null(mcp_bridge_listen_pass(pool, parse(
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":"
+        "{\"uri\":\"a://2\"}}"), ack, id));
+    ck_assert_ptr_null(mcp_bridge_listen_pass(pool, parse(
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/prompts/list_changed\"}"), ack, id));
+    ck_assert_ptr_null(mcp_bridge_listen_pass(pool, parse(
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}"), ack,
+        id));
+    ck_assert_ptr_null(mcp_bridge_listen_pass(pool, parse(
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"roots/list\"}"), ack, id));
+}
+END_TEST
+
 static Suite *bridge_suite(void)
 {
     Suite *s = suite_create("mcp_bridge");
@@ -250,6 +285,7 @@ static Suite *bridge_suite(void)
     tcase_add_test(tc, discover);
     tcase_add_test(tc, rounds);
     tcase_add_test(tc, retry_members_and_cancel);
+    tcase_add_test(tc, listen_filter);
     suite_add_tcase(s, tc);
     return s;
 }
