@@ -364,3 +364,40 @@ def test_bridge_off_answers_32022(bridge):
     e = r.json()["error"]
     assert e["code"] == -32022 and e["data"]["requested"] == V
     assert V not in e["data"]["supported"]
+
+
+# ---- subscriptions/listen ----------------------------------------------------------------------
+
+LISTEN_CAPS = {"roots": {"listChanged": True}}   # a pooled session of its own
+
+
+def next_data(lines):
+    for line in lines:
+        if line.startswith(b"data:"):
+            return json.loads(line[5:])
+    raise AssertionError("the listen stream ended")
+
+
+def test_listen_is_the_pooled_sessions_get_stream(bridge, db):
+    uri = "test://watched-resource"
+    r = call(bridge["URL"], "L-1", "subscriptions/listen",
+             {"notifications": {"toolsListChanged": True, "resourceSubscriptions": [uri]}},
+             caps=LISTEN_CAPS, stream=True)
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/event-stream")
+    lines = r.iter_lines()
+    ack = next_data(lines)
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    # Only what the backend can deliver: it declares resources.subscribe, no listChanged.
+    assert ack["params"]["notifications"] == {"resourceSubscriptions": [uri]}
+    assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L-1"
+    # A log message on the same backend stream is not for a listen stream; the update is.
+    assert final(tool(bridge["URL2"], "L-2", "notify", {"text": "not for listeners"},
+                      caps=LISTEN_CAPS))["result"]["content"][0]["text"] in ("sent", "queued")
+    assert final(tool(bridge["URL2"], "L-3", "touch_resource", {"uri": uri},
+                      caps=LISTEN_CAPS))["result"]["content"][0]["text"] in ("sent", "queued")
+    update = next_data(lines)
+    assert update["method"] == "notifications/resources/updated" and update["params"]["uri"] == uri
+    assert update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L-1"
+    r.close()
+    cid = client_stream(db, "L-1")[0]
+    wait_for(lambda: stream_status(db, cid) == "closed", timeout=10, what="the listen stream to close")
