@@ -31,7 +31,7 @@ import psycopg2
 import pytest
 import requests
 
-from conftest import load_stack_env
+from conftest import STACK_ARGS, load_stack_env
 from waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,7 +52,7 @@ def bridge():
         with open(d / "stack-up.log", "wb") as out:
             started = True
             rc = subprocess.run([str(STACK), "up", "--dir", str(d / "stack"), "--httpd", "2", "--conf",
-                                 str(Path(__file__).resolve().parent / "gateway-bridge.conf")],
+                                 str(Path(__file__).resolve().parent / "gateway-bridge.conf")] + STACK_ARGS,
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 timeout=300).returncode
         assert rc == 0, (d / "stack-up.log").read_text()
@@ -64,10 +64,13 @@ def bridge():
         yield env
     finally:
         if started:
-            subprocess.run([str(STACK), "down", "--dir", str(d / "stack")], stdin=subprocess.DEVNULL,
-                           capture_output=True, timeout=300)
+            # Fails loudly when it does (a sanitizer report of a --module built with ASan, say).
+            down = subprocess.run([str(STACK), "down", "--dir", str(d / "stack")], stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, timeout=300)
             if not os.environ.get("MCP_KEEP_STACK"):
                 shutil.rmtree(d / "stack" / "pg" / "data", ignore_errors=True)
+            if down.returncode != 0:
+                raise RuntimeError(f"tests/stack down failed (exit {down.returncode}):\n{down.stdout}{down.stderr}")
 
 
 @pytest.fixture
