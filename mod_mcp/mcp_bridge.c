@@ -226,8 +226,33 @@ static int is_input_method(const char *method)
                       || strcmp(method, "roots/list") == 0);
 }
 
-mcp_bridge_kind_t mcp_bridge_classify(json_object *msg, apr_int64_t backend_id, int log_allowed)
+int mcp_bridge_log_level(const char *level)
 {
+    static const char *const levels[] = {
+        "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency", NULL
+    };
+    int i;
+
+    for (i = 0; level && levels[i]; i++) {
+        if (strcmp(level, levels[i]) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+int mcp_bridge_request_log_level(json_object *msg)
+{
+    json_object *v = member(meta_of(msg), MCP_BRIDGE_META_LOG_LEVEL);
+
+    return v && json_object_is_type(v, json_type_string)
+           ? mcp_bridge_log_level(json_object_get_string(v)) : -1;
+}
+
+mcp_bridge_kind_t mcp_bridge_classify(json_object *msg, apr_int64_t backend_id, int log_min)
+{
+    int level;
+
     mcp_jsonrpc_msg_t m;
     const char *method;
 
@@ -242,7 +267,9 @@ mcp_bridge_kind_t mcp_bridge_classify(json_object *msg, apr_int64_t backend_id, 
     case MCP_MSG_NOTIFICATION:
         method = m.method;
         if (strcmp(method, "notifications/message") == 0) {
-            return log_allowed ? MCP_BRIDGE_NOTIFICATION : MCP_BRIDGE_OTHER;
+            level = mcp_bridge_log_level(mcp_jsonrpc_get_string(object_member(msg, "params"),
+                                                                "level"));
+            return log_min >= 0 && level >= log_min ? MCP_BRIDGE_NOTIFICATION : MCP_BRIDGE_OTHER;
         }
         /* Progress and everything else about the request; never a session's list changes. */
         return strstr(method, "/list_changed") || strcmp(method, "notifications/resources/"

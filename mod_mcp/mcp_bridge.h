@@ -14,7 +14,8 @@
  *              results (when the backend gave none: 0 and "private", a pooled session being
  *              the principal's), and _meta["io.modelcontextprotocol/serverInfo"]; retired
  *              error codes are mapped (-32002 -> -32602, -32042 -> -32602 with a message);
- *              notifications/message passes only when the request asked for a logLevel;
+ *              notifications/message passes only at or above the logLevel the request asked
+ *              for (the pooled session is set to debug when the backend logs at all);
  *   discover   server/discover's result from the backend's InitializeResult;
  *   rounds     a backend's server->client request (sampling/createMessage, elicitation/create,
  *              roots/list) becomes an InputRequiredResult whose inputRequests are keyed by a
@@ -74,8 +75,17 @@ typedef enum {
 } mcp_bridge_kind_t;
 
 /* Classifies one backend message (parsed) for the call whose backend-side id is backend_id;
- * log_allowed: the client's request asked for a logLevel. */
-mcp_bridge_kind_t mcp_bridge_classify(json_object *msg, apr_int64_t backend_id, int log_allowed);
+ * log_min: the lowest log level the request asked for (mcp_bridge_log_level of its _meta
+ * logLevel), or -1 when it asked for none: notifications/message of a lower level, or of any
+ * level without a logLevel, are not relayed. */
+mcp_bridge_kind_t mcp_bridge_classify(json_object *msg, apr_int64_t backend_id, int log_min);
+
+/* The rank of a log level (debug 0 ... emergency 7), or -1 for anything else. */
+int mcp_bridge_log_level(const char *level);
+
+/* The log level a request asks for in _meta["io.modelcontextprotocol/logLevel"]: its rank, or
+ * -1 when absent or unknown. */
+int mcp_bridge_request_log_level(json_object *msg);
 
 /* The final response translated for the client: id client_id, the result completed as said
  * above for method (or the error code mapped); server_info (may be NULL) is stamped in _meta.

@@ -37,7 +37,7 @@ typedef struct bridge_t {
     mcp_exchange_t           x;
     apr_pool_t              *scratch;    /* cleared per message                              */
     apr_int64_t              backend_id; /* the call's id upstream                           */
-    int                      log_allowed;
+    int                      log_min;    /* the request's logLevel rank, or -1 */
     const char              *final_out;  /* the response as the client gets it            */
     apr_time_t               answered;   /* the backend's response came                      */
     int                      finished;
@@ -192,6 +192,13 @@ static mcp_store_session_t *pool_new(bridge_t *b, const char *caps_key, const ch
         *why = apr_psprintf(r->pool, "notifications/initialized failed: %s",
                             err ? err : apr_psprintf(r->pool, "HTTP %ld", x.response.status));
         return NULL;
+    }
+    if (json_object_object_get_ex(result, "capabilities", &params)
+        && json_object_object_get_ex(params, "logging", NULL)) {
+        /* Everything the backend logs comes; each request gets what its logLevel asks for. */
+        post_short(q, s->backend_session_id, s->protocol_version,
+                   "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"logging/setLevel\","
+                   "\"params\":{\"level\":\"debug\"}}", &x, &messages, &err);
     }
     stored = mcp_store_session_insert_admitted(mcp_req_db(q), r->pool, s, mcp_req_holder(q), init,
                                                text, 0, 0, mcp_req_idle_secs(q), &refused);
@@ -354,7 +361,7 @@ static int on_message(void *baton, const char *json, apr_size_t len)
         return 0;
     }
     mcp_stream_add(&b->bs, json, len);
-    kind = mcp_bridge_classify(obj, b->backend_id, b->log_allowed);
+    kind = mcp_bridge_classify(obj, b->backend_id, b->log_min);
     if (kind == MCP_BRIDGE_FINAL) {
         b->answered = apr_time_now();
     }
@@ -462,16 +469,11 @@ static int on_tick(void *baton)
 
 static void bridge_init(bridge_t *b, mcp_req_t *q)
 {
-    json_object *params = NULL, *meta = NULL;
-
     memset(b, 0, sizeof(*b));
     b->q = q;
     b->msg = &q->body->msgs[0];
     apr_pool_create(&b->scratch, q->r->pool);
-    if (json_object_object_get_ex(b->msg->obj, "params", &params)
-        && json_object_object_get_ex(params, "_meta", &meta)) {
-        b->log_allowed = json_object_object_get_ex(meta, MCP_BRIDGE_META_LOG_LEVEL, NULL);
-    }
+    b->log_min = mcp_bridge_request_log_level(b->msg->obj);
 }
 
 /* Opens the backend stream on the pooled session, linked to the client's. */
@@ -627,7 +629,7 @@ static int on_stored(void *baton, apr_int64_t seq, const char *message)
     if (!message || !(obj = mcp_jsonrpc_parse_value(b->q->r->pool, message, strlen(message)))) {
         return 0;
     }
-    switch (mcp_bridge_classify(obj, b->backend_id, b->log_allowed)) {
+    switch (mcp_bridge_classify(obj, b->backend_id, b->log_min)) {
     case MCP_BRIDGE_NOTIFICATION:
         mcp_stream_add(&b->st, message, strlen(message));
         break;

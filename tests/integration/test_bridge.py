@@ -404,3 +404,15 @@ def test_listen_is_the_pooled_sessions_get_stream(bridge, db):
     r.close()
     cid = client_stream(db, "L-1")[0]
     wait_for(lambda: stream_status(db, cid) == "closed", timeout=10, what="the listen stream to close")
+
+
+def test_log_messages_follow_the_requests_log_level(bridge):
+    def logs(rid, **level):
+        r = tool(bridge["URL"], rid, "test_tool_with_logging", **level)
+        assert r.status_code == 200, r.text
+        assert final(r)["result"]["resultType"] == "complete"
+        return [m for m in messages_of(r) if m.get("method") == "notifications/message"]
+    got = logs("g-1", **{"io.modelcontextprotocol/logLevel": "info"})
+    assert len(got) == 3 and all(m["params"]["level"] == "info" for m in got)
+    assert logs("g-2") == []
+    assert logs("g-3", **{"io.modelcontextprotocol/logLevel": "error"}) == []

@@ -120,11 +120,19 @@ START_TEST(classify)
                                                "progress\",\"params\":{}}"), 5, 0),
                      MCP_BRIDGE_NOTIFICATION);
     ck_assert_int_eq(mcp_bridge_classify(parse("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/"
-                                               "message\",\"params\":{}}"), 5, 0),
+                                               "message\",\"params\":{}}"), 5, -1),
                      MCP_BRIDGE_OTHER);
     ck_assert_int_eq(mcp_bridge_classify(parse("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/"
-                                               "message\",\"params\":{}}"), 5, 1),
-                     MCP_BRIDGE_NOTIFICATION);
+                                               "message\",\"params\":{\"level\":\"info\"}}"),
+                                         5, 1), MCP_BRIDGE_NOTIFICATION);
+    ck_assert_int_eq(mcp_bridge_classify(parse("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/"
+                                               "message\",\"params\":{\"level\":\"debug\"}}"),
+                                         5, 1), MCP_BRIDGE_OTHER);
+    ck_assert_int_eq(mcp_bridge_log_level("warning"), 3);
+    ck_assert_int_eq(mcp_bridge_log_level("loud"), -1);
+    ck_assert_int_eq(mcp_bridge_request_log_level(parse(
+        "{\"params\":{\"_meta\":{\"io.modelcontextprotocol/logLevel\":\"error\"}}}")), 4);
+    ck_assert_int_eq(mcp_bridge_request_log_level(parse("{\"params\":{}}")), -1);
 }
 END_TEST
 
