@@ -203,6 +203,22 @@ int mcp_bridge_error_code(int code)
     }
 }
 
+int mcp_bridge_method_is_gone(const char *method)
+{
+    static const char *const gone[] = {
+        "initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
+        NULL
+    };
+    int i;
+
+    for (i = 0; method && gone[i]; i++) {
+        if (strcmp(method, gone[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int mcp_bridge_is_cacheable(const char *method)
 {
     static const char *const cacheable[] = {

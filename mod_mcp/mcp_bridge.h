@@ -60,6 +60,11 @@ const char *mcp_bridge_request_in(apr_pool_t *p, json_object *msg, apr_int64_t b
  * arguments, hashed (SHA-1, hex). A retry must give the same. */
 const char *mcp_bridge_request_digest(apr_pool_t *p, json_object *msg);
 
+/* Non-zero for the methods 2026-07-28 removed that a 2025 backend would still answer
+ * (initialize, ping, logging/setLevel, resources/subscribe, resources/unsubscribe): the bridge
+ * answers them 404, -32601, as a 2026-07-28 server does. */
+int mcp_bridge_method_is_gone(const char *method);
+
 /* A 2025 error code as 2026-07-28 has it (retired codes mapped), else the code itself. */
 int mcp_bridge_error_code(int code);
 

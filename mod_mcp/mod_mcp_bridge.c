@@ -978,6 +978,10 @@ int mcp_bridge_post(mcp_req_t *q, const char *version)
         return stored == MCP_STORE_OK ? mcp_req_empty(q, HTTP_ACCEPTED)
                                       : mcp_req_store_failed(q, stored);
     }
+    if (mcp_bridge_method_is_gone(msg->method)) {
+        return mcp_req_error(q, HTTP_NOT_FOUND, MCP_JSONRPC_METHOD_NOT_FOUND, "Method not found: "
+                             "%s is not a method of protocol version %s", msg->method, version);
+    }
     mcp_req_stream_limits(q, &limits);
     stored = mcp_store_stream_open_stateless_admitted(
         mcp_req_db(q), r->pool, version, r->user, mcp_jsonrpc_to_string(r->pool, msg->id, NULL),

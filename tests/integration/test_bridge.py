@@ -361,6 +361,13 @@ def test_a_backend_404_reinitializes_and_retries_once(bridge, db):
         assert cur.fetchone()[0] == "backend"
 
 
+def test_methods_2026_removed_are_not_found(bridge):
+    for rid, method in enumerate(("ping", "logging/setLevel", "resources/subscribe")):
+        r = call(bridge["URL"], f"m-{rid}", method, {"level": "info", "uri": "test://x"})
+        assert r.status_code == 404, r.text
+        assert r.json()["error"]["code"] == -32601 and method in r.json()["error"]["message"]
+
+
 def test_bridge_off_answers_32022(bridge):
     r = call(bridge["OFF_URL"], "o-1", "server/discover")
     assert r.status_code == 400

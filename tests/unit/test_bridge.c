@@ -163,6 +163,9 @@ START_TEST(coming_out)
     ck_assert_int_eq(mcp_bridge_error_code(-32002), -32602);
     ck_assert_int_eq(mcp_bridge_error_code(-32042), -32602);
     ck_assert_int_eq(mcp_bridge_error_code(-32601), -32601);
+    ck_assert(mcp_bridge_method_is_gone("ping"));
+    ck_assert(mcp_bridge_method_is_gone("resources/subscribe"));
+    ck_assert(!mcp_bridge_method_is_gone("tools/call"));
     v = parse(mcp_bridge_response_out(pool, parse("{\"jsonrpc\":\"2.0\",\"id\":5,\"error\":"
                                                   "{\"code\":-32002,\"message\":\"nf\"}}"),
                                       parse("3"), "resources/read", NULL));
