@@ -963,12 +963,10 @@ int mcp_bridge_post(mcp_req_t *q, const char *version)
 {
     request_rec *r = q->r;
     const mcp_jsonrpc_msg_t *msg = &q->body->msgs[0];
-    mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
-    mcp_store_limits_t limits;
     mcp_store_status_t stored;
     apr_int64_t stream_id = 0;
     const char *state;
-    int has_responses = 0;
+    int has_responses = 0, rc;
     bridge_t b;
 
     if (msg->kind == MCP_MSG_NOTIFICATION) {
@@ -982,16 +980,8 @@ int mcp_bridge_post(mcp_req_t *q, const char *version)
         return mcp_req_error(q, HTTP_NOT_FOUND, MCP_JSONRPC_METHOD_NOT_FOUND, "Method not found: "
                              "%s is not a method of protocol version %s", msg->method, version);
     }
-    mcp_req_stream_limits(q, &limits);
-    stored = mcp_store_stream_open_stateless_admitted(
-        mcp_req_db(q), r->pool, version, r->user, mcp_jsonrpc_to_string(r->pool, msg->id, NULL),
-        msg->method, q->raw, mcp_child.owner, mcp_req_lease_secs(q), &limits, &stream_id,
-        &refused);
-    if (stored == MCP_STORE_LIMIT) {
-        return mcp_req_refused(q, refused);
-    }
-    if (stored != MCP_STORE_OK) {
-        return mcp_req_store_failed(q, stored);
+    if ((rc = mcp_req_open_stateless(q, version, &stream_id)) != OK) {
+        return rc;
     }
     mcp_req_note_stream(r, stream_id);
     bridge_init(&b, q);

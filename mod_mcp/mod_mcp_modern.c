@@ -251,26 +251,14 @@ static int post_request(mcp_req_t *q, const char *version)
     const mcp_jsonrpc_msg_t *msg = &q->body->msgs[0];
     const char *err = NULL, *json = NULL, *message;
     apr_size_t json_len = 0;
-    mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
-    mcp_store_limits_t limits;
-    mcp_store_status_t stored;
     mcp_backend_status_t status;
     apr_int64_t stream_id = 0;
     int listen = strcmp(msg->method, "subscriptions/listen") == 0, http;
     modern_t m;
 
-    mcp_req_stream_limits(q, &limits);
-    stored = mcp_store_stream_open_stateless_admitted(
-        mcp_req_db(q), r->pool, version, r->user, mcp_jsonrpc_to_string(r->pool, msg->id, NULL),
-        msg->method, q->raw, mcp_child.owner, mcp_req_lease_secs(q), &limits, &stream_id,
-        &refused);
-    if (stored == MCP_STORE_LIMIT) {
-        return mcp_req_refused(q, refused);
+    if ((http = mcp_req_open_stateless(q, version, &stream_id)) != OK) {
+        return http;
     }
-    if (stored != MCP_STORE_OK) {
-        return mcp_req_store_failed(q, stored);
-    }
-
     modern_init(&m, q, stream_id);
     m.st.stateless = 1;
     mcp_stream_own(&m.st);
