@@ -616,6 +616,7 @@ typedef struct follow_t {
     apr_int64_t         cursor;
     apr_array_header_t *requests;   /* json_object *: input requests seen          */
     apr_int64_t         position;   /* seq of the last of them                      */
+    apr_pool_t         *pool;       /* cleared per read                              */
     int                 done;       /* the response was relayed                     */
 } follow_t;
 
@@ -626,19 +627,20 @@ static int on_stored(void *baton, apr_int64_t seq, const char *message)
     json_object *obj;
 
     f->cursor = seq;
-    if (!message || !(obj = mcp_jsonrpc_parse_value(b->q->r->pool, message, strlen(message)))) {
+    if (!message || !(obj = mcp_jsonrpc_parse_value(f->pool, message, strlen(message)))) {
         return 0;
     }
     switch (mcp_bridge_classify(obj, b->backend_id, b->log_min)) {
     case MCP_BRIDGE_NOTIFICATION:
         mcp_stream_add(&b->st, message, strlen(message));
         break;
-    case MCP_BRIDGE_INPUT_REQUEST:
-        APR_ARRAY_PUSH(f->requests, json_object *) = obj;
+    case MCP_BRIDGE_INPUT_REQUEST:   /* kept for the round: in the request's pool */
+        APR_ARRAY_PUSH(f->requests, json_object *) =
+            mcp_jsonrpc_parse_value(b->q->r->pool, message, strlen(message));
         f->position = seq;
         break;
     case MCP_BRIDGE_FINAL: {
-        const char *out = mcp_bridge_response_out(b->q->r->pool, obj, b->msg->id, b->msg->method,
+        const char *out = mcp_bridge_response_out(f->pool, obj, b->msg->id, b->msg->method,
                                                   b->server_info);
         mcp_stream_add(&b->st, out, strlen(out));
         f->done = 1;
@@ -669,6 +671,7 @@ static int follow(bridge_t *b, const mcp_store_session_t *s, apr_int64_t stream_
     f.cursor = position;
     f.requests = apr_array_make(r->pool, 2, sizeof(json_object *));
     apr_pool_create(&pool, r->pool);
+    f.pool = pool;
     mcp_stream_start_sse(&b->st, -1);
     for (;;) {
         n = 0;
