@@ -16,8 +16,18 @@ APLOG_USE_MODULE(mcp);
 
 typedef struct listen_t {
     bridge_t   *b;
-    const char *acked;      /* the filter acknowledged (JSON text) */
+    const char *acked;      /* the filter acknowledged (JSON text)              */
+    const char *ack;        /* notifications/subscriptions/acknowledged, to send */
 } listen_t;
+
+/* The backend took the GET: the client's stream begins with the acknowledgement. */
+static int listen_start(void *baton)
+{
+    listen_t *l = baton;
+
+    mcp_stream_start_sse(&l->b->st, -1);
+    return mcp_stream_add(&l->b->st, l->ack, strlen(l->ack)) || mcp_stream_commit(&l->b->st);
+}
 
 static int listen_message(void *baton, const char *json, apr_size_t len)
 {
@@ -90,7 +100,7 @@ int mcp_bridged_listen(bridge_t *b)
 {
     mcp_req_t *q = b->q;
     request_rec *r = q->r;
-    const char *init = NULL, *why = NULL, *err = NULL, *ack, *end;
+    const char *init = NULL, *why = NULL, *err = NULL, *end;
     mcp_backend_call_t call;
     mcp_backend_status_t status;
     listen_t l;
@@ -102,15 +112,12 @@ int mcp_bridged_listen(bridge_t *b)
     mcp_store_bridge_init_result(mcp_req_db(q), r->pool, q->conf->backend_spec, &init);
     l.b = b;
     l.acked = subscribe_all(b, mcp_bridge_listen_ack(r->pool, b->msg->obj, init));
-    ack = apr_psprintf(r->pool, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/"
-                       "acknowledged\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/"
-                       "subscriptionId\":%s},\"notifications\":%s}}",
-                       mcp_jsonrpc_to_string(r->pool, b->msg->id, NULL), l.acked);
-    mcp_stream_start_sse(&b->st, -1);
-    mcp_stream_add(&b->st, ack, strlen(ack));
-    mcp_stream_commit(&b->st);
-
+    l.ack = apr_psprintf(r->pool, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/"
+                         "acknowledged\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/"
+                         "subscriptionId\":%s},\"notifications\":%s}}",
+                         mcp_jsonrpc_to_string(r->pool, b->msg->id, NULL), l.acked);
     mcp_exchange_init(&b->x, q, &l);
+    b->x.on_sse = listen_start;
     b->x.on_message = listen_message;
     b->x.after_chunk = listen_chunk;
     b->x.on_tick = listen_tick;
@@ -124,7 +131,7 @@ int mcp_bridged_listen(bridge_t *b)
         r->connection->keepalive = AP_CONN_CLOSE;
         return DONE;
     }
-    if (status != MCP_BACKEND_OK || b->x.response.status != HTTP_OK) {
+    if (status != MCP_BACKEND_OK || !b->x.sse) {
         return mcp_bridged_fail(b, HTTP_BAD_GATEWAY, apr_psprintf(r->pool, "Bad Gateway: the "
                              "pooled session's GET stream %s", status != MCP_BACKEND_OK ? err
                              : b->x.response.status == HTTP_CONFLICT

@@ -408,6 +408,10 @@ def test_listen_is_the_pooled_sessions_get_stream(bridge, db):
     update = next_data(lines)
     assert update["method"] == "notifications/resources/updated" and update["params"]["uri"] == uri
     assert update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L-1"
+    # A 2025 session has one GET stream: a second listen on the same pooled session is refused.
+    second = call(bridge["URL2"], "L-4", "subscriptions/listen", {"notifications": {}}, caps=LISTEN_CAPS)
+    assert second.status_code == 502, second.text
+    assert "held by another subscriptions/listen" in second.json()["error"]["message"]
     r.close()
     cid = client_stream(db, "L-1")[0]
     wait_for(lambda: stream_status(db, cid) == "closed", timeout=10, what="the listen stream to close")
