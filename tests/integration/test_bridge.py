@@ -24,6 +24,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -339,6 +340,24 @@ def test_principals_never_share_a_pooled_session(bridge, db):
         cur.execute("SELECT s.principal, s.protocol_version FROM mcp.bridge_sessions b "
                     "JOIN mcp.sessions s ON s.id = b.session_id WHERE b.principal = 'bob'")
         assert cur.fetchall() == [("bob", "2025-11-25")]
+
+
+def test_concurrent_calls_share_a_pooled_session_without_colliding(bridge, db):
+    caps = {"elicitation": {}, "sampling": {}, "roots": {}}   # a pooled session of this test's
+    session_info(bridge["URL"], "q-0", caps=caps)           # made before the calls race
+    ids = [f"q-{i}" for i in range(1, 5)]
+    with ThreadPoolExecutor(len(ids)) as pool:
+        answers = list(pool.map(lambda i: tool(bridge["URL"] if i[-1] in "13" else bridge["URL2"], i,
+                                               "slow", {"count": 3, "interval_ms": 100}, caps=caps), ids))
+    for rid, r in zip(ids, answers):
+        assert r.status_code == 200, r.text
+        msg = final(r)
+        assert msg["id"] == rid and msg["result"]["resultType"] == "complete", msg
+    with db.cursor() as cur:
+        cur.execute("""SELECT DISTINCT b.session_id FROM mcp.streams c JOIN mcp.streams b ON b.id = c.bridged_to
+                        WHERE c.session_id IS NULL AND c.request_id_text = ANY(%s)""",
+                    ([json.dumps(i) for i in ids],))
+        assert len(cur.fetchall()) == 1
 
 
 def test_a_backend_404_reinitializes_and_retries_once(bridge, db):
