@@ -1474,6 +1474,32 @@ static json_object *tool_notify(struct tool_call *tc)
     return rpc_result(tc->id, tool_text(how, 0));
 }
 
+/* The era bridge's probe (tests/integration/test_bridge.py): notifications/resources/updated
+ * for uri on the session's standalone GET stream, when the session subscribed to it. */
+static json_object *tool_touch_resource(struct tool_call *tc)
+{
+    const char *uri, *how;
+    json_object *msg, *params;
+    if (arg_string(tc->args, "uri", &uri))
+        return invalid_params(tc, "uri must be a string");
+    msg = json_object_new_object();
+    params = json_object_new_object();
+    json_object_object_add(msg, "jsonrpc", json_object_new_string("2.0"));
+    json_object_object_add(msg, "method", json_object_new_string("notifications/resources/updated"));
+    json_object_object_add(params, "uri", json_object_new_string(uri));
+    json_object_object_add(msg, "params", params);
+    pthread_mutex_lock(&g_lock);
+    if (!json_object_object_get_ex(tc->s->subscriptions, uri, NULL)) {
+        how = "not subscribed";
+    } else {
+        how = tc->s->stream_open ? "sent" : "queued";
+        queue_push_locked(tc->s, xstrdup(json_text(msg)));
+    }
+    pthread_mutex_unlock(&g_lock);
+    json_object_put(msg);
+    return rpc_result(tc->id, tool_text(how, 0));
+}
+
 /* --- the tools the MCP conformance suite calls --- */
 
 /* A 1x1 red PNG and a WAV of eight samples of silence (8 kHz, 8 bit). */
@@ -2399,6 +2425,11 @@ static const struct tool {
      "{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\"}},"
      "\"required\":[\"text\"]}",
      NULL, 0, tool_notify},
+    /* The era bridge's probe. */
+    {"touch_resource", "Sends notifications/resources/updated for a subscribed uri on the GET stream.",
+     "{\"type\":\"object\",\"properties\":{\"uri\":{\"type\":\"string\"}},"
+     "\"required\":[\"uri\"]}",
+     NULL, 0, tool_touch_resource},
     /* The conformance suite's. */
     {"test_simple_text", "Returns a simple text block.", NO_ARGS, NULL, 0, tool_simple_text},
     {"test_image_content", "Returns an image block (a 1x1 PNG).", NO_ARGS, NULL, 0, tool_image},
