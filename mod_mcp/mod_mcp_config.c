@@ -8,6 +8,7 @@
 
 #include "mcp_origin.h"
 #include "mcp_protocol.h"
+#include "mcp_shim.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_oauth.h"
 
@@ -37,6 +38,7 @@ void *mcp_config_create_dir(apr_pool_t *p, char *dir)
     conf->max_principal_streams = UNSET;
     conf->max_stream_followers = UNSET;
     conf->max_batch_size = UNSET;
+    conf->shim_max_rounds = UNSET;
     return conf;
 }
 
@@ -67,6 +69,7 @@ void *mcp_config_merge_dir(apr_pool_t *p, void *basev, void *addv)
     MERGE(max_principal_streams, UNSET);
     MERGE(max_stream_followers, UNSET);
     MERGE(max_batch_size, UNSET);
+    MERGE(shim_max_rounds, UNSET);
     MERGE(allowed_origins, NULL);
     MERGE(allowed_hosts, NULL);
     MERGE(backend_protocols, NULL);
@@ -100,6 +103,7 @@ const mcp_dir_conf_t *mcp_config_get(request_rec *r)
     DEFAULT(max_principal_streams, MCP_DEFAULT_MAX_PRINCIPAL_STREAMS);
     DEFAULT(max_stream_followers, MCP_DEFAULT_MAX_STREAM_FOLLOWERS);
     DEFAULT(max_batch_size, MCP_DEFAULT_MAX_BATCH_SIZE);
+    DEFAULT(shim_max_rounds, MCP_SHIM_DEFAULT_MAX_ROUNDS);
     if (!conf->backend_protocols) {
         conf->backend_protocols = mcp_protocol_list(MCP_ERA_2025);
     }
@@ -418,6 +422,9 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_TAKE1("MCPMaxBatchSize", set_limit, AT(max_batch_size), CONTEXT,
                   "Messages allowed in one JSON-RPC batch (2025-03-26) (default 100; 0: no "
                   "limit)"),
+    AP_INIT_TAKE1("MCPShimMaxRounds", set_limit, AT(shim_max_rounds), CONTEXT,
+                  "Input-required rounds one request may take when the era shim serves a "
+                  "2025-era client in front of a 2026-only backend (default 8; 0: no limit)"),
     AP_INIT_ITERATE("MCPAllowedOrigins", add_origin, AT(allowed_origins), CONTEXT,
                     "Origins allowed to call: self, localhost, *, or exact origins such as "
                     "https://app.example.com (default: self localhost)"),

@@ -11,8 +11,14 @@
 //   confirm_action {action}  multi-round trip: answers InputRequiredResult (an elicitation and a
 //                            signed requestState) until the retry carries the answer.
 //
-// Usage: NODE22 modern-backend.mjs PORT [--host 127.0.0.1]   (PORT 0: any; the chosen port is
-// printed as "listening <port>" on stdout)
+//   legacy_seen              how many HTTP requests came without the 2026-07-28
+//                            MCP-Protocol-Version header (a 2026-only backend must see none
+//                            from the gateway's era shim).
+//
+// Usage: NODE22 modern-backend.mjs PORT [--host 127.0.0.1] [--modern-only]   (PORT 0: any; the
+// chosen port is printed as "listening <port>" on stdout). --modern-only: a 2026-only server,
+// the way the SDK makes one (createMcpHandler's `legacy: 'reject'`): initialize, 2025-era GET
+// and DELETE are refused.
 //
 // Test-only code: run with the node 22 that scripts/node-deps prints.
 
@@ -36,6 +42,7 @@ const sleep = (ms, signal) => new Promise((resolve, reject) => {
 const text = (t) => ({ content: [{ type: "text", text: t }] });
 
 const cancelled = [];
+let legacySeen = 0;   // HTTP requests without the 2026-07-28 version header
 const httpHeaders = new AsyncLocalStorage();   // the headers of the HTTP request being served
 
 // Multi-round-trip state: signed (HMAC) so that a tampered requestState is refused.
@@ -291,6 +298,8 @@ function build() {
             const h = httpHeaders.getStore() ?? {};
             return text(JSON.stringify(Object.fromEntries(Object.entries(h).filter(([k]) => k.startsWith("mcp-")))));
         });
+    server.registerTool("legacy_seen", { description: "HTTP requests that came without MCP-Protocol-Version 2026-07-28" },
+        async () => text(String(legacySeen)));
     server.registerTool("cancelled_calls", { description: "progress tokens of aborted slow_count calls" },
         async () => text(JSON.stringify(cancelled)));
     server.registerTool("confirm_action", {
@@ -312,11 +321,14 @@ function build() {
     return server;
 }
 
-const handler = createMcpHandler(() => build());
+const args = process.argv.slice(2);
+const modernOnly = args.includes("--modern-only");
+const handler = createMcpHandler(() => build(), modernOnly ? { legacy: "reject" } : undefined);
 
 async function bridge(req, res) {
     const chunks = [];
     for await (const c of req) chunks.push(c);
+    if (req.headers["mcp-protocol-version"] !== "2026-07-28") legacySeen++;
     const abort = new AbortController();
     // The gateway closing the connection before the answer is complete is a cancellation.
     res.on("close", () => { if (!res.writableFinished) abort.abort(); });
@@ -340,8 +352,8 @@ async function bridge(req, res) {
     }
 }
 
-const port = Number(process.argv[2] ?? 0);
-const host = process.argv[3] === "--host" ? process.argv[4] : "127.0.0.1";
+const port = Number(args[0] ?? 0);
+const host = args.includes("--host") ? args[args.indexOf("--host") + 1] : "127.0.0.1";
 const srv = http.createServer((req, res) => {
     bridge(req, res).catch((e) => {
         process.stderr.write(`bridge error: ${e?.stack ?? e}\n`);
