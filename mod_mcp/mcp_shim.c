@@ -40,7 +40,14 @@ json_object *mcp_shim_initialize_result(json_object *discover, const char *clien
     *negotiated = rev ? rev->version : mcp_protocol_latest();
     json_object_object_add(out, "protocolVersion", json_object_new_string(*negotiated));
     v = member(discover, "capabilities", json_type_object);
-    json_object_object_add(out, "capabilities", v ? copy(v) : json_object_new_object());
+    v = v ? copy(v) : json_object_new_object();
+    /* What the revision dropped (logging/setLevel, resources/subscribe) the shim cannot serve:
+     * not offered. */
+    json_object_object_del(v, "logging");
+    if (member(v, "resources", json_type_object)) {
+        json_object_object_del(member(v, "resources", json_type_object), "subscribe");
+    }
+    json_object_object_add(out, "capabilities", v);
     meta = member(discover, "_meta", json_type_object);
     if ((v = member(meta, META_SERVER_INFO, json_type_object))
         || (v = member(discover, "serverInfo", json_type_object))) {

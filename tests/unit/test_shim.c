@@ -34,7 +34,7 @@ static const char *text(json_object *v)
 }
 
 #define DISCOVER "{\"supportedVersions\":[\"2026-07-28\"],\"capabilities\":{\"tools\":" \
-    "{\"listChanged\":true}},\"instructions\":\"Be nice.\",\"resultType\":\"complete\"," \
+    "{\"listChanged\":true},\"logging\":{},\"resources\":{\"subscribe\":true}},\"instructions\":\"Be nice.\",\"resultType\":\"complete\"," \
     "\"ttlMs\":5000,\"cacheScope\":\"private\",\"_meta\":{\"io.modelcontextprotocol/" \
     "serverInfo\":{\"name\":\"b\",\"version\":\"1\"}}}"
 
@@ -46,7 +46,7 @@ START_TEST(initialize_from_discover)
     r = mcp_shim_initialize_result(d, "2025-06-18", &v);
     ck_assert_str_eq(v, "2025-06-18");
     ck_assert_str_eq(text(r), "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{\"tools\":"
-                     "{\"listChanged\":true}},\"serverInfo\":{\"name\":\"b\",\"version\":\"1\"},"
+                     "{\"listChanged\":true},\"resources\":{}},\"serverInfo\":{\"name\":\"b\",\"version\":\"1\"},"
                      "\"instructions\":\"Be nice.\"}");
     json_object_put(r);
     /* A version the gateway does not serve with sessions: the newest it does. */
