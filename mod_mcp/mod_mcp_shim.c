@@ -867,14 +867,16 @@ static int on_listen_message(shim_call_t *c, json_object *obj, const mcp_jsonrpc
     const char *text;
     apr_size_t n;
 
-    (void)json;
-    (void)len;
     if (msg->kind == MCP_MSG_RESPONSE || msg->kind == MCP_MSG_ERROR) {
         c->answered = apr_time_now();   /* the listen ended */
         return 0;
     }
-    if (msg->kind != MCP_MSG_NOTIFICATION
-        || strcmp(msg->method, "notifications/subscriptions/acknowledged") == 0) {
+    if (msg->kind != MCP_MSG_NOTIFICATION) {
+        return 0;
+    }
+    if (strcmp(msg->method, "notifications/subscriptions/acknowledged") == 0) {
+        /* The backend's side only: a 2025 client has no such notification. */
+        audit_backend_side(c->st, apr_pstrmemdup(c->scratch, json, len));
         return 0;
     }
     mcp_shim_clean(obj);
