@@ -188,7 +188,15 @@ static int on_tick(void *baton)
     if (ended_elsewhere(c, 0)) {
         return 1;
     }
-    return c->st && (mcp_stream_tick(c->st) || (c->standalone && c->st->client_gone));
+    if (!c->st) {
+        return 0;
+    }
+    /* A graceful restart, or MCPStreamCloseAfter: the client resumes elsewhere and follows the
+     * stream through the table while this process goes on relaying it. */
+    if (mcp_stream_should_hand_over(c->st)) {
+        mcp_stream_end_early(c->st);
+    }
+    return mcp_stream_tick(c->st) || (c->standalone && c->st->client_gone);
 }
 
 /* POSTs body to the backend with the revision's headers; every message of the answer goes to
@@ -551,11 +559,14 @@ static const char *await_answers(shim_call_t *c, mcp_shim_round_t *rd, apr_time_
         if (mcp_shim_round_done(rd)) {
             return NULL;
         }
-        if (apr_time_now() >= deadline) {
+        if (deadline && apr_time_now() >= deadline) {
             return "the client did not answer the server's requests within MCPStreamTimeout";
         }
         if (ended_elsewhere(c, 1)) {
             return "the stream was ended elsewhere";
+        }
+        if (mcp_stream_should_hand_over(c->st)) {
+            mcp_stream_end_early(c->st);
         }
         if (mcp_stream_tick(c->st)) {
             return "the stream broke";
@@ -579,7 +590,9 @@ static void run_rounds(shim_call_t *c, shim_req_t *s, const char *caps, const ch
 {
     mcp_req_t *q = c->q;
     request_rec *r = q->r;
-    apr_time_t deadline = r->request_time + q->conf->stream_timeout;
+    /* MCPStreamTimeout bounds the whole request, rounds included (0: no limit). */
+    apr_time_t deadline = q->conf->stream_timeout > 0 ? r->request_time + q->conf->stream_timeout
+                                                      : 0;
     json_object *responses = NULL;
     const char *state = NULL, *err = NULL, *body, *why;
     mcp_shim_round_t rd;
@@ -594,7 +607,15 @@ static void run_rounds(shim_call_t *c, shim_req_t *s, const char *caps, const ch
                               &len);
         audit_backend_side(c->st, body);
         s->input_required = NULL;
-        status = call_backend(c, s->msg->obj, body, len, deadline - apr_time_now(), &err);
+        if (deadline && deadline - apr_time_now() < apr_time_from_msec(1)) {
+            fail_call(c, s, MCP_JSONRPC_BACKEND_ERROR, "Gateway Timeout: MCPStreamTimeout passed "
+                      "before the backend gave a final answer");
+            json_object_put(s->backend_id);
+            mcp_shim_round_clear(&rd);
+            return;
+        }
+        status = call_backend(c, s->msg->obj, body, len, deadline ? deadline - apr_time_now() : 0,
+                              &err);
         json_object_put(s->backend_id);
         mcp_shim_round_clear(&rd);
         responses = NULL;
@@ -824,7 +845,16 @@ static int shim_messages(mcp_req_t *q)
     const char *messages;
     int i, rc;
 
-    if ((rc = mcp_req_load_session(q)) != OK || (rc = check_answers(q, streams)) != OK) {
+    if ((rc = mcp_req_load_session(q)) != OK) {
+        return rc;
+    }
+    if (q->body->is_batch && !q->rev->batches) {
+        return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST,
+                             "Invalid Request: batches are allowed only in sessions of protocol "
+                             "version %s; this session uses %s", MCP_PROTOCOL_DEFAULT,
+                             q->session->protocol_version);
+    }
+    if ((rc = check_answers(q, streams)) != OK) {
         return rc;
     }
     messages = q->body->is_batch ? apr_pstrmemdup(r->pool, q->raw, q->raw_len)
@@ -884,7 +914,7 @@ static int on_listen_message(shim_call_t *c, json_object *obj, const mcp_jsonrpc
     return mcp_stream_add(c->st, text, n);
 }
 
-int mcp_shim_listen(mcp_req_t *q)
+static int open_listen(mcp_req_t *q, int resumed)
 {
     request_rec *r = q->r;
     const char *caps = NULL, *info = NULL, *err = NULL, *body;
@@ -899,10 +929,23 @@ int mcp_shim_listen(mcp_req_t *q)
     mcp_stream_t st;
     shim_call_t c;
 
+    if (resumed) {
+        /* Still live? (A DELETE ends the session's streams: a resume must not revive it.) */
+        mcp_store_session_t *live = NULL;
+        if (mcp_store_session_touch(mcp_req_db(q), r->pool, q->session->id, r->user,
+                                    mcp_req_idle_secs(q), &live) != MCP_STORE_OK) {
+            return DONE;
+        }
+    }
     mcp_req_stream_limits(q, &limits);
     stored = mcp_store_stream_open_standalone_admitted(mcp_req_db(q), r->pool, q->session,
                                                        mcp_child.owner, mcp_req_lease_secs(q),
                                                        &limits, &stream_id, &refused);
+    if (resumed && stored != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "session %s: the resumed standalone stream "
+                      "ends: no new one could be opened", mcp_id_tag(r->pool, q->session->id));
+        return DONE;   /* the replay is out; the client resumes again later */
+    }
     if (stored == MCP_STORE_LIMIT) {
         return mcp_req_refused(q, refused);
     }
@@ -913,7 +956,7 @@ int mcp_shim_listen(mcp_req_t *q)
     if (stored != MCP_STORE_OK
         || (stored = mcp_store_shim_client(mcp_req_db(q), r->pool, q->session->id, &caps,
                                            &info)) != MCP_STORE_OK) {
-        return mcp_req_store_failed(q, stored);
+        return resumed ? DONE : mcp_req_store_failed(q, stored);
     }
     ask = apr_psprintf(
         r->pool, "{\"jsonrpc\":\"2.0\",\"id\":\"" MCP_SHIM_ID_PREFIX "listen-%" APR_INT64_T_FMT
@@ -943,4 +986,14 @@ int mcp_shim_listen(mcp_req_t *q)
                   : c.ended_elsewhere ? "its session ended"
                   : status == MCP_BACKEND_OK ? "the backend ended it" : err);
     return DONE;
+}
+
+int mcp_shim_listen(mcp_req_t *q)
+{
+    return open_listen(q, 0);
+}
+
+int mcp_shim_listen_resumed(mcp_req_t *q)
+{
+    return open_listen(q, 1);
 }

@@ -43,4 +43,8 @@ int mcp_shim_post(mcp_req_t *q);
  * subscriptions/listen. Returns DONE. */
 int mcp_shim_listen(mcp_req_t *q);
 
+/* The same after a resumption (mod_mcp_replay) replayed a standalone stream that had ended: a
+ * new listen goes on, live, on the response already begun; failures end the response. */
+int mcp_shim_listen_resumed(mcp_req_t *q);
+
 #endif

@@ -356,3 +356,32 @@ def test_resume_on_the_other_instance(shim):
 def test_typescript_sdk_v1_client(shim, node22):  # noqa: F811
     summary = run_node_script(node22, "client-shim.mjs", shim["URLS"][0])
     assert summary["confirm"].startswith("did deploy")
+
+
+def test_an_error_answer_fails_the_call(shim):
+    c = Client(shim["URLS"][0])
+    rid, r = c.call("confirm_action", {"action": "erase"}, stream=True)
+    it = iter_sse(r)
+    ask = json.loads(next(e for e in it if e.data).data)
+    n = c.post({"jsonrpc": "2.0", "id": ask["id"], "error": {"code": -1, "message": "user said no"}},
+               shim["URLS"][1])
+    assert n.status_code == 202, n.text
+    final = json.loads(next(e for e in it if e.data).data)
+    assert final["id"] == rid and final["error"]["code"] == -32603
+    assert "user said no" in final["error"]["message"]
+
+
+def test_delete_during_a_round_ends_the_call(shim, db):
+    c = Client(shim["URLS"][0])
+    rid, r = c.call("confirm_action", {"action": "wait"}, stream=True)
+    it = iter_sse(r)
+    ask = json.loads(next(e for e in it if e.data).data)
+    assert requests.delete(shim["URLS"][1], headers=c.headers(), timeout=30).status_code == 200
+    rest = [json.loads(e.data) for e in it if e.data]     # the stream ends
+    cur = db.cursor()
+    cur.execute("SELECT status FROM mcp.streams WHERE session_id = %s AND method = 'tools/call'", (c.sid,))
+    assert cur.fetchone()[0] == "failed"
+    # The session's end stored an error for the call (sent when it was stored in time).
+    assert all(m.get("id") == rid and "error" in m for m in rest), rest
+    late = answer(c, ask, {"action": "accept", "content": {"ok": True}}, shim["URLS"][0])
+    assert late.status_code == 404, late.text
