@@ -10,25 +10,18 @@
 #include "mcp_era.h"
 #include "mcp_http.h"
 #include "mcp_sse.h"
+#include "mod_mcp_exchange.h"
 #include "mod_mcp_modern.h"
 #include "mod_mcp_stream.h"
 
 APLOG_USE_MODULE(mcp);
 
-/* How long a backend may keep the stream open after the response before the gateway cuts it. */
-#define ANSWERED_GRACE apr_time_from_sec(1)
-
 typedef struct modern_t {
     mcp_req_t              *q;
     const mcp_jsonrpc_msg_t *msg;
     mcp_stream_t            st;
-    mcp_backend_response_t  response;
-    mcp_sse_parser_t       *sse;          /* set when the backend answers with SSE          */
-    apr_bucket_brigade     *body;         /* any other answer, bounded by MCPMaxMessageSize */
-    apr_off_t               body_len;
-    int                     too_large;
+    mcp_exchange_t          x;            /* the POST to the backend                        */
     apr_pool_t             *scratch;      /* cleared per message                            */
-    apr_time_t              answered;     /* when the response was stored (and the end)     */
     int                     cancelled;    /* the client closed its response first           */
 } modern_t;
 
@@ -67,7 +60,7 @@ static int relay_message(modern_t *m, const char *json, apr_size_t len)
     mcp_jsonrpc_classify(obj, &msg);
     if ((msg.kind == MCP_MSG_RESPONSE || msg.kind == MCP_MSG_ERROR)
         && json_object_equal(msg.id, m->msg->id)) {
-        m->answered = apr_time_now();
+        m->x.answered = apr_time_now();
     }
     return mcp_stream_add(&m->st, json, len);
 }
@@ -75,68 +68,46 @@ static int relay_message(modern_t *m, const char *json, apr_size_t len)
 /* The client closed its response before the answer: that cancels the request. */
 static int cancelled_now(modern_t *m)
 {
-    if (m->st.client_gone && !m->answered) {
+    if (m->st.client_gone && !m->x.answered) {
         m->cancelled = 1;
     }
     return m->cancelled;
 }
 
-static int on_event(void *baton, const mcp_sse_event_t *ev)
+static int on_message(mcp_exchange_t *x, const char *json, apr_size_t len)
 {
-    modern_t *m = baton;
-
-    return !m->answered && ev->data_len > 0 ? relay_message(m, ev->data, ev->data_len) : 0;
+    return relay_message(x->baton, json, len);
 }
 
-static int on_headers(void *baton, const mcp_backend_response_t *resp)
+static int on_headers(mcp_exchange_t *x)
 {
-    modern_t *m = baton;
+    modern_t *m = x->baton;
 
-    if (resp->status == HTTP_OK
-        && mcp_http_media_type_is(resp->content_type, "text/event-stream")) {
-        m->sse = mcp_sse_parser_create(m->q->r->pool, (apr_size_t)m->q->conf->max_message_size,
-                                       on_event, m);
+    if (x->sse) {
         mcp_stream_start_sse(&m->st, -1);
     }
     return cancelled_now(m);
 }
 
-static int on_body(void *baton, const char *buf, apr_size_t len)
+static int on_piece(mcp_exchange_t *x)
 {
-    modern_t *m = baton;
+    modern_t *m = x->baton;
 
-    if (m->sse) {
-        int answered_before = m->answered != 0, rv = mcp_sse_parser_feed(m->sse, buf, len);
-
-        if (rv == MCP_SSE_ERR_TOO_LARGE) {
-            m->too_large = 1;
-        }
-        if (rv != 0 || answered_before) {
-            return rv;
-        }
-        if (m->answered) {
-            mcp_stream_finish(&m->st, m->st.broken ? "failed" : "complete");
-            return 0;
-        }
-        return mcp_stream_commit(&m->st) || cancelled_now(m);
+    if (x->answered) {
+        mcp_stream_finish(&m->st, m->st.broken ? "failed" : "complete");
+        return 0;
     }
-    m->body_len += (apr_off_t)len;
-    if (m->body_len > m->q->conf->max_message_size) {
-        m->too_large = 1;
-        return 1;
-    }
-    return apr_brigade_write(m->body, NULL, NULL, buf, len) == APR_SUCCESS ? 0 : 1;
+    return mcp_stream_commit(&m->st) || cancelled_now(m);
 }
 
-static int on_tick(void *baton)
+static int on_tick(mcp_exchange_t *x)
 {
-    modern_t *m = baton;
+    modern_t *m = x->baton;
 
-    if (m->answered) {
-        return apr_time_now() - m->answered > ANSWERED_GRACE;
-    }
     return mcp_stream_tick(&m->st) || cancelled_now(m);
 }
+
+static const mcp_exchange_ops_t ops = { on_headers, on_message, on_piece, on_tick };
 
 /* The request's MCP headers as the client sent them: Mcp-Method, Mcp-Name, Mcp-Param-*. */
 static apr_array_header_t *mcp_headers(request_rec *r)
@@ -160,35 +131,11 @@ static apr_array_header_t *mcp_headers(request_rec *r)
 static mcp_backend_status_t forward(modern_t *m, const char *version, apr_interval_time_t timeout,
                                     const char **err)
 {
-    mcp_req_t *q = m->q;
-    mcp_backend_call_t call;
     mcp_backend_status_t status;
 
-    memset(&call, 0, sizeof(call));
-    call.target = q->conf->backend;
-    call.method = "POST";
-    call.body = q->raw;
-    call.body_len = q->raw_len;
-    call.protocol_version = version;
-    call.headers = mcp_headers(q->r);
-    call.connect_timeout_ms = (long)apr_time_as_msec(q->conf->backend_connect_timeout);
-    call.timeout_ms = (long)apr_time_as_msec(timeout);
-    call.on_headers = on_headers;
-    call.on_body = on_body;
-    call.on_tick = on_tick;
-    call.baton = m;
-    status = mcp_backend_perform(mcp_child.backends, q->r->pool, &call, &m->response, err);
-    if (m->answered || m->cancelled) {
-        return MCP_BACKEND_OK;
-    }
-    if (m->sse && status == MCP_BACKEND_OK) {
-        mcp_sse_parser_finish(m->sse);
-    }
-    if (m->too_large) {
-        *err = apr_psprintf(q->r->pool, "a message from the backend exceeds MCPMaxMessageSize (%"
-                            APR_OFF_T_FMT " bytes)", q->conf->max_message_size);
-    }
-    return status;
+    status = mcp_exchange_post(&m->x, m->q->raw, m->q->raw_len, version, mcp_headers(m->q->r),
+                               timeout, err);
+    return m->cancelled ? MCP_BACKEND_OK : status;
 }
 
 /* ---- a notification: stored, forwarded, 202 ------------------------------------------------ */
@@ -208,7 +155,7 @@ static int post_notification(mcp_req_t *q, const char *version)
     memset(&m, 0, sizeof(m));
     m.q = q;
     m.msg = &q->body->msgs[0];
-    m.body = apr_brigade_create(q->r->pool, q->r->connection->bucket_alloc);
+    mcp_exchange_init(&m.x, q, &ops, &m);
     apr_pool_create(&m.scratch, q->r->pool);
     mcp_stream_init(&m.st, q, 0, 1);
     status = forward(&m, version, q->conf->backend_timeout, &err);
@@ -217,13 +164,13 @@ static int post_notification(mcp_req_t *q, const char *version)
                              : HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
                              "Bad Gateway: the backend did not take the notification: %s", err);
     }
-    if (m.response.status >= 200 && m.response.status < 300) {
+    if (m.x.response.status >= 200 && m.x.response.status < 300) {
         return mcp_req_empty(q, HTTP_ACCEPTED);
     }
-    return mcp_req_error(q, m.response.status >= 400 && m.response.status < 500
-                         ? (int)m.response.status : HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+    return mcp_req_error(q, m.x.response.status >= 400 && m.x.response.status < 500
+                         ? (int)m.x.response.status : HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
                          "the backend refused the notification with HTTP %ld",
-                         m.response.status);
+                         m.x.response.status);
 }
 
 /* ---- a request: a stream of its own --------------------------------------------------------- */
@@ -244,8 +191,8 @@ static int failure_words(modern_t *m, mcp_backend_status_t status, const char *e
         return HTTP_BAD_GATEWAY;
     }
     *message = apr_psprintf(p, "Bad Gateway: the backend answered HTTP %ld (%s) without a "
-                            "response to the request", m->response.status,
-                            m->response.content_type ? m->response.content_type : "no body");
+                            "response to the request", m->x.response.status,
+                            m->x.response.content_type ? m->x.response.content_type : "no body");
     return HTTP_BAD_GATEWAY;
 }
 
@@ -257,7 +204,7 @@ static int relay_buffered(modern_t *m, const char **body, apr_size_t *len)
     char *buf;
     apr_size_t n;
 
-    if (apr_brigade_pflatten(m->body, &buf, &n, r->pool) != APR_SUCCESS || n == 0
+    if (!m->x.body || apr_brigade_pflatten(m->x.body, &buf, &n, r->pool) != APR_SUCCESS || n == 0
         || !mcp_jsonrpc_parse_value(r->pool, buf, n)) {
         return 0;
     }
@@ -266,7 +213,7 @@ static int relay_buffered(modern_t *m, const char **body, apr_size_t *len)
     *len = n;
     /* The backend's own refusal (4xx with a JSON-RPC error, e.g. -32601) goes to the client as
      * it is, with its status. */
-    return m->answered != 0 || m->response.status >= 400;
+    return m->x.answered != 0 || m->x.response.status >= 400;
 }
 
 static int post_request(mcp_req_t *q, const char *version)
@@ -298,7 +245,7 @@ static int post_request(mcp_req_t *q, const char *version)
     memset(&m, 0, sizeof(m));
     m.q = q;
     m.msg = msg;
-    m.body = apr_brigade_create(r->pool, r->connection->bucket_alloc);
+    mcp_exchange_init(&m.x, q, &ops, &m);
     apr_pool_create(&m.scratch, r->pool);
     mcp_stream_init(&m.st, q, stream_id, 1);
     m.st.stateless = 1;
@@ -313,12 +260,12 @@ static int post_request(mcp_req_t *q, const char *version)
                       stream_id, msg->method);
         return DONE;
     }
-    if (m.answered && m.sse) {
+    if (m.x.answered && m.x.sse) {
         return DONE;   /* ended and stored as the response came */
     }
-    if (status == MCP_BACKEND_OK && !m.sse && relay_buffered(&m, &json, &json_len)) {
+    if (status == MCP_BACKEND_OK && !m.x.sse && relay_buffered(&m, &json, &json_len)) {
         mcp_stream_finish(&m.st, m.st.broken ? "failed" : "complete");
-        r->status = (int)m.response.status;
+        r->status = (int)m.x.response.status;
         ap_set_content_type(r, "application/json");
         ap_rwrite(json, (int)json_len, r);
         return DONE;

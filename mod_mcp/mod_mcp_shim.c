@@ -15,14 +15,13 @@
 #include "mcp_sse.h"
 #include "mcp_store_shim.h"
 #include "mod_mcp_dbd.h"
+#include "mod_mcp_exchange.h"
 #include "mod_mcp_shim.h"
 #include "mod_mcp_status.h"
 #include "mod_mcp_stream.h"
 
 APLOG_USE_MODULE(mcp);
 
-/* How long a backend may keep a stream open after the response before the gateway cuts it. */
-#define ANSWERED_GRACE apr_time_from_sec(1)
 /* How often a relay waiting on the backend looks whether its stream was ended elsewhere (a
  * cancellation, a DELETE) after a wake-up; and how long a round waits between looks at the
  * table when no wake-up comes. */
@@ -57,21 +56,18 @@ typedef int shim_message_fn(shim_call_t *c, json_object *obj, const mcp_jsonrpc_
 
 struct shim_call_t {
     mcp_req_t              *q;
-    mcp_stream_t           *st;
+    mcp_stream_t           *st;            /* NULL: no stream (server/discover)              */
     shim_message_fn        *on_message;
     void                   *baton;
     int                     standalone;
-    mcp_backend_response_t  response;
-    mcp_sse_parser_t       *sse;
-    apr_bucket_brigade     *body;
-    apr_off_t               body_len;
-    int                     too_large;
+    mcp_exchange_t          x;             /* the POST to the backend                        */
     apr_pool_t             *scratch;
-    apr_time_t              answered;      /* the response to the call came                  */
     mcp_router_sub_t       *watch;
     apr_time_t              last_watch;
     int                     ended_elsewhere;
 };
+
+static const mcp_exchange_ops_t ops;
 
 static void call_init(shim_call_t *c, mcp_req_t *q, mcp_stream_t *st, shim_message_fn *fn,
                       void *baton)
@@ -81,6 +77,7 @@ static void call_init(shim_call_t *c, mcp_req_t *q, mcp_stream_t *st, shim_messa
     c->st = st;
     c->on_message = fn;
     c->baton = baton;
+    mcp_exchange_init(&c->x, q, &ops, c);
     apr_pool_create(&c->scratch, q->r->pool);
     c->watch = st ? mcp_router_subscribe(mcp_child.router, st->id) : NULL;
 }
@@ -126,65 +123,30 @@ static int relay_one(shim_call_t *c, const char *json, apr_size_t len)
     apr_pool_clear(c->scratch);
     if (!(obj = mcp_jsonrpc_parse_value(c->scratch, json, len))) {
         ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, c->q->r, "stream %" APR_INT64_T_FMT ": the "
-                      "backend sent a message that is not JSON; dropped", c->st->id);
+                      "backend sent a message that is not JSON; dropped", c->st ? c->st->id : 0);
         return 0;
     }
     mcp_jsonrpc_classify(obj, &msg);
     return c->on_message(c, obj, &msg, json, len);
 }
 
-static int on_event(void *baton, const mcp_sse_event_t *ev)
+static int on_message(mcp_exchange_t *x, const char *json, apr_size_t len)
 {
-    shim_call_t *c = baton;
-
-    return !c->answered && ev->data_len > 0 ? relay_one(c, ev->data, ev->data_len) : 0;
+    return relay_one(x->baton, json, len);
 }
 
-static int on_headers(void *baton, const mcp_backend_response_t *resp)
+static int on_piece(mcp_exchange_t *x)
 {
-    shim_call_t *c = baton;
+    shim_call_t *c = x->baton;
 
-    if (resp->status == HTTP_OK
-        && mcp_http_media_type_is(resp->content_type, "text/event-stream")) {
-        c->sse = mcp_sse_parser_create(c->q->r->pool, (apr_size_t)c->q->conf->max_message_size,
-                                       on_event, c);
-    }
-    return 0;
+    return c->st && !x->answered
+        && (mcp_stream_commit(c->st) || (c->standalone && c->st->client_gone));
 }
 
-static int on_body(void *baton, const char *buf, apr_size_t len)
+static int on_tick(mcp_exchange_t *x)
 {
-    shim_call_t *c = baton;
+    shim_call_t *c = x->baton;
 
-    if (c->sse) {
-        int rv = mcp_sse_parser_feed(c->sse, buf, len);
-
-        if (rv == MCP_SSE_ERR_TOO_LARGE) {
-            c->too_large = 1;
-        }
-        if (rv != 0 || c->answered) {
-            return rv;
-        }
-        return c->st && (mcp_stream_commit(c->st) || (c->standalone && c->st->client_gone));
-    }
-    c->body_len += (apr_off_t)len;
-    if (c->body_len > c->q->conf->max_message_size) {
-        c->too_large = 1;
-        return 1;
-    }
-    if (!c->body) {
-        c->body = apr_brigade_create(c->q->r->pool, c->q->r->connection->bucket_alloc);
-    }
-    return apr_brigade_write(c->body, NULL, NULL, buf, len) == APR_SUCCESS ? 0 : 1;
-}
-
-static int on_tick(void *baton)
-{
-    shim_call_t *c = baton;
-
-    if (c->answered) {
-        return apr_time_now() - c->answered > ANSWERED_GRACE;
-    }
     if (ended_elsewhere(c, 0)) {
         return 1;
     }
@@ -199,54 +161,29 @@ static int on_tick(void *baton)
     return mcp_stream_tick(c->st) || (c->standalone && c->st->client_gone);
 }
 
-/* POSTs body to the backend with the revision's headers; every message of the answer goes to
- * c->on_message. A buffered (JSON) answer is handed over whatever its status. */
+static const mcp_exchange_ops_t ops = { NULL, on_message, on_piece, on_tick };
+
+/* POSTs body (request, stamped) to the backend with the revision's headers; every message of
+ * the answer goes to c->on_message, a buffered (JSON) one too, whatever its status. */
 static mcp_backend_status_t call_backend(shim_call_t *c, json_object *request, const char *body,
                                          apr_size_t len, apr_interval_time_t timeout,
                                          const char **err)
 {
     mcp_req_t *q = c->q;
-    mcp_backend_call_t call;
     mcp_backend_status_t status;
+    char *buf;
+    apr_size_t n;
 
-    memset(&call, 0, sizeof(call));
-    call.target = q->conf->backend;
-    call.method = "POST";
-    call.body = body;
-    call.body_len = len;
-    call.protocol_version = MCP_SHIM_VERSION;
-    call.headers = mcp_shim_headers(q->r->pool, request);
-    call.connect_timeout_ms = (long)apr_time_as_msec(q->conf->backend_connect_timeout);
-    call.timeout_ms = (long)apr_time_as_msec(timeout);
-    call.on_headers = on_headers;
-    call.on_body = on_body;
-    call.on_tick = on_tick;
-    call.baton = c;
-    c->sse = NULL;
-    c->body = NULL;
-    c->body_len = 0;
-    c->answered = 0;
-    status = mcp_backend_perform(mcp_child.backends, q->r->pool, &call, &c->response, err);
-    if (c->answered || c->ended_elsewhere) {
+    status = mcp_exchange_post(&c->x, body, len, MCP_SHIM_VERSION,
+                               mcp_shim_headers(q->r->pool, request), timeout, err);
+    if (c->x.answered || c->ended_elsewhere) {
         return MCP_BACKEND_OK;
     }
-    if (c->sse && status == MCP_BACKEND_OK) {
-        mcp_sse_parser_finish(c->sse);
+    if (status == MCP_BACKEND_OK && !c->x.sse && c->x.body
+        && apr_brigade_pflatten(c->x.body, &buf, &n, q->r->pool) == APR_SUCCESS && n > 0) {
+        relay_one(c, buf, n);
     }
-    else if (c->body && status == MCP_BACKEND_OK) {
-        char *buf;
-        apr_size_t n;
-
-        if (apr_brigade_pflatten(c->body, &buf, &n, q->r->pool) == APR_SUCCESS && n > 0) {
-            relay_one(c, buf, n);
-        }
-    }
-    if (c->too_large) {
-        *err = apr_psprintf(q->r->pool, "a message from the backend exceeds MCPMaxMessageSize (%"
-                            APR_OFF_T_FMT " bytes)", q->conf->max_message_size);
-        return MCP_BACKEND_FAILED;
-    }
-    return status;
+    return c->x.too_large ? MCP_BACKEND_FAILED : status;
 }
 
 /* Stores a message of the backend side of the translation on the stream ('in', never
@@ -346,7 +283,7 @@ static int on_discover(shim_call_t *c, json_object *obj, const mcp_jsonrpc_msg_t
     if (msg->kind != MCP_MSG_RESPONSE && msg->kind != MCP_MSG_ERROR) {
         return 0;
     }
-    c->answered = apr_time_now();
+    c->x.answered = apr_time_now();
     if (json_object_object_get_ex(obj, "result", &result)) {
         d->result = mcp_jsonrpc_to_string(c->q->r->pool, result, NULL);
     }
@@ -386,7 +323,7 @@ static json_object *discover(mcp_req_t *q, const char **why)
         *why = d.error ? apr_psprintf(r->pool, "the backend answered server/discover with an "
                                       "error: %s", d.error)
             : apr_psprintf(r->pool, "the backend's answer to server/discover (HTTP %ld) holds no "
-                           "response", c.response.status);
+                           "response", c.x.response.status);
         return NULL;
     }
     if (!(result = mcp_jsonrpc_parse_value(r->pool, d.result, strlen(d.result)))) {
@@ -496,7 +433,7 @@ static int on_request_message(shim_call_t *c, json_object *obj, const mcp_jsonrp
         if (!json_object_equal(msg->id, s->backend_id)) {
             return 0;
         }
-        c->answered = apr_time_now();
+        c->x.answered = apr_time_now();
         if (json_object_object_get_ex(obj, "result", &result)
             && mcp_shim_is_input_required(result)) {
             s->input_required = apr_pstrmemdup(c->q->r->pool, json, len);
@@ -628,7 +565,7 @@ static void run_rounds(shim_call_t *c, shim_req_t *s, const char *caps, const ch
                                      "failed: %s", err ? err : "?")
                       : apr_psprintf(r->pool, "Bad Gateway: the backend answered HTTP %ld "
                                      "without a response to the request",
-                                     c->response.status));
+                                     c->x.response.status));
             return;
         }
         audit_backend_side(c->st, s->input_required);
@@ -898,7 +835,7 @@ static int on_listen_message(shim_call_t *c, json_object *obj, const mcp_jsonrpc
     apr_size_t n;
 
     if (msg->kind == MCP_MSG_RESPONSE || msg->kind == MCP_MSG_ERROR) {
-        c->answered = apr_time_now();   /* the listen ended */
+        c->x.answered = apr_time_now();   /* the listen ended */
         return 0;
     }
     if (msg->kind != MCP_MSG_NOTIFICATION) {

@@ -1,0 +1,116 @@
+/* mod_mcp_exchange — see mod_mcp_exchange.h. */
+#include <string.h>
+
+#include <apr_strings.h>
+#include <httpd.h>
+#include <http_protocol.h>
+
+#include "mcp_http.h"
+#include "mod_mcp_exchange.h"
+
+/* How long a backend may keep the stream open after the response before the gateway cuts it. */
+#define ANSWERED_GRACE apr_time_from_sec(1)
+
+void mcp_exchange_init(mcp_exchange_t *x, mcp_req_t *q, const mcp_exchange_ops_t *ops,
+                       void *baton)
+{
+    memset(x, 0, sizeof(*x));
+    x->q = q;
+    x->ops = ops;
+    x->baton = baton;
+}
+
+static int on_event(void *baton, const mcp_sse_event_t *ev)
+{
+    mcp_exchange_t *x = baton;
+
+    return !x->answered && ev->data_len > 0 && x->ops->on_message
+        ? x->ops->on_message(x, ev->data, ev->data_len) : 0;
+}
+
+static int on_headers(void *baton, const mcp_backend_response_t *resp)
+{
+    mcp_exchange_t *x = baton;
+
+    if (resp->status == HTTP_OK
+        && mcp_http_media_type_is(resp->content_type, "text/event-stream")) {
+        x->sse = mcp_sse_parser_create(x->q->r->pool, (apr_size_t)x->q->conf->max_message_size,
+                                       on_event, x);
+    }
+    return x->ops->on_headers ? x->ops->on_headers(x) : 0;
+}
+
+static int on_body(void *baton, const char *buf, apr_size_t len)
+{
+    mcp_exchange_t *x = baton;
+
+    if (x->sse) {
+        int answered_before = x->answered != 0, rv = mcp_sse_parser_feed(x->sse, buf, len);
+
+        if (rv == MCP_SSE_ERR_TOO_LARGE) {
+            x->too_large = 1;
+        }
+        if (rv != 0 || answered_before) {
+            return rv;
+        }
+        return x->ops->on_piece ? x->ops->on_piece(x) : 0;
+    }
+    x->body_len += (apr_off_t)len;
+    if (x->body_len > x->q->conf->max_message_size) {
+        x->too_large = 1;
+        return 1;
+    }
+    if (!x->body) {
+        x->body = apr_brigade_create(x->q->r->pool, x->q->r->connection->bucket_alloc);
+    }
+    return apr_brigade_write(x->body, NULL, NULL, buf, len) == APR_SUCCESS ? 0 : 1;
+}
+
+static int on_tick(void *baton)
+{
+    mcp_exchange_t *x = baton;
+
+    if (x->answered) {
+        return apr_time_now() - x->answered > ANSWERED_GRACE;
+    }
+    return x->ops->on_tick ? x->ops->on_tick(x) : 0;
+}
+
+mcp_backend_status_t mcp_exchange_post(mcp_exchange_t *x, const char *body, apr_size_t len,
+                                       const char *version, const apr_array_header_t *headers,
+                                       apr_interval_time_t timeout, const char **err)
+{
+    mcp_req_t *q = x->q;
+    mcp_backend_call_t call;
+    mcp_backend_status_t status;
+
+    memset(&call, 0, sizeof(call));
+    call.target = q->conf->backend;
+    call.method = "POST";
+    call.body = body;
+    call.body_len = len;
+    call.protocol_version = version;
+    call.headers = headers;
+    call.connect_timeout_ms = (long)apr_time_as_msec(q->conf->backend_connect_timeout);
+    call.timeout_ms = (long)apr_time_as_msec(timeout);
+    call.on_headers = on_headers;
+    call.on_body = on_body;
+    call.on_tick = on_tick;
+    call.baton = x;
+    x->sse = NULL;
+    x->body = NULL;
+    x->body_len = 0;
+    x->answered = 0;
+    status = mcp_backend_perform(mcp_child.backends, q->r->pool, &call, &x->response, err);
+    if (x->answered) {
+        return MCP_BACKEND_OK;
+    }
+    if (x->sse && status == MCP_BACKEND_OK) {
+        mcp_sse_parser_finish(x->sse);
+    }
+    if (x->too_large) {
+        *err = apr_psprintf(q->r->pool, "a message from the backend exceeds MCPMaxMessageSize (%"
+                            APR_OFF_T_FMT " bytes)", q->conf->max_message_size);
+    }
+    return status;
+}
