@@ -33,14 +33,15 @@ APLOG_USE_MODULE(mcp);
 
 int mcp_shim_applies(const mcp_dir_conf_t *conf)
 {
-    static const char *const legacy[] = { "2025-11-25", "2025-06-18", "2025-03-26" };
-    int i;
+    char legacy[256], *version, *last = NULL;
 
     if (!conf->backend_protocols || !mcp_era_listed(conf->backend_protocols, MCP_SHIM_VERSION)) {
         return 0;
     }
-    for (i = 0; i < (int)(sizeof(legacy) / sizeof(legacy[0])); i++) {
-        if (mcp_era_listed(conf->backend_protocols, legacy[i])) {
+    apr_cpystrn(legacy, mcp_protocol_list(MCP_ERA_2025), sizeof(legacy));
+    for (version = apr_strtok(legacy, ", ", &last); version;
+         version = apr_strtok(NULL, ", ", &last)) {
+        if (mcp_era_listed(conf->backend_protocols, version)) {
             return 0;
         }
     }

@@ -240,6 +240,9 @@ def test_elicitation_round_answered_on_the_other_instance(shim, db):
     cur.execute("SELECT message FROM mcp.events WHERE session_id = %s AND stream_id IS NULL AND "
                 "direction = 'in' AND message->>'id' = %s", (c.sid, ask["id"]))
     assert cur.fetchone()[0]["result"]["action"] == "accept"
+    # The audit view sees one call, as the client made it.
+    cur.execute("SELECT tool, arguments, outcome FROM mcp.tool_calls WHERE stream_id = %s", (stream_id,))
+    assert cur.fetchall() == [("confirm_action", {"action": "launch"}, "ok")]
 
 
 def _answer_rounds(c, resp, url, answers):
