@@ -41,9 +41,8 @@ json_object *mcp_shim_initialize_result(json_object *discover, const char *clien
     json_object_object_add(out, "protocolVersion", json_object_new_string(*negotiated));
     v = member(discover, "capabilities", json_type_object);
     v = v ? copy(v) : json_object_new_object();
-    /* What the revision dropped (logging/setLevel, resources/subscribe) the shim cannot serve:
-     * not offered. */
-    json_object_object_del(v, "logging");
+    /* resources/subscribe the revision dropped (and the shim does not bridge): not offered.
+     * logging stays: the shim answers logging/setLevel and stamps the level on requests. */
     if (member(v, "resources", json_type_object)) {
         json_object_object_del(member(v, "resources", json_type_object), "subscribe");
     }
@@ -88,8 +87,8 @@ static json_object *parsed_object(const char *json)
     return v;
 }
 
-const char *mcp_shim_stamp(apr_pool_t *p, json_object *request, const char *caps_json,
-                           const char *info_json, json_object *id, json_object *input_responses,
+const char *mcp_shim_stamp(apr_pool_t *p, json_object *request, const mcp_shim_client_t *client,
+                           json_object *id, json_object *input_responses,
                            const char *request_state, apr_size_t *len)
 {
     json_object *out = copy(request), *params, *meta, *caps, *info;
@@ -107,10 +106,13 @@ const char *mcp_shim_stamp(apr_pool_t *p, json_object *request, const char *caps
         json_object_object_add(params, "_meta", meta);
     }
     json_object_object_add(meta, MCP_ERA_META_VERSION, json_object_new_string(MCP_SHIM_VERSION));
-    caps = parsed_object(caps_json);
+    caps = client ? parsed_object(client->caps_json) : NULL;
     json_object_object_add(meta, MCP_ERA_META_CAPABILITIES, caps ? caps : json_object_new_object());
-    if ((info = parsed_object(info_json))) {
+    if (client && (info = parsed_object(client->info_json))) {
         json_object_object_add(meta, MCP_ERA_META_CLIENT_INFO, info);
+    }
+    if (client && client->log_level) {
+        json_object_object_add(meta, "logLevel", json_object_new_string(client->log_level));
     }
     if (id) {
         json_object_object_add(out, "id", json_object_get(id));

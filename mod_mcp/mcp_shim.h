@@ -7,7 +7,8 @@
  *     (mcp_shim_initialize_result): the client's version when the gateway serves it with
  *     sessions, else the newest it does; capabilities, serverInfo, instructions carried over;
  *   - every later request goes out stamped (mcp_shim_stamp): the session's client capabilities
- *     and clientInfo and protocolVersion 2026-07-28 in params._meta, and the headers the
+ *     and clientInfo, its logging/setLevel level as logLevel, and protocolVersion 2026-07-28
+ *     in params._meta, and the headers the
  *     revision wants (mcp_shim_headers: Mcp-Method, Mcp-Name);
  *   - what comes back is cleaned (mcp_shim_clean): resultType, ttlMs, cacheScope, the
  *     serverInfo and subscriptionId _meta keys are removed (a 2025 client's schema has none);
@@ -42,12 +43,20 @@ json_object *mcp_shim_initialize_result(json_object *discover, const char *clien
  * dflt_ms; never more than an hour. */
 long mcp_shim_discover_ttl(json_object *discover, long dflt_ms);
 
+/* What a request is stamped with, from the stored session. */
+typedef struct mcp_shim_client_t {
+    const char *caps_json;     /* clientCapabilities ("{}" when NULL or not an object)      */
+    const char *info_json;     /* clientInfo (left out when NULL or not an object)          */
+    const char *log_level;     /* _meta.logLevel (left out when NULL): the session's
+                                * logging/setLevel                                         */
+} mcp_shim_client_t;
+
 /* The request as the backend gets it: a copy of request with params._meta stamped
- * (protocolVersion, clientCapabilities from caps_json ("{}" when NULL or not an object),
- * clientInfo from info_json when it is an object); the id replaced by id when id is not NULL;
- * inputResponses and requestState set when not NULL (a retry). Text in p. */
-const char *mcp_shim_stamp(apr_pool_t *p, json_object *request, const char *caps_json,
-                           const char *info_json, json_object *id, json_object *input_responses,
+ * (protocolVersion, clientCapabilities, clientInfo, logLevel as client says); the id replaced
+ * by id when id is not NULL; inputResponses and requestState set when not NULL (a retry). Text
+ * in p. */
+const char *mcp_shim_stamp(apr_pool_t *p, json_object *request, const mcp_shim_client_t *client,
+                           json_object *id, json_object *input_responses,
                            const char *request_state, apr_size_t *len);
 
 /* The headers of a stamped request ("Name: value" lines in p): Mcp-Method, and Mcp-Name for

@@ -11,16 +11,22 @@ static const char *cell(PGresult *res, int row, int col)
 }
 
 mcp_store_status_t mcp_store_shim_client(mcp_store_t *db, apr_pool_t *p, const char *session_id,
-                                         const char **caps, const char **info)
+                                         const char **caps, const char **info,
+                                         const char **log_level)
 {
     static const char sql[] =
-        "SELECT client_capabilities::text, client_info::text FROM mcp.sessions WHERE id = $1";
+        "SELECT client_capabilities::text, client_info::text,"
+        "       (SELECT e.message->'params'->>'level' FROM mcp.events e"
+        "         WHERE e.session_id = $1 AND e.stream_id IS NULL AND e.direction = 'in'"
+        "           AND e.message->>'method' = 'logging/setLevel'"
+        "         ORDER BY e.id DESC LIMIT 1)"
+        "  FROM mcp.sessions WHERE id = $1";
     const char *args[1];
     mcp_store_status_t rv;
     PGresult *res;
 
     args[0] = session_id;
-    *caps = *info = NULL;
+    *caps = *info = *log_level = NULL;
     if ((rv = mcp_store_exec(db, p, "reading the session's client", sql, NARGS(args), args, &res))
         != MCP_STORE_OK) {
         return rv;
@@ -30,6 +36,7 @@ mcp_store_status_t mcp_store_shim_client(mcp_store_t *db, apr_pool_t *p, const c
     }
     *caps = cell(res, 0, 0);
     *info = cell(res, 0, 1);
+    *log_level = cell(res, 0, 2);
     return MCP_STORE_OK;
 }
 

@@ -13,9 +13,11 @@
 
 #include "mcp_store.h"
 
-/* The session's client capabilities and clientInfo as JSON texts (NULL when not stored). */
+/* The session's client capabilities and clientInfo as JSON texts (NULL when not stored), and
+ * the level of its latest logging/setLevel (an inbound event of no stream; NULL: none). */
 mcp_store_status_t mcp_store_shim_client(mcp_store_t *db, apr_pool_t *p, const char *session_id,
-                                         const char **caps, const char **info);
+                                         const char **caps, const char **info,
+                                         const char **log_level);
 
 /* OK when the server->client request id is pending on stream_id of session_id; NOT_FOUND when
  * it is not (unknown, answered already, its stream ended, another session's). */

@@ -30,6 +30,7 @@ APLOG_USE_MODULE(mcp);
 /* A discover result without a positive ttlMs is reused this long. */
 #define DISCOVER_TTL_MS 60000L
 #define DISCOVER_CACHE  16
+#define MCP_SHIM_DEFAULT_LOG_LEVEL "info"
 
 int mcp_shim_applies(const mcp_dir_conf_t *conf)
 {
@@ -311,7 +312,7 @@ static json_object *discover(mcp_req_t *q, const char **why)
         return mcp_jsonrpc_parse_value(r->pool, text, strlen(text));
     }
     request = mcp_jsonrpc_parse_value(r->pool, ask, sizeof(ask) - 1);
-    body = mcp_shim_stamp(r->pool, request, NULL, NULL, NULL, NULL, NULL, &len);
+    body = mcp_shim_stamp(r->pool, request, NULL, NULL, NULL, NULL, &len);
     memset(&d, 0, sizeof(d));
     call_init(&c, q, NULL, on_discover, &d);
     status = call_backend(&c, request, body, len, q->conf->backend_timeout, &err);
@@ -411,6 +412,21 @@ int mcp_shim_initialize(mcp_req_t *q)
     ap_set_content_type(r, "application/json");
     ap_rwrite(response_text, (int)strlen(response_text), r);
     return DONE;
+}
+
+/* What the session's requests are stamped with. A client that never sent logging/setLevel gets
+ * the messages of level info and above (a 2025 server sends what it chooses; the revision sends
+ * none unless asked). */
+static mcp_store_status_t client_of(mcp_req_t *q, mcp_shim_client_t *client)
+{
+    mcp_store_status_t st = mcp_store_shim_client(mcp_req_db(q), q->r->pool, q->session->id,
+                                                  &client->caps_json, &client->info_json,
+                                                  &client->log_level);
+
+    if (!client->log_level) {
+        client->log_level = MCP_SHIM_DEFAULT_LOG_LEVEL;
+    }
+    return st;
 }
 
 /* ---- a request ------------------------------------------------------------------------------ */
@@ -524,7 +540,7 @@ static void fail_call(shim_call_t *c, const shim_req_t *s, int code, const char 
 }
 
 /* Sends the request (and its retries) until the backend gives a final answer. */
-static void run_rounds(shim_call_t *c, shim_req_t *s, const char *caps, const char *info)
+static void run_rounds(shim_call_t *c, shim_req_t *s, const mcp_shim_client_t *client)
 {
     mcp_req_t *q = c->q;
     request_rec *r = q->r;
@@ -541,8 +557,7 @@ static void run_rounds(shim_call_t *c, shim_req_t *s, const char *caps, const ch
     memset(&rd, 0, sizeof(rd));
     for (round = 0;; round++) {
         s->backend_id = round ? mcp_shim_retry_id(s->msg->id, round) : json_object_get(s->msg->id);
-        body = mcp_shim_stamp(r->pool, s->msg->obj, caps, info, s->backend_id, responses, state,
-                              &len);
+        body = mcp_shim_stamp(r->pool, s->msg->obj, client, s->backend_id, responses, state, &len);
         audit_backend_side(c->st, body);
         s->input_required = NULL;
         if (deadline && deadline - apr_time_now() < apr_time_from_msec(1)) {
@@ -606,6 +621,24 @@ static void run_rounds(shim_call_t *c, shim_req_t *s, const char *caps, const ch
     }
 }
 
+static int valid_level(json_object *request)
+{
+    static const char *const levels[] = { "debug", "info", "notice", "warning", "error",
+                                          "critical", "alert", "emergency" };
+    json_object *params = NULL;
+    const char *level;
+    int i;
+
+    json_object_object_get_ex(request, "params", &params);
+    level = params ? mcp_jsonrpc_get_string(params, "level") : NULL;
+    for (i = 0; level && i < (int)(sizeof(levels) / sizeof(levels[0])); i++) {
+        if (strcmp(level, levels[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Answers a request the gateway serves itself (ping and the methods the revision dropped),
  * storing both messages (no stream). */
 static int answer_locally(mcp_req_t *q, const mcp_jsonrpc_msg_t *msg)
@@ -618,7 +651,13 @@ static int answer_locally(mcp_req_t *q, const mcp_jsonrpc_msg_t *msg)
     if ((rc = mcp_req_load_session(q)) != OK) {
         return rc;
     }
-    if (strcmp(msg->method, "ping") == 0) {
+    if (strcmp(msg->method, "logging/setLevel") == 0 && !valid_level(msg->obj)) {
+        return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_PARAMS,
+                             "Invalid params: logging/setLevel needs params.level, one of debug, "
+                             "info, notice, warning, error, critical, alert, emergency");
+    }
+    if (strcmp(msg->method, "ping") == 0 || strcmp(msg->method, "logging/setLevel") == 0) {
+        /* setLevel: the stored request is the session's level from now on (client_of). */
         body = apr_psprintf(r->pool, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}",
                             mcp_jsonrpc_to_string(r->pool, msg->id, NULL));
     }
@@ -654,7 +693,8 @@ static int shim_request(mcp_req_t *q)
 {
     request_rec *r = q->r;
     const mcp_jsonrpc_msg_t *msg = &q->body->msgs[0];
-    const char *caps = NULL, *info = NULL, *ids;
+    mcp_shim_client_t client;
+    const char *ids;
     mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
     mcp_store_limits_t limits;
     mcp_store_status_t stored;
@@ -694,8 +734,7 @@ static int shim_request(mcp_req_t *q)
     if (!(q->rev = mcp_protocol_session(q->session->protocol_version))) {
         return mcp_req_session_not_found(q);
     }
-    stored = mcp_store_shim_client(mcp_req_db(q), r->pool, q->session->id, &caps, &info);
-    if (stored != MCP_STORE_OK && stored != MCP_STORE_NOT_FOUND) {
+    if ((stored = client_of(q, &client)) != MCP_STORE_OK && stored != MCP_STORE_NOT_FOUND) {
         return mcp_req_store_failed(q, stored);
     }
     mcp_req_note_stream(r, stream_id);
@@ -707,7 +746,7 @@ static int shim_request(mcp_req_t *q)
     memset(&s, 0, sizeof(s));
     s.msg = msg;
     call_init(&c, q, &st, on_request_message, &s);
-    run_rounds(&c, &s, caps, info);
+    run_rounds(&c, &s, &client);
     call_done(&c);
     if (c.ended_elsewhere) {
         ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "stream %" APR_INT64_T_FMT " (%s): ended "
@@ -855,8 +894,8 @@ static int on_listen_message(shim_call_t *c, json_object *obj, const mcp_jsonrpc
 static int open_listen(mcp_req_t *q, int resumed)
 {
     request_rec *r = q->r;
-    const char *caps = NULL, *info = NULL, *err = NULL, *body;
-    const char *ask;
+    const char *err = NULL, *body, *ask;
+    mcp_shim_client_t client;
     json_object *request;
     mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
     mcp_store_limits_t limits;
@@ -892,8 +931,7 @@ static int open_listen(mcp_req_t *q, int resumed)
                              "Conflict: this session already has an open standalone stream");
     }
     if (stored != MCP_STORE_OK
-        || (stored = mcp_store_shim_client(mcp_req_db(q), r->pool, q->session->id, &caps,
-                                           &info)) != MCP_STORE_OK) {
+        || (stored = client_of(q, &client)) != MCP_STORE_OK) {
         return resumed ? DONE : mcp_req_store_failed(q, stored);
     }
     ask = apr_psprintf(
@@ -905,7 +943,7 @@ static int open_listen(mcp_req_t *q, int resumed)
         return mcp_req_error(q, HTTP_INTERNAL_SERVER_ERROR, MCP_JSONRPC_INTERNAL_ERROR,
                              "Internal Error: the listen request could not be built");
     }
-    body = mcp_shim_stamp(r->pool, request, caps, info, NULL, NULL, NULL, &len);
+    body = mcp_shim_stamp(r->pool, request, &client, NULL, NULL, NULL, &len);
     mcp_req_note_stream(r, stream_id);
     mcp_stream_init(&st, q, stream_id, 1);
     mcp_stream_own(&st);

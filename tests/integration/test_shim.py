@@ -167,7 +167,7 @@ def test_initialize_calls_ping_delete(shim, db):
     assert result["serverInfo"]["name"] == "mod_mcp-modern-backend"
     assert result["instructions"].startswith("Test backend")
     assert result["capabilities"]["tools"] == {"listChanged": True}
-    assert "logging" not in result["capabilities"] and "subscribe" not in result["capabilities"]["resources"]
+    assert "logging" in result["capabilities"] and "subscribe" not in result["capabilities"]["resources"]
     # An older version the gateway serves is kept; an unknown one gets the newest.
     assert Client(shim["URLS"][0]).init["result"]["protocolVersion"] == V25
     row = db.cursor()
@@ -185,7 +185,7 @@ def test_initialize_calls_ping_delete(shim, db):
         "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "echo_headers"}
     rid, r = c.request("ping")
     assert r.status_code == 200 and r.json() == {"jsonrpc": "2.0", "id": rid, "result": {}}
-    _, r = c.request("logging/setLevel", {"level": "info"})
+    _, r = c.request("resources/subscribe", {"uri": "test://static-text"})
     assert r.json()["error"]["code"] == -32601
     assert c.post({"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code == 202
     r = requests.delete(c.url, headers=c.headers(), timeout=30)
@@ -193,6 +193,31 @@ def test_initialize_calls_ping_delete(shim, db):
     _, r = c.request("tools/list", url=shim["URLS"][1])
     assert r.status_code == 404, r.text
     assert legacy_seen(shim) == seen_before   # the gateway sent nothing of the 2025 era
+
+
+def test_logging_levels(shim, db):
+    c = Client(shim["URLS"][0])
+    cur = db.cursor()
+
+    def stamped_level():
+        """Calls the logging tool; returns its log messages and the logLevel the backend got."""
+        _, r = c.call("test_tool_with_logging")
+        msgs = events(r)
+        cur.execute("SELECT e.message->'params'->'_meta'->>'logLevel' FROM mcp.events e "
+                    "JOIN mcp.streams s ON s.id = e.stream_id WHERE s.session_id = %s "
+                    "AND e.direction = 'in' AND e.seq > 1 ORDER BY e.stream_id DESC, e.seq LIMIT 1",
+                    (c.sid,))
+        return [m["params"]["data"] for m in msgs if m.get("method") == "notifications/message"], cur.fetchone()[0]
+
+    # No level set: the shim asks for info and above (the revision sends none unless asked).
+    assert stamped_level() == (["Tool execution started", "Tool processing data",
+                                "Tool execution completed"], "info")
+    rid, r = c.request("logging/setLevel", {"level": "error"}, url=shim["URLS"][1])
+    assert r.json() == {"jsonrpc": "2.0", "id": rid, "result": {}}
+    # (The fixture tool notifies directly, whatever the level: only the stamp is checked.)
+    assert stamped_level()[1] == "error"
+    _, r = c.request("logging/setLevel", {"level": "loud"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == -32602
 
 
 def test_progress_relayed_and_results_cleaned(shim):

@@ -11,6 +11,10 @@
 //   confirm_action {action}  multi-round trip: answers InputRequiredResult (an elicitation and a
 //                            signed requestState) until the retry carries the answer.
 //
+//   test_sampling, test_elicitation, test_elicitation_sep1034_defaults,
+//   test_elicitation_sep1330_enums
+//                            the 2025 conformance suite's server->client fixtures, written the
+//                            2026 way (InputRequiredResult), for the gateway's era shim;
 //   legacy_seen              how many HTTP requests came without the 2026-07-28
 //                            MCP-Protocol-Version header (a 2026-only backend must see none
 //                            from the gateway's era shim).
@@ -268,6 +272,59 @@ function build() {
             const got = elicited(ctx, "user_name");
             if (got) return { messages: [{ role: "user", content: { type: "text", text: `Write a poem for ${got.name}.` } }] };
             return inputRequired({ inputRequests: { user_name: ask("Whom is the poem for?", { name: { type: "string" } }) } });
+        });
+
+    // ---- the 2025 suite's server->client fixtures, written the 2026-07-28 way (input-required
+    // rounds): what the era shim turns back into sampling/elicitation requests ----
+    server.registerTool("test_sampling", { description: "asks the client's model (2025 suite)",
+                                           inputSchema: z.object({ prompt: z.string() }) },
+        async ({ prompt }, ctx) => {
+            const got = answered(ctx, "sample");
+            if (got) return text(`LLM response: ${got.content?.text ?? JSON.stringify(got.content)}`);
+            return inputRequired({ inputRequests: { sample: inputRequired.createMessage({
+                messages: [{ role: "user", content: { type: "text", text: prompt } }], maxTokens: 100 }) } });
+        });
+    server.registerTool("test_elicitation", { description: "asks the user (2025 suite)",
+                                              inputSchema: z.object({ message: z.string() }) },
+        async ({ message }, ctx) => {
+            const got = answered(ctx, "info");
+            if (got) return text(`User response: action=${got.action}, content=${JSON.stringify(got.content ?? {})}`);
+            return inputRequired({ inputRequests: { info: ask(message, { username: { type: "string" },
+                                                                          email: { type: "string" } }) } });
+        });
+    server.registerTool("test_elicitation_sep1034_defaults", { description: "defaults (SEP-1034)", inputSchema: z.object({}) },
+        async (_args, ctx) => {
+            const got = answered(ctx, "defaults");
+            if (got) return text(`Elicitation completed: action=${got.action}, content=${JSON.stringify(got.content ?? {})}`);
+            return inputRequired({ inputRequests: { defaults: inputRequired.elicit({
+                message: "Please review and update the form fields with defaults",
+                requestedSchema: { type: "object", properties: {
+                    name: { type: "string", description: "User name", default: "John Doe" },
+                    age: { type: "integer", description: "User age", default: 30 },
+                    score: { type: "number", description: "User score", default: 95.5 },
+                    status: { type: "string", description: "User status", enum: ["active", "inactive", "pending"], default: "active" },
+                    verified: { type: "boolean", description: "Verification status", default: true },
+                }, required: [] } }) } });
+        });
+    server.registerTool("test_elicitation_sep1330_enums", { description: "enum variants (SEP-1330)", inputSchema: z.object({}) },
+        async (_args, ctx) => {
+            const got = answered(ctx, "enums");
+            if (got) return text(`Elicitation completed: action=${got.action}, content=${JSON.stringify(got.content ?? {})}`);
+            return inputRequired({ inputRequests: { enums: inputRequired.elicit({
+                message: "Please select options from the enum fields",
+                requestedSchema: { type: "object", properties: {
+                    untitledSingle: { type: "string", description: "Select one option", enum: ["option1", "option2", "option3"] },
+                    titledSingle: { type: "string", description: "Select one option with titles", oneOf: [
+                        { const: "value1", title: "First Option" }, { const: "value2", title: "Second Option" },
+                        { const: "value3", title: "Third Option" }] },
+                    legacyEnum: { type: "string", description: "Select one option (legacy)", enum: ["opt1", "opt2", "opt3"],
+                                  enumNames: ["Option One", "Option Two", "Option Three"] },
+                    untitledMulti: { type: "array", description: "Select multiple options", minItems: 1, maxItems: 3,
+                                     items: { type: "string", enum: ["option1", "option2", "option3"] } },
+                    titledMulti: { type: "array", description: "Select multiple options with titles", minItems: 1, maxItems: 3,
+                                   items: { anyOf: [{ const: "value1", title: "First Choice" }, { const: "value2", title: "Second Choice" },
+                                                    { const: "value3", title: "Third Choice" }] } },
+                }, required: [] } }) } });
         });
 
     // ---- the gateway's own tests ----

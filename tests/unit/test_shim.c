@@ -46,7 +46,7 @@ START_TEST(initialize_from_discover)
     r = mcp_shim_initialize_result(d, "2025-06-18", &v);
     ck_assert_str_eq(v, "2025-06-18");
     ck_assert_str_eq(text(r), "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{\"tools\":"
-                     "{\"listChanged\":true},\"resources\":{}},\"serverInfo\":{\"name\":\"b\",\"version\":\"1\"},"
+                     "{\"listChanged\":true},\"logging\":{},\"resources\":{}},\"serverInfo\":{\"name\":\"b\",\"version\":\"1\"},"
                      "\"instructions\":\"Be nice.\"}");
     json_object_put(r);
     /* A version the gateway does not serve with sessions: the newest it does. */
@@ -75,8 +75,10 @@ START_TEST(stamping)
     apr_array_header_t *h;
     const char *s;
 
-    s = mcp_shim_stamp(pool, req, "{\"elicitation\":{}}", "{\"name\":\"c\",\"version\":\"1\"}",
-                       NULL, NULL, NULL, NULL);
+    mcp_shim_client_t client = { "{\"elicitation\":{}}", "{\"name\":\"c\",\"version\":\"1\"}", NULL };
+    mcp_shim_client_t odd = { "[1]", NULL, "info" };
+
+    s = mcp_shim_stamp(pool, req, &client, NULL, NULL, NULL, NULL);
     ck_assert_str_eq(s, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":"
                      "{\"name\":\"echo\",\"_meta\":{\"progressToken\":3,"
                      "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
@@ -84,7 +86,8 @@ START_TEST(stamping)
                      "\"io.modelcontextprotocol/clientInfo\":{\"name\":\"c\",\"version\":\"1\"}}}}");
     /* The original is untouched; a retry carries its id, answers and state; bad caps: {}. */
     ck_assert_ptr_null(strstr(text(req), "protocolVersion"));
-    s = mcp_shim_stamp(pool, req, "[1]", NULL, id, resp, "st", NULL);
+    s = mcp_shim_stamp(pool, req, &odd, id, resp, "st", NULL);
+    ck_assert_ptr_nonnull(strstr(s, "\"logLevel\":\"info\""));
     ck_assert_ptr_nonnull(strstr(s, "\"id\":\"r1\""));
     ck_assert_ptr_nonnull(strstr(s, "clientCapabilities\":{}"));
     ck_assert_ptr_null(strstr(s, "clientInfo"));
@@ -93,7 +96,7 @@ START_TEST(stamping)
     json_object_put(id);
     /* No params at all: made. */
     s = mcp_shim_stamp(pool, parse("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}"),
-                       NULL, NULL, NULL, NULL, NULL, NULL);
+                       NULL, NULL, NULL, NULL, NULL);
     ck_assert_ptr_nonnull(strstr(s, "\"params\":{\"_meta\":{\"io.modelcontextprotocol/"
                                     "protocolVersion\""));
 
