@@ -8,6 +8,7 @@
 
 #include "mcp_origin.h"
 #include "mcp_protocol.h"
+#include "mcp_shim.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_oauth.h"
 
@@ -39,6 +40,7 @@ void *mcp_config_create_dir(apr_pool_t *p, char *dir)
     conf->max_batch_size = UNSET;
     conf->era_bridge = UNSET;
     conf->bridge_input_timeout = UNSET;
+    conf->shim_max_rounds = UNSET;
     return conf;
 }
 
@@ -69,6 +71,7 @@ void *mcp_config_merge_dir(apr_pool_t *p, void *basev, void *addv)
     MERGE(max_principal_streams, UNSET);
     MERGE(max_stream_followers, UNSET);
     MERGE(max_batch_size, UNSET);
+    MERGE(shim_max_rounds, UNSET);
     MERGE(allowed_origins, NULL);
     MERGE(allowed_hosts, NULL);
     MERGE(backend_protocols, NULL);
@@ -106,6 +109,7 @@ const mcp_dir_conf_t *mcp_config_get(request_rec *r)
     DEFAULT(max_batch_size, MCP_DEFAULT_MAX_BATCH_SIZE);
     DEFAULT(era_bridge, 1);
     DEFAULT(bridge_input_timeout, MCP_DEFAULT_BRIDGE_INPUT_TIMEOUT);
+    DEFAULT(shim_max_rounds, MCP_SHIM_DEFAULT_MAX_ROUNDS);
     if (!conf->backend_protocols) {
         conf->backend_protocols = mcp_protocol_list(MCP_ERA_2025);
     }
@@ -424,6 +428,9 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_TAKE1("MCPMaxBatchSize", set_limit, AT(max_batch_size), CONTEXT,
                   "Messages allowed in one JSON-RPC batch (2025-03-26) (default 100; 0: no "
                   "limit)"),
+    AP_INIT_TAKE1("MCPShimMaxRounds", set_limit, AT(shim_max_rounds), CONTEXT,
+                  "Input-required rounds one request may take when the era shim serves a "
+                  "2025-era client in front of a 2026-only backend (default 8; 0: no limit)"),
     AP_INIT_ITERATE("MCPAllowedOrigins", add_origin, AT(allowed_origins), CONTEXT,
                     "Origins allowed to call: self, localhost, *, or exact origins such as "
                     "https://app.example.com (default: self localhost)"),
@@ -434,9 +441,11 @@ const command_rec mcp_config_cmds[] = {
                     "The protocol revisions the backend serves (default: 2025-11-25 2025-06-18 "
                     "2025-03-26); 2026-07-28 lets stateless requests through to it"),
     AP_INIT_FLAG("MCPEraBridge", ap_set_flag_slot, AT(era_bridge), CONTEXT,
-                 "Serve 2026-07-28 (stateless) clients through a backend that serves the 2025 "
-                 "era only (MCPBackendProtocols without 2026-07-28): On (default) or Off "
-                 "(-32022, the client falls back to initialize)"),
+                 "The era bridge, both directions: serve 2026-07-28 (stateless) clients through "
+                 "a backend that serves the 2025 era only, and 2025-era clients through a "
+                 "2026-only backend (MCPBackendProtocols 2026-07-28 alone): On (default) or Off "
+                 "(2026 clients get -32022 and fall back to initialize; 2025 traffic is "
+                 "forwarded as it came)"),
     AP_INIT_TAKE1("MCPEraBridgeInputTimeout", set_interval, AT(bridge_input_timeout), CONTEXT,
                   "How long an input-required round of the era bridge waits for the client's "
                   "retry before its requestState expires and the backend call is cancelled "

@@ -56,6 +56,8 @@ typedef struct mcp_dir_conf_t {
     const char                 *backend_protocols;     /* MCPBackendProtocols: revisions the
                                                         * backend serves, ", "-separated, newest
                                                         * first (default: the 2025 era's)      */
+    int                         shim_max_rounds;       /* MCPShimMaxRounds: input-required
+                                                        * rounds per request (era shim)      */
     const char                 *oauth_resource;        /* MCPProtectedResource (an https URL)   */
     apr_array_header_t         *oauth_servers;         /* MCPAuthorizationServers: URLs         */
     apr_array_header_t         *oauth_scopes;          /* MCPResourceScopes                     */

@@ -8,11 +8,15 @@
 #include "mcp_http.h"
 #include "mod_mcp_exchange.h"
 
+/* How long a backend may keep the stream open after the answer before the gateway cuts it. */
+#define ANSWERED_GRACE apr_time_from_sec(1)
+
 static int on_event(void *baton, const mcp_sse_event_t *ev)
 {
     mcp_exchange_t *x = baton;
 
-    return ev->data_len > 0 ? x->on_message(x->baton, ev->data, ev->data_len) : 0;
+    return !x->answered && ev->data_len > 0 ? x->on_message(x->baton, ev->data, ev->data_len)
+                                            : 0;
 }
 
 static int on_headers(void *baton, const mcp_backend_response_t *resp)
@@ -33,12 +37,12 @@ static int on_body(void *baton, const char *buf, apr_size_t len)
     mcp_exchange_t *x = baton;
 
     if (x->sse) {
-        int rv = mcp_sse_parser_feed(x->sse, buf, len);
+        int answered_before = x->answered != 0, rv = mcp_sse_parser_feed(x->sse, buf, len);
 
         if (rv == MCP_SSE_ERR_TOO_LARGE) {
             x->too_large = 1;
         }
-        if (rv != 0) {
+        if (rv != 0 || answered_before) {
             return rv;
         }
         return x->after_chunk ? x->after_chunk(x->baton) : 0;
@@ -55,6 +59,9 @@ static int on_tick(void *baton)
 {
     mcp_exchange_t *x = baton;
 
+    if (x->answered) {
+        return apr_time_now() - x->answered > ANSWERED_GRACE;
+    }
     return x->on_tick ? x->on_tick(x->baton) : 0;
 }
 
@@ -78,7 +85,15 @@ mcp_backend_status_t mcp_exchange_perform(mcp_exchange_t *x, mcp_backend_call_t 
     call->on_body = on_body;
     call->on_tick = on_tick;
     call->baton = x;
+    x->sse = NULL;
+    apr_brigade_cleanup(x->body);
+    x->body_len = 0;
+    x->too_large = 0;
+    x->answered = 0;
     status = mcp_backend_perform(mcp_child.backends, q->r->pool, call, &x->response, err);
+    if (x->answered) {
+        return MCP_BACKEND_OK;
+    }
     if (x->sse && status == MCP_BACKEND_OK) {
         mcp_sse_parser_finish(x->sse);
     }
@@ -87,6 +102,22 @@ mcp_backend_status_t mcp_exchange_perform(mcp_exchange_t *x, mcp_backend_call_t 
                             APR_OFF_T_FMT " bytes)", q->conf->max_message_size);
     }
     return status;
+}
+
+mcp_backend_status_t mcp_exchange_post(mcp_exchange_t *x, const char *body, apr_size_t len,
+                                       const char *version, const apr_array_header_t *headers,
+                                       apr_interval_time_t timeout, const char **err)
+{
+    mcp_backend_call_t call;
+
+    memset(&call, 0, sizeof(call));
+    call.method = "POST";
+    call.body = body;
+    call.body_len = len;
+    call.protocol_version = version;
+    call.headers = headers;
+    call.timeout_ms = (long)apr_time_as_msec(timeout);
+    return mcp_exchange_perform(x, &call, err);
 }
 
 const char *mcp_exchange_body(mcp_exchange_t *x, apr_size_t *len)

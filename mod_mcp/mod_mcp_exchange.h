@@ -1,11 +1,19 @@
 /* mod_mcp_exchange — one streamed exchange with the backend, as the stateless path
- * (mod_mcp_modern) and the era bridge (mod_mcp_bridge) make it.
+ * (mod_mcp_modern), the era bridge (mod_mcp_bridge*, a 2026 client in front of a 2025 backend)
+ * and the era shim (mod_mcp_shim, a 2025 client in front of a 2026-only backend) make it.
  *
  * The call is set up from the request's configuration (target, connect timeout); the answer is
  * read as it comes: an SSE answer (200, text/event-stream) is parsed event by event and each
  * message handed to on_message, bounded by MCPMaxMessageSize per message; any other answer is
  * collected (bounded by MCPMaxMessageSize as a whole) for mcp_exchange_body. The caller's hooks
  * decide what a message means and when to stop (a non-zero return aborts the transfer).
+ *
+ * Once a hook marks the exchange answered (x->answered = apr_time_now(): the response the
+ * caller waited for came, or the caller is done), later messages are ignored, after_chunk and
+ * on_tick are no longer called, and a backend that keeps the stream open longer than a second
+ * after it is cut (until then the transfer runs to the backend's own end, so that its
+ * connection can be reused); the exchange then counts as OK whatever the transfer did after.
+ * An exchange may be performed again (a retry, the next round): each perform starts afresh.
  */
 #ifndef MOD_MCP_EXCHANGE_H
 #define MOD_MCP_EXCHANGE_H
@@ -25,23 +33,33 @@ typedef struct mcp_exchange_t {
     mcp_sse_parser_t       *sse;        /* set when the backend answers with SSE            */
     apr_bucket_brigade     *body;       /* any other answer, bounded by MCPMaxMessageSize   */
     apr_off_t               body_len;
-    int                     too_large;
+    int                     too_large;  /* a message exceeded MCPMaxMessageSize             */
+    apr_time_t              answered;   /* set by the caller's hook: see above (0: not yet) */
     mcp_exchange_message_fn *on_message;  /* required                                       */
     mcp_exchange_check_fn   *on_sse;      /* the SSE answer begins (may be NULL)             */
-    mcp_exchange_check_fn   *after_chunk; /* after each piece of SSE (may be NULL)           */
-    mcp_exchange_check_fn   *on_tick;     /* about once a second (may be NULL)               */
+    mcp_exchange_check_fn   *after_chunk; /* after each piece of SSE, not once a piece before
+                                           * was answered (may be NULL)                     */
+    mcp_exchange_check_fn   *on_tick;     /* about once a second, until answered (may be
+                                           * NULL)                                          */
     void                    *baton;
 } mcp_exchange_t;
 
-/* Prepares x for one exchange of request q; hooks are set by the caller afterwards. */
+/* Prepares x for exchanges of request q; hooks are set by the caller afterwards. */
 void mcp_exchange_init(mcp_exchange_t *x, mcp_req_t *q, void *baton);
 
 /* Performs call (method, body, headers, session id, version and timeout_ms set by the caller;
- * target, connect timeout and the callbacks are filled in here). On a complete SSE answer the
- * parser is finished (a last event without its blank line is delivered). *err names the cause
- * of anything but OK (a message over MCPMaxMessageSize included). */
+ * target, connect timeout and the callbacks are filled in here). OK once answered, whatever the
+ * transfer did after; otherwise, on a complete SSE answer the parser is finished (a last event
+ * without its blank line is delivered). *err names the cause of anything but OK (a message over
+ * MCPMaxMessageSize included: x->too_large). */
 mcp_backend_status_t mcp_exchange_perform(mcp_exchange_t *x, mcp_backend_call_t *call,
                                           const char **err);
+
+/* A stateless POST of body with MCP-Protocol-Version version and headers ("Name: value" lines,
+ * may be NULL), bounded by timeout (0: none): mcp_exchange_perform on such a call. */
+mcp_backend_status_t mcp_exchange_post(mcp_exchange_t *x, const char *body, apr_size_t len,
+                                       const char *version, const apr_array_header_t *headers,
+                                       apr_interval_time_t timeout, const char **err);
 
 /* The collected (non-SSE) answer, NUL-terminated, in the request pool; NULL when empty. */
 const char *mcp_exchange_body(mcp_exchange_t *x, apr_size_t *len);

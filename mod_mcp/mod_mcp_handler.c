@@ -34,6 +34,7 @@
 #include "mod_mcp_relay.h"
 #include "mod_mcp_replay.h"
 #include "mod_mcp_request.h"
+#include "mod_mcp_shim.h"
 #include "mod_mcp_status.h"
 
 APLOG_USE_MODULE(mcp);
@@ -547,7 +548,10 @@ static int handle_post(mcp_req_t *q)
             return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST,
                                  "Invalid Request: initialize must not be part of a batch");
         }
-        return handle_initialize(q);
+        return mcp_shim_applies(q->conf) ? mcp_shim_initialize(q) : handle_initialize(q);
+    }
+    if (mcp_shim_applies(q->conf)) {
+        return mcp_shim_post(q);   /* a 2026-only backend: the era shim */
     }
     /* A single request: the session is checked, touched and its stream opened in one statement
      * (mod_mcp_relay). */
@@ -580,7 +584,10 @@ static int handle_get(mcp_req_t *q)
     if ((rc = check_version_header(q, 0)) != OK || (rc = mcp_req_load_session(q)) != OK) {
         return rc;
     }
-    return last_event_id ? mcp_replay(q, last_event_id) : mcp_relay_standalone(q);
+    if (last_event_id) {
+        return mcp_replay(q, last_event_id);
+    }
+    return mcp_shim_applies(q->conf) ? mcp_shim_listen(q) : mcp_relay_standalone(q);
 }
 
 static int handle_delete(mcp_req_t *q)

@@ -17,17 +17,14 @@
 
 APLOG_USE_MODULE(mcp);
 
-/* How long a backend may keep the stream open after the response before the gateway cuts it. */
-#define ANSWERED_GRACE apr_time_from_sec(1)
-
 typedef struct modern_t {
     mcp_req_t              *q;
     const mcp_jsonrpc_msg_t *msg;
     mcp_stream_t            st;
-    mcp_exchange_t          x;            /* the exchange with the backend                  */
+    mcp_exchange_t          x;            /* the POST to the backend; answered: the response
+                                           * was stored (and the stream ends)               */
     apr_pool_t             *scratch;      /* cleared per message                            */
-    apr_time_t              answered;     /* when the response was stored (and the end)     */
-    int                     finished;     /* ... and the stream ended                       */
+    int                     finished;     /* the answered stream was ended                  */
     int                     cancelled;    /* the client closed its response first           */
 } modern_t;
 
@@ -66,7 +63,7 @@ static int relay_message(modern_t *m, const char *json, apr_size_t len)
     mcp_jsonrpc_classify(obj, &msg);
     if ((msg.kind == MCP_MSG_RESPONSE || msg.kind == MCP_MSG_ERROR)
         && json_object_equal(msg.id, m->msg->id)) {
-        m->answered = apr_time_now();
+        m->x.answered = apr_time_now();
     }
     return mcp_stream_add(&m->st, json, len);
 }
@@ -74,7 +71,7 @@ static int relay_message(modern_t *m, const char *json, apr_size_t len)
 /* The client closed its response before the answer: that cancels the request. */
 static int cancelled_now(modern_t *m)
 {
-    if (m->st.client_gone && !m->answered) {
+    if (m->st.client_gone && !m->x.answered) {
         m->cancelled = 1;
     }
     return m->cancelled;
@@ -82,9 +79,7 @@ static int cancelled_now(modern_t *m)
 
 static int on_message(void *baton, const char *json, apr_size_t len)
 {
-    modern_t *m = baton;
-
-    return !m->answered ? relay_message(m, json, len) : 0;
+    return relay_message(baton, json, len);
 }
 
 static int on_sse(void *baton)
@@ -95,17 +90,23 @@ static int on_sse(void *baton)
     return cancelled_now(m);
 }
 
-/* After each piece of the SSE answer: what came is stored and sent; once the response came,
- * the stream ends (the rest of the answer is read but not relayed). */
+/* The response came: the stream ends (the exchange reads the rest of the answer without
+ * handing it on). Once. */
+static void finish_answered(modern_t *m)
+{
+    if (!m->finished) {
+        m->finished = 1;
+        mcp_stream_finish(&m->st, m->st.broken ? "failed" : "complete");
+    }
+}
+
+/* After each piece of the SSE answer: what came is stored and sent. */
 static int after_chunk(void *baton)
 {
     modern_t *m = baton;
 
-    if (m->answered) {
-        if (!m->finished) {
-            m->finished = 1;
-            mcp_stream_finish(&m->st, m->st.broken ? "failed" : "complete");
-        }
+    if (m->x.answered) {
+        finish_answered(m);
         return 0;
     }
     return mcp_stream_commit(&m->st) || cancelled_now(m);
@@ -115,9 +116,6 @@ static int on_tick(void *baton)
 {
     modern_t *m = baton;
 
-    if (m->answered) {
-        return apr_time_now() - m->answered > ANSWERED_GRACE;
-    }
     return mcp_stream_tick(&m->st) || cancelled_now(m);
 }
 
@@ -158,19 +156,11 @@ static void modern_init(modern_t *m, mcp_req_t *q, apr_int64_t stream_id)
 static mcp_backend_status_t forward(modern_t *m, const char *version, apr_interval_time_t timeout,
                                     const char **err)
 {
-    mcp_req_t *q = m->q;
-    mcp_backend_call_t call;
     mcp_backend_status_t status;
 
-    memset(&call, 0, sizeof(call));
-    call.method = "POST";
-    call.body = q->raw;
-    call.body_len = q->raw_len;
-    call.protocol_version = version;
-    call.headers = mcp_headers(q->r);
-    call.timeout_ms = (long)apr_time_as_msec(timeout);
-    status = mcp_exchange_perform(&m->x, &call, err);
-    return m->answered || m->cancelled ? MCP_BACKEND_OK : status;
+    status = mcp_exchange_post(&m->x, m->q->raw, m->q->raw_len, version, mcp_headers(m->q->r),
+                               timeout, err);
+    return m->cancelled ? MCP_BACKEND_OK : status;
 }
 
 /* ---- a notification: stored, forwarded, 202 ------------------------------------------------ */
@@ -242,7 +232,7 @@ static int relay_buffered(modern_t *m, const char **body, apr_size_t *len)
     *len = n;
     /* The backend's own refusal (4xx with a JSON-RPC error, e.g. -32601) goes to the client as
      * it is, with its status. */
-    return m->answered != 0 || m->x.response.status >= 400;
+    return m->x.answered != 0 || m->x.response.status >= 400;
 }
 
 static int post_request(mcp_req_t *q, const char *version)
@@ -272,8 +262,9 @@ static int post_request(mcp_req_t *q, const char *version)
                       stream_id, msg->method);
         return DONE;
     }
-    if (m.answered && m.x.sse) {
-        return DONE;   /* ended and stored as the response came */
+    if (m.x.answered && m.x.sse) {
+        finish_answered(&m);   /* when the response was the answer's unterminated last event */
+        return DONE;           /* else ended and stored as the response came */
     }
     if (status == MCP_BACKEND_OK && !m.x.sse && relay_buffered(&m, &json, &json_len)) {
         mcp_stream_finish(&m.st, m.st.broken ? "failed" : "complete");

@@ -11,6 +11,7 @@
 #include "mcp_router.h"
 #include "mod_mcp_relay.h"
 #include "mod_mcp_replay.h"
+#include "mod_mcp_shim.h"
 #include "mod_mcp_status.h"
 #include "mod_mcp_stream.h"
 
@@ -265,7 +266,8 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
      * answer: resuming one that ended (its response was cut by a graceful restart or
      * MCPStreamCloseAfter, or its client went) goes on with a new one, live. */
     if (ended && strcmp(stream.kind, "standalone") == 0 && !mcp_stream_server_stopping()) {
-        return mcp_relay_standalone_resumed(q);
+        return mcp_shim_applies(q->conf) ? mcp_shim_listen_resumed(q)
+                                         : mcp_relay_standalone_resumed(q);
     }
     return DONE;
 }

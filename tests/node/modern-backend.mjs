@@ -11,8 +11,18 @@
 //   confirm_action {action}  multi-round trip: answers InputRequiredResult (an elicitation and a
 //                            signed requestState) until the retry carries the answer.
 //
-// Usage: NODE22 modern-backend.mjs PORT [--host 127.0.0.1]   (PORT 0: any; the chosen port is
-// printed as "listening <port>" on stdout)
+//   test_sampling, test_elicitation, test_elicitation_sep1034_defaults,
+//   test_elicitation_sep1330_enums
+//                            the 2025 conformance suite's server->client fixtures, written the
+//                            2026 way (InputRequiredResult), for the gateway's era shim;
+//   legacy_seen              how many HTTP requests came without the 2026-07-28
+//                            MCP-Protocol-Version header (a 2026-only backend must see none
+//                            from the gateway's era shim).
+//
+// Usage: NODE22 modern-backend.mjs PORT [--host 127.0.0.1] [--modern-only]   (PORT 0: any; the
+// chosen port is printed as "listening <port>" on stdout). --modern-only: a 2026-only server,
+// the way the SDK makes one (createMcpHandler's `legacy: 'reject'`): initialize, 2025-era GET
+// and DELETE are refused.
 //
 // Test-only code: run with the node 22 that scripts/node-deps prints.
 
@@ -36,6 +46,7 @@ const sleep = (ms, signal) => new Promise((resolve, reject) => {
 const text = (t) => ({ content: [{ type: "text", text: t }] });
 
 const cancelled = [];
+let legacySeen = 0;   // HTTP requests without the 2026-07-28 version header
 const httpHeaders = new AsyncLocalStorage();   // the headers of the HTTP request being served
 
 // Multi-round-trip state: signed (HMAC) so that a tampered requestState is refused.
@@ -263,6 +274,59 @@ function build() {
             return inputRequired({ inputRequests: { user_name: ask("Whom is the poem for?", { name: { type: "string" } }) } });
         });
 
+    // ---- the 2025 suite's server->client fixtures, written the 2026-07-28 way (input-required
+    // rounds): what the era shim turns back into sampling/elicitation requests ----
+    server.registerTool("test_sampling", { description: "asks the client's model (2025 suite)",
+                                           inputSchema: z.object({ prompt: z.string() }) },
+        async ({ prompt }, ctx) => {
+            const got = answered(ctx, "sample");
+            if (got) return text(`LLM response: ${got.content?.text ?? JSON.stringify(got.content)}`);
+            return inputRequired({ inputRequests: { sample: inputRequired.createMessage({
+                messages: [{ role: "user", content: { type: "text", text: prompt } }], maxTokens: 100 }) } });
+        });
+    server.registerTool("test_elicitation", { description: "asks the user (2025 suite)",
+                                              inputSchema: z.object({ message: z.string() }) },
+        async ({ message }, ctx) => {
+            const got = answered(ctx, "info");
+            if (got) return text(`User response: action=${got.action}, content=${JSON.stringify(got.content ?? {})}`);
+            return inputRequired({ inputRequests: { info: ask(message, { username: { type: "string" },
+                                                                          email: { type: "string" } }) } });
+        });
+    server.registerTool("test_elicitation_sep1034_defaults", { description: "defaults (SEP-1034)", inputSchema: z.object({}) },
+        async (_args, ctx) => {
+            const got = answered(ctx, "defaults");
+            if (got) return text(`Elicitation completed: action=${got.action}, content=${JSON.stringify(got.content ?? {})}`);
+            return inputRequired({ inputRequests: { defaults: inputRequired.elicit({
+                message: "Please review and update the form fields with defaults",
+                requestedSchema: { type: "object", properties: {
+                    name: { type: "string", description: "User name", default: "John Doe" },
+                    age: { type: "integer", description: "User age", default: 30 },
+                    score: { type: "number", description: "User score", default: 95.5 },
+                    status: { type: "string", description: "User status", enum: ["active", "inactive", "pending"], default: "active" },
+                    verified: { type: "boolean", description: "Verification status", default: true },
+                }, required: [] } }) } });
+        });
+    server.registerTool("test_elicitation_sep1330_enums", { description: "enum variants (SEP-1330)", inputSchema: z.object({}) },
+        async (_args, ctx) => {
+            const got = answered(ctx, "enums");
+            if (got) return text(`Elicitation completed: action=${got.action}, content=${JSON.stringify(got.content ?? {})}`);
+            return inputRequired({ inputRequests: { enums: inputRequired.elicit({
+                message: "Please select options from the enum fields",
+                requestedSchema: { type: "object", properties: {
+                    untitledSingle: { type: "string", description: "Select one option", enum: ["option1", "option2", "option3"] },
+                    titledSingle: { type: "string", description: "Select one option with titles", oneOf: [
+                        { const: "value1", title: "First Option" }, { const: "value2", title: "Second Option" },
+                        { const: "value3", title: "Third Option" }] },
+                    legacyEnum: { type: "string", description: "Select one option (legacy)", enum: ["opt1", "opt2", "opt3"],
+                                  enumNames: ["Option One", "Option Two", "Option Three"] },
+                    untitledMulti: { type: "array", description: "Select multiple options", minItems: 1, maxItems: 3,
+                                     items: { type: "string", enum: ["option1", "option2", "option3"] } },
+                    titledMulti: { type: "array", description: "Select multiple options with titles", minItems: 1, maxItems: 3,
+                                   items: { anyOf: [{ const: "value1", title: "First Choice" }, { const: "value2", title: "Second Choice" },
+                                                    { const: "value3", title: "Third Choice" }] } },
+                }, required: [] } }) } });
+        });
+
     // ---- the gateway's own tests ----
     server.registerTool("slow_count", {
         description: "progress every ms milliseconds, count times; records an abort",
@@ -291,6 +355,8 @@ function build() {
             const h = httpHeaders.getStore() ?? {};
             return text(JSON.stringify(Object.fromEntries(Object.entries(h).filter(([k]) => k.startsWith("mcp-")))));
         });
+    server.registerTool("legacy_seen", { description: "HTTP requests that came without MCP-Protocol-Version 2026-07-28" },
+        async () => text(String(legacySeen)));
     server.registerTool("cancelled_calls", { description: "progress tokens of aborted slow_count calls" },
         async () => text(JSON.stringify(cancelled)));
     server.registerTool("confirm_action", {
@@ -312,11 +378,14 @@ function build() {
     return server;
 }
 
-const handler = createMcpHandler(() => build());
+const args = process.argv.slice(2);
+const modernOnly = args.includes("--modern-only");
+const handler = createMcpHandler(() => build(), modernOnly ? { legacy: "reject" } : undefined);
 
 async function bridge(req, res) {
     const chunks = [];
     for await (const c of req) chunks.push(c);
+    if (req.headers["mcp-protocol-version"] !== "2026-07-28") legacySeen++;
     const abort = new AbortController();
     // The gateway closing the connection before the answer is complete is a cancellation.
     res.on("close", () => { if (!res.writableFinished) abort.abort(); });
@@ -340,8 +409,8 @@ async function bridge(req, res) {
     }
 }
 
-const port = Number(process.argv[2] ?? 0);
-const host = process.argv[3] === "--host" ? process.argv[4] : "127.0.0.1";
+const port = Number(args[0] ?? 0);
+const host = args.includes("--host") ? args[args.indexOf("--host") + 1] : "127.0.0.1";
 const srv = http.createServer((req, res) => {
     bridge(req, res).catch((e) => {
         process.stderr.write(`bridge error: ${e?.stack ?? e}\n`);
