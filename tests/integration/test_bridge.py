@@ -410,14 +410,17 @@ def next_data(lines):
 def test_listen_is_the_pooled_sessions_get_stream(bridge, db):
     uri = "test://watched-resource"
     r = call(bridge["URL"], "L-1", "subscriptions/listen",
-             {"notifications": {"toolsListChanged": True, "resourceSubscriptions": [uri]}},
+             {"notifications": {"toolsListChanged": True, "resourcesListChanged": True,
+                                "resourceSubscriptions": [uri]}},
              caps=LISTEN_CAPS, stream=True)
     assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/event-stream")
     lines = r.iter_lines()
     ack = next_data(lines)
     assert ack["method"] == "notifications/subscriptions/acknowledged"
-    # Only what the backend can deliver: it declares resources.subscribe, no listChanged.
-    assert ack["params"]["notifications"] == {"resourceSubscriptions": [uri]}
+    # Only what the backend can deliver: it declares resources.subscribe and tools.listChanged,
+    # not resources.listChanged.
+    assert ack["params"]["notifications"] == {"toolsListChanged": True,
+                                              "resourceSubscriptions": [uri]}
     assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L-1"
     # A log message on the same backend stream is not for a listen stream; the update is.
     assert final(tool(bridge["URL2"], "L-2", "notify", {"text": "not for listeners"},
