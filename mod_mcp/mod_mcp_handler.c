@@ -558,14 +558,8 @@ static int handle_post(mcp_req_t *q)
     if (!q->body->is_batch && q->body->n_requests > 0) {
         return mcp_relay_requests(q);
     }
-    if ((rc = mcp_req_load_session(q)) != OK) {
+    if ((rc = mcp_req_load_session_posted(q)) != OK) {
         return rc;
-    }
-    if (q->body->is_batch && !q->rev->batches) {
-        return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST,
-                             "Invalid Request: batches are allowed only in sessions of protocol "
-                             "version %s; this session uses %s", MCP_PROTOCOL_DEFAULT,
-                             q->session->protocol_version);
     }
     return q->body->n_requests > 0 ? mcp_relay_requests(q) : handle_notifications(q);
 }

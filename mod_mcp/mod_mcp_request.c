@@ -275,6 +275,22 @@ int mcp_req_load_session(mcp_req_t *q)
     return OK;
 }
 
+int mcp_req_load_session_posted(mcp_req_t *q)
+{
+    int rc;
+
+    if ((rc = mcp_req_load_session(q)) != OK) {
+        return rc;
+    }
+    if (q->body->is_batch && !q->rev->batches) {
+        return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST,
+                             "Invalid Request: batches are allowed only in sessions of protocol "
+                             "version %s; this session uses %s", MCP_PROTOCOL_DEFAULT,
+                             q->session->protocol_version);
+    }
+    return OK;
+}
+
 void mcp_req_terminate_session(mcp_req_t *q, const char *by)
 {
     mcp_store_t *db = mcp_req_db(q);

@@ -95,6 +95,10 @@ int mcp_req_session_not_found(mcp_req_t *q);
  * answering 400 (no header), 404 or 503. */
 int mcp_req_load_session(mcp_req_t *q);
 
+/* mcp_req_load_session for a POST whose body is parsed: also 400 (-32600) for a batch in a
+ * session whose revision allows none (batches are 2025-03-26's only). */
+int mcp_req_load_session_posted(mcp_req_t *q);
+
 /* Checks the Mcp-Session-Id header only: OK when it could name a session, else DONE after
  * answering 400 (missing) or 404 (not an id this gateway issues). */
 int mcp_req_check_session_header(mcp_req_t *q);

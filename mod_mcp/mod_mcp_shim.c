@@ -823,14 +823,8 @@ static int shim_messages(mcp_req_t *q)
     const char *messages;
     int i, rc;
 
-    if ((rc = mcp_req_load_session(q)) != OK) {
+    if ((rc = mcp_req_load_session_posted(q)) != OK) {
         return rc;
-    }
-    if (q->body->is_batch && !q->rev->batches) {
-        return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST,
-                             "Invalid Request: batches are allowed only in sessions of protocol "
-                             "version %s; this session uses %s", MCP_PROTOCOL_DEFAULT,
-                             q->session->protocol_version);
     }
     if ((rc = check_answers(q, streams)) != OK) {
         return rc;

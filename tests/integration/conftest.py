@@ -20,11 +20,18 @@ mcp     factory: mcp(url=None, auth=None, **kw) -> McpSession (not yet initializ
         the wire's mode, by default to the wire's first endpoint; every session made is closed
         after the test.
 
+For a test module that needs a stack of its own (another gateway .conf, another backend):
+run_dir(prefix) a fresh directory under /tmp; node_backend(node, d, script, *args) a
+tests/node script that prints "listening PORT" (yields the port); own_stack(d, *args) a stack
+started with `tests/stack up --dir d/stack ARGS $MCP_TEST_STACK_ARGS` (so the sanitizer pass
+runs it with its module too), stopped at the end, failing loudly when `down` does.
+
 Run with Debian's interpreter: /usr/bin/python3 -m pytest -v tests/integration
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -37,6 +44,7 @@ import psycopg2
 import pytest
 
 from mcp_client import McpSession
+from waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 STACK = REPO / "tests" / "stack"
@@ -114,6 +122,62 @@ def _show(path: Path) -> str:
         return path.read_text(errors="replace")
     except OSError:
         return ""
+
+
+def run_dir(prefix: str) -> Path:
+    """A fresh directory under /tmp (readable by httpd's user) for a stack and its logs."""
+    d = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    d.chmod(0o755)
+    return d
+
+
+@contextlib.contextmanager
+def node_backend(node: str, d: Path, script: str, *args: str):
+    """tests/node/SCRIPT on an ephemeral port (`SCRIPT 0 ARGS`; it prints "listening PORT"),
+    its output in d/backend.log. Yields the port; the process is stopped at the end."""
+    node_dir = REPO / "tests" / "node"
+    with open(d / "backend.log", "wb") as log:
+        backend = subprocess.Popen([node, str(node_dir / script), "0", *args], cwd=node_dir,
+                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    try:
+        port = wait_for(lambda: next((l.split()[1] for l in _show(d / "backend.log").splitlines()
+                                      if l.startswith("listening ")), None)
+                        or (backend.poll() is not None and "exited"),
+                        timeout=30, what=f"{script} to listen")
+        assert port != "exited", _show(d / "backend.log")
+        yield port
+    finally:
+        backend.terminate()
+        try:
+            backend.wait(10)
+        except subprocess.TimeoutExpired:
+            backend.kill()
+
+
+@contextlib.contextmanager
+def own_stack(d: Path, *args: str):
+    """A stack of a test module's own in d/stack: `tests/stack up ARGS $MCP_TEST_STACK_ARGS`
+    (its output in d/stack-up.log). Yields its stack.env values. `tests/stack down` at the end
+    fails loudly (a sanitizer report of an ASan --module, say); the database files go unless
+    MCP_KEEP_STACK is set."""
+    stack_dir = d / "stack"
+    try:
+        with open(d / "stack-up.log", "wb") as out:
+            rc = subprocess.run([str(STACK), "up", "--dir", str(stack_dir), *args] + STACK_ARGS,
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                timeout=300).returncode
+        assert rc == 0, _show(d / "stack-up.log")
+        yield load_stack_env(stack_dir / "stack.env")
+    finally:
+        down = subprocess.run([str(STACK), "down", "--dir", str(stack_dir)],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=300)
+        if not os.environ.get("MCP_KEEP_STACK"):
+            shutil.rmtree(stack_dir / "pg" / "data", ignore_errors=True)
+        if down.returncode != 0:
+            raise RuntimeError(f"tests/stack down failed (exit {down.returncode}):\n"
+                               f"{down.stdout}{down.stderr}")
 
 
 @pytest.fixture(scope="session")

@@ -19,20 +19,14 @@ independent httpd instances ("hosts") of its own (tests/integration/gateway-brid
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import psycopg2
 import pytest
 import requests
 
-from conftest import STACK_ARGS, load_stack_env
+from conftest import own_stack, run_dir
 from waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,32 +40,14 @@ CAPS = {"elicitation": {}, "sampling": {}}
 
 @pytest.fixture(scope="module")
 def bridge():
-    d = Path(tempfile.mkdtemp(prefix="mcp-bridge.", dir="/tmp"))
-    d.chmod(0o755)
-    started = False
-    try:
-        with open(d / "stack-up.log", "wb") as out:
-            started = True
-            rc = subprocess.run([str(STACK), "up", "--dir", str(d / "stack"), "--httpd", "2", "--conf",
-                                 str(Path(__file__).resolve().parent / "gateway-bridge.conf")] + STACK_ARGS,
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                timeout=300).returncode
-        assert rc == 0, (d / "stack-up.log").read_text()
-        env = load_stack_env(d / "stack" / "stack.env")
+    d = run_dir("mcp-bridge.")
+    with own_stack(d, "--httpd", "2", "--conf",
+                   str(Path(__file__).resolve().parent / "gateway-bridge.conf")) as env:
         urls = env["MCP_URLS"].split()
         env.update(URL=urls[0], URL2=urls[1], AUTH_URL=env["MCP_AUTH_URLS"].split()[0],
                    SHORT_URL=urls[0].rsplit("/", 1)[0] + "/mcp-bridge-short",
                    OFF_URL=urls[0].rsplit("/", 1)[0] + "/mcp-bridge-off")
         yield env
-    finally:
-        if started:
-            # Fails loudly when it does (a sanitizer report of a --module built with ASan, say).
-            down = subprocess.run([str(STACK), "down", "--dir", str(d / "stack")], stdin=subprocess.DEVNULL,
-                                  capture_output=True, text=True, timeout=300)
-            if not os.environ.get("MCP_KEEP_STACK"):
-                shutil.rmtree(d / "stack" / "pg" / "data", ignore_errors=True)
-            if down.returncode != 0:
-                raise RuntimeError(f"tests/stack down failed (exit {down.returncode}):\n{down.stdout}{down.stderr}")
 
 
 @pytest.fixture

@@ -25,11 +25,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import os
-import shutil
-import socket
 import subprocess
-import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -37,7 +33,7 @@ import psycopg2
 import pytest
 import requests
 
-from conftest import load_stack_env
+from conftest import node_backend, own_stack, run_dir
 from mcp_client import iter_sse
 from test_node_peers import node22, run_node_script  # noqa: F401  (a fixture, and a helper)
 from waiting import wait_for
@@ -92,45 +88,14 @@ def messages_of(resp):
 
 @pytest.fixture(scope="module")
 def eras(node22):  # noqa: F811  (the fixture imported above)
-    d = Path(tempfile.mkdtemp(prefix="mcp-eras.", dir="/tmp"))
-    d.chmod(0o755)
-    log = open(d / "backend.log", "wb")
-    backend = subprocess.Popen([node22, str(NODE_DIR / "modern-backend.mjs"), "0"], cwd=NODE_DIR,
-                               stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                               start_new_session=True)
-    log.close()
-    stack_dir = d / "stack"
-    started = False
-    try:
-        port = wait_for(lambda: next((l.split()[1] for l in (d / "backend.log").read_text().splitlines()
-                                      if l.startswith("listening ")), None)
-                        or (backend.poll() is not None and "exited"),
-                        timeout=30, what="modern-backend.mjs to listen")
-        assert port != "exited", (d / "backend.log").read_text()
-        with open(d / "stack-up.log", "wb") as out:
-            started = True
-            rc = subprocess.run([str(STACK), "up", "--dir", str(stack_dir), "--http2", "--backend",
-                                 f"http://127.0.0.1:{port}/mcp", "--conf",
-                                 str(Path(__file__).resolve().parent / "gateway-eras.conf")],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                timeout=300).returncode
-        assert rc == 0, (d / "stack-up.log").read_text()
-        env = load_stack_env(stack_dir / "stack.env")
+    d = run_dir("mcp-eras.")
+    with node_backend(node22, d, "modern-backend.mjs") as port, \
+            own_stack(d, "--http2", "--backend", f"http://127.0.0.1:{port}/mcp", "--conf",
+                      str(Path(__file__).resolve().parent / "gateway-eras.conf")) as env:
         base = env["MCP_URL"].rsplit("/", 1)[0]
         env.update(URL=f"{base}/mcp-2026", AUTH_URL=f"{base}/mcp-2026-auth", AUTHZ_URL=f"{base}/mcp-2026-authz",
                    LEGACY_URL=f"{base}/mcp-legacy-only", DIR=str(d))
         yield env
-    finally:
-        if started:
-            subprocess.run([str(STACK), "down", "--dir", str(stack_dir)], stdin=subprocess.DEVNULL,
-                           capture_output=True, timeout=300)
-            if not os.environ.get("MCP_KEEP_STACK"):
-                shutil.rmtree(stack_dir / "pg" / "data", ignore_errors=True)
-        backend.terminate()
-        try:
-            backend.wait(10)
-        except subprocess.TimeoutExpired:
-            backend.kill()
 
 
 @pytest.fixture

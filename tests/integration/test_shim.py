@@ -18,17 +18,13 @@ PostgreSQL (tests/integration/gateway-shim.conf):
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import psycopg2
 import pytest
 import requests
 
-from conftest import load_stack_env
+from conftest import node_backend, own_stack, run_dir
 from mcp_client import iter_sse
 from test_node_peers import node22, run_node_script  # noqa: F401  (a fixture, and a helper)
 from waiting import wait_for
@@ -42,45 +38,14 @@ V25 = "2025-11-25"
 
 @pytest.fixture(scope="module")
 def shim(node22):  # noqa: F811
-    d = Path(tempfile.mkdtemp(prefix="mcp-shim.", dir="/tmp"))
-    d.chmod(0o755)
-    log = open(d / "backend.log", "wb")
-    backend = subprocess.Popen([node22, str(NODE_DIR / "modern-backend.mjs"), "0", "--modern-only"],
-                               cwd=NODE_DIR, stdin=subprocess.DEVNULL, stdout=log,
-                               stderr=subprocess.STDOUT, start_new_session=True)
-    log.close()
-    stack_dir = d / "stack"
-    started = False
-    try:
-        port = wait_for(lambda: next((l.split()[1] for l in (d / "backend.log").read_text().splitlines()
-                                      if l.startswith("listening ")), None)
-                        or (backend.poll() is not None and "exited"),
-                        timeout=30, what="modern-backend.mjs to listen")
-        assert port != "exited", (d / "backend.log").read_text()
-        with open(d / "stack-up.log", "wb") as out:
-            started = True
-            rc = subprocess.run([str(STACK), "up", "--dir", str(stack_dir), "--httpd", "2",
-                                 "--backend", f"http://127.0.0.1:{port}/mcp", "--conf",
-                                 str(Path(__file__).resolve().parent / "gateway-shim.conf")],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                timeout=300).returncode
-        assert rc == 0, (d / "stack-up.log").read_text()
-        env = load_stack_env(stack_dir / "stack.env")
+    d = run_dir("mcp-shim.")
+    with node_backend(node22, d, "modern-backend.mjs", "--modern-only") as port, \
+            own_stack(d, "--httpd", "2", "--backend", f"http://127.0.0.1:{port}/mcp", "--conf",
+                      str(Path(__file__).resolve().parent / "gateway-shim.conf")) as env:
         bases = [u.rsplit("/", 1)[0] for u in env["MCP_URLS"].split()]
         env.update(URLS=[f"{b}/mcp-shim" for b in bases], CAP_URL=f"{bases[0]}/mcp-shim-one-round",
                    BACKEND=f"http://127.0.0.1:{port}/mcp")
         yield env
-    finally:
-        if started:
-            subprocess.run([str(STACK), "down", "--dir", str(stack_dir)], stdin=subprocess.DEVNULL,
-                           capture_output=True, timeout=300)
-            if not os.environ.get("MCP_KEEP_STACK"):
-                shutil.rmtree(stack_dir / "pg" / "data", ignore_errors=True)
-        backend.terminate()
-        try:
-            backend.wait(10)
-        except subprocess.TimeoutExpired:
-            backend.kill()
 
 
 @pytest.fixture

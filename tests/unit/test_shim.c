@@ -4,29 +4,10 @@
 #include <check.h>
 
 #include "unit_main.h"
+#include "unit_json.h"
 
 #include "mcp_jsonrpc.h"
 #include "mcp_shim.h"
-
-static apr_pool_t *pool;
-
-static void setup(void)
-{
-    apr_pool_create(&pool, NULL);
-}
-
-static void teardown(void)
-{
-    apr_pool_destroy(pool);
-}
-
-static json_object *parse(const char *json)
-{
-    json_object *v = mcp_jsonrpc_parse_value(pool, json, strlen(json));
-
-    ck_assert_ptr_nonnull(v);
-    return v;
-}
 
 static const char *text(json_object *v)
 {
