@@ -523,23 +523,10 @@ int mcp_relay_requests(mcp_req_t *q)
     const char *method, *ids, *err = NULL, *json = NULL, *message;
     apr_size_t json_len = 0;
     mcp_backend_status_t status;
-    mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
-    mcp_store_limits_t limits;
-    mcp_store_status_t stored;
     apr_int64_t stream_id = 0;
     relay_t rl;
     int http, code, answered_by_backend, rc;
 
-    if (!q->session) {
-        /* Checked, touched and opened in one statement below. */
-        if ((rc = mcp_req_check_session_header(q)) != OK) {
-            return rc;
-        }
-        q->session = apr_pcalloc(r->pool, sizeof(*q->session));
-        q->session->id = q->session_header;
-        q->session->principal = r->user;
-        q->session->backend_url = q->conf->backend_spec;
-    }
     relay_init(&rl, q, 0, MCP_STORE_SEQ_PRIMING + 1);
     if (!(ids = request_ids(&rl, &method))) {
         return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST,
@@ -547,25 +534,8 @@ int mcp_relay_requests(mcp_req_t *q)
     }
 
     /* Record, then dispatch. */
-    mcp_req_stream_limits(q, &limits);
-    stored = mcp_store_stream_open_request_admitted(mcp_req_db(q), r->pool, q->session,
-                                                    mcp_req_idle_secs(q), ids, method, q->raw,
-                                                    mcp_child.owner, mcp_req_lease_secs(q),
-                                                    &limits, &stream_id, &refused);
-    if (stored == MCP_STORE_LIMIT) {
-        return mcp_req_refused(q, refused);
-    }
-    if (stored == MCP_STORE_NOT_FOUND) {
-        /* Not live for this user and backend: the ordinary look-up says exactly why (and marks
-         * an expired session as such). */
-        q->session = NULL;
-        return (rc = mcp_req_load_session(q)) != OK ? rc : mcp_req_session_not_found(q);
-    }
-    if (stored != MCP_STORE_OK) {
-        return mcp_req_store_failed(q, stored);
-    }
-    if (!(q->rev = mcp_protocol_session(q->session->protocol_version))) {
-        return mcp_req_session_not_found(q);
+    if ((rc = mcp_req_open_request(q, ids, method, &stream_id)) != OK) {
+        return rc;
     }
     rl.st.id = stream_id;
     mcp_req_note_stream(r, stream_id);

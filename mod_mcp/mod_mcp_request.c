@@ -83,6 +83,48 @@ int mcp_req_open_stateless(mcp_req_t *q, const char *version, apr_int64_t *strea
     return stored == MCP_STORE_OK ? OK : mcp_req_store_failed(q, stored);
 }
 
+int mcp_req_open_request(mcp_req_t *q, const char *ids, const char *method,
+                         apr_int64_t *stream_id)
+{
+    request_rec *r = q->r;
+    mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
+    mcp_store_limits_t limits;
+    mcp_store_status_t stored;
+    int rc;
+
+    if (!q->session) {
+        /* Checked, touched and opened in one statement below. */
+        if ((rc = mcp_req_check_session_header(q)) != OK) {
+            return rc;
+        }
+        q->session = apr_pcalloc(r->pool, sizeof(*q->session));
+        q->session->id = q->session_header;
+        q->session->principal = r->user;
+        q->session->backend_url = q->conf->backend_spec;
+    }
+    mcp_req_stream_limits(q, &limits);
+    stored = mcp_store_stream_open_request_admitted(mcp_req_db(q), r->pool, q->session,
+                                                    mcp_req_idle_secs(q), ids, method, q->raw,
+                                                    mcp_child.owner, mcp_req_lease_secs(q),
+                                                    &limits, stream_id, &refused);
+    if (stored == MCP_STORE_LIMIT) {
+        return mcp_req_refused(q, refused);
+    }
+    if (stored == MCP_STORE_NOT_FOUND) {
+        /* Not live for this user and backend: the ordinary look-up says exactly why (and marks
+         * an expired session as such). */
+        q->session = NULL;
+        return (rc = mcp_req_load_session(q)) != OK ? rc : mcp_req_session_not_found(q);
+    }
+    if (stored != MCP_STORE_OK) {
+        return mcp_req_store_failed(q, stored);
+    }
+    if (!(q->rev = mcp_protocol_session(q->session->protocol_version))) {
+        return mcp_req_session_not_found(q);
+    }
+    return OK;
+}
+
 /* What each refusal is called, where its limit is configured and how the client is told. */
 static const struct {
     const char *directive;

@@ -71,6 +71,15 @@ void mcp_req_stream_limits(const mcp_req_t *q, mcp_store_limits_t *limits);
  * OK with *stream_id, or DONE after answering 429 or the store's failure. */
 int mcp_req_open_stateless(mcp_req_t *q, const char *version, apr_int64_t *stream_id);
 
+/* Record, then dispatch, for the requests of a 2025-era POST (ids: their ids as JSON text;
+ * method: the first one's): the session checked and touched and the stream opened with the
+ * inbound message and its priming row, in one statement (mcp_store_stream_open_request_admitted,
+ * within the request's stream limits); the Mcp-Session-Id header is checked first unless
+ * q->session is loaded already. OK with *stream_id, q->session and q->rev; or DONE after
+ * answering 400, 404, 429 or the store's failure. */
+int mcp_req_open_request(mcp_req_t *q, const char *ids, const char *method,
+                         apr_int64_t *stream_id);
+
 /* 400 with -32022 (UnsupportedProtocolVersion), data {"supported": [...], "requested": v}:
  * requested (may be NULL) is not served; supported is a ", "-separated list of what is. Both
  * eras answer an unsupported version this way, so a probing client reads the refusal directly.

@@ -696,8 +696,6 @@ static int shim_request(mcp_req_t *q)
     const mcp_jsonrpc_msg_t *msg = &q->body->msgs[0];
     mcp_shim_client_t client;
     const char *ids;
-    mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
-    mcp_store_limits_t limits;
     mcp_store_status_t stored;
     apr_int64_t stream_id = 0;
     mcp_stream_t st;
@@ -708,32 +706,9 @@ static int shim_request(mcp_req_t *q)
     if (is_local(msg->method)) {
         return answer_locally(q, msg);
     }
-    if ((rc = mcp_req_check_session_header(q)) != OK) {
-        return rc;
-    }
-    q->session = apr_pcalloc(r->pool, sizeof(*q->session));
-    q->session->id = q->session_header;
-    q->session->principal = r->user;
-    q->session->backend_url = q->conf->backend_spec;
     ids = mcp_jsonrpc_to_string(r->pool, msg->id, NULL);
-    mcp_req_stream_limits(q, &limits);
-    stored = mcp_store_stream_open_request_admitted(mcp_req_db(q), r->pool, q->session,
-                                                    mcp_req_idle_secs(q), ids, msg->method,
-                                                    q->raw, mcp_child.owner,
-                                                    mcp_req_lease_secs(q), &limits, &stream_id,
-                                                    &refused);
-    if (stored == MCP_STORE_LIMIT) {
-        return mcp_req_refused(q, refused);
-    }
-    if (stored == MCP_STORE_NOT_FOUND) {
-        q->session = NULL;
-        return (rc = mcp_req_load_session(q)) != OK ? rc : mcp_req_session_not_found(q);
-    }
-    if (stored != MCP_STORE_OK) {
-        return mcp_req_store_failed(q, stored);
-    }
-    if (!(q->rev = mcp_protocol_session(q->session->protocol_version))) {
-        return mcp_req_session_not_found(q);
+    if ((rc = mcp_req_open_request(q, ids, msg->method, &stream_id)) != OK) {
+        return rc;
     }
     if ((stored = client_of(q, &client)) != MCP_STORE_OK && stored != MCP_STORE_NOT_FOUND) {
         return mcp_req_store_failed(q, stored);
