@@ -12,7 +12,8 @@ PostgreSQL (tests/integration/gateway-shim.conf):
 * GET -> subscriptions/listen: a list_changed notification arrives, untagged;
 * resume with Last-Event-ID on the other instance;
 * the audit rows show both sides of the translation;
-* the TypeScript SDK v1 client (tests/node/client-shim.mjs), an elicitation round included.
+* the TypeScript SDK v1 client (tests/node/client-shim.mjs), an elicitation round included;
+* MCPEraBridge Off: no shim, 2025-era traffic forwarded as it came.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def shim(node22):  # noqa: F811
                       str(Path(__file__).resolve().parent / "gateway-shim.conf")) as env:
         bases = [u.rsplit("/", 1)[0] for u in env["MCP_URLS"].split()]
         env.update(URLS=[f"{b}/mcp-shim" for b in bases], CAP_URL=f"{bases[0]}/mcp-shim-one-round",
-                   BACKEND=f"http://127.0.0.1:{port}/mcp")
+                   OFF_URL=f"{bases[0]}/mcp-shim-off", BACKEND=f"http://127.0.0.1:{port}/mcp")
         yield env
 
 
@@ -122,6 +123,20 @@ def test_the_backend_refuses_initialize(shim):
                           "protocolVersion": V25, "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}),
                       timeout=30)
     assert r.status_code == 400 and r.json()["error"]["code"] == -32022, r.text
+
+
+def test_era_bridge_off_forwards_2025_traffic_as_it_came(shim):
+    """MCPEraBridge Off turns off the shim too: initialize goes to the backend as the client sent
+    it (no answer from server/discover), and the 2026-only backend refuses it."""
+    seen_before = legacy_seen(shim)
+    r = requests.post(shim["OFF_URL"], headers={"Content-Type": "application/json", "Accept": ACCEPT},
+                      data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                          "protocolVersion": V25, "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}),
+                      timeout=30)
+    # The session path's answer to a backend that refuses initialize (its 400: -32022).
+    assert r.status_code == 502 and "Mcp-Session-Id" not in r.headers, r.text
+    assert "the backend answered initialize with HTTP 400" in r.json()["error"]["message"], r.text
+    assert legacy_seen(shim) == seen_before + 1   # the initialize itself, as it came
 
 
 def test_initialize_calls_ping_delete(shim, db):
