@@ -729,6 +729,7 @@ static int shim_request(mcp_req_t *q)
                       "elsewhere (cancelled by the client, or its session ended)", stream_id,
                       msg->method);
         mcp_stream_flush(&st);
+        mcp_stream_disown(&st);   /* st is this function's */
         return DONE;
     }
     mcp_stream_finish(&st, s.final && !st.broken ? "complete" : "failed");
@@ -925,6 +926,9 @@ static int open_listen(mcp_req_t *q, int resumed)
     call_done(&c);
     if (!c.ended_elsewhere) {
         mcp_stream_finish(&st, "closed");
+    }
+    else {
+        mcp_stream_disown(&st);   /* st is this function's */
     }
     ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "standalone stream %" APR_INT64_T_FMT " (era "
                   "shim, subscriptions/listen) ended: %s", stream_id,

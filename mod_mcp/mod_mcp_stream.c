@@ -124,6 +124,11 @@ void mcp_stream_own(mcp_stream_t *st)
     }
 }
 
+void mcp_stream_disown(mcp_stream_t *st)
+{
+    apr_pool_cleanup_run(st->q->r->pool, st, disown);
+}
+
 /* Someone else finished the stream: a process after its lease ran out (this one was stalled,
  * or the database was away for longer than a lease), or its session's DELETE. Nothing more may
  * be added. */
@@ -403,7 +408,7 @@ void mcp_stream_finish(mcp_stream_t *st, const char *status)
     mcp_store_status_t rv;
 
     /* Ending it: the keeper must not take the end for someone else's. */
-    apr_pool_cleanup_run(st->q->r->pool, st, disown);
+    mcp_stream_disown(st);
     rv = mcp_store_events_append_finish(st->db, st->batch_pool, st->q->session, st->id,
                                         st->next_seq, n ? queued_messages(st) : "[]", status);
     if (rv == MCP_STORE_REFUSED && n > 0 && store_one_by_one(st) == MCP_STORE_OK) {

@@ -72,6 +72,12 @@ void mcp_stream_write_stored(mcp_stream_t *st, apr_int64_t seq, const char *json
  * does. */
 void mcp_stream_own(mcp_stream_t *st);
 
+/* This process lets go of a stream it owned without ending it (someone else ended it: a
+ * cancellation, a DELETE): the lease goes. A stream that mcp_stream_own took and that is not
+ * finished must be let go of before st goes out of scope (the request pool's cleanup holds st
+ * until then). */
+void mcp_stream_disown(mcp_stream_t *st);
+
 /* Periodic duties while waiting: a keep-alive comment after MCPKeepAliveInterval of silence
  * (SSE mode); for an owned stream, noticing that another process finished it (its lease ran
  * out), which breaks the stream at once. Returns non-zero when the stream is broken. */
