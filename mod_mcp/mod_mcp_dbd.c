@@ -23,6 +23,8 @@ APLOG_USE_MODULE(mcp);
 
 /* How often the gate pings a database that is away. */
 #define PING_INTERVAL apr_time_from_msec(100)
+/* At most this many statements in one group-commit transaction. */
+#define GROUP_MAX 64
 
 static APR_OPTIONAL_FN_TYPE(ap_dbd_open) *dbd_open_fn;
 static APR_OPTIONAL_FN_TYPE(ap_dbd_close) *dbd_close_fn;
@@ -61,6 +63,7 @@ static struct {
     ap_dbd_t           *returned[16];
     server_rec         *returned_s[16];
     int                 nreturned;
+    mcp_store_group_t  *group;        /* the child's group commit (mcp_store.h)             */
 } gate;
 
 /* Hands the connections given back meanwhile to mod_dbd; called holding gate.lending. */
@@ -94,6 +97,9 @@ void mcp_dbd_child_init(apr_pool_t *pchild, server_rec *s)
     }
     if (apr_thread_mutex_create(&gate.lending, APR_THREAD_MUTEX_TIMED, pchild) != APR_SUCCESS) {
         gate.lending = NULL;
+    }
+    if (mcp_store_group_create(&gate.group, pchild, GROUP_MAX) != APR_SUCCESS) {
+        gate.group = NULL;
     }
 }
 
@@ -473,6 +479,7 @@ mcp_store_t *mcp_db_server(apr_pool_t *p, server_rec *s, apr_interval_time_t pat
     l->s = s;
     l->pool = p;
     mcp_store_init(db, &dbd_lender, l, patience, mcp_config_database_timeout(s));
+    db->group = gate.group;
     return db;
 }
 
