@@ -416,6 +416,7 @@ class Bench:
                                          "--port", str(self.sg_port), "--logLevel", "none"],
                         dict(os.environ, NODE_ENV="production"))
         self.cpu.add(sg.pid, "supergateway")
+        self.se_pid, self.sg_pid = se.pid, sg.pid
         self.se_url = f"http://127.0.0.1:{self.se_port}/mcp"
         self.sg_url = f"http://127.0.0.1:{self.sg_port}/mcp"
         self.wait_http(self.se_url)
@@ -493,14 +494,12 @@ DBDMax 32
             c.execute(q, params)
             return c.fetchall() if c.description else None
 
-    def notify_triggers(self, on, table=None):
-        """Enables or disables the NOTIFY triggers that the schema has (events_notify is gone
-        since writers notify followed streams only; --tree may run an older schema)."""
+    def notify_triggers(self, on):
+        """Enables or disables the schema's NOTIFY trigger (streams_notify: a followed stream's
+        status change; the writers' own pg_notify calls for followed streams stay)."""
         for rel, trg in self.sql("SELECT c.relname, t.tgname FROM pg_trigger t JOIN pg_class c"
-                                 " ON c.oid = t.tgrelid WHERE t.tgname IN"
-                                 " ('events_notify', 'streams_notify')"):
-            if table is None or rel == table:
-                self.sql(f"ALTER TABLE mcp.{rel} {'ENABLE' if on else 'DISABLE'} TRIGGER {trg}")
+                                 " ON c.oid = t.tgrelid WHERE t.tgname = 'streams_notify'"):
+            self.sql(f"ALTER TABLE mcp.{rel} {'ENABLE' if on else 'DISABLE'} TRIGGER {trg}")
 
     def wal_lsn(self):
         """Bytes of WAL written so far (its insert position)."""
@@ -800,30 +799,26 @@ DBDMax 32
         sid = "bench-pg-insert-session-0001"
         self.sql("INSERT INTO mcp.sessions (id, backend_url, protocol_version) VALUES (%s, %s, %s)"
                  " ON CONFLICT DO NOTHING", sid, "bench", PROTO)
-        points = [("exec", True, c) for c in self.concs] + \
-                 [("exec", False, c) for c in self.concs] + [("prepared", False, 32)]
+        # Every row is its own transaction: unnamed (PQexecParams, as apr_dbd sends it) at each
+        # concurrency, and prepared once per connection (as mod_mcp sends it) at 32.
+        points = [("exec", c) for c in self.concs] + [("prepared", 32)]
         for rep in range(self.reps):
-            for mode, notify, c in points:
+            for mode, c in points:
                 first = self.sql("INSERT INTO mcp.streams (session_id, kind, status) SELECT %s,"
                                  " 'request', 'complete' FROM generate_series(1, %s) RETURNING id",
                                  sid, c)
                 first = min(x[0] for x in first)
-                try:
-                    if not notify:
-                        self.notify_triggers(False, "events")
-                    before, t0 = self.cpu.snapshot(), os.times()
-                    p = subprocess.run([self.a.pg_insert, self.env["MCP_PG"], sid, str(first),
-                                        str(c), str(self.pg_dur), mode],
-                                       text=True, capture_output=True)
-                    after, t1 = self.cpu.snapshot(), os.times()
-                finally:
-                    self.notify_triggers(True, "events")
+                before, t0 = self.cpu.snapshot(), os.times()
+                p = subprocess.run([self.a.pg_insert, self.env["MCP_PG"], sid, str(first),
+                                    str(c), str(self.pg_dur), mode],
+                                   text=True, capture_output=True)
+                after, t1 = self.cpu.snapshot(), os.times()
                 m = re.search(r"^BENCH (\{.*\})$", p.stdout, re.M)
                 if p.returncode != 0 or not m:
                     raise BenchError(f"pg_insert failed: {p.stdout}{p.stderr}")
                 r = json.loads(m.group(1))
                 r["cpu"] = self.with_client(CpuMeter.delta(before, after), t0, t1, before, after)
-                key = f"{mode}/{'notify' if notify else 'nonotify'}/{c}"
+                key = f"{mode}/{c}"
                 self.record("m3", key, r)
                 log(f"  rep {rep + 1} {key:22s} {r['rate']:8.0f} inserts/s  p50 "
                     f"{r['p50_us'] / 1000:6.2f} ms")
@@ -894,6 +889,48 @@ DBDMax 32
                 log(f"  rep {rep + 1} replay {n:>6} events: {r['seconds']:.3f} s "
                     f"({r['events_per_s']:,.0f} events/s, {int(size) / 1e6:.1f} MB); "
                     f"DB read {r['db_read_seconds']:.3f} s")
+
+    # ---- measurement 9: memory, mod_mcp vs supergateway, per session count --------------------
+
+    def tree_mem(self, pid):
+        """RSS and PSS (kB) summed over a process and all its descendants, and how many."""
+        pids, todo = [], [pid]
+        while todo:
+            p = todo.pop()
+            pids.append(p)
+            todo += children(p)
+        sts = [proc_status(p) for p in pids]
+        return sum(st["rss_kb"] for st in sts), sum(st["pss_kb"] for st in sts), len(pids)
+
+    def m9(self):
+        """Both gateways in front of server-everything with N live sessions, each having made one
+        call: the memory of mod_mcp's httpd instance (parent and children) against supergateway's
+        (its process and the stdio server-everything it runs for each session)."""
+        log("measurement 9: memory at 16 and 64 sessions, mod_mcp vs supergateway")
+        args = {"message": "hello"}
+        have = {"sg": 0, "gw": 0}
+        for n in (16, 64):
+            for name, url in (("gw", self.gw_se), ("sg", self.sg_url)):
+                new = n - have[name]
+                path = os.path.join(self.work, f"m9-{name}-{n}.sessions")
+                sids = mcp_sessions(url, new, path, workers=2)
+                for sid in sids:
+                    mcp_call(url, sid, "echo", args)
+                have[name] = n
+            time.sleep(1)   # let the new processes settle (Node's heap after start-up)
+            sg_pid, se_pid = self.sg_pid, self.se_pid
+            h_rss, h_pss, h_n = self.tree_mem(self.httpd1_parent)
+            g_rss, g_pss, g_n = self.tree_mem(sg_pid)
+            sg_own = proc_status(sg_pid)
+            se_rss, se_pss, _ = self.tree_mem(se_pid)
+            r = {"sessions": n, "httpd_rss_kb": h_rss, "httpd_pss_kb": h_pss, "httpd_procs": h_n,
+                 "sg_rss_kb": g_rss, "sg_pss_kb": g_pss, "sg_procs": g_n,
+                 "sg_own_rss_kb": sg_own["rss_kb"], "se_http_rss_kb": se_rss,
+                 "se_http_pss_kb": se_pss}
+            self.results.setdefault("m9", {})[str(n)] = r
+            log(f"  {n} sessions: httpd {h_rss / 1024:.1f} MiB RSS ({h_n} processes), "
+                f"supergateway {g_rss / 1024:.1f} MiB RSS ({g_n} processes), "
+                f"ratio {h_rss / max(g_rss, 1):.3f}")
 
     # ---- measurement 5: cross-process delivery -------------------------------------------------
 
@@ -1271,6 +1308,7 @@ MaxConnectionsPerChild 0
         self.m8()
         self.results["other_cpu_note"] = None
         self.m6()
+        self.m9()
         self.results["elapsed_s"] = time.time() - self.t_start
         from report import write_report   # noqa: E402 - the report lives in bench/report.py
         write_report(self.results, BENCH, self.work, self.quick)

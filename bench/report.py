@@ -129,15 +129,14 @@ def write_report(res, bench_dir, work, quick):
           f"{fmt(med(gse8))} calls/s vs supergateway {fmt(med(sg8))} calls/s at concurrency 8 "
           f"(ratio {fmt(med(gse8) / med(sg8), 2)}); mod_mcp stores every message, supergateway "
           f"stores nothing.")
-    ins = {c: col("m3", f"exec/notify/{c}", "rate") for c in CONCS}
-    ins_nn = {c: col("m3", f"exec/nonotify/{c}", "rate") for c in CONCS}
+    ins = {c: col("m3", f"exec/{c}", "rate") for c in CONCS}
     if ins[32]:
         ev32 = col("m1", "mod_mcp/32", "events_per_s")
         w(f"* Event store: the gateway stored {fmt(med(ev32))} events/s at concurrency 32 "
-          f"({fmt(per_call['events'], 0)} per call in {fmt(per_call['commits'], 0)} "
+          f"({fmt(per_call['events'], 0)} per call in {fmt(per_call['commits'], 2)} "
           f"transactions); a C client doing the gateway's single-row INSERT, each row its own "
-          f"transaction, reaches {fmt(med(ins[32]))} rows/s with the NOTIFY trigger and "
-          f"{fmt(med(ins_nn[32]))}/s without it (32 connections).")
+          f"transaction, reaches {fmt(med(ins[32]))} rows/s unnamed and "
+          f"{fmt(med(col('m3', 'prepared/32', 'rate')))}/s prepared (32 connections).")
     for n in sorted({int(k) for k in runs.get("m4", {})}):
         w(f"* Replay of {n:,} stored events: {cell(col('m4', str(n), 'seconds'), 2)} s "
           f"({fmt(med(col('m4', str(n), 'events_per_s')))} events/s).")
@@ -152,6 +151,13 @@ def write_report(res, bench_dir, work, quick):
         w(f"* {m6[0]['n']:,} idle standalone streams: "
           f"{fmt(m6[0]['rss_per_stream_kb'])} KiB of httpd RSS per stream on a fresh instance, "
           f"{fmt(med([r['db_held']['total'] for r in m6]))} database connections in all.")
+    m9 = res.get("m9") or {}
+    if m9:
+        w("* Memory with server-everything behind each gateway: " + "; ".join(
+            f"{n} sessions: mod_mcp's httpd {fmt(r['httpd_rss_kb'] / 1024, 1)} MiB RSS vs "
+            f"supergateway {fmt(r['sg_rss_kb'] / 1024, 1)} MiB (ratio "
+            f"{fmt(r['httpd_rss_kb'] / max(r['sg_rss_kb'], 1), 3)})" for n, r in m9.items())
+          + " (measurement 9).")
     m8c = res.get("m8_concs") or []
     if m8c and R("m8", f"h2+TLS/{m8c[-1]}") and R("m8", f"HTTP/1.1/{m8c[-1]}"):
         c = m8c[-1]
@@ -388,32 +394,27 @@ def write_report(res, bench_dir, work, quick):
       "statement, autocommit) into the real `mcp.events` of the same database, while the "
       "gateway's LISTEN connections are up.")
     w("")
-    w("| concurrency | gateway calls/s | gateway events/s | gateway commits/s (NOTIFYs/s) | raw INSERT/s as the "
-      "gateway sends it (unnamed statement, NOTIFY trigger) | raw p50 ms | raw INSERT/s, NOTIFY "
-      "trigger disabled | raw INSERT/s, prepared, trigger disabled |")
-    w("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    w("| concurrency | gateway calls/s | gateway events/s | gateway commits/s (NOTIFYs/s) | raw INSERT/s, "
+      "unnamed statement (PQexecParams) | raw p50 ms | raw INSERT/s, prepared once per connection |")
+    w("|---:|---:|---:|---:|---:|---:|---:|")
     for c in CONCS:
         rs = R("m1", f"mod_mcp/{c}")
         w(f"| {c} | {cell([r['rps'] for r in rs])} | {cell([r.get('events_per_s') for r in rs])}"
           f" | {cell([r.get('commits_per_s') for r in rs])} "
           f"({fmt(med([r.get('notifies_per_s') for r in rs]))}) | "
-          f"{cell(col('m3', f'exec/notify/{c}', 'rate'))} | "
-          f"{ms(col('m3', f'exec/notify/{c}', 'p50_us'))} | "
-          f"{cell(col('m3', f'exec/nonotify/{c}', 'rate'))} | "
-          f"{cell(col('m3', f'prepared/nonotify/{c}', 'rate'))} |")
+          f"{cell(col('m3', f'exec/{c}', 'rate'))} | "
+          f"{ms(col('m3', f'exec/{c}', 'p50_us'))} | "
+          f"{cell(col('m3', f'prepared/{c}', 'rate'))} |")
     w("")
     if ins[32] and R("m1", "mod_mcp/32"):
         ev = med(col("m1", "mod_mcp/32", "events_per_s"))
         cm = med(col("m1", "mod_mcp/32", "commits_per_s"))
-        nt = med(col("m1", "mod_mcp/32", "notifies_per_s"))
-        w(f"At concurrency 32 the gateway commits {fmt(cm)} transactions/s, {fmt(nt)} of them "
-          f"sending NOTIFY, and stores {fmt(ev)} events/s. A client doing nothing but the "
-          f"gateway's INSERT — every one a transaction that sends NOTIFY — commits "
-          f"{fmt(med(ins[32]))}/s with 32 connections: the notifying transactions are the "
-          f"scarce resource, and the gateway uses {nt / med(ins[32]):.0%} of what this database "
-          "can commit of them. Without the trigger the same INSERT scales with concurrency "
-          f"(group commit) to {fmt(med(ins_nn[32]))}/s, and prepared once instead of parsed and "
-          f"planned every time to {fmt(med(col('m3', 'prepared/nonotify/32', 'rate')))}/s.")
+        w(f"At concurrency 32 the gateway commits {fmt(cm)} transactions/s and stores {fmt(ev)} "
+          f"events/s. A client doing nothing but the gateway's INSERT, every row its own "
+          f"transaction, commits {fmt(med(ins[32]))}/s with 32 connections (unnamed) and "
+          f"{fmt(med(col('m3', 'prepared/32', 'rate')))}/s prepared: with synchronous commit, "
+          "rows per second are bound by the WAL flushes per second times the commits each "
+          "flush carries; the gateway's group commit puts several calls' rows in one commit.")
         w("")
 
     # ---- 4 -----------------------------------------------------------------------------------
@@ -576,6 +577,29 @@ def write_report(res, bench_dir, work, quick):
         w("")
 
     # ---- limits ------------------------------------------------------------------------------
+    if m9:
+        w("## 9. Memory: mod_mcp vs supergateway at 16 and 64 sessions")
+        w("")
+        w("Both gateways in front of server-everything (Node 22), after N sessions were made "
+          "through each and each made one `echo` call. mod_mcp: its httpd instance (parent and "
+          "children, event MPM, 2 × 64 threads); its one server-everything process (HTTP) is "
+          "shown apart. supergateway: its Node process and, for each session, the stdio "
+          "server-everything it starts (the backend is part of each session there). RSS counts "
+          "shared pages once per process (httpd's children share most of theirs), PSS divides "
+          "them among the processes sharing them.")
+        w("")
+        w("| sessions | mod_mcp httpd RSS MiB (PSS) | processes | supergateway + stdio SE RSS MiB "
+          "(PSS) | processes | supergateway alone RSS MiB | server-everything (HTTP) behind "
+          "mod_mcp RSS MiB | httpd / supergateway RSS |")
+        w("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for n, r in m9.items():
+            w(f"| {n} | {fmt(r['httpd_rss_kb'] / 1024, 1)} ({fmt(r['httpd_pss_kb'] / 1024, 1)}) | "
+              f"{r['httpd_procs']} | {fmt(r['sg_rss_kb'] / 1024, 1)} "
+              f"({fmt(r['sg_pss_kb'] / 1024, 1)}) | {r['sg_procs']} | "
+              f"{fmt(r['sg_own_rss_kb'] / 1024, 1)} | {fmt(r['se_http_rss_kb'] / 1024, 1)} | "
+              f"{fmt(r['httpd_rss_kb'] / max(r['sg_rss_kb'], 1), 3)} |")
+        w("")
+
     w("## What limits each number, and what a bigger machine would change")
     w("")
     se_opens = med(col("m2", "mod_mcp→SE/8", "tcp_opens_per_call"))
@@ -608,30 +632,27 @@ def hot_spots(w, res, R, col, per_call):
         lock = waits.get("Lock:object", 0) / (sum(waits.values()) or 1)
         off = med(col("attr", "NOTIFY triggers disabled", "rps"))
         on = med(col("attr", "as shipped", "rps"))
-        items.append(
-            f"**NOTIFY serialises commits.** {fmt(per_call['notifies'], 1)} notifying "
-            f"transaction(s) per call; at concurrency 32, {lock:.0%} of the active sessions' "
-            f"samples wait on `Lock:object` (PostgreSQL's database-wide notify lock, held from "
-            f"`PreCommit_Notify` through the WAL flush); without the triggers ×{off / on:.2f} "
-            f"calls/s. The raw INSERT with the trigger stays flat at "
-            f"{fmt(med(col('m3', 'exec/notify/32', 'rate')))}/s whatever the concurrency. Every "
-            "call notifies although almost no stream has a follower in another process: "
-            "notifying only streams that someone follows (a follower marks the stream before "
-            "its first read) would take this lock off the common path.")
+        if lock >= 0.1:   # notifying every call again would show here
+            items.append(
+                f"**NOTIFY serialises commits.** {fmt(per_call['notifies'], 1)} notifying "
+                f"transaction(s) per call; at concurrency 32, {lock:.0%} of the active sessions' "
+                f"samples wait on `Lock:object` (PostgreSQL's database-wide notify lock, held "
+                f"from `PreCommit_Notify` through the WAL flush); without the triggers "
+                f"×{off / on:.2f} calls/s. Only streams that someone follows should notify.")
     prof = res.get("profile") or {}
     pg = dict(prof.get("pg", []))
     ppa = sum(pg.get(k, 0) for k in ("parse (pg_parse_query)", "analyze + rewrite",
                                      "plan (pg_plan_queries)"))
-    pex = med(col("m3", "exec/nonotify/32", "rate"))
-    ppr = med(col("m3", "prepared/nonotify/32", "rate"))
-    if ppa:
+    pex = med(col("m3", "exec/32", "rate"))
+    ppr = med(col("m3", "prepared/32", "rate"))
+    if ppa >= 2:   # statements parsed and planned on every call again would show here
         items.append(
             f"**Every statement is parsed, analysed and planned again.** Parse + analyse + plan "
             f"are {ppa:.1f} % of all CPU samples (PostgreSQL as a whole: "
             f"{dict(prof.get('by_process', [])).get('postgres', float('nan')):.1f} %): the "
             "module's statements are unnamed (apr_dbd runs them with PQexecParams). Prepared "
             f"once per connection, the same INSERT goes from {fmt(pex)} to {fmt(ppr)}/s "
-            "(measurement 3, no trigger, 32 connections).")
+            "(measurement 3, 32 connections).")
     for t in res.get("table_stats") or []:
         if t["table"] == "sessions" and t["updates"] > 1000 and t["hot_updates"] < t["updates"] / 10:
             items.append(

@@ -106,6 +106,23 @@ static void statement_name(const char *sql, char name[24])
     apr_snprintf(name, 24, "mcp_%016" APR_UINT64_T_HEX_FMT, h);
 }
 
+/* Sends what was queued on a non-blocking connection, reading meanwhile so that neither side
+ * blocks: 0, -1 when the connection failed, -2 at the deadline. */
+static int flush_sent(PGconn *conn, apr_time_t deadline)
+{
+    int rv;
+
+    while ((rv = PQflush(conn)) == 1) {
+        if (wait_socket(conn, POLLIN | POLLOUT, deadline) != 0) {
+            return -2;
+        }
+        if (!PQconsumeInput(conn)) {
+            return -1;
+        }
+    }
+    return rv < 0 ? -1 : 0;
+}
+
 /* Flushes what was sent and reads the result without ever blocking past the deadline (see
  * run). Returns the first result, or NULL with *err and *broken. */
 static PGresult *await_result(mcp_store_t *db, apr_pool_t *p, PGconn *conn, apr_time_t deadline,
@@ -114,15 +131,10 @@ static PGresult *await_result(mcp_store_t *db, apr_pool_t *p, PGconn *conn, apr_
     PGresult *res, *first = NULL;
     int rv;
 
-    while ((rv = PQflush(conn)) == 1) {
-        if (wait_socket(conn, POLLIN | POLLOUT, deadline) != 0) {
+    if ((rv = flush_sent(conn, deadline)) != 0) {
+        if (rv == -2) {
             goto timed_out;
         }
-        if (!PQconsumeInput(conn)) {
-            goto failed;
-        }
-    }
-    if (rv < 0) {
         goto failed;
     }
     for (;;) {
@@ -303,19 +315,6 @@ static PGresult *pipeline_result(PGconn *conn, apr_time_t deadline, int *failed)
     return PQgetResult(conn);
 }
 
-/* Sends what the pipeline holds, reading meanwhile so that neither side blocks. */
-static int pipeline_flush(PGconn *conn, apr_time_t deadline)
-{
-    int rv;
-
-    while ((rv = PQflush(conn)) == 1) {
-        if (wait_socket(conn, POLLIN | POLLOUT, deadline) != 0 || !PQconsumeInput(conn)) {
-            return -1;
-        }
-    }
-    return rv;
-}
-
 /* Gives a connection that failed mid-pipeline up for good (see await_result). */
 static void give_up(PGconn *conn)
 {
@@ -343,7 +342,7 @@ static int pipeline_prepare(PGconn *conn, group_entry_t **v, int m, apr_time_t d
         }
         sent++;
     }
-    if (pipeline_flush(conn, deadline) != 0) {
+    if (flush_sent(conn, deadline) != 0) {
         return -1;
     }
     while (sent > 0) {
@@ -380,7 +379,7 @@ static int pipeline_run(PGconn *conn, group_entry_t **v, int m, apr_time_t deadl
             return RUN_CONN_FAILED;
         }
     }
-    if (!PQpipelineSync(conn) || pipeline_flush(conn, deadline) != 0) {
+    if (!PQpipelineSync(conn) || flush_sent(conn, deadline) != 0) {
         return RUN_CONN_FAILED;
     }
     for (i = 0; i <= m && !failed; i++) {
@@ -404,16 +403,17 @@ static int pipeline_run(PGconn *conn, group_entry_t **v, int m, apr_time_t deadl
             }
         }
     }
-    if (failed || !synced || PQstatus(conn) != CONNECTION_OK) {
-        PQclear(error);
-        return RUN_CONN_FAILED;
-    }
-    if (!error) {
+    if (!error && !failed && synced && PQstatus(conn) == CONNECTION_OK) {
         return RUN_COMMITTED;
     }
+    /* Not committed (or not known to be): no statement's result may reach its caller. */
     for (i = 0; i < m; i++) {
         PQclear(v[i]->res);
         v[i]->res = NULL;
+    }
+    if (failed || !synced || PQstatus(conn) != CONNECTION_OK) {
+        PQclear(error);
+        return RUN_CONN_FAILED;
     }
     *res_out = error;
     *at = error_at;
@@ -756,6 +756,17 @@ static mcp_store_status_t first_id(PGresult *res, apr_int64_t *out)
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+/* Runs the statement (mcp_store_exec) and reads its first row: OK with at least one row in
+ * *res, NOT_FOUND when it returned none, or the statement's own failure. */
+static mcp_store_status_t exec_row(mcp_store_t *db, apr_pool_t *p, const char *what,
+                                   const char *sql, int n, const char *const *params,
+                                   PGresult **res)
+{
+    mcp_store_status_t rv = mcp_store_exec(db, p, what, sql, n, params, res);
+
+    return rv != MCP_STORE_OK ? rv : PQntuples(*res) < 1 ? MCP_STORE_NOT_FOUND : MCP_STORE_OK;
+}
+
 /* ---- sessions ---------------------------------------------------------------------------- */
 
 /* A session's activity, recorded at most once a second: last_seen_at is indexed, so an update
@@ -782,12 +793,9 @@ mcp_store_status_t mcp_store_session_touch(mcp_store_t *db, apr_pool_t *p, const
     args[0] = id;
     args[1] = int_text(p, idle_secs);
     args[2] = principal;
-    if ((rv = mcp_store_exec(db, p, "looking up the session", sql, NARGS(args), args, &res))
+    if ((rv = exec_row(db, p, "looking up the session", sql, NARGS(args), args, &res))
         != MCP_STORE_OK) {
         return rv;
-    }
-    if (PQntuples(res) < 1) {
-        return MCP_STORE_NOT_FOUND;
     }
     s = apr_pcalloc(p, sizeof(*s));
     s->id = apr_pstrdup(p, id);
@@ -836,12 +844,9 @@ mcp_store_status_t mcp_store_session_expire(mcp_store_t *db, apr_pool_t *p, cons
     args[0] = id;
     args[1] = backend_url;
     args[2] = int_text(p, idle_secs);
-    if ((rv = mcp_store_exec(db, p, "expiring the session", sql, NARGS(args), args, &res))
+    if ((rv = exec_row(db, p, "expiring the session", sql, NARGS(args), args, &res))
         != MCP_STORE_OK) {
         return rv;
-    }
-    if (PQntuples(res) < 1) {
-        return MCP_STORE_NOT_FOUND;
     }
     *backend_session_id = entry(res, 0, 0);
     return MCP_STORE_OK;
@@ -910,9 +915,13 @@ mcp_store_status_t mcp_store_streams_renew(mcp_store_t *db, apr_pool_t *p, int n
     static const char sql[] =
         "WITH v AS ("
         "  SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[]) AS v(id, session_id, secs)"
+        /* Row locks in id order, as the group commit takes them: never a deadlock with it. */
+        "), locked AS ("
+        "  SELECT s.id FROM mcp.streams s JOIN v ON v.id = s.id WHERE s.status = 'open'"
+        "   ORDER BY s.id FOR NO KEY UPDATE OF s"
         "), st AS ("
         "  UPDATE mcp.streams s SET lease_until = now() + make_interval(secs => v.secs)"
-        "    FROM v WHERE s.id = v.id AND s.status = 'open'"
+        "    FROM v WHERE s.id = v.id AND s.status = 'open' AND s.id IN (SELECT id FROM locked)"
         "  RETURNING s.id, s.session_id"
         "), se AS ("
         "  UPDATE mcp.sessions SET last_seen_at = now()"
@@ -966,7 +975,11 @@ static mcp_store_status_t streams_end(mcp_store_t *db, apr_pool_t *p, const char
         "     SET status = CASE kind WHEN 'request' THEN 'failed' ELSE 'closed' END,"
         "         completed_at = now()"
         "   WHERE status = 'open' AND ";
+    /* Row locks in id order, as the group commit takes them: never a deadlock with it. */
+    static const char locked[] =
+        "     AND id IN (SELECT id FROM mcp.streams WHERE status = 'open' AND ";
     static const char tail[] =
+        "                 ORDER BY id FOR NO KEY UPDATE)"
         "  RETURNING id, session_id, kind, request_id_text"
         "), ids AS ("
         "  SELECT x.id AS stream_id, x.session_id, r.id::text AS id, r.ord"
@@ -1013,8 +1026,9 @@ static mcp_store_status_t streams_end(mcp_store_t *db, apr_pool_t *p, const char
     args[0] = selector;
     args[1] = message;
     args[2] = int_text(p, code);
-    rv = mcp_store_exec(db, p, what, apr_pstrcat(p, head, where_sql, tail, NULL), NARGS(args),
-                        args, &res);
+    rv = mcp_store_exec(db, p, what, apr_pstrcat(p, head, where_sql, locked, where_sql, tail,
+                                                  NULL),
+                        NARGS(args), args, &res);
     if (rv != MCP_STORE_OK) {
         return rv;
     }
@@ -1145,11 +1159,8 @@ static mcp_store_status_t select_stream(mcp_store_t *db, apr_pool_t *p, const ch
     mcp_store_status_t rv;
     PGresult *res;
 
-    if ((rv = mcp_store_exec(db, p, what, sql, n, args, &res)) != MCP_STORE_OK) {
+    if ((rv = exec_row(db, p, what, sql, n, args, &res)) != MCP_STORE_OK) {
         return rv;
-    }
-    if (PQntuples(res) < 1) {
-        return MCP_STORE_NOT_FOUND;
     }
     read_stream(res, stream_id, out);
     return MCP_STORE_OK;
@@ -1339,12 +1350,9 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     args[9] = owner;
     args[10] = int_text(p, lease_secs);
     args[11] = inbound;
-    if ((rv = mcp_store_exec(db, p, "storing the request and its stream", sql, NARGS(args), args,
-                             &res)) != MCP_STORE_OK) {
+    if ((rv = exec_row(db, p, "storing the request and its stream", sql, NARGS(args), args,
+                       &res)) != MCP_STORE_OK) {
         return rv;
-    }
-    if (PQntuples(res) < 1) {
-        return MCP_STORE_NOT_FOUND;
     }
     session->backend_session_id = entry(res, 0, 1);
     session->protocol_version = entry(res, 0, 2);
@@ -1520,12 +1528,9 @@ mcp_store_status_t mcp_store_stream_follow(mcp_store_t *db, apr_pool_t *p,
     args[6] = int_text(p, limits->max_stream_followers);
     args[7] = owner;
     args[8] = int_text(p, lease_secs);
-    if ((rv = mcp_store_exec(db, p, "looking up an event", sql, NARGS(args), args, &res))
+    if ((rv = exec_row(db, p, "looking up an event", sql, NARGS(args), args, &res))
         != MCP_STORE_OK) {
         return rv;
-    }
-    if (PQntuples(res) < 1) {
-        return MCP_STORE_NOT_FOUND;
     }
     read_stream(res, stream_id, out);
     *refused = refusal(entry(res, 0, 5));
