@@ -113,6 +113,31 @@ def proc_status(pid):
     return st
 
 
+def httpd_conf(children, threads):
+    """The httpd settings of a benchmark stack (Included after tests/stack's own): production-like
+    logging, unlimited keep-alive, `children` event MPM children of `threads` threads started up
+    front and never recycled, a database pool for 32 concurrent clients, no per-address limits."""
+    return f"""LogLevel warn
+MaxKeepAliveRequests 0
+KeepAliveTimeout 30
+StartServers {children}
+ServerLimit {children}
+ThreadsPerChild {threads}
+MaxRequestWorkers {children * threads}
+MinSpareThreads 1
+MaxSpareThreads {children * threads}
+MaxConnectionsPerChild 0
+DBDMin 0
+DBDKeep 32
+DBDMax 32
+# Every client is 127.0.0.1: no per-address limits (older modules, --tree, lack the directives).
+<IfDirective MCPMaxStreamsPerPrincipal>
+    MCPMaxStreamsPerPrincipal 0
+    MCPMaxSessionsPerPrincipal 0
+</IfDirective>
+"""
+
+
 # ---- CPU accounting: who used the two cores during a run --------------------------------------
 
 class CpuMeter:
@@ -428,25 +453,7 @@ class Bench:
 # Production-like logging (tests/stack logs mcp:trace2), unlimited keep-alive (as wrk and the
 # backend do), MPM and database pool sized for 32 concurrent clients and the followers of
 # measurement 5; children are never recycled (measurement 7 watches them).
-LogLevel warn
-MaxKeepAliveRequests 0
-KeepAliveTimeout 30
-StartServers 2
-ServerLimit 2
-ThreadsPerChild 64
-MaxRequestWorkers 128
-MinSpareThreads 1
-MaxSpareThreads 128
-MaxConnectionsPerChild 0
-DBDMin 0
-DBDKeep 32
-DBDMax 32
-# Every client is 127.0.0.1: no per-address limits (older modules, --tree, lack the directives).
-<IfDirective MCPMaxStreamsPerPrincipal>
-    MCPMaxStreamsPerPrincipal 0
-    MCPMaxSessionsPerPrincipal 0
-</IfDirective>
-# server-everything (Node 22, Streamable HTTP) behind mod_mcp, for measurement 2
+{httpd_conf(2, 64)}# server-everything (Node 22, Streamable HTTP) behind mod_mcp, for measurement 2
 <Location /mcp-se>
     SetHandler mcp
     MCPBackend {self.se_url}

@@ -24,24 +24,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (helpers: CpuMeter, NotifyCounter, mcp_sessions, read_env, ...)
 import psycopg2  # noqa: E402
 
-CONF = """LogLevel warn
-MaxKeepAliveRequests 0
-KeepAliveTimeout 30
-StartServers 1
-ServerLimit 1
-ThreadsPerChild 64
-MaxRequestWorkers 64
-MinSpareThreads 1
-MaxSpareThreads 64
-MaxConnectionsPerChild 0
-DBDMin 0
-DBDKeep 32
-DBDMax 32
-<IfDirective MCPMaxStreamsPerPrincipal>
-    MCPMaxStreamsPerPrincipal 0
-    MCPMaxSessionsPerPrincipal 0
-</IfDirective>
-"""
 
 
 class Target:
@@ -50,7 +32,7 @@ class Target:
         self.dir = os.path.join(work, f"t{idx}")
         conf = os.path.join(work, "percall.conf")
         with open(conf, "w") as f:
-            f.write(CONF)
+            f.write(bench.httpd_conf(1, 64))
         p = subprocess.run([os.path.join(self.tree, "tests", "stack"), "up", "--dir", self.dir,
                             "--httpd", "1", "--mpm", "event", "--conf", conf,
                             "--module", os.path.join(self.tree, "mod_mcp/.libs/mod_mcp.so")],
