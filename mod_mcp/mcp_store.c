@@ -256,6 +256,7 @@ typedef struct group_entry_t {
     int                    n;
     const char *const     *params;
     apr_int64_t            key;        /* the stream id: the order within a transaction      */
+    int                    taken;      /* in a committer's batch                              */
     int                    done;
     PGresult              *res;        /* its result (success or its own error), or NULL:     */
     int                    broken;     /* ... the connection failed (err says how)            */
@@ -269,17 +270,20 @@ struct mcp_store_group_t {
     apr_thread_mutex_t *lock;
     apr_thread_cond_t  *done;
     group_entry_t      *head, *tail;   /* waiting, not yet taken by a committer              */
-    int                 busy;          /* a committer is at work                             */
+    int                 busy;          /* committers at work                                 */
+    int                 committers;    /* ... at most                                        */
     int                 max;
     apr_uint64_t        transactions, statements;
 };
 
-apr_status_t mcp_store_group_create(mcp_store_group_t **group, apr_pool_t *p, int max)
+apr_status_t mcp_store_group_create(mcp_store_group_t **group, apr_pool_t *p, int max,
+                                    int committers)
 {
     mcp_store_group_t *g = apr_pcalloc(p, sizeof(*g));
     apr_status_t rv;
 
     g->max = max > 0 ? max : 1;
+    g->committers = committers > 0 ? committers : 1;
     if ((rv = apr_thread_mutex_create(&g->lock, APR_THREAD_MUTEX_DEFAULT, p)) != APR_SUCCESS
         || (rv = apr_thread_cond_create(&g->done, p)) != APR_SUCCESS) {
         return rv;
@@ -521,10 +525,24 @@ static void group_commit(mcp_store_group_t *g, mcp_store_t *db, apr_pool_t *p,
     db->lender->give_back(db, conn, broken);
 }
 
+/* When a statement started now must be done: at most the statement timeout, and no later than
+ * the caller's patience lasts (deadline). */
+static apr_time_t statement_until(const mcp_store_t *db, apr_time_t deadline)
+{
+    apr_time_t now = apr_time_now();
+    apr_time_t until = db->statement_timeout > 0 ? now + db->statement_timeout : 0;
+
+    if (db->patience > 0 && (!until || until > deadline)) {
+        until = deadline > now ? deadline : now + 1000;
+    }
+    return until;
+}
+
 /* Runs the statement in the child's group: returns when it is committed (its result), or
- * failed (its error result, or NULL with *err, *state, *broken). */
+ * failed (its error result, or NULL with *err, *state, *broken). deadline: when the caller's
+ * patience ends (a committer's statement bound starts when it starts committing). */
 static PGresult *group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, int n,
-                           const char *const *params, apr_int64_t key, apr_time_t until,
+                           const char *const *params, apr_int64_t key, apr_time_t deadline,
                            const char **err, const char **state, int *broken, int *fatal)
 {
     mcp_store_group_t *g = db->group;
@@ -544,28 +562,32 @@ static PGresult *group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, int 
     }
     g->tail = &e;
     while (!e.done) {
-        if (!g->busy) {
+        if (!e.taken && g->busy < g->committers) {
             /* This thread commits the waiting ones (its own among them). */
             group_entry_t *v[256], *x;
             int i, m = 0, max = g->max < 256 ? g->max : 256;
 
-            g->busy = 1;
+            g->busy++;
             while (g->head && m < max) {
                 x = g->head;
                 g->head = x->next;
                 x->next = NULL;
+                x->taken = 1;
                 v[m++] = x;
             }
             if (!g->head) {
                 g->tail = NULL;
             }
             apr_thread_mutex_unlock(g->lock);
-            group_commit(g, db, p, v, m, until);
+            db->until = db->patience > 0 ? deadline
+                        : db->statement_timeout > 0 ? apr_time_now() + db->statement_timeout
+                        : 0;
+            group_commit(g, db, p, v, m, statement_until(db, deadline));
             apr_thread_mutex_lock(g->lock);
             for (i = 0; i < m; i++) {
                 v[i]->done = 1;
             }
-            g->busy = 0;
+            g->busy--;
             apr_thread_cond_broadcast(g->done);
         }
         else {
@@ -580,19 +602,6 @@ static PGresult *group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, int 
         *state = e.state[0] ? apr_pstrdup(p, e.state) : NULL;
     }
     return e.res;
-}
-
-/* When a statement started now must be done: at most the statement timeout, and no later than
- * the caller's patience lasts (deadline). */
-static apr_time_t statement_until(const mcp_store_t *db, apr_time_t deadline)
-{
-    apr_time_t now = apr_time_now();
-    apr_time_t until = db->statement_timeout > 0 ? now + db->statement_timeout : 0;
-
-    if (db->patience > 0 && (!until || until > deadline)) {
-        until = deadline > now ? deadline : now + 1000;
-    }
-    return until;
 }
 
 /* mcp_store_exec, in the child's group (see mcp_store.h) when key >= 0 and the handle has one:
@@ -617,8 +626,8 @@ static mcp_store_status_t exec_as(mcp_store_t *db, apr_pool_t *p, const char *wh
         if (key >= 0 && db->group) {
             int fatal = 0;
 
-            res = group_run(db, p, sql, n, params, key, statement_until(db, deadline), &err,
-                            &state, &broken, &fatal);
+            res = group_run(db, p, sql, n, params, key, deadline, &err, &state, &broken,
+                            &fatal);
             if (fatal) {
                 db->fatal = err;
                 db->sqlstate = NULL;

@@ -60,8 +60,12 @@ typedef struct mcp_store_t mcp_store_t;
 typedef struct mcp_store_group_t mcp_store_group_t;
 
 /* A group for this process, allocated in p (its mutex and condition too); at most max
- * statements per transaction. Non-zero on failure (no group: statements run on their own). */
-apr_status_t mcp_store_group_create(mcp_store_group_t **group, apr_pool_t *p, int max);
+ * statements per transaction, at most committers transactions under way at once (each on its
+ * own connection; a statement that finds one free is committed at once, so statements only
+ * wait for each other while all are busy). Non-zero on failure (no group: statements run on
+ * their own). */
+apr_status_t mcp_store_group_create(mcp_store_group_t **group, apr_pool_t *p, int max,
+                                    int committers);
 
 /* Transactions committed by a group and the statements they carried (for bench and status). */
 void mcp_store_group_counts(const mcp_store_group_t *group, apr_uint64_t *transactions,

@@ -98,8 +98,12 @@ void mcp_dbd_child_init(apr_pool_t *pchild, server_rec *s)
     if (apr_thread_mutex_create(&gate.lending, APR_THREAD_MUTEX_TIMED, pchild) != APR_SUCCESS) {
         gate.lending = NULL;
     }
-    if (mcp_store_group_create(&gate.group, pchild, GROUP_MAX) != APR_SUCCESS) {
+    if (mcp_config_group_commit(s) > 0
+        && mcp_store_group_create(&gate.group, pchild, GROUP_MAX, mcp_config_group_commit(s))
+           != APR_SUCCESS) {
         gate.group = NULL;
+        ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "cannot set up the group commit "
+                     "(MCPDatabaseGroupCommit): every statement commits on its own");
     }
 }
 
