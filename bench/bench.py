@@ -113,6 +113,11 @@ def proc_status(pid):
     return st
 
 
+# The attribution run with the child's group commit on (mod_mcp_dbd: MCPDatabaseGroupCommit).
+GROUP_VARIANT = "group commit on (1 committer per child)"
+GROUP_MARK = "# ---- bench: group commit"
+
+
 def httpd_conf(children, threads):
     """The httpd settings of a benchmark stack (Included after tests/stack's own): production-like
     logging, unlimited keep-alive, `children` event MPM children of `threads` threads started up
@@ -508,6 +513,22 @@ class Bench:
                                  " ON c.oid = t.tgrelid WHERE t.tgname = 'streams_notify'"):
             self.sql(f"ALTER TABLE mcp.{rel} {'ENABLE' if on else 'DISABLE'} TRIGGER {trg}")
 
+    def group_commit(self, on):
+        """MCPDatabaseGroupCommit 1 on the main stack (or back to the default, off): the
+        configuration file is rewritten and the instances restarted gracefully."""
+        conf = os.path.join(self.work, "main.conf")
+        with open(conf) as f:
+            text = f.read().split(GROUP_MARK)[0]
+        if on:
+            text += (f"{GROUP_MARK}\n<IfDirective MCPDatabaseGroupCommit>\n"
+                     "    MCPDatabaseGroupCommit 1\n</IfDirective>\n")
+        with open(conf, "w") as f:
+            f.write(text)
+        run([self.stack_cmd, "graceful", "--dir", self.main_dir])
+        time.sleep(2)   # the old children finish, the new ones start
+        for name, url in (("gw", self.gw), ("gw2", self.gw2)):
+            mcp_call(url, open(self.sf(name)).readline().strip(), "echo", {"text": "hello"})
+
     def wal_lsn(self):
         """Bytes of WAL written so far (its insert position)."""
         return int(self.sql("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn")[0][0])
@@ -644,13 +665,18 @@ class Bench:
         conn.close()
 
     def attribution(self):
-        log("attribution: mod_mcp c=32 as shipped / NOTIFY triggers off / synchronous_commit off")
+        log("attribution: mod_mcp c=32 as shipped / NOTIFY triggers off / synchronous_commit off"
+            " / group commit on")
         c = 32
-        variants = ["as shipped", "NOTIFY triggers disabled", "synchronous_commit off"]
+        variants = ["as shipped", "NOTIFY triggers disabled", "synchronous_commit off",
+                    GROUP_VARIANT]
+        k = len(variants)
         for rep in range(self.reps):
-            for v in variants[rep % 3:] + variants[:rep % 3]:
+            for v in variants[rep % k:] + variants[:rep % k]:
                 try:
-                    if v == "NOTIFY triggers disabled":
+                    if v == GROUP_VARIANT:
+                        self.group_commit(True)
+                    elif v == "NOTIFY triggers disabled":
                         self.notify_triggers(False)
                     elif v == "synchronous_commit off":
                         self.sql("ALTER SYSTEM SET synchronous_commit = off")
@@ -659,16 +685,21 @@ class Bench:
                     stop, counts = threading.Event(), {}
                     t = threading.Thread(target=self.sample_waits, args=(stop, counts))
                     t.start()
+                    tx0 = self.next_xid()
                     try:
                         r = self.wrk(self.gw, self.sf("gw"), c, self.dur, label=v)
                     finally:
                         stop.set()
                         t.join()
+                    r["xacts_per_call"] = (self.next_xid() - tx0) / max(
+                        r["rps"] * r["duration_us"] / 1e6, 1)
                     r["waits"] = counts
                     self.record("attr", v, r)
                     log(f"  rep {rep + 1} {v:26s} {r['rps']:7.0f} req/s  p50 "
                         f"{r['p50_us'] / 1000:6.2f} ms")
                 finally:
+                    if v == GROUP_VARIANT:
+                        self.group_commit(False)
                     self.notify_triggers(True)
                     self.sql("ALTER SYSTEM RESET synchronous_commit")
                     self.sql("SELECT pg_reload_conf()")

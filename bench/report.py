@@ -297,13 +297,17 @@ def write_report(res, bench_dir, work, quick):
         w("Two PostgreSQL switches flipped for the duration of single runs, to attribute the cost; "
           "neither is a recommended setting (without the triggers followers on other processes "
           "are only woken by polling the table; without synchronous commit an acknowledged call "
-          "can be lost in a crash). The wait events are sampled every 20 ms from "
-          "`pg_stat_activity` (active sessions of the gateway, LISTEN connections excluded).")
+          "can be lost in a crash); and the gateway's own group commit "
+          "(`MCPDatabaseGroupCommit 1`, off by default: a stream's writes of concurrent requests "
+          "of a child committed together, each request still waiting for its own commit). The "
+          "wait events are sampled every 20 ms from `pg_stat_activity` (active sessions of the "
+          "gateway, LISTEN connections excluded).")
         w("")
-        w("| variant | calls/s | p50 ms | p99 ms | CPU cores: " +
+        w("| variant | calls/s | p50 ms | p99 ms | transactions/call | CPU cores: " +
           " / ".join(n for _, n in MAIN_CPU) + " | what active PG sessions were doing |")
-        w("|---|---:|---:|---:|---|---|")
-        for v in ("as shipped", "NOTIFY triggers disabled", "synchronous_commit off"):
+        w("|---|---:|---:|---:|---:|---|---|")
+        for v in ("as shipped", "NOTIFY triggers disabled", "synchronous_commit off",
+                  "group commit on (1 committer per child)"):
             rs = R("attr", v)
             if not rs:
                 continue
@@ -315,7 +319,9 @@ def write_report(res, bench_dir, work, quick):
             top = ", ".join(f"{k} {n / tot:.0%}" for k, n in
                             sorted(waits.items(), key=lambda x: -x[1])[:4])
             w(f"| {v} | {cell([r['rps'] for r in rs])} | {ms([r['p50_us'] for r in rs])} | "
-              f"{ms([r['p99_us'] for r in rs])} | {cpu_split(rs, MAIN_CPU)} | {top} |")
+              f"{ms([r['p99_us'] for r in rs])} | "
+              f"{fmt(med([r.get('xacts_per_call') for r in rs]), 2)} | "
+              f"{cpu_split(rs, MAIN_CPU)} | {top} |")
         w("")
 
     prof = res.get("profile")
