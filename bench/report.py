@@ -146,6 +146,8 @@ def write_report(res, bench_dir, work, quick):
           f"{fmt(med(col('m5', 'light', 'p99_ms')), 1)} ms idle, p50 "
           f"{fmt(med(col('m5', 'heavy', 'p50_ms')), 1)} ms / p99 "
           f"{fmt(med(col('m5', 'heavy', 'p99_ms')), 1)} ms under load.")
+    if res.get("m6_failed"):
+        w(f"* **Measurement 6 failed**: {res['m6_failed'][:300]}")
     if res.get("m6"):
         m6 = res["m6"]
         w(f"* {m6[0]['n']:,} idle standalone streams: "
@@ -618,6 +620,21 @@ def write_report(res, bench_dir, work, quick):
     w("")
     hot_spots(w, res, R, col, per_call)
     w("")
+    # The levers of issue 12 and what each did (bench/before-after.md, written by hand from
+    # interleaved per-call runs): its newest section, one heading level down.
+    try:
+        with open(os.path.join(bench_dir, "before-after.md")) as fh:
+            text = fh.read()
+    except OSError:
+        text = ""
+    if text.startswith("# "):
+        nxt = text.find("\n# ", 1)
+        section = text[:nxt if nxt > 0 else len(text)].rstrip()
+        w("\n".join(("#" + line) if line.startswith("#") else line
+                     for line in section.splitlines()))
+        w("")
+        w("Earlier levers: `bench/before-after.md`.")
+        w("")
 
     with open(os.path.join(bench_dir, "results.md"), "w") as fh:
         fh.write("\n".join(out) + "\n")
@@ -703,16 +720,16 @@ LIMITS_TEXT = """\
   block-device threads) and the backend share 2 cores, so every throughput here is a share of the
   same 2 cores, and latency at concurrency 32 is mostly queueing for them. The load generator
   itself is cheap (its ceiling is the trivial-handler row, and the CPU columns show its share).
-* **(1) mod_mcp** is bound by PostgreSQL: {TX} transactions per call, {NTF} of which send
-  NOTIFY (measured). PostgreSQL serialises the commits of transactions that issued NOTIFY on one
-  database-wide lock held through the WAL flush (`Lock:object` in the attribution table), so
-  adding clients adds waiting, not throughput, and the two cores are not even full. A bigger
-  machine does little for this part: more cores do not shorten a serial section whose length is
-  the commit + fsync time; a faster WAL device (lower fdatasync latency) does. Removing the
-  serialisation (fewer notifying transactions per call, see the hot spots) is what scales.
-  Without it, PostgreSQL CPU (parse + plan of unnamed statements on every call: see the
-  profile) and fsync group commit would be next; those do scale with cores and with a faster
-  disk.
+* **(1) mod_mcp** is bound by PostgreSQL: {TX} transactions per call ({NTF} NOTIFYs), each a
+  synchronous commit, the two of a call in sequence (the priming row must be durable before the
+  backend is asked, the answer before the client sees it). At concurrency 1 a call waits for two
+  WAL flushes (fdatasync, see the machine table): the added latency cannot go below that with
+  `synchronous_commit` on. Under concurrency PostgreSQL groups the flushes of concurrent commits
+  itself (`LWLock:WALWrite` in the attribution table), so calls/s ≈ flushes/s × commits per
+  flush ÷ 2, and the rest is CPU on the 2 shared cores (PostgreSQL's share per call is in the
+  cost table). The gateway's own group commit (attribution table) cuts transactions and
+  PostgreSQL CPU per call but adds a serial section per child; a faster WAL device and more cores
+  move this part, not the gateway.
 * **(1) backend alone / trivial handler** are CPU-bound on the shared cores (the C backend and
   httpd's core are both cheap); on a bigger machine they grow roughly with cores, and so would
   the load generator's ceiling (more wrk threads).
@@ -721,17 +738,15 @@ LIMITS_TEXT = """\
   mod_mcp in front of server-everything is bound as in (1), with server-everything's own HTTP
   handling (Express + the MCP SDK, several times the CPU per call of the C backend) on top.{SSE}
   More cores help supergateway (more Node processes run at once) more than mod_mcp.
-* **(3) raw INSERT** is bound by the NOTIFY commit lock with the trigger (flat across
-  concurrency) and by fsync group commit + CPU without it (rises with concurrency). On a machine
-  with a faster fsync and more cores the untriggered ceiling rises; the triggered one only with
-  faster fsync.
+* **(3) raw INSERT**, every row its own transaction, is bound by fsync group commit and CPU
+  (it rises with concurrency); prepared statements save the parse and plan of each row.
 * **(4) replay** reads 256 rows per query (`REPLAY_BATCH`) and writes them through httpd's
   output filters; it is CPU-bound on one httpd thread plus the PostgreSQL backend serving it, and
   it does not touch the WAL, so it scales with single-core speed, not with fsync.
 * **(5) cross-process delay** is: commit (WAL flush) of the relaying instance's INSERT → NOTIFY
   delivered to the other instance's LISTEN connection → the follower's SELECT → write. Idle, it
-  is a few WAL flushes and wake-ups; under load the NOTIFY commit lock and CPU queueing on the 2
-  cores dominate. More cores shrink the queueing; the lock does not go away.
+  is one WAL flush and a few wake-ups; under load CPU queueing on the 2 cores dominates. More
+  cores shrink the queueing.
 * **(6) idle streams** cost memory (a worker thread each: its stack pages and its request pool)
   and a periodic lease renewal (one UPDATE per stream every `MCPStreamLease`/3 = 10 s); database
   connections are bounded by `DBDMax` per child plus one LISTEN connection per child, not by the
