@@ -92,7 +92,8 @@ def groups_seen(pg, tag):
 
 @pytest.fixture(scope="module")
 def stack():
-    """A stack of one httpd with MCPDatabaseGroupCommit 1 (this module's own)."""
+    """A stack of one httpd with MCPDatabaseGroupCommit 1 (this module's own; conftest's pg
+    fixture connects to it)."""
     top = Path(tempfile.mkdtemp(prefix="mcp-stack-group.", dir="/tmp"))
     top.chmod(0o755)
     d = top / "stack"
@@ -112,16 +113,6 @@ def stack():
         if down.returncode != 0:
             raise RuntimeError(f"tests/stack down failed:\n{down.stdout}{down.stderr}")
         shutil.rmtree(d / "pg" / "data", ignore_errors=True)
-
-
-@pytest.fixture
-def pg(stack):
-    conn = psycopg2.connect(stack["MCP_PG"])
-    conn.autocommit = True
-    try:
-        yield conn
-    finally:
-        conn.close()
 
 
 @pytest.fixture
