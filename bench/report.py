@@ -586,7 +586,7 @@ def write_report(res, bench_dir, work, quick):
 
     # ---- limits ------------------------------------------------------------------------------
     if m9:
-        w("## 9. Memory: mod_mcp vs supergateway at 16 and 64 sessions")
+        w(f"## 9. Memory: mod_mcp vs supergateway at {' and '.join(m9)} sessions")
         w("")
         w("Both gateways in front of server-everything (Node 22), after N sessions were made "
           "through each and each made one `echo` call. mod_mcp: its httpd instance (parent and "
