@@ -639,13 +639,6 @@ apr_status_t mcp_listener_start_ex(mcp_listener_t **out, apr_pool_t *p, mcp_rout
     return APR_SUCCESS;
 }
 
-apr_status_t mcp_listener_start(mcp_listener_t **out, apr_pool_t *p, mcp_router_t *router,
-                                const char *channel, mcp_listener_params_fn *params,
-                                mcp_listener_log_fn *log, void *baton)
-{
-    return mcp_listener_start_ex(out, p, router, channel, params, log, baton, NULL);
-}
-
 void mcp_listener_stop(mcp_listener_t *l)
 {
     int expected = 0;
@@ -702,13 +695,6 @@ apr_status_t mcp_listener_start_ex(mcp_listener_t **out, apr_pool_t *p, mcp_rout
     return APR_ENOTIMPL;
 }
 
-apr_status_t mcp_listener_start(mcp_listener_t **out, apr_pool_t *p, mcp_router_t *router,
-                                const char *channel, mcp_listener_params_fn *params,
-                                mcp_listener_log_fn *log, void *baton)
-{
-    return mcp_listener_start_ex(out, p, router, channel, params, log, baton, NULL);
-}
-
 void mcp_listener_stop(mcp_listener_t *l)
 {
     (void)l;
@@ -727,3 +713,11 @@ apr_uint64_t mcp_listener_notifications(const mcp_listener_t *l)
 }
 
 #endif
+
+/* Both builds: the default timing. */
+apr_status_t mcp_listener_start(mcp_listener_t **out, apr_pool_t *p, mcp_router_t *router,
+                                const char *channel, mcp_listener_params_fn *params,
+                                mcp_listener_log_fn *log, void *baton)
+{
+    return mcp_listener_start_ex(out, p, router, channel, params, log, baton, NULL);
+}

@@ -38,6 +38,8 @@ void *mcp_config_create_dir(apr_pool_t *p, char *dir)
     conf->max_principal_streams = UNSET;
     conf->max_stream_followers = UNSET;
     conf->max_batch_size = UNSET;
+    conf->era_bridge = UNSET;
+    conf->bridge_input_timeout = UNSET;
     return conf;
 }
 
@@ -74,6 +76,8 @@ void *mcp_config_merge_dir(apr_pool_t *p, void *basev, void *addv)
     MERGE(oauth_resource, NULL);
     MERGE(oauth_servers, NULL);
     MERGE(oauth_scopes, NULL);
+    MERGE(era_bridge, UNSET);
+    MERGE(bridge_input_timeout, UNSET);
     return merged;
 }
 
@@ -101,6 +105,8 @@ const mcp_dir_conf_t *mcp_config_get(request_rec *r)
     DEFAULT(max_principal_streams, MCP_DEFAULT_MAX_PRINCIPAL_STREAMS);
     DEFAULT(max_stream_followers, MCP_DEFAULT_MAX_STREAM_FOLLOWERS);
     DEFAULT(max_batch_size, MCP_DEFAULT_MAX_BATCH_SIZE);
+    DEFAULT(era_bridge, 1);
+    DEFAULT(bridge_input_timeout, MCP_DEFAULT_BRIDGE_INPUT_TIMEOUT);
     if (!conf->backend_protocols) {
         conf->backend_protocols = mcp_protocol_list(MCP_ERA_2025);
     }
@@ -462,6 +468,14 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_ITERATE("MCPBackendProtocols", add_backend_protocol, NULL, CONTEXT,
                     "The protocol revisions the backend serves (default: 2025-11-25 2025-06-18 "
                     "2025-03-26); 2026-07-28 lets stateless requests through to it"),
+    AP_INIT_FLAG("MCPEraBridge", ap_set_flag_slot, AT(era_bridge), CONTEXT,
+                 "Serve 2026-07-28 (stateless) clients through a backend that serves the 2025 "
+                 "era only (MCPBackendProtocols without 2026-07-28): On (default) or Off "
+                 "(-32022, the client falls back to initialize)"),
+    AP_INIT_TAKE1("MCPEraBridgeInputTimeout", set_interval, AT(bridge_input_timeout), CONTEXT,
+                  "How long an input-required round of the era bridge waits for the client's "
+                  "retry before its requestState expires and the backend call is cancelled "
+                  "(default 300s)"),
     AP_INIT_TAKE1("MCPProtectedResource", mcp_oauth_set_resource, NULL, ACCESS_CONF,
                   "This endpoint's OAuth resource identifier (an https URL, RFC 9728): its "
                   "metadata is served at /.well-known/oauth-protected-resource<path>, and "

@@ -29,6 +29,7 @@
 #define MCP_DEFAULT_MAX_PRINCIPAL_STREAMS   64
 #define MCP_DEFAULT_MAX_STREAM_FOLLOWERS    4
 #define MCP_DEFAULT_MAX_BATCH_SIZE          100
+#define MCP_DEFAULT_BRIDGE_INPUT_TIMEOUT    apr_time_from_sec(300)
 
 typedef struct mcp_dir_conf_t {
     const char                 *backend_spec;    /* MCPBackend as written                     */
@@ -58,6 +59,11 @@ typedef struct mcp_dir_conf_t {
     const char                 *oauth_resource;        /* MCPProtectedResource (an https URL)   */
     apr_array_header_t         *oauth_servers;         /* MCPAuthorizationServers: URLs         */
     apr_array_header_t         *oauth_scopes;          /* MCPResourceScopes                     */
+    int                         era_bridge;            /* MCPEraBridge: serve 2026-07-28
+                                                        * clients through a 2025-era backend   */
+    apr_interval_time_t         bridge_input_timeout;  /* MCPEraBridgeInputTimeout: how long an
+                                                        * input-required round waits for its
+                                                        * retry                                */
 } mcp_dir_conf_t;
 
 #define MCP_DEFAULT_SWEEP_INTERVAL          apr_time_from_sec(30)

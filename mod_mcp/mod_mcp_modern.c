@@ -10,6 +10,8 @@
 #include "mcp_era.h"
 #include "mcp_http.h"
 #include "mcp_sse.h"
+#include "mod_mcp_bridge.h"
+#include "mod_mcp_exchange.h"
 #include "mod_mcp_modern.h"
 #include "mod_mcp_stream.h"
 
@@ -22,13 +24,10 @@ typedef struct modern_t {
     mcp_req_t              *q;
     const mcp_jsonrpc_msg_t *msg;
     mcp_stream_t            st;
-    mcp_backend_response_t  response;
-    mcp_sse_parser_t       *sse;          /* set when the backend answers with SSE          */
-    apr_bucket_brigade     *body;         /* any other answer, bounded by MCPMaxMessageSize */
-    apr_off_t               body_len;
-    int                     too_large;
+    mcp_exchange_t          x;            /* the exchange with the backend                  */
     apr_pool_t             *scratch;      /* cleared per message                            */
     apr_time_t              answered;     /* when the response was stored (and the end)     */
+    int                     finished;     /* ... and the stream ended                       */
     int                     cancelled;    /* the client closed its response first           */
 } modern_t;
 
@@ -81,51 +80,35 @@ static int cancelled_now(modern_t *m)
     return m->cancelled;
 }
 
-static int on_event(void *baton, const mcp_sse_event_t *ev)
+static int on_message(void *baton, const char *json, apr_size_t len)
 {
     modern_t *m = baton;
 
-    return !m->answered && ev->data_len > 0 ? relay_message(m, ev->data, ev->data_len) : 0;
+    return !m->answered ? relay_message(m, json, len) : 0;
 }
 
-static int on_headers(void *baton, const mcp_backend_response_t *resp)
+static int on_sse(void *baton)
 {
     modern_t *m = baton;
 
-    if (resp->status == HTTP_OK
-        && mcp_http_media_type_is(resp->content_type, "text/event-stream")) {
-        m->sse = mcp_sse_parser_create(m->q->r->pool, (apr_size_t)m->q->conf->max_message_size,
-                                       on_event, m);
-        mcp_stream_start_sse(&m->st, -1);
-    }
+    mcp_stream_start_sse(&m->st, -1);
     return cancelled_now(m);
 }
 
-static int on_body(void *baton, const char *buf, apr_size_t len)
+/* After each piece of the SSE answer: what came is stored and sent; once the response came,
+ * the stream ends (the rest of the answer is read but not relayed). */
+static int after_chunk(void *baton)
 {
     modern_t *m = baton;
 
-    if (m->sse) {
-        int answered_before = m->answered != 0, rv = mcp_sse_parser_feed(m->sse, buf, len);
-
-        if (rv == MCP_SSE_ERR_TOO_LARGE) {
-            m->too_large = 1;
-        }
-        if (rv != 0 || answered_before) {
-            return rv;
-        }
-        if (m->answered) {
+    if (m->answered) {
+        if (!m->finished) {
+            m->finished = 1;
             mcp_stream_finish(&m->st, m->st.broken ? "failed" : "complete");
-            return 0;
         }
-        return mcp_stream_commit(&m->st) || cancelled_now(m);
+        return 0;
     }
-    m->body_len += (apr_off_t)len;
-    if (m->body_len > m->q->conf->max_message_size) {
-        m->too_large = 1;
-        return 1;
-    }
-    return apr_brigade_write(m->body, NULL, NULL, buf, len) == APR_SUCCESS ? 0 : 1;
+    return mcp_stream_commit(&m->st) || cancelled_now(m);
 }
 
 static int on_tick(void *baton)
@@ -157,6 +140,21 @@ static apr_array_header_t *mcp_headers(request_rec *r)
     return out;
 }
 
+/* Prepares m for a request (stream_id 0: a notification). */
+static void modern_init(modern_t *m, mcp_req_t *q, apr_int64_t stream_id)
+{
+    memset(m, 0, sizeof(*m));
+    m->q = q;
+    m->msg = &q->body->msgs[0];
+    apr_pool_create(&m->scratch, q->r->pool);
+    mcp_stream_init(&m->st, q, stream_id, 1);
+    mcp_exchange_init(&m->x, q, m);
+    m->x.on_message = on_message;
+    m->x.on_sse = on_sse;
+    m->x.after_chunk = after_chunk;
+    m->x.on_tick = on_tick;
+}
+
 static mcp_backend_status_t forward(modern_t *m, const char *version, apr_interval_time_t timeout,
                                     const char **err)
 {
@@ -165,30 +163,14 @@ static mcp_backend_status_t forward(modern_t *m, const char *version, apr_interv
     mcp_backend_status_t status;
 
     memset(&call, 0, sizeof(call));
-    call.target = q->conf->backend;
     call.method = "POST";
     call.body = q->raw;
     call.body_len = q->raw_len;
     call.protocol_version = version;
     call.headers = mcp_headers(q->r);
-    call.connect_timeout_ms = (long)apr_time_as_msec(q->conf->backend_connect_timeout);
     call.timeout_ms = (long)apr_time_as_msec(timeout);
-    call.on_headers = on_headers;
-    call.on_body = on_body;
-    call.on_tick = on_tick;
-    call.baton = m;
-    status = mcp_backend_perform(mcp_child.backends, q->r->pool, &call, &m->response, err);
-    if (m->answered || m->cancelled) {
-        return MCP_BACKEND_OK;
-    }
-    if (m->sse && status == MCP_BACKEND_OK) {
-        mcp_sse_parser_finish(m->sse);
-    }
-    if (m->too_large) {
-        *err = apr_psprintf(q->r->pool, "a message from the backend exceeds MCPMaxMessageSize (%"
-                            APR_OFF_T_FMT " bytes)", q->conf->max_message_size);
-    }
-    return status;
+    status = mcp_exchange_perform(&m->x, &call, err);
+    return m->answered || m->cancelled ? MCP_BACKEND_OK : status;
 }
 
 /* ---- a notification: stored, forwarded, 202 ------------------------------------------------ */
@@ -205,25 +187,20 @@ static int post_notification(mcp_req_t *q, const char *version)
     if (stored != MCP_STORE_OK) {
         return mcp_req_store_failed(q, stored);
     }
-    memset(&m, 0, sizeof(m));
-    m.q = q;
-    m.msg = &q->body->msgs[0];
-    m.body = apr_brigade_create(q->r->pool, q->r->connection->bucket_alloc);
-    apr_pool_create(&m.scratch, q->r->pool);
-    mcp_stream_init(&m.st, q, 0, 1);
+    modern_init(&m, q, 0);
     status = forward(&m, version, q->conf->backend_timeout, &err);
     if (status != MCP_BACKEND_OK) {
         return mcp_req_error(q, status == MCP_BACKEND_TIMEOUT ? HTTP_GATEWAY_TIME_OUT
                              : HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
                              "Bad Gateway: the backend did not take the notification: %s", err);
     }
-    if (m.response.status >= 200 && m.response.status < 300) {
+    if (m.x.response.status >= 200 && m.x.response.status < 300) {
         return mcp_req_empty(q, HTTP_ACCEPTED);
     }
-    return mcp_req_error(q, m.response.status >= 400 && m.response.status < 500
-                         ? (int)m.response.status : HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+    return mcp_req_error(q, m.x.response.status >= 400 && m.x.response.status < 500
+                         ? (int)m.x.response.status : HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
                          "the backend refused the notification with HTTP %ld",
-                         m.response.status);
+                         m.x.response.status);
 }
 
 /* ---- a request: a stream of its own --------------------------------------------------------- */
@@ -244,8 +221,8 @@ static int failure_words(modern_t *m, mcp_backend_status_t status, const char *e
         return HTTP_BAD_GATEWAY;
     }
     *message = apr_psprintf(p, "Bad Gateway: the backend answered HTTP %ld (%s) without a "
-                            "response to the request", m->response.status,
-                            m->response.content_type ? m->response.content_type : "no body");
+                            "response to the request", m->x.response.status,
+                            m->x.response.content_type ? m->x.response.content_type : "no body");
     return HTTP_BAD_GATEWAY;
 }
 
@@ -254,11 +231,10 @@ static int failure_words(modern_t *m, mcp_backend_status_t status, const char *e
 static int relay_buffered(modern_t *m, const char **body, apr_size_t *len)
 {
     request_rec *r = m->q->r;
-    char *buf;
     apr_size_t n;
+    const char *buf = mcp_exchange_body(&m->x, &n);
 
-    if (apr_brigade_pflatten(m->body, &buf, &n, r->pool) != APR_SUCCESS || n == 0
-        || !mcp_jsonrpc_parse_value(r->pool, buf, n)) {
+    if (!buf || !mcp_jsonrpc_parse_value(r->pool, buf, n)) {
         return 0;
     }
     relay_message(m, buf, n);
@@ -266,7 +242,7 @@ static int relay_buffered(modern_t *m, const char **body, apr_size_t *len)
     *len = n;
     /* The backend's own refusal (4xx with a JSON-RPC error, e.g. -32601) goes to the client as
      * it is, with its status. */
-    return m->answered != 0 || m->response.status >= 400;
+    return m->answered != 0 || m->x.response.status >= 400;
 }
 
 static int post_request(mcp_req_t *q, const char *version)
@@ -275,32 +251,15 @@ static int post_request(mcp_req_t *q, const char *version)
     const mcp_jsonrpc_msg_t *msg = &q->body->msgs[0];
     const char *err = NULL, *json = NULL, *message;
     apr_size_t json_len = 0;
-    mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
-    mcp_store_limits_t limits;
-    mcp_store_status_t stored;
     mcp_backend_status_t status;
     apr_int64_t stream_id = 0;
     int listen = strcmp(msg->method, "subscriptions/listen") == 0, http;
     modern_t m;
 
-    mcp_req_stream_limits(q, &limits);
-    stored = mcp_store_stream_open_stateless_admitted(
-        mcp_req_db(q), r->pool, version, r->user, mcp_jsonrpc_to_string(r->pool, msg->id, NULL),
-        msg->method, q->raw, mcp_child.owner, mcp_req_lease_secs(q), &limits, &stream_id,
-        &refused);
-    if (stored == MCP_STORE_LIMIT) {
-        return mcp_req_refused(q, refused);
+    if ((http = mcp_req_open_stateless(q, version, &stream_id)) != OK) {
+        return http;
     }
-    if (stored != MCP_STORE_OK) {
-        return mcp_req_store_failed(q, stored);
-    }
-
-    memset(&m, 0, sizeof(m));
-    m.q = q;
-    m.msg = msg;
-    m.body = apr_brigade_create(r->pool, r->connection->bucket_alloc);
-    apr_pool_create(&m.scratch, r->pool);
-    mcp_stream_init(&m.st, q, stream_id, 1);
+    modern_init(&m, q, stream_id);
     m.st.stateless = 1;
     mcp_stream_own(&m.st);
 
@@ -313,12 +272,12 @@ static int post_request(mcp_req_t *q, const char *version)
                       stream_id, msg->method);
         return DONE;
     }
-    if (m.answered && m.sse) {
+    if (m.answered && m.x.sse) {
         return DONE;   /* ended and stored as the response came */
     }
-    if (status == MCP_BACKEND_OK && !m.sse && relay_buffered(&m, &json, &json_len)) {
+    if (status == MCP_BACKEND_OK && !m.x.sse && relay_buffered(&m, &json, &json_len)) {
         mcp_stream_finish(&m.st, m.st.broken ? "failed" : "complete");
-        r->status = (int)m.response.status;
+        r->status = (int)m.x.response.status;
         ap_set_content_type(r, "application/json");
         ap_rwrite(json, (int)json_len, r);
         return DONE;
@@ -344,7 +303,7 @@ int mcp_modern_post(mcp_req_t *q)
     mcp_era_headers_t h;
     mcp_era_verdict_t v;
     const char *version;
-    int present;
+    int present, bridged;
 
     if (q->body->is_batch) {
         return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST,
@@ -364,17 +323,19 @@ int mcp_modern_post(mcp_req_t *q)
             /* What server/discover would list: the stateless revisions, when the backend serves
              * them; else what it does serve (the client then falls back to initialize). */
             return mcp_req_unsupported_version(q, v.requested,
-                                               mcp_era_listed(q->conf->backend_protocols,
-                                                              mcp_protocol_list(MCP_ERA_2026))
+                                               q->conf->era_bridge
+                                               || mcp_era_listed(q->conf->backend_protocols,
+                                                                 mcp_protocol_list(MCP_ERA_2026))
                                                ? mcp_protocol_list(MCP_ERA_2026)
                                                : q->conf->backend_protocols);
         }
         return mcp_req_error(q, HTTP_BAD_REQUEST, v.code, "%s", v.message);
     }
     version = mcp_era_claim(msg->obj, &present);
-    if (!mcp_era_listed(q->conf->backend_protocols, version)) {
-        /* The backend serves the 2025 era only (MCPBackendProtocols): the client falls back to
-         * initialize, which the gateway serves. */
+    bridged = !mcp_era_listed(q->conf->backend_protocols, version);
+    if (bridged && !q->conf->era_bridge) {
+        /* The backend serves the 2025 era only (MCPBackendProtocols) and MCPEraBridge is Off:
+         * the client falls back to initialize, which the gateway serves. */
         return mcp_req_unsupported_version(q, version, q->conf->backend_protocols);
     }
     q->rev = mcp_protocol_served(version);
@@ -382,6 +343,10 @@ int mcp_modern_post(mcp_req_t *q)
     q->session->principal = r->user;
     q->session->protocol_version = version;
     q->session->backend_url = q->conf->backend_spec;
+    if (bridged) {
+        /* ... and the era bridge serves the client through it (mod_mcp_bridge). */
+        return mcp_bridge_post(q, version);
+    }
     return msg->kind == MCP_MSG_NOTIFICATION ? post_notification(q, version)
                                              : post_request(q, version);
 }

@@ -64,6 +64,25 @@ void mcp_req_stream_limits(const mcp_req_t *q, mcp_store_limits_t *limits)
     limits->max_stream_followers = q->conf->max_stream_followers;
 }
 
+int mcp_req_open_stateless(mcp_req_t *q, const char *version, apr_int64_t *stream_id)
+{
+    request_rec *r = q->r;
+    const mcp_jsonrpc_msg_t *msg = &q->body->msgs[0];
+    mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
+    mcp_store_limits_t limits;
+    mcp_store_status_t stored;
+
+    mcp_req_stream_limits(q, &limits);
+    stored = mcp_store_stream_open_stateless_admitted(
+        mcp_req_db(q), r->pool, version, r->user, mcp_jsonrpc_to_string(r->pool, msg->id, NULL),
+        msg->method, q->raw, mcp_child.owner, mcp_req_lease_secs(q), &limits, stream_id,
+        &refused);
+    if (stored == MCP_STORE_LIMIT) {
+        return mcp_req_refused(q, refused);
+    }
+    return stored == MCP_STORE_OK ? OK : mcp_req_store_failed(q, stored);
+}
+
 /* What each refusal is called, where its limit is configured and how the client is told. */
 static const struct {
     const char *directive;

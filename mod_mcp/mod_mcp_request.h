@@ -66,6 +66,11 @@ const char *mcp_req_holder(const mcp_req_t *q);
  * MCPMaxStreamsPerPrincipal, MCPMaxFollowersPerStream), for its holder. */
 void mcp_req_stream_limits(const mcp_req_t *q, mcp_store_limits_t *limits);
 
+/* Record, then dispatch, for a 2026-07-28 (stateless) request: its stream with the inbound
+ * message (mcp_store_stream_open_stateless_admitted, within the request's stream limits).
+ * OK with *stream_id, or DONE after answering 429 or the store's failure. */
+int mcp_req_open_stateless(mcp_req_t *q, const char *version, apr_int64_t *stream_id);
+
 /* 400 with -32022 (UnsupportedProtocolVersion), data {"supported": [...], "requested": v}:
  * requested (may be NULL) is not served; supported is a ", "-separated list of what is. Both
  * eras answer an unsupported version this way, so a probing client reads the refusal directly.

@@ -76,6 +76,26 @@ RETURNS boolean LANGUAGE sql STABLE AS $$
                 OR (se.id IS NOT NULL AND (se.terminated_at IS NULL OR se.terminated_at >= cutoff))))
 $$;
 
+-- Runs stmt (a DELETE of at most $2 rows, all older than $1) with cutoff and a batch of 5,000
+-- again and again, committing after each batch, until it deletes nothing; adds the rows it
+-- deleted to deleted. Each batch is a short transaction, so the gateway's statements never wait
+-- long behind it. Committing needs a CALL chain from the top level (as mcp.maintain is run).
+CREATE OR REPLACE PROCEDURE mcp.delete_batched(stmt text, cutoff timestamptz,
+                                               INOUT deleted bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    n bigint;
+BEGIN
+    LOOP
+        EXECUTE stmt USING cutoff, 5000;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        deleted := deleted + n;
+        COMMIT;
+        EXIT WHEN n = 0;
+    END LOOP;
+END
+$$;
+
 -- The job. retention: how long rows stay after their stream and session ended (NULL: for ever,
 -- only partitions are created); ahead: days of partitions made in advance; now: the time it
 -- counts from (tests). Each step commits on its own and waits at most lock_timeout (1 s) for a
@@ -93,7 +113,6 @@ DECLARE
     d date;
     part record;
     cutoff timestamptz := now - retention;
-    n bigint;
     t timestamptz;
 BEGIN
     created := 0; dropped := 0; deleted := 0;
@@ -128,45 +147,30 @@ BEGIN
         END LOOP;
         -- Expired streams outside every day partition: their rows went with a dropped
         -- partition, or are in mcp.events_default (then deleted with the stream; few).
-        LOOP
+        CALL mcp.delete_batched($q$
             DELETE FROM mcp.streams WHERE id IN (
                 SELECT s.id FROM mcp.streams s LEFT JOIN mcp.sessions se ON se.id = s.session_id
-                 WHERE s.id < mcp.stream_id_at(cutoff)   -- started before it: the PK's range
+                 WHERE s.id < mcp.stream_id_at($1)   -- started before it: the PK's range
                    AND NOT EXISTS (SELECT 1 FROM mcp.event_partitions p
                                     WHERE s.id >= p.lo AND s.id < p.hi)
-                   AND s.status <> 'open' AND s.completed_at < cutoff
-                   AND (se.id IS NULL OR se.terminated_at < cutoff)
-                 LIMIT 5000);
-            GET DIAGNOSTICS n = ROW_COUNT;
-            deleted := deleted + n;
-            COMMIT;
-            EXIT WHEN n = 0;
-        END LOOP;
+                   AND s.status <> 'open' AND s.completed_at < $1
+                   AND (se.id IS NULL OR se.terminated_at < $1)
+                 LIMIT $2)$q$, cutoff, deleted);
         -- Rows of no session and no stream (the inbound notifications of 2026-07-28 clients,
         -- in mcp.events_default) stored before the cutoff.
-        LOOP
+        CALL mcp.delete_batched($q$
             DELETE FROM mcp.events_default WHERE id IN (
                 SELECT e.id FROM mcp.events_default e
-                 WHERE e.session_id IS NULL AND e.stream_id IS NULL AND e.created_at < cutoff
-                 LIMIT 5000);
-            GET DIAGNOSTICS n = ROW_COUNT;
-            deleted := deleted + n;
-            COMMIT;
-            EXIT WHEN n = 0;
-        END LOOP;
+                 WHERE e.session_id IS NULL AND e.stream_id IS NULL AND e.created_at < $1
+                 LIMIT $2)$q$, cutoff, deleted);
         -- Sessions that ended before the cutoff and own no stream any more (their rows of no
         -- stream, in mcp.events_default, go with them).
-        LOOP
+        CALL mcp.delete_batched($q$
             DELETE FROM mcp.sessions WHERE id IN (
                 SELECT se.id FROM mcp.sessions se
-                 WHERE se.terminated_at < cutoff
+                 WHERE se.terminated_at < $1
                    AND NOT EXISTS (SELECT 1 FROM mcp.streams s WHERE s.session_id = se.id)
-                 LIMIT 5000);
-            GET DIAGNOSTICS n = ROW_COUNT;
-            deleted := deleted + n;
-            COMMIT;
-            EXIT WHEN n = 0;
-        END LOOP;
+                 LIMIT $2)$q$, cutoff, deleted);
     END IF;
 END
 $$;

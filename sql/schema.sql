@@ -30,7 +30,8 @@ INSERT INTO mcp.schema_version (version, description) VALUES
     (3, 'mcp.events partitioned by day of the stream''s start; retention (mcp.maintain)'),
     (4, 'each session''s idle timeout; mcp.json_pg_safe'),
     (5, 'notify only followed streams (mcp.streams.followed)'),
-    (6, 'stateless 2026-07-28 requests: streams and events without a session');
+    (6, 'stateless 2026-07-28 requests: streams and events without a session'),
+    (7, 'the era bridge: pooled backend sessions, InitializeResults, input-required rounds');
 
 -- One row per gateway session. The id is what clients send in Mcp-Session-Id;
 -- backend_session_id is what the backend issued (NULL for a stateless backend).
@@ -151,6 +152,37 @@ CREATE INDEX IF NOT EXISTS followers_stream_idx ON mcp.followers (stream_id);
 CREATE INDEX IF NOT EXISTS followers_session_idx ON mcp.followers (session_id);
 CREATE INDEX IF NOT EXISTS followers_holder_idx ON mcp.followers (holder);
 CREATE INDEX IF NOT EXISTS followers_lease_idx ON mcp.followers (lease_until);
+
+-- ---- the era bridge (MCPEraBridge; sql/migrations/007-era-bridge.sql says what each is) ----
+CREATE TABLE mcp.bridge_sessions (
+    session_id       text        PRIMARY KEY REFERENCES mcp.sessions (id) ON DELETE CASCADE,
+    principal        text,
+    backend_url      text        NOT NULL,
+    capabilities_key text        NOT NULL,
+    created_at       timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX bridge_sessions_key_idx
+    ON mcp.bridge_sessions (backend_url, capabilities_key, principal);
+CREATE TABLE mcp.bridge_backends (
+    backend_url       text        PRIMARY KEY,
+    initialize_result text        NOT NULL,
+    fetched_at        timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE mcp.bridge_rounds (
+    state              text        PRIMARY KEY CHECK (length(state) >= 22),
+    principal          text,
+    request_digest     text        NOT NULL,
+    session_id         text        NOT NULL REFERENCES mcp.sessions (id) ON DELETE CASCADE,
+    stream_id          bigint      NOT NULL REFERENCES mcp.streams (id) ON DELETE CASCADE,
+    backend_request_id bigint      NOT NULL,
+    position           bigint      NOT NULL,
+    pending            text        NOT NULL,
+    expires_at         timestamptz NOT NULL,
+    used_at            timestamptz,
+    created_at         timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX bridge_rounds_stream_idx ON mcp.bridge_rounds (stream_id, position);
+ALTER TABLE mcp.streams ADD COLUMN bridged_to bigint REFERENCES mcp.streams (id) ON DELETE SET NULL;
 
 \ir functions.sql
 -- Partitions and retention; the partitions of today and the next days.

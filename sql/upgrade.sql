@@ -44,6 +44,10 @@ SELECT :mcp_version < 6 AS mcp_need \gset
 \if :mcp_need
     \ir migrations/006-stateless-streams.sql
 \endif
+SELECT :mcp_version < 7 AS mcp_need \gset
+\if :mcp_need
+    \ir migrations/007-era-bridge.sql
+\endif
 
 BEGIN;
 \ir functions.sql

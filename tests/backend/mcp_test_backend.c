@@ -57,6 +57,8 @@
 #define SLOW_MAX_COUNT    1000
 #define SLOW_MAX_INTERVAL 10000
 #define SAMPLE_TIMEOUT_MS 30000  /* how long a tool waits for the client's answer */
+#define DIALOG_MAX_ASKS   4      /* server->client requests in one round of a dialog fixture */
+#define DIALOG_MAX_ROUNDS 4
 #define MAX_SUBSCRIPTIONS 100    /* resources/subscribe URIs per session */
 #define MAX_COMPLETIONS   100    /* values in one completion/complete answer */
 #define RETRY_MS          1000   /* retry: hint of test_reconnection's priming event */
@@ -424,6 +426,12 @@ struct call {
     char *answer;          /* asking tools: JSON text of the client's response */
     int cancelled;
     pthread_cond_t cond;
+    /* Dialog fixtures (the 2026-07-28 section): our requests of the current
+       round, whose ids are their keys, and the JSON text of each answer. */
+    int nkeys;
+    char *keys[DIALOG_MAX_ASKS];
+    char *key_answers[DIALOG_MAX_ASKS];
+    int superseded;        /* a newer call of the session asked with one of our keys */
 };
 
 struct queued {
@@ -441,6 +449,7 @@ struct session {
     char version[16];           /* protocolVersion agreed at initialize */
     int client_sampling;        /* the client declared these capabilities */
     int client_elicitation;
+    int client_roots;
     int log_level;              /* logging/setLevel: index into log_levels */
     json_object *subscriptions; /* resources/subscribe: uri -> true */
     long requests, responses;
@@ -567,12 +576,16 @@ static void call_free_locked(struct session *s, struct call *c)
     if (*pp)
         *pp = c->next;
     pthread_cond_destroy(&c->cond);
+    for (int i = 0; i < c->nkeys; i++) {
+        free(c->keys[i]);
+        free(c->key_answers[i]);
+    }
     free(c->req_id);
     free(c->answer);
     free(c);
 }
 
-enum wait_result { WAIT_DUE, WAIT_READY, WAIT_CANCELLED, WAIT_ABORT };
+enum wait_result { WAIT_DUE, WAIT_READY, WAIT_CANCELLED, WAIT_ABORT, WAIT_SUPERSEDED };
 
 /* Blocks (g_lock held) until the call is answered or cancelled, its session
    ends or its client hangs up, the deadline passes, or we shut down. */
@@ -669,6 +682,15 @@ static void record_message(struct session *s, enum msg_kind kind, const char *me
                 pthread_cond_broadcast(&c->cond);
                 break;
             }
+        /* A dialog fixture's request: the newest call waiting for that id. */
+        for (struct call *c = s->calls; srv_id && answer && c; c = c->next)
+            for (int i = 0; i < c->nkeys; i++)
+                if (!c->key_answers[i] && !strcmp(c->keys[i], srv_id)) {
+                    c->key_answers[i] = answer;
+                    answer = NULL;
+                    pthread_cond_broadcast(&c->cond);
+                    break;
+                }
         break;
     case MSG_INVALID:
         break;
@@ -805,9 +827,12 @@ static enum MHD_Result reply_message(struct request *rq, json_object *msg)
  * MHD pulls bytes through stream_read(); when the buffer is empty it asks
  * the stream to produce its next event, which may block until it is due.
  * ------------------------------------------------------------------------ */
-enum stream_kind { STREAM_TIMED, STREAM_ASK, STREAM_STANDALONE };
+enum stream_kind { STREAM_TIMED, STREAM_ASK, STREAM_STANDALONE, STREAM_DIALOG };
 
 struct stream;
+struct dialog_run;                               /* the 2026-07-28 section */
+static int produce_dialog(struct stream *st);
+static void dialog_run_free(struct dialog_run *run);
 
 /* A timed tool: `count` steps `interval_ms` apart (the first at once), then,
    one interval after the last step, the result. */
@@ -837,6 +862,7 @@ struct stream {
     const struct ask *ask;
     char *request;           /* ask: JSON text of our request to the client */
     int64_t due;             /* when the next event may go out */
+    struct dialog_run *dialog; /* dialog fixtures */
     struct buf out;          /* produced, not yet handed to MHD */
     size_t off;
     int done;
@@ -1043,6 +1069,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         case STREAM_ASK:
             rc = produce_ask(st);
             break;
+        case STREAM_DIALOG:
+            rc = produce_dialog(st);
+            break;
         default:
             rc = produce_standalone(st);
             break;
@@ -1071,6 +1100,7 @@ static void stream_free(void *cls)
     pthread_mutex_unlock(&g_lock);
     json_object_put(st->req_id);
     json_object_put(st->token);
+    dialog_run_free(st->dialog);
     free(st->request);
     buf_free(&st->out);
     free(st);
@@ -1444,6 +1474,32 @@ static json_object *tool_notify(struct tool_call *tc)
     return rpc_result(tc->id, tool_text(how, 0));
 }
 
+/* The era bridge's probe (tests/integration/test_bridge.py): notifications/resources/updated
+ * for uri on the session's standalone GET stream, when the session subscribed to it. */
+static json_object *tool_touch_resource(struct tool_call *tc)
+{
+    const char *uri, *how;
+    json_object *msg, *params;
+    if (arg_string(tc->args, "uri", &uri))
+        return invalid_params(tc, "uri must be a string");
+    msg = json_object_new_object();
+    params = json_object_new_object();
+    json_object_object_add(msg, "jsonrpc", json_object_new_string("2.0"));
+    json_object_object_add(msg, "method", json_object_new_string("notifications/resources/updated"));
+    json_object_object_add(params, "uri", json_object_new_string(uri));
+    json_object_object_add(msg, "params", params);
+    pthread_mutex_lock(&g_lock);
+    if (!json_object_object_get_ex(tc->s->subscriptions, uri, NULL)) {
+        how = "not subscribed";
+    } else {
+        how = tc->s->stream_open ? "sent" : "queued";
+        queue_push_locked(tc->s, xstrdup(json_text(msg)));
+    }
+    pthread_mutex_unlock(&g_lock);
+    json_object_put(msg);
+    return rpc_result(tc->id, tool_text(how, 0));
+}
+
 /* --- the tools the MCP conformance suite calls --- */
 
 /* A 1x1 red PNG and a WAV of eight samples of silence (8 kHz, 8 bit). */
@@ -1646,6 +1702,667 @@ static json_object *tool_json_schema(struct tool_call *tc)
     return resp;
 }
 
+/* ========================================================================
+ * The 2026-07-28 fixtures, written the 2025 way.
+ *
+ * What the conformance suite's 2026-07-28 server scenarios (0.2.0-alpha.12,
+ * --requirements 2026-07-28) call, for a 2026-07-28 client reaching this
+ * 2025-era server through mod_mcp's era bridge.  Nothing here speaks
+ * 2026-07-28: where a 2026 server would answer InputRequiredResult, these
+ * tools send ordinary server->client requests (elicitation/create,
+ * sampling/createMessage, roots/list) on the call's SSE stream and wait
+ * for the client's responses; the bridge turns each round of them into an
+ * InputRequiredResult and each retry's inputResponses back into responses.
+ *
+ * The contract with the bridge:
+ *   - a request's JSON-RPC id is the key the scenario expects in
+ *     inputRequests ("user_name", "capital_question", "client_roots", ...);
+ *   - the requests of one round go out together, in one write, and the tool
+ *     waits for all of them before it goes on (a round = one
+ *     InputRequiredResult); a later round follows only after the answers;
+ *   - an answer with an error, or one that is not a valid
+ *     ElicitResult/CreateMessageResult/ListRootsResult, ends the call with a
+ *     JSON-RPC error (-32602 for an invalid one) instead of a result;
+ *   - a response with a key id goes to the newest call of the session that
+ *     waits for that key; an older call waiting for the same key (a round
+ *     its client abandoned) ends with error -32000 "superseded";
+ *   - no answer within 30 s ends the call with error -32000.
+ * ======================================================================== */
+
+struct dialog_ask {
+    const char *key;      /* also the id of our request */
+    const char *method;
+    const char *params;   /* JSON text */
+    const char *required; /* elicitation: the field an accepted answer must carry */
+};
+
+struct dialog {
+    const struct dialog_ask *rounds[DIALOG_MAX_ROUNDS + 1]; /* {0}-terminated lists; NULL ends */
+    int by_capability; /* ask only for what the session's client declared at initialize */
+    void (*before)(struct stream *st); /* notifications before the first round, or NULL */
+    /* The result (CallToolResult, GetPromptResult) from the answers (key ->
+       the client's result); may add events to the stream first. */
+    json_object *(*finish)(struct stream *st, json_object *answers);
+};
+
+struct dialog_run {
+    const struct dialog *d;
+    int round;            /* the round being asked; -1 before the first */
+    json_object *answers; /* key -> result, of every round so far */
+};
+
+static void dialog_run_free(struct dialog_run *run)
+{
+    if (!run)
+        return;
+    json_object_put(run->answers);
+    free(run);
+}
+
+#define ELICIT_NAME                                                                         \
+    "{\"message\":\"What is your name?\",\"requestedSchema\":{\"type\":\"object\","        \
+    "\"properties\":{\"name\":{\"type\":\"string\"}},\"required\":[\"name\"]}}"
+#define ELICIT_CONFIRM                                                                      \
+    "{\"message\":\"Please confirm\",\"requestedSchema\":{\"type\":\"object\","            \
+    "\"properties\":{\"ok\":{\"type\":\"boolean\"}},\"required\":[\"ok\"]}}"
+#define ELICIT_STEP1                                                                        \
+    "{\"message\":\"Step 1: What is your name?\",\"requestedSchema\":{\"type\":\"object\","\
+    "\"properties\":{\"name\":{\"type\":\"string\"}},\"required\":[\"name\"]}}"
+#define ELICIT_STEP2                                                                        \
+    "{\"message\":\"Step 2: What is your favorite color?\",\"requestedSchema\":{"          \
+    "\"type\":\"object\",\"properties\":{\"color\":{\"type\":\"string\"}},"                \
+    "\"required\":[\"color\"]}}"
+#define ELICIT_CONTEXT                                                                      \
+    "{\"message\":\"What context should the prompt use?\",\"requestedSchema\":{"           \
+    "\"type\":\"object\",\"properties\":{\"context\":{\"type\":\"string\"}},"              \
+    "\"required\":[\"context\"]}}"
+#define ELICIT_NOTE                                                                         \
+    "{\"message\":\"Anything to add?\",\"requestedSchema\":{\"type\":\"object\","          \
+    "\"properties\":{\"note\":{\"type\":\"string\"}}}}"
+#define SAMPLE_CAPITAL                                                                      \
+    "{\"messages\":[{\"role\":\"user\",\"content\":{\"type\":\"text\","                    \
+    "\"text\":\"What is the capital of France?\"}}],\"maxTokens\":100}"
+#define SAMPLE_GREETING                                                                     \
+    "{\"messages\":[{\"role\":\"user\",\"content\":{\"type\":\"text\","                    \
+    "\"text\":\"Generate a greeting\"}}],\"maxTokens\":50}"
+#define LIST_ROOTS "{}"
+
+static const struct dialog_ask ask_name[] = {
+    {.key = "user_name", .method = "elicitation/create", .params = ELICIT_NAME,
+     .required = "name"},
+    {0}};
+static const struct dialog_ask ask_capital[] = {
+    {.key = "capital_question", .method = "sampling/createMessage", .params = SAMPLE_CAPITAL},
+    {0}};
+static const struct dialog_ask ask_roots[] = {
+    {.key = "client_roots", .method = "roots/list", .params = LIST_ROOTS}, {0}};
+static const struct dialog_ask ask_confirm[] = {
+    {.key = "confirm", .method = "elicitation/create", .params = ELICIT_CONFIRM,
+     .required = "ok"},
+    {0}};
+static const struct dialog_ask ask_three[] = {
+    {.key = "user_name", .method = "elicitation/create", .params = ELICIT_NAME,
+     .required = "name"},
+    {.key = "greeting", .method = "sampling/createMessage", .params = SAMPLE_GREETING},
+    {.key = "client_roots", .method = "roots/list", .params = LIST_ROOTS},
+    {0}};
+static const struct dialog_ask ask_step1[] = {
+    {.key = "step1", .method = "elicitation/create", .params = ELICIT_STEP1, .required = "name"},
+    {0}};
+static const struct dialog_ask ask_step2[] = {
+    {.key = "step2", .method = "elicitation/create", .params = ELICIT_STEP2,
+     .required = "color"},
+    {0}};
+static const struct dialog_ask ask_by_capability[] = {
+    {.key = "capital_question", .method = "sampling/createMessage", .params = SAMPLE_CAPITAL},
+    {.key = "user_name", .method = "elicitation/create", .params = ELICIT_NAME,
+     .required = "name"},
+    {.key = "client_roots", .method = "roots/list", .params = LIST_ROOTS},
+    {0}};
+static const struct dialog_ask ask_context[] = {
+    {.key = "user_context", .method = "elicitation/create", .params = ELICIT_CONTEXT,
+     .required = "context"},
+    {0}};
+static const struct dialog_ask ask_note[] = {
+    {.key = "user_note", .method = "elicitation/create", .params = ELICIT_NOTE}, {0}};
+
+static const struct dialog_ask *const all_asks[] = {
+    ask_name, ask_capital, ask_roots, ask_confirm, ask_three, ask_step1,
+    ask_step2, ask_by_capability, ask_context, ask_note};
+
+/* Every params text parses: checked at startup with the other tables. */
+static int dialogs_ok(void)
+{
+    int ok = 1;
+    for (size_t i = 0; i < NELEM(all_asks); i++)
+        for (const struct dialog_ask *a = all_asks[i]; a->key; a++) {
+            json_object *o = json_tokener_parse(a->params);
+            if (!json_object_is_type(o, json_type_object)) {
+                fprintf(stderr, "mcp-test-backend: bad JSON in a dialog: %s\n", a->params);
+                ok = 0;
+            }
+            json_object_put(o);
+        }
+    return ok;
+}
+
+/* Whether the session's client declared the capability method needs. */
+static int dialog_capable_locked(struct session *s, const char *method)
+{
+    if (!strcmp(method, "sampling/createMessage"))
+        return s->client_sampling;
+    if (!strcmp(method, "elicitation/create"))
+        return s->client_elicitation;
+    return s->client_roots;
+}
+
+/* Sends the requests of round run->round (all in one write) and registers
+   their keys on the call, superseding older calls that wait for one of
+   them.  Returns how many it sent. */
+static int dialog_ask_round(struct stream *st)
+{
+    const struct dialog_ask *asks = st->dialog->d->rounds[st->dialog->round];
+    struct call *c = st->call;
+    int n = 0;
+
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < c->nkeys; i++) {
+        free(c->keys[i]);
+        free(c->key_answers[i]);
+        c->keys[i] = c->key_answers[i] = NULL;
+    }
+    c->nkeys = 0;
+    for (const struct dialog_ask *a = asks; a->key && n < DIALOG_MAX_ASKS; a++) {
+        if (st->dialog->d->by_capability && !dialog_capable_locked(st->s, a->method))
+            continue;
+        for (struct call *o = st->s->calls; o; o = o->next)
+            for (int i = 0; o != c && i < o->nkeys; i++)
+                if (!o->key_answers[i] && !strcmp(o->keys[i], a->key)) {
+                    o->superseded = 1;
+                    pthread_cond_broadcast(&o->cond);
+                }
+        c->keys[n++] = xstrdup(a->key);
+        c->nkeys = n;
+    }
+    pthread_mutex_unlock(&g_lock);
+    for (int i = 0; i < n; i++) {
+        const struct dialog_ask *a = asks;
+        while (strcmp(a->key, c->keys[i])) /* c->keys[i] was taken from asks */
+            a++;
+        char *req = client_request(a->key, a->method, json_tokener_parse(a->params));
+        stream_event_text(st, req);
+        free(req);
+    }
+    st->due = now_ms() + SAMPLE_TIMEOUT_MS;
+    return n;
+}
+
+/* Blocks (g_lock held) until every key of the round is answered, or the
+   call ends otherwise (see call_wait_locked). */
+static enum wait_result dialog_wait_locked(struct stream *st)
+{
+    struct call *c = st->call;
+    for (;;) {
+        int missing = 0;
+        if (g_stopping)
+            return WAIT_ABORT;
+        if (c->cancelled || st->s->terminated || client_gone(st->fd))
+            return WAIT_CANCELLED;
+        if (c->superseded)
+            return WAIT_SUPERSEDED;
+        for (int i = 0; i < c->nkeys; i++)
+            missing += !c->key_answers[i];
+        if (!missing)
+            return WAIT_READY;
+        if (now_ms() >= st->due)
+            return WAIT_DUE;
+        timed_wait_locked(&c->cond, st->due);
+    }
+}
+
+/* NULL if result is a valid answer to ask, else what is wrong with it. */
+static const char *dialog_answer_problem(const struct dialog_ask *ask, json_object *result)
+{
+    if (!json_object_is_type(result, json_type_object))
+        return "is not an object";
+    if (!strcmp(ask->method, "elicitation/create")) {
+        const char *action = member_string(result, "action");
+        json_object *content = member(result, "content");
+        if (!action || (strcmp(action, "accept") && strcmp(action, "decline") &&
+                        strcmp(action, "cancel")))
+            return "is not an ElicitResult (action must be accept, decline or cancel)";
+        if (!strcmp(action, "accept") && ask->required &&
+            !member(json_object_is_type(content, json_type_object) ? content : NULL,
+                    ask->required))
+            return "accepts without the requested field";
+        return NULL;
+    }
+    if (!strcmp(ask->method, "sampling/createMessage"))
+        return sampled_text(result) ? NULL
+                                    : "is not a CreateMessageResult with text content";
+    return json_object_is_type(member(result, "roots"), json_type_array)
+               ? NULL
+               : "is not a ListRootsResult (no roots array)";
+}
+
+/* The round's answers into run->answers; on an error or an invalid answer
+   the JSON-RPC error that ends the call instead. */
+static json_object *dialog_take_answers(struct stream *st, char **texts)
+{
+    const struct dialog_ask *asks = st->dialog->d->rounds[st->dialog->round];
+    json_object *failure = NULL;
+    for (int i = 0; !failure && i < st->call->nkeys; i++) {
+        const struct dialog_ask *a = asks;
+        json_object *msg = parse_body(texts[i], strlen(texts[i])), *err, *result, *copy = NULL;
+        const char *problem;
+        while (strcmp(a->key, st->call->keys[i]))
+            a++;
+        err = member(msg, "error");
+        result = member(msg, "result");
+        if (err) {
+            json_object *code = member(err, "code");
+            const char *m = member_string(err, "message");
+            failure = rpc_error(st->req_id,
+                                json_object_is_type(code, json_type_int)
+                                    ? json_object_get_int(code)
+                                    : -32603,
+                                "%s (%s) failed: %s", a->method, a->key, m ? m : "error");
+            if (member(err, "data")) {
+                json_object_deep_copy(member(err, "data"), &copy, NULL);
+                json_object_object_add(member(failure, "error"), "data", copy);
+            }
+        } else if ((problem = dialog_answer_problem(a, result))) {
+            failure = rpc_error(st->req_id, -32602, "Invalid params: the answer to %s (%s) %s",
+                                a->key, a->method, problem);
+        } else {
+            json_object_deep_copy(result, &copy, NULL);
+            json_object_object_add(st->dialog->answers, a->key, copy);
+        }
+        json_object_put(msg);
+    }
+    return failure;
+}
+
+/* Producer of STREAM_DIALOG: the notifications, a round of requests, the
+   wait for their answers, the next round ... the result. */
+static int produce_dialog(struct stream *st)
+{
+    struct dialog_run *run = st->dialog;
+    char *texts[DIALOG_MAX_ASKS] = {0};
+    json_object *failure;
+    enum wait_result r;
+    int n = 0;
+
+    if (run->round < 0) {
+        if (run->d->before)
+            run->d->before(st);
+        run->round = 0;
+        if (dialog_ask_round(st) > 0)
+            return 0;
+        /* by_capability, and the client declared none: nothing to ask. */
+        stream_event(st, rpc_result(st->req_id, run->d->finish(st, run->answers)));
+        st->done = 1;
+        return 0;
+    }
+    pthread_mutex_lock(&g_lock);
+    r = dialog_wait_locked(st);
+    if (r == WAIT_READY) {
+        n = st->call->nkeys;
+        for (int i = 0; i < n; i++) {
+            texts[i] = st->call->key_answers[i];
+            st->call->key_answers[i] = xstrdup("null"); /* answered: stays matched */
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    if (r == WAIT_ABORT)
+        return -1;
+    st->done = 1;
+    if (r == WAIT_CANCELLED)
+        return 0;
+    if (r == WAIT_DUE) {
+        stream_event(st, rpc_error(st->req_id, -32000, "no response to %s within %d s",
+                                   st->call->keys[0], SAMPLE_TIMEOUT_MS / 1000));
+        return 0;
+    }
+    if (r == WAIT_SUPERSEDED) {
+        stream_event(st, rpc_error(st->req_id, -32000,
+                                   "superseded: a newer call of this session asked for %s",
+                                   st->call->keys[0]));
+        return 0;
+    }
+    failure = dialog_take_answers(st, texts);
+    for (int i = 0; i < n; i++)
+        free(texts[i]);
+    if (failure) {
+        stream_event(st, failure);
+        return 0;
+    }
+    if (run->d->rounds[run->round + 1]) {
+        run->round++;
+        st->done = dialog_ask_round(st) == 0;
+        if (!st->done)
+            return 0;
+    }
+    stream_event(st, rpc_result(st->req_id, run->d->finish(st, run->answers)));
+    st->done = 1;
+    return 0;
+}
+
+/* Starts a dialog fixture on the call's SSE stream (in every --mode: a 2025
+   server sends its requests to the client on a stream). */
+static json_object *run_dialog(struct request *rq, struct session *s, json_object *id,
+                               const struct dialog *d, json_object *token,
+                               struct stream **stream)
+{
+    struct stream *st = stream_new(STREAM_DIALOG, rq, s, id);
+    st->dialog = xcalloc(sizeof *st->dialog);
+    st->dialog->d = d;
+    st->dialog->round = -1;
+    st->dialog->answers = json_object_new_object();
+    st->token = token ? json_object_get(token) : NULL;
+    *stream = st;
+    return NULL;
+}
+
+/* What the answers say. */
+static const char *elicited_string(json_object *answers, const char *key, const char *field)
+{
+    json_object *a = member(answers, key);
+    const char *action = member_string(a, "action");
+    json_object *v;
+    if (!action || strcmp(action, "accept"))
+        return NULL;
+    v = member(member(a, "content"), field);
+    if (!v)
+        return NULL;
+    return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : json_text(v);
+}
+
+static const char *answer_action(json_object *answers, const char *key)
+{
+    const char *action = member_string(member(answers, key), "action");
+    return action ? action : "none";
+}
+
+static char *roots_text(json_object *answers, const char *key)
+{
+    json_object *roots = member(member(answers, key), "roots");
+    struct buf b = {0};
+    char *text;
+    for (size_t i = 0; i < json_object_array_length(roots); i++) {
+        json_object *r = json_object_array_get_idx(roots, i);
+        const char *uri = member_string(r, "uri"), *name = member_string(r, "name");
+        char *one = xasprintf("%s%s%s%s%s", i ? ", " : "", uri ? uri : "?", name ? " (" : "",
+                              name ? name : "", name ? ")" : "");
+        buf_adds(&b, one);
+        free(one);
+    }
+    text = xasprintf("%zu root(s): %s", json_object_array_length(roots), b.data ? b.data : "");
+    buf_free(&b);
+    return text;
+}
+
+/* A CallToolResult of one text block; frees text. */
+static json_object *text_result(char *text)
+{
+    json_object *r = tool_text(text, 0);
+    free(text);
+    return r;
+}
+
+static json_object *finish_name(struct stream *st, json_object *answers)
+{
+    const char *name = elicited_string(answers, "user_name", "name");
+    (void)st;
+    if (!name)
+        return text_result(xasprintf("Hello, stranger! (the user chose to %s)",
+                                     answer_action(answers, "user_name")));
+    return text_result(xasprintf("Hello, %s!", name));
+}
+
+static json_object *finish_capital(struct stream *st, json_object *answers)
+{
+    (void)st;
+    return text_result(xasprintf("The model said: %s",
+                                 sampled_text(member(answers, "capital_question"))));
+}
+
+static json_object *finish_roots(struct stream *st, json_object *answers)
+{
+    (void)st;
+    return text_result(roots_text(answers, "client_roots"));
+}
+
+static json_object *finish_confirm(struct stream *st, json_object *answers)
+{
+    const char *ok = elicited_string(answers, "confirm", "ok");
+    (void)st;
+    return text_result(xasprintf("state-ok: the round trip came back to the same call "
+                                 "(action=%s, ok=%s)",
+                                 answer_action(answers, "confirm"), ok ? ok : "none"));
+}
+
+static json_object *finish_three(struct stream *st, json_object *answers)
+{
+    const char *name = elicited_string(answers, "user_name", "name");
+    char *roots = roots_text(answers, "client_roots");
+    json_object *r;
+    (void)st;
+    r = text_result(xasprintf("name: %s; greeting: %s; %s", name ? name : "(none)",
+                              sampled_text(member(answers, "greeting")), roots));
+    free(roots);
+    return r;
+}
+
+static json_object *finish_rounds(struct stream *st, json_object *answers)
+{
+    const char *name = elicited_string(answers, "step1", "name");
+    const char *color = elicited_string(answers, "step2", "color");
+    (void)st;
+    return text_result(xasprintf("%s's favorite color is %s", name ? name : "someone",
+                                 color ? color : "unknown"));
+}
+
+static json_object *finish_by_capability(struct stream *st, json_object *answers)
+{
+    struct buf b = {0};
+    json_object *r;
+    (void)st;
+    json_object_object_foreach(answers, key, value) {
+        (void)value;
+        buf_adds(&b, b.len ? ", " : "");
+        buf_adds(&b, key);
+    }
+    r = text_result(b.len ? xasprintf("answered: %s", b.data)
+                          : xstrdup("the client declared nothing to ask it: done without asking"));
+    buf_free(&b);
+    return r;
+}
+
+static json_object *finish_sampled(struct stream *st, json_object *answers)
+{
+    (void)st;
+    return text_result(xasprintf("sampled: %s", sampled_text(member(answers, "capital_question"))));
+}
+
+static json_object *finish_prompt(struct stream *st, json_object *answers)
+{
+    const char *context = elicited_string(answers, "user_context", "context");
+    json_object *result = json_object_new_object(), *list = json_object_new_array();
+    json_object *m = json_object_new_object();
+    char *text = xasprintf("Write a short poem about: %s", context ? context : "anything");
+    (void)st;
+    json_object_object_add(m, "role", json_object_new_string("user"));
+    json_object_object_add(m, "content", text_block(text));
+    json_object_array_add(list, m);
+    json_object_object_add(result, "description",
+                           json_object_new_string("A prompt built from the user's answer"));
+    json_object_object_add(result, "messages", list);
+    free(text);
+    return result;
+}
+
+/* test_streaming_elicitation: progress 1 of 2 (with a progressToken) and an
+   info log (filtered by the session's level) before the question, progress
+   2 of 2 after it. */
+static void streaming_before(struct stream *st)
+{
+    if (st->token)
+        stream_event(st, progress_notification(st->token, 1, 2, "asking the user"));
+    if (session_logs(st->s, LOG_INFO))
+        stream_event(st, log_message("test_streaming_elicitation", LOG_INFO,
+                                     "waiting for the user's answer"));
+}
+
+static json_object *finish_streaming(struct stream *st, json_object *answers)
+{
+    json_object *a = member(answers, "user_note");
+    if (st->token)
+        stream_event(st, progress_notification(st->token, 2, 2, "answered"));
+    return text_result(xasprintf("thanks: action=%s, content=%s", answer_action(answers, "user_note"),
+                                 member(a, "content") ? json_text(member(a, "content")) : "{}"));
+}
+
+static const struct dialog dialog_elicitation = {{ask_name, NULL}, 0, NULL, finish_name};
+static const struct dialog dialog_sampling = {{ask_capital, NULL}, 0, NULL, finish_capital};
+static const struct dialog dialog_roots = {{ask_roots, NULL}, 0, NULL, finish_roots};
+static const struct dialog dialog_confirm = {{ask_confirm, NULL}, 0, NULL, finish_confirm};
+static const struct dialog dialog_three = {{ask_three, NULL}, 0, NULL, finish_three};
+static const struct dialog dialog_rounds = {{ask_step1, ask_step2, NULL}, 0, NULL, finish_rounds};
+static const struct dialog dialog_capabilities = {{ask_by_capability, NULL}, 1, NULL,
+                                                  finish_by_capability};
+static const struct dialog dialog_missing_capability = {{ask_capital, NULL}, 0, NULL,
+                                                        finish_sampled};
+static const struct dialog dialog_streaming = {{ask_note, NULL}, 0, streaming_before,
+                                               finish_streaming};
+static const struct dialog dialog_prompt = {{ask_context, NULL}, 0, NULL, finish_prompt};
+
+static json_object *tool_dialog(struct tool_call *tc, const struct dialog *d)
+{
+    return run_dialog(tc->rq, tc->s, tc->id, d, progress_token(tc), tc->stream);
+}
+
+static json_object *tool_irr_elicitation(struct tool_call *tc)
+{
+    return tool_dialog(tc, &dialog_elicitation);
+}
+
+static json_object *tool_irr_sampling(struct tool_call *tc)
+{
+    return tool_dialog(tc, &dialog_sampling);
+}
+
+static json_object *tool_irr_roots(struct tool_call *tc)
+{
+    return tool_dialog(tc, &dialog_roots);
+}
+
+/* request_state and tampered_state: the requestState is the bridge's (its
+   single-use token); the backend side is one confirmation round. */
+static json_object *tool_irr_confirm(struct tool_call *tc)
+{
+    return tool_dialog(tc, &dialog_confirm);
+}
+
+static json_object *tool_irr_multiple(struct tool_call *tc)
+{
+    return tool_dialog(tc, &dialog_three);
+}
+
+static json_object *tool_irr_multi_round(struct tool_call *tc)
+{
+    return tool_dialog(tc, &dialog_rounds);
+}
+
+static json_object *tool_irr_capabilities(struct tool_call *tc)
+{
+    return tool_dialog(tc, &dialog_capabilities);
+}
+
+/* Asks for sampling whatever the client declared: the one fixture that
+   knowingly breaks a 2025 rule, so that a gateway can see a request the
+   client cannot answer (the bridge answers -32021 for it). */
+static json_object *tool_missing_capability(struct tool_call *tc)
+{
+    return tool_dialog(tc, &dialog_missing_capability);
+}
+
+static json_object *tool_streaming_elicitation(struct tool_call *tc)
+{
+    return tool_dialog(tc, &dialog_streaming);
+}
+
+/* test_logging_tool: one message at each of debug, info, notice, warning
+   and error, 20 ms apart, each only if the session's logging/setLevel lets
+   it through; then the result. */
+static void level_step(struct stream *st)
+{
+    int level = st->step - 1;
+    char text[64];
+    snprintf(text, sizeof text, "a %s message", log_levels[level]);
+    if (session_logs(st->s, level))
+        stream_event(st, log_message("test_logging_tool", level, text));
+}
+
+static json_object *level_result(int count)
+{
+    (void)count;
+    return tool_text("test_logging_tool done", 0);
+}
+
+static const struct timed timed_levels = {level_step, level_result};
+
+static json_object *tool_logging_levels(struct tool_call *tc)
+{
+    return run_timed(tc, &timed_levels, 5, 20, NULL);
+}
+
+/* The list_changed triggers: the notification goes to every session's
+   standalone GET stream (queued where none is open yet, as notify does). */
+static json_object *broadcast(struct tool_call *tc, const char *method)
+{
+    json_object *msg = rpc_notification(method, json_object_new_object());
+    int open = 0, queued = 0;
+    char *text;
+    pthread_mutex_lock(&g_lock);
+    for (struct session *s = cfg.stateless ? g_anon : g_sessions; s;
+         s = cfg.stateless ? NULL : s->next) {
+        if (s->stream_open)
+            open++;
+        else
+            queued++;
+        queue_push_locked(s, xstrdup(json_text(msg)));
+    }
+    pthread_mutex_unlock(&g_lock);
+    json_object_put(msg);
+    text = xasprintf("%s: sent on %d open stream(s), queued for %d session(s)", method, open,
+                     queued);
+    return rpc_result(tc->id, text_result(text));
+}
+
+static json_object *tool_trigger_tool_change(struct tool_call *tc)
+{
+    return broadcast(tc, "notifications/tools/list_changed");
+}
+
+static json_object *tool_trigger_prompt_change(struct tool_call *tc)
+{
+    return broadcast(tc, "notifications/prompts/list_changed");
+}
+
+/* test_custom_header: its argument region is annotated x-mcp-header. */
+static json_object *tool_custom_header(struct tool_call *tc)
+{
+    const char *region;
+    if (arg_string(tc->args, "region", &region))
+        return invalid_params(tc, "region must be a string");
+    return rpc_result(tc->id, text_result(xasprintf("region: %s", region)));
+}
+
+/* ========================================================================
+ * End of the 2026-07-28 fixtures.
+ * ======================================================================== */
+
 /* --- the table --- */
 
 #define NO_ARGS "{\"type\":\"object\",\"properties\":{},\"required\":[]}"
@@ -1653,13 +2370,27 @@ static json_object *tool_json_schema(struct tool_call *tc)
     "{\"type\":\"object\",\"properties\":{\"" name "\":{\"type\":\"string\","               \
     "\"description\":\"" what "\"}},\"required\":[\"" name "\"]}"
 
-/* SEP-1613: JSON Schema 2020-12 keywords that must reach the client intact. */
+/* SEP-1613: JSON Schema 2020-12 keywords that must reach the client intact; SEP-2106 (the
+   2026-07-28 suite): $anchor, allOf/anyOf and if/then/else too. */
 #define SCHEMA_2020_12                                                                      \
     "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","    \
-    "\"$defs\":{\"address\":{\"type\":\"object\",\"properties\":{"                          \
+    "\"$defs\":{\"address\":{\"$anchor\":\"addressDef\",\"type\":\"object\",\"properties\":{" \
     "\"street\":{\"type\":\"string\"},\"city\":{\"type\":\"string\"}}}},"                   \
     "\"properties\":{\"name\":{\"type\":\"string\"},"                                       \
-    "\"address\":{\"$ref\":\"#/$defs/address\"}},\"additionalProperties\":false}"
+    "\"address\":{\"$ref\":\"#/$defs/address\"},"                                            \
+    "\"contactMethod\":{\"type\":\"string\",\"enum\":[\"phone\",\"email\"]},"                 \
+    "\"phone\":{\"type\":\"string\"},\"email\":{\"type\":\"string\"}},"                      \
+    "\"allOf\":[{\"anyOf\":[{\"required\":[\"phone\"]},{\"required\":[\"email\"]}]}],"        \
+    "\"if\":{\"properties\":{\"contactMethod\":{\"const\":\"phone\"}},"                       \
+    "\"required\":[\"contactMethod\"]},\"then\":{\"required\":[\"phone\"]},"                   \
+    "\"else\":{\"required\":[\"email\"]},\"additionalProperties\":false}"
+
+/* SEP-2243 (2026-07-28): a string argument that a client also sends as the header
+   Mcp-Param-Region; the server side of the check is the bridge's. */
+#define SCHEMA_HEADER_PARAM                                                                 \
+    "{\"type\":\"object\",\"properties\":{\"region\":{\"type\":\"string\","                  \
+    "\"description\":\"Region, mirrored in the Mcp-Param-Region header\","                  \
+    "\"x-mcp-header\":\"Region\"}},\"required\":[\"region\"]}"
 
 static const struct tool {
     const char *name, *description;
@@ -1694,6 +2425,11 @@ static const struct tool {
      "{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\"}},"
      "\"required\":[\"text\"]}",
      NULL, 0, tool_notify},
+    /* The era bridge's probe. */
+    {"touch_resource", "Sends notifications/resources/updated for a subscribed uri on the GET stream.",
+     "{\"type\":\"object\",\"properties\":{\"uri\":{\"type\":\"string\"}},"
+     "\"required\":[\"uri\"]}",
+     NULL, 0, tool_touch_resource},
     /* The conformance suite's. */
     {"test_simple_text", "Returns a simple text block.", NO_ARGS, NULL, 0, tool_simple_text},
     {"test_image_content", "Returns an image block (a 1x1 PNG).", NO_ARGS, NULL, 0, tool_image},
@@ -1726,6 +2462,50 @@ static const struct tool {
      "{\"type\":\"object\",\"properties\":{\"delay_ms\":{\"type\":\"integer\","
      "\"minimum\":0,\"maximum\":10000,\"default\":" STR(RECONNECT_DELAY_MS) "}}}",
      NULL, 1, tool_reconnection},
+    /* The 2026-07-28 scenarios' (see "The 2026-07-28 fixtures"). */
+    {"test_input_required_result_elicitation",
+     "Asks the client for its name (elicitation/create, id user_name), then greets it.", NO_ARGS,
+     NULL, 1, tool_irr_elicitation},
+    {"test_input_required_result_sampling",
+     "Asks the client to sample (sampling/createMessage, id capital_question).", NO_ARGS, NULL,
+     1, tool_irr_sampling},
+    {"test_input_required_result_list_roots",
+     "Asks the client for its roots (roots/list, id client_roots).", NO_ARGS, NULL, 1,
+     tool_irr_roots},
+    {"test_input_required_result_request_state",
+     "Asks the client for a confirmation (elicitation/create, id confirm).", NO_ARGS, NULL, 1,
+     tool_irr_confirm},
+    {"test_input_required_result_tampered_state",
+     "Asks the client for a confirmation (elicitation/create, id confirm).", NO_ARGS, NULL, 1,
+     tool_irr_confirm},
+    {"test_input_required_result_multiple_inputs",
+     "Asks three things at once: user_name (elicitation), greeting (sampling), client_roots "
+     "(roots/list).",
+     NO_ARGS, NULL, 1, tool_irr_multiple},
+    {"test_input_required_result_multi_round",
+     "Asks step1 (a name), then, once answered, step2 (a color).", NO_ARGS, NULL, 1,
+     tool_irr_multi_round},
+    {"test_input_required_result_capabilities",
+     "Asks only what the client declared at initialize: capital_question (sampling), user_name "
+     "(elicitation), client_roots (roots).",
+     NO_ARGS, NULL, 1, tool_irr_capabilities},
+    {"test_missing_capability",
+     "Asks for sampling (id capital_question) even when the client did not declare it.",
+     NO_ARGS, NULL, 1, tool_missing_capability},
+    {"test_streaming_elicitation",
+     "Progress 1/2 (with a progressToken) and an info log, then asks user_note (elicitation).",
+     NO_ARGS, NULL, 1, tool_streaming_elicitation},
+    {"test_logging_tool",
+     "Logs at debug, info, notice, warning and error, as far as logging/setLevel lets it.",
+     NO_ARGS, NULL, 1, tool_logging_levels},
+    {"test_trigger_tool_change",
+     "Sends notifications/tools/list_changed on every session's GET stream.", NO_ARGS, NULL, 0,
+     tool_trigger_tool_change},
+    {"test_trigger_prompt_change",
+     "Sends notifications/prompts/list_changed on every session's GET stream.", NO_ARGS, NULL,
+     0, tool_trigger_prompt_change},
+    {"test_custom_header", "Returns its region argument (x-mcp-header: Region).",
+     SCHEMA_HEADER_PARAM, NULL, 0, tool_custom_header},
 };
 
 static json_object *tools_list(void)
@@ -1797,17 +2577,21 @@ static const struct prompt {
     const char *name, *description;
     const char *arguments; /* JSON text of the PromptArgument list, or NULL */
     json_object *(*messages)(json_object *args); /* required arguments are there */
+    const struct dialog *dialog; /* or: asks the client first (the 2026-07-28 section) */
 } prompts[] = {
-    {"test_simple_prompt", "A simple prompt without arguments", NULL, prompt_simple},
+    {"test_simple_prompt", "A simple prompt without arguments", NULL, prompt_simple, NULL},
     {"test_prompt_with_arguments", "A prompt with two required arguments",
      "[{\"name\":\"arg1\",\"description\":\"First test argument\",\"required\":true},"
      "{\"name\":\"arg2\",\"description\":\"Second test argument\",\"required\":true}]",
-     prompt_with_arguments},
+     prompt_with_arguments, NULL},
     {"test_prompt_with_embedded_resource", "A prompt that embeds the resource it is given",
      "[{\"name\":\"resourceUri\",\"description\":\"URI of the resource to embed\","
      "\"required\":true}]",
-     prompt_embedded_resource},
-    {"test_prompt_with_image", "A prompt with an image", NULL, prompt_with_image},
+     prompt_embedded_resource, NULL},
+    {"test_prompt_with_image", "A prompt with an image", NULL, prompt_with_image, NULL},
+    {"test_input_required_result_prompt",
+     "Asks the client (elicitation/create, id user_context) what the prompt should be about",
+     NULL, NULL, &dialog_prompt},
 };
 
 static const struct prompt *find_prompt(const char *name)
@@ -2092,6 +2876,11 @@ static json_object *m_prompts_get(struct rpc *c)
         return rpc_error(c->id, -32602, "Unknown prompt: %s", name);
     if ((problem = prompt_args_problem(p, args)))
         return bad_params(c, problem);
+    if (p->dialog) {
+        if (!c->stream)
+            return rpc_error(c->id, -32600, "not supported in a batch");
+        return run_dialog(c->rq, c->s, c->id, p->dialog, NULL, c->stream);
+    }
     result = json_object_new_object();
     json_object_object_add(result, "description", json_object_new_string(p->description));
     json_object_object_add(result, "messages", p->messages(args));
@@ -2114,8 +2903,13 @@ static json_object *m_resources_read(struct rpc *c)
     json_object *contents, *result;
     if (!uri)
         return bad_params(c, "uri must be a string");
-    if (!(contents = resource_contents(uri)))
-        return rpc_error(c->id, -32002, "Resource not found: %s", uri);
+    if (!(contents = resource_contents(uri))) {
+        json_object *err = rpc_error(c->id, -32002, "Resource not found: %s", uri);
+        json_object *data = json_object_new_object();
+        json_object_object_add(data, "uri", json_object_new_string(uri));
+        json_object_object_add(member(err, "error"), "data", data);
+        return err;
+    }
     result = json_object_new_object();
     json_object_object_add(result, "contents", contents);
     return rpc_result(c->id, result);
@@ -2227,9 +3021,10 @@ static json_object *initialize_result(json_object *msg)
     json_object *r = json_object_new_object(), *caps = json_object_new_object();
     json_object *resources_cap = flag_object("subscribe", 1), *info = json_object_new_object();
     json_object_object_add(r, "protocolVersion", json_object_new_string(negotiated_version(msg)));
-    json_object_object_add(caps, "tools", flag_object("listChanged", 0));
+    /* listChanged: test_trigger_tool_change and test_trigger_prompt_change. */
+    json_object_object_add(caps, "tools", flag_object("listChanged", 1));
     json_object_object_add(caps, "logging", json_object_new_object());
-    json_object_object_add(caps, "prompts", flag_object("listChanged", 0));
+    json_object_object_add(caps, "prompts", flag_object("listChanged", 1));
     json_object_object_add(resources_cap, "listChanged", json_object_new_boolean(0));
     json_object_object_add(caps, "resources", resources_cap);
     json_object_object_add(caps, "completions", json_object_new_object());
@@ -2248,6 +3043,7 @@ static void note_initialize(struct session *s, json_object *msg)
     snprintf(s->version, sizeof s->version, "%s", negotiated_version(msg));
     s->client_sampling = json_object_is_type(member(caps, "sampling"), json_type_object);
     s->client_elicitation = json_object_is_type(member(caps, "elicitation"), json_type_object);
+    s->client_roots = json_object_is_type(member(caps, "roots"), json_type_object);
     pthread_mutex_unlock(&g_lock);
 }
 
@@ -2268,6 +3064,7 @@ static int tables_ok(void)
     texts[n++] = ELICIT_USER_SCHEMA;
     texts[n++] = ELICIT_DEFAULTS_SCHEMA;
     texts[n++] = ELICIT_ENUMS_SCHEMA;
+    ok = dialogs_ok();
     for (size_t i = 0; i < n; i++) {
         json_object *o = json_tokener_parse(texts[i]);
         if (!o) {

@@ -305,6 +305,21 @@ class McpSession:
         self.last_response = r
         return r
 
+    def _post_request(self, rid: Any, method: str, params: Optional[dict],
+                      headers: Optional[dict], timeout: Optional[float]) -> requests.Response:
+        """POSTs request rid (remembered as last_request_id), streamed; raises McpError unless
+        the answer is 200."""
+        self.last_request_id = rid
+        msg: dict = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        r = self._post(msg, headers=headers, stream=True, timeout=timeout)
+        if r.status_code != 200:
+            text = r.text
+            r.close()
+            raise McpError(f"{method}: HTTP {r.status_code}: {text[:500]}", r)
+        return r
+
     # -- lifecycle --
 
     def initialize(self, capabilities: Optional[dict] = None, client_info: Optional[dict] = None,
@@ -352,15 +367,7 @@ class McpSession:
         without the response.
         """
         rid = self.next_id()
-        self.last_request_id = rid
-        msg: dict = {"jsonrpc": "2.0", "id": rid, "method": method}
-        if params is not None:
-            msg["params"] = params
-        r = self._post(msg, headers=headers, stream=True, timeout=timeout)
-        if r.status_code != 200:
-            text = r.text
-            r.close()
-            raise McpError(f"{method}: HTTP {r.status_code}: {text[:500]}", r)
+        r = self._post_request(rid, method, params, headers, timeout)
         mt = _media_type(r)
         if mt == "application/json":
             body = r.json()
@@ -396,15 +403,7 @@ class McpSession:
         id is available as self.last_request_id. Raises McpError for an HTTP error status.
         """
         rid = self.next_id() if request_id is None else request_id
-        self.last_request_id = rid
-        msg: dict = {"jsonrpc": "2.0", "id": rid, "method": method}
-        if params is not None:
-            msg["params"] = params
-        r = self._post(msg, headers=headers, stream=True, timeout=timeout)
-        if r.status_code != 200:
-            text = r.text
-            r.close()
-            raise McpError(f"{method}: HTTP {r.status_code}: {text[:500]}", r)
+        r = self._post_request(rid, method, params, headers, timeout)
         if _media_type(r) == "text/event-stream":
             yield from iter_sse(r, include_empty=include_empty)
         else:

@@ -15,7 +15,9 @@
   MCPMaxStreamsPerPrincipal; per-tool Require lines refuse stateless calls too (stored);
 * a multi-round trip (InputRequiredResult + requestState) passes through;
 * the TypeScript SDK v2 client (tests/node/client-2026.mjs), pinned to 2026-07-28 and in auto
-  mode, through the gateway; in auto mode against a 2025-only backend it falls back.
+  mode, through the gateway; in auto mode against a 2025-only backend it falls back;
+* tests/node/client-2026-bridge.mjs (the era bridge's client script) against this 2026-07-28
+  backend, so that the script itself stays sound (run_step_script runs it anywhere).
 """
 
 from __future__ import annotations
@@ -480,3 +482,35 @@ def test_sdk_v2_client(eras, node22, mode):  # noqa: F811
 def test_sdk_v2_client_in_auto_mode_falls_back_for_a_2025_backend(eras, node22):  # noqa: F811
     summary = run_node_script(node22, "client-2026.mjs", eras["LEGACY_URL"], args=["auto", "2025-11-25"])
     assert summary["protocolVersion"] == "2025-11-25"
+
+
+def run_step_script(node22: str, script: str, url: str, args=(), timeout: float = 180) -> list[dict]:  # noqa: F811
+    """Run tests/node/SCRIPT URL [ARGS...] that prints one JSON line per step ({"step", "ok",
+    ...}; tests/node/client-2026-bridge.mjs); return the steps. Fails the test, showing the
+    failed steps and node's stderr, when it exits non-zero or a step failed."""
+    proc = subprocess.run([node22, str(NODE_DIR / script), url, *args], cwd=NODE_DIR,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+    steps = []
+    for line in proc.stdout.splitlines():
+        try:
+            steps.append(json.loads(line))
+        except ValueError:
+            pytest.fail(f"{script}: not a JSON line: {line[:500]}\nstderr:\n{proc.stderr[-3000:]}",
+                        pytrace=False)
+    failed = [s for s in steps if not s.get("ok")]
+    if proc.returncode != 0 or failed or not steps or steps[-1].get("step") != "done":
+        pytest.fail(f"{script} failed (exit {proc.returncode})\nfailed steps:\n"
+                    f"{json.dumps(failed, indent=1)[:6000]}\nstderr:\n{proc.stderr[-3000:]}",
+                    pytrace=False)
+    return steps
+
+
+def test_the_bridge_client_script_against_a_native_2026_backend(eras, node22):  # noqa: F811
+    # tests/node/client-2026-bridge.mjs is for the era bridge (a 2025 backend behind the
+    # gateway); here it runs against the 2026-07-28 backend, so the script itself stays sound.
+    steps = run_step_script(node22, "client-2026-bridge.mjs", eras["URL"], args=["modern-backend"])
+    assert [s["step"] for s in steps] == ["connect", "tools/list", "progress", "sampling", "cancel",
+                                          "done"]
+    by = {s["step"]: s for s in steps}
+    assert by["sampling"]["handlerCalls"] == 1 and by["sampling"]["inputRequiredRounds"] == 1
+    assert by["cancel"]["backendCancelled"] == 1

@@ -384,6 +384,45 @@ def test_sdk_client_against_server_everything(everything_stack, node22):
         conn.close()
 
 
+def test_sdk_2026_client_through_the_era_bridge(everything_stack, node22):
+    """@modelcontextprotocol/client 2.4.0 pinned to 2026-07-28, server-everything (2025 era)
+    behind the gateway (MCPEraBridge, the default): tools, progress, a sampling round, a
+    disconnect-cancel (tests/node/bridge-2026.mjs)."""
+    env = everything_stack
+    s = run_node_script(node22, "bridge-2026.mjs", env["MCP_URL"])
+    assert s["protocolVersion"] == "2026-07-28"
+    assert s["sampled"] == ["Resource trigger-sampling-request context: hello bridge"]
+    conn = psycopg2.connect(env["MCP_PG"])
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            # The aborted call: both streams cancelled, notifications/cancelled sent upstream
+            # for the gateway's id of it.
+            def cancelled():
+                cur.execute("""SELECT c.id, b.session_id FROM mcp.streams c
+                                 JOIN mcp.streams b ON b.id = c.bridged_to
+                                WHERE c.session_id IS NULL AND c.status = 'cancelled'
+                                  AND b.status = 'cancelled' AND c.method = 'tools/call'""")
+                return cur.fetchone()
+            cid, pooled = wait_for(cancelled, 10, "the aborted call's streams to be cancelled")
+            cur.execute("""SELECT count(*) FROM mcp.events WHERE session_id = %s AND stream_id IS NULL
+                             AND message->>'method' = 'notifications/cancelled'
+                             AND (message->'params'->>'requestId')::bigint = %s""", (pooled, cid))
+            assert cur.fetchone()[0] == 1
+            # The sampling round: server-everything's request on the backend stream, our answer
+            # posted upstream with its id.
+            cur.execute("""SELECT message FROM mcp.events WHERE session_id = %s AND direction = 'out'
+                             AND message->>'method' = 'sampling/createMessage'""", (pooled,))
+            asked = cur.fetchone()[0]
+            cur.execute("""SELECT message FROM mcp.events WHERE session_id = %s AND stream_id IS NULL
+                             AND direction = 'in' AND message ? 'result'
+                             AND message->'id' = %s::jsonb""",
+                        (pooled, json.dumps(asked["id"])))
+            assert cur.fetchone()[0]["result"]["content"]["text"] == "bridged sampling answer"
+    finally:
+        conn.close()
+
+
 def test_standalone_stream_is_answered_before_the_backend_sends_anything(everything_stack):
     # server-everything answers a GET with SSE headers and then nothing until a message or its
     # 15 s keep-alive: the gateway must answer (status, headers, priming event) on the headers.

@@ -85,6 +85,7 @@ def test_expired_partition_dropped_live_rows_stay(mcp, pg):
     cur.execute("CALL mcp.maintain(interval '2 days')")
     created, dropped, deleted = cur.fetchone()
     assert dropped >= 1
+    assert deleted >= 2                               # the expired stream's row and its session's
     assert not exists(pg, gone)                       # dropped whole, not emptied row by row
     assert exists(pg, kept1) and exists(pg, kept2) and exists(pg, today)
     assert count(pg, "SELECT count(*) FROM mcp.streams WHERE id = %s", expired) == 0

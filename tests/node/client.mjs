@@ -19,7 +19,10 @@ import {
     LoggingMessageNotificationSchema,
 } from "@modelcontextprotocol/sdk/types.js";
 
-import { deadline, errText, makeRecordingFetch, requireNode22, runMain, streamOf, waitFor } from "./lib.mjs";
+import {
+    callTool, deadline, errText, makeRecordingFetch, range, requireNode22, runMain, seqs, streamOf, text,
+    waitFor,
+} from "./lib.mjs";
 
 requireNode22("client.mjs");
 const url = process.argv[2];
@@ -39,22 +42,6 @@ const RESUME_COUNT = 8;        // progress notifications of the slow call that i
 const RESUME_INTERVAL_MS = 250;
 const CUT_AFTER_EVENTS = 3;    // priming event + two progress notifications, then the cut
 const SAMPLED_PREFIX = "node-sampled:";
-
-/** tools/call through the SDK, collecting the event ids (resumption tokens) of its stream. */
-async function callTool(client, name, args, opts = {}) {
-    const tokens = [];
-    const progress = [];
-    const result = await deadline(client.callTool({ name, arguments: args }, undefined, {
-        timeout: 30000,
-        onresumptiontoken: (t) => tokens.push(t),
-        ...(opts.progress ? { onprogress: (p) => progress.push(p) } : {}),
-    }), 40000, `tools/call ${name}`);
-    return { result, tokens, progress, stream: streamOf(tokens[0]) };
-}
-
-const text = (result) => result?.content?.find((c) => c.type === "text")?.text;
-const seqs = (tokens) => tokens.map((t) => Number(t.split("-")[1]));
-const range = (from, to) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
 
 await runMain("client.mjs", 120000, async (checks, summary) => {
     const { check, equal } = {

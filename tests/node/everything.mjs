@@ -21,7 +21,10 @@ import {
     ToolListChangedNotificationSchema,
 } from "@modelcontextprotocol/sdk/types.js";
 
-import { deadline, errText, makeRecordingFetch, requireNode22, runMain, streamOf, waitFor } from "./lib.mjs";
+import {
+    callTool, deadline, errText, makeRecordingFetch, range, requireNode22, runMain, seqs, streamOf, text,
+    waitFor,
+} from "./lib.mjs";
 
 requireNode22("everything.mjs");
 const url = process.argv[2];
@@ -36,21 +39,6 @@ const RESUME = { duration: 3, steps: 6 };          // progress every 0.5 s; cut 
 const CUT_AFTER_EVENTS = 3;                         // priming + 2 progress notifications
 const SAMPLED_TEXT = "sampled by the node test client";
 const STANDALONE_WAIT_MS = 3000;
-
-const text = (result) => result?.content?.find((c) => c.type === "text")?.text;
-const range = (from, to) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
-const seqs = (tokens) => tokens.map((t) => Number(t.split("-")[1]));
-
-async function callTool(client, name, args, opts = {}) {
-    const tokens = [];
-    const progress = [];
-    const result = await deadline(client.callTool({ name, arguments: args }, undefined, {
-        timeout: 30000,
-        onresumptiontoken: (t) => tokens.push(t),
-        ...(opts.progress ? { onprogress: (p) => progress.push(p) } : {}),
-    }), 40000, `tools/call ${name}`);
-    return { result, tokens, progress, stream: streamOf(tokens[0]) };
-}
 
 await runMain("everything.mjs", 120000, async (checks, summary) => {
     const check = checks.check.bind(checks);

@@ -198,6 +198,25 @@ export function streamOf(eventId) {
     return m ? Number(m[1]) : null;
 }
 
+/** The text of a tools/call result's first text content. */
+export const text = (result) => result?.content?.find((c) => c.type === "text")?.text;
+/** The seqs of event ids `<stream>-<seq>`. */
+export const seqs = (tokens) => tokens.map((t) => Number(t.split("-")[1]));
+/** [from, from + 1, ..., to]. */
+export const range = (from, to) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
+
+/** tools/call through the SDK, collecting the event ids (resumption tokens) of its stream. */
+export async function callTool(client, name, args, opts = {}) {
+    const tokens = [];
+    const progress = [];
+    const result = await deadline(client.callTool({ name, arguments: args }, undefined, {
+        timeout: 30000,
+        onresumptiontoken: (t) => tokens.push(t),
+        ...(opts.progress ? { onprogress: (p) => progress.push(p) } : {}),
+    }), 40000, `tools/call ${name}`);
+    return { result, tokens, progress, stream: streamOf(tokens[0]) };
+}
+
 export function requireNode22(argv0) {
     const major = Number(process.versions.node.split(".")[0]);
     if (major < NODE_MAJOR_MIN) {

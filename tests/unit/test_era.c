@@ -4,21 +4,10 @@
 #include <check.h>
 
 #include "unit_main.h"
+#include "unit_pool.h"
 
 #include "mcp_era.h"
 #include "mcp_jsonrpc.h"
-
-static apr_pool_t *pool;
-
-static void setup(void)
-{
-    apr_pool_create(&pool, NULL);
-}
-
-static void teardown(void)
-{
-    apr_pool_destroy(pool);
-}
 
 static mcp_jsonrpc_body_t *body(const char *json)
 {

@@ -11,19 +11,7 @@
 #include "mcp_id.h"
 
 #include "unit_main.h"
-
-static apr_pool_t *pool;
-
-static void setup(void)
-{
-    ck_assert_int_eq(apr_pool_create(&pool, NULL), APR_SUCCESS);
-}
-
-static void teardown(void)
-{
-    apr_pool_destroy(pool);
-    pool = NULL;
-}
+#include "unit_pool.h"
 
 /* ---- session ids ------------------------------------------------------------------------- */
 

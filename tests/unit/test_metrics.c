@@ -5,20 +5,9 @@
 #include <check.h>
 
 #include "unit_main.h"
+#include "unit_pool.h"
 
 #include "mcp_metrics.h"
-
-static apr_pool_t *pool;
-
-static void setup(void)
-{
-    apr_pool_create(&pool, NULL);
-}
-
-static void teardown(void)
-{
-    apr_pool_destroy(pool);
-}
 
 START_TEST(buckets)
 {

@@ -29,19 +29,7 @@ size_t __sanitizer_get_current_allocated_bytes(void);
 #endif
 
 #include "unit_main.h"
-
-static apr_pool_t *pool;
-
-static void setup(void)
-{
-    ck_assert_int_eq(apr_pool_create(&pool, NULL), APR_SUCCESS);
-}
-
-static void teardown(void)
-{
-    apr_pool_destroy(pool);
-    pool = NULL;
-}
+#include "unit_pool.h"
 
 /* Bytes of heap currently allocated (pools get their blocks from malloc, so this covers them). */
 static size_t heap_in_use(void)

@@ -3,39 +3,54 @@
  * against PostgreSQL in the integration tests. */
 #include <apr_thread_proc.h>
 #include <check.h>
+#include <limits.h>
 #include <string.h>
 
 #include "unit_main.h"
 
 #include "mcp_store.h"
 
-START_TEST(classify_connection_class_is_retried)
-{
-    ck_assert_int_eq(mcp_store_classify("08006", 1), MCP_STORE_FAULT_RETRY);
-    ck_assert_int_eq(mcp_store_classify("08001", 1), MCP_STORE_FAULT_RETRY);
-    ck_assert_int_eq(mcp_store_classify("57P01", 1), MCP_STORE_FAULT_RETRY);
-    ck_assert_int_eq(mcp_store_classify("57P02", 1), MCP_STORE_FAULT_RETRY);
-    ck_assert_int_eq(mcp_store_classify("57P03", 1), MCP_STORE_FAULT_RETRY);
-    ck_assert_int_eq(mcp_store_classify("53300", 1), MCP_STORE_FAULT_RETRY);
-    ck_assert_int_eq(mcp_store_classify("40001", 1), MCP_STORE_FAULT_RETRY);
-    ck_assert_int_eq(mcp_store_classify("40P01", 1), MCP_STORE_FAULT_RETRY);
-    ck_assert_int_eq(mcp_store_classify("57014", 1), MCP_STORE_FAULT_RETRY);
-    /* No SQLSTATE (libpq's own "server closed the connection"), or a broken connection. */
-    ck_assert_int_eq(mcp_store_classify(NULL, 1), MCP_STORE_FAULT_RETRY);
-    ck_assert_int_eq(mcp_store_classify("", 1), MCP_STORE_FAULT_RETRY);
-    ck_assert_int_eq(mcp_store_classify("22P02", 0), MCP_STORE_FAULT_RETRY);
-}
-END_TEST
+#define N_CASES(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-START_TEST(classify_data_and_constraints_are_permanent)
+/* What a failed statement's SQLSTATE (NULL: none, as for libpq's own "server closed the
+ * connection") and the connection's state say: retry (an outage) or give up (the data). */
+static const struct {
+    const char           *sqlstate;
+    int                   connection_ok;
+    mcp_store_fault_t     fault;
+} classify_cases[] = {
+    /* the connection class, the server going away, too many clients, serialization, deadlock,
+     * statement_timeout: retried */
+    { "08006", 1, MCP_STORE_FAULT_RETRY },
+    { "08001", 1, MCP_STORE_FAULT_RETRY },
+    { "57P01", 1, MCP_STORE_FAULT_RETRY },
+    { "57P02", 1, MCP_STORE_FAULT_RETRY },
+    { "57P03", 1, MCP_STORE_FAULT_RETRY },
+    { "53300", 1, MCP_STORE_FAULT_RETRY },
+    { "40001", 1, MCP_STORE_FAULT_RETRY },
+    { "40P01", 1, MCP_STORE_FAULT_RETRY },
+    { "57014", 1, MCP_STORE_FAULT_RETRY },
+    /* no SQLSTATE, or a broken connection whatever the SQLSTATE */
+    { NULL, 1, MCP_STORE_FAULT_RETRY },
+    { "", 1, MCP_STORE_FAULT_RETRY },
+    { "22P02", 0, MCP_STORE_FAULT_RETRY },
+    /* data (untranslatable text), constraints, a missing table or prepared statement, a dropped
+     * database: permanent */
+    { "22P05", 1, MCP_STORE_FAULT_PERMANENT },
+    { "22021", 1, MCP_STORE_FAULT_PERMANENT },
+    { "23505", 1, MCP_STORE_FAULT_PERMANENT },
+    { "23514", 1, MCP_STORE_FAULT_PERMANENT },
+    { "42P01", 1, MCP_STORE_FAULT_PERMANENT },
+    { "26000", 1, MCP_STORE_FAULT_PERMANENT },
+    { "57P04", 1, MCP_STORE_FAULT_PERMANENT },
+};
+
+START_TEST(classify)
 {
-    ck_assert_int_eq(mcp_store_classify("22P05", 1), MCP_STORE_FAULT_PERMANENT);
-    ck_assert_int_eq(mcp_store_classify("22021", 1), MCP_STORE_FAULT_PERMANENT);
-    ck_assert_int_eq(mcp_store_classify("23505", 1), MCP_STORE_FAULT_PERMANENT);
-    ck_assert_int_eq(mcp_store_classify("23514", 1), MCP_STORE_FAULT_PERMANENT);
-    ck_assert_int_eq(mcp_store_classify("42P01", 1), MCP_STORE_FAULT_PERMANENT);
-    ck_assert_int_eq(mcp_store_classify("26000", 1), MCP_STORE_FAULT_PERMANENT);
-    ck_assert_int_eq(mcp_store_classify("57P04", 1), MCP_STORE_FAULT_PERMANENT);
+    ck_assert_msg(mcp_store_classify(classify_cases[_i].sqlstate, classify_cases[_i].connection_ok)
+                  == classify_cases[_i].fault, "SQLSTATE %s, connection %s",
+                  classify_cases[_i].sqlstate ? classify_cases[_i].sqlstate : "(none)",
+                  classify_cases[_i].connection_ok ? "ok" : "broken");
 }
 END_TEST
 
@@ -74,60 +89,6 @@ static int count_wait(mcp_store_t *db, apr_time_t deadline, const char *err)
 
 static const mcp_store_lender_t lender = { no_conn, give_back, count_wait };
 
-START_TEST(one_try_without_patience)
-{
-    apr_pool_t *p;
-    mcp_store_t db;
-    counts_t c = { 0, 0, 0 };
-
-    apr_pool_create(&p, NULL);
-    mcp_store_init(&db, &lender, &c, 0, 0);
-    ck_assert_int_eq(mcp_store_exec(&db, p, "testing", "SELECT 1", 0, NULL, NULL),
-                     MCP_STORE_UNAVAILABLE);
-    ck_assert_int_eq(c.borrows, 1);
-    ck_assert_int_eq(c.waits, 0);
-    ck_assert_ptr_null(db.sqlstate);
-    ck_assert_ptr_nonnull(strstr(db.error, "testing: the database is unreachable"));
-    apr_pool_destroy(p);
-}
-END_TEST
-
-START_TEST(retried_until_patience_runs_out)
-{
-    apr_pool_t *p;
-    mcp_store_t db;
-    counts_t c = { 0, 0, 0 };
-    apr_time_t start = apr_time_now(), took;
-
-    apr_pool_create(&p, NULL);
-    mcp_store_init(&db, &lender, &c, apr_time_from_msec(100), 0);
-    ck_assert_int_eq(mcp_store_exec(&db, p, "testing", "SELECT 1", 0, NULL, NULL),
-                     MCP_STORE_UNAVAILABLE);
-    took = apr_time_now() - start;
-    ck_assert_int_ge(took, apr_time_from_msec(100));
-    ck_assert_int_lt(took, apr_time_from_sec(2));
-    ck_assert_int_gt(c.borrows, 2);
-    ck_assert_int_eq(c.waits, c.borrows - 1);
-    apr_pool_destroy(p);
-}
-END_TEST
-
-START_TEST(the_lender_may_stop_the_retries)
-{
-    apr_pool_t *p;
-    mcp_store_t db;
-    counts_t c = { 0, 0, 2 };
-
-    apr_pool_create(&p, NULL);
-    mcp_store_init(&db, &lender, &c, apr_time_from_sec(30), 0);
-    ck_assert_int_eq(mcp_store_exec(&db, p, "testing", "SELECT 1", 0, NULL, NULL),
-                     MCP_STORE_UNAVAILABLE);
-    ck_assert_int_eq(c.borrows, 2);
-    ck_assert_int_eq(c.waits, 2);
-    apr_pool_destroy(p);
-}
-END_TEST
-
 /* A lender that finds a schema it does not understand. */
 static PGconn *wrong_schema(mcp_store_t *db, const char **err)
 {
@@ -139,22 +100,49 @@ static PGconn *wrong_schema(mcp_store_t *db, const char **err)
 
 static const mcp_store_lender_t fatal_lender = { wrong_schema, give_back, count_wait };
 
-START_TEST(a_fatal_lender_fails_at_once)
+/* The retry policy: a statement on a handle whose lender never has a connection. */
+static const struct {
+    const mcp_store_lender_t *lender;
+    apr_interval_time_t       patience;
+    int                       give_up_after;  /* the lender's wait stops the retries (0: never) */
+    int                       min_borrows, max_borrows;
+    int                       waits;          /* -1: one fewer than borrows (none after the last) */
+    apr_interval_time_t       min_took, max_took;
+    const char               *error;          /* db.error, when it matters */
+} retry_cases[] = {
+    /* no patience: one try */
+    { &lender, 0, 0, 1, 1, -1, 0, apr_time_from_sec(1), "testing: the database is unreachable" },
+    /* retried, with a wait between tries, until the patience runs out */
+    { &lender, apr_time_from_msec(100), 0, 3, INT_MAX, -1, apr_time_from_msec(100),
+      apr_time_from_sec(2), NULL },
+    /* the lender may stop the retries long before */
+    { &lender, apr_time_from_sec(30), 2, 2, 2, 2, 0, apr_time_from_sec(1), NULL },
+    /* a fatal lender (a schema it does not understand) fails at once, not after 30 s */
+    { &fatal_lender, apr_time_from_sec(30), 0, 1, 1, -1, 0, apr_time_from_sec(1),
+      "testing: the database schema is version 1, this mod_mcp needs version 3" },
+};
+
+START_TEST(retry_policy)
 {
     apr_pool_t *p;
     mcp_store_t db;
-    counts_t c = { 0, 0, 0 };
-    apr_time_t start = apr_time_now();
+    counts_t c = { 0, 0, retry_cases[_i].give_up_after };
+    apr_time_t start = apr_time_now(), took;
 
     apr_pool_create(&p, NULL);
-    mcp_store_init(&db, &fatal_lender, &c, apr_time_from_sec(30), 0);
+    mcp_store_init(&db, retry_cases[_i].lender, &c, retry_cases[_i].patience, 0);
     ck_assert_int_eq(mcp_store_exec(&db, p, "testing", "SELECT 1", 0, NULL, NULL),
                      MCP_STORE_UNAVAILABLE);
-    ck_assert_int_lt(apr_time_now() - start, apr_time_from_sec(1));   /* no retries for 30 s */
-    ck_assert_int_eq(c.borrows, 1);
-    ck_assert_int_eq(c.waits, 0);
-    ck_assert_str_eq(db.error, "testing: the database schema is version 1, this mod_mcp needs "
-                     "version 3");
+    took = apr_time_now() - start;
+    ck_assert_int_ge(took, retry_cases[_i].min_took);
+    ck_assert_int_lt(took, retry_cases[_i].max_took);
+    ck_assert_int_ge(c.borrows, retry_cases[_i].min_borrows);
+    ck_assert_int_le(c.borrows, retry_cases[_i].max_borrows);
+    ck_assert_int_eq(c.waits, retry_cases[_i].waits < 0 ? c.borrows - 1 : retry_cases[_i].waits);
+    ck_assert_ptr_null(db.sqlstate);
+    if (retry_cases[_i].error) {
+        ck_assert_str_eq(db.error, retry_cases[_i].error);
+    }
     apr_pool_destroy(p);
 }
 END_TEST
@@ -239,12 +227,8 @@ static Suite *store_suite(void)
     Suite *s = suite_create("mcp_store");
     TCase *tc = tcase_create("core");
 
-    tcase_add_test(tc, classify_connection_class_is_retried);
-    tcase_add_test(tc, classify_data_and_constraints_are_permanent);
-    tcase_add_test(tc, one_try_without_patience);
-    tcase_add_test(tc, retried_until_patience_runs_out);
-    tcase_add_test(tc, the_lender_may_stop_the_retries);
-    tcase_add_test(tc, a_fatal_lender_fails_at_once);
+    tcase_add_loop_test(tc, classify, 0, N_CASES(classify_cases));
+    tcase_add_loop_test(tc, retry_policy, 0, N_CASES(retry_cases));
     tcase_add_test(tc, a_group_without_a_connection_fails_every_caller);
     tcase_add_test(tc, a_group_whose_lender_refuses_for_good_fails_every_caller_at_once);
     suite_add_tcase(s, tc);

@@ -6,18 +6,7 @@
 
 #include "mcp_text.h"
 #include "unit_main.h"
-
-static apr_pool_t *pool;
-
-static void setup(void)
-{
-    ck_assert_int_eq(apr_pool_create(&pool, NULL), APR_SUCCESS);
-}
-
-static void teardown(void)
-{
-    apr_pool_destroy(pool);
-}
+#include "unit_pool.h"
 
 #define UTF8(s) mcp_text_is_utf8(s, sizeof(s) - 1)
 

@@ -1,0 +1,191 @@
+/* mcp_store_bridge — see mcp_store_bridge.h. */
+#include <apr_strings.h>
+
+#include "mcp_store_bridge.h"
+
+#define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static const char *entry(PGresult *res, int row, int col)
+{
+    return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
+}
+
+static const char *i64(apr_pool_t *p, apr_int64_t v)
+{
+    return apr_psprintf(p, "%" APR_INT64_T_FMT, v);
+}
+
+mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const char *principal,
+                                           const char *backend_url, const char *caps_key,
+                                           mcp_store_session_t **out)
+{
+    static const char sql[] =
+        "SELECT s.id, s.backend_session_id, s.protocol_version, s.server_info::text"
+        "  FROM mcp.bridge_sessions b JOIN mcp.sessions s ON s.id = b.session_id"
+        " WHERE b.backend_url = $1 AND b.capabilities_key = $2"
+        "   AND b.principal IS NOT DISTINCT FROM $3 AND s.terminated_at IS NULL"
+        "   AND (coalesce(s.idle_timeout_secs, 0) = 0"
+        "        OR s.last_seen_at > now() - make_interval(secs => s.idle_timeout_secs))"
+        " ORDER BY b.created_at DESC LIMIT 1";
+    const char *args[] = { backend_url, caps_key, principal };
+    mcp_store_session_t *s;
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    rv = mcp_store_exec(db, p, "finding a pooled backend session", sql, NARGS(args), args, &res);
+    if (rv != MCP_STORE_OK) {
+        return rv;
+    }
+    if (PQntuples(res) < 1) {
+        return MCP_STORE_NOT_FOUND;
+    }
+    *out = s = apr_pcalloc(p, sizeof(*s));
+    s->id = entry(res, 0, 0);
+    s->backend_session_id = entry(res, 0, 1);
+    s->protocol_version = entry(res, 0, 2);
+    s->server_info = entry(res, 0, 3);
+    s->principal = principal;
+    s->backend_url = backend_url;
+    return MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_bridge_pool_add(mcp_store_t *db, apr_pool_t *p,
+                                             const char *session_id, const char *principal,
+                                             const char *backend_url, const char *caps_key,
+                                             const char *init_result)
+{
+    static const char sql[] =
+        "WITH b AS ("
+        "  INSERT INTO mcp.bridge_sessions (session_id, principal, backend_url, capabilities_key)"
+        "  VALUES ($1, $2, $3, $4)"
+        ") INSERT INTO mcp.bridge_backends (backend_url, initialize_result) VALUES ($3, $5)"
+        "  ON CONFLICT (backend_url) DO UPDATE"
+        "  SET initialize_result = EXCLUDED.initialize_result, fetched_at = now()";
+    const char *args[] = { session_id, principal, backend_url, caps_key, init_result };
+
+    return mcp_store_exec(db, p, "pooling a backend session", sql, NARGS(args), args, NULL);
+}
+
+mcp_store_status_t mcp_store_bridge_init_result(mcp_store_t *db, apr_pool_t *p,
+                                                const char *backend_url, const char **out)
+{
+    static const char sql[] =
+        "SELECT initialize_result FROM mcp.bridge_backends WHERE backend_url = $1";
+    const char *args[] = { backend_url };
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    rv = mcp_store_exec(db, p, "reading a backend's InitializeResult", sql, NARGS(args), args,
+                        &res);
+    if (rv != MCP_STORE_OK) {
+        return rv;
+    }
+    if (PQntuples(res) < 1) {
+        return MCP_STORE_NOT_FOUND;
+    }
+    *out = entry(res, 0, 0);
+    return MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_bridge_link(mcp_store_t *db, apr_pool_t *p,
+                                         apr_int64_t client_stream, apr_int64_t backend_stream)
+{
+    static const char sql[] = "UPDATE mcp.streams SET bridged_to = $2 WHERE id = $1";
+    const char *args[] = { i64(p, client_stream), i64(p, backend_stream) };
+
+    return mcp_store_exec(db, p, "linking a bridged call's streams", sql, NARGS(args), args,
+                          NULL);
+}
+
+mcp_store_status_t mcp_store_bridge_round_add(mcp_store_t *db, apr_pool_t *p, const char *state,
+                                              const char *principal, const char *digest,
+                                              const mcp_store_bridge_round_t *round,
+                                              int ttl_secs)
+{
+    static const char sql[] =
+        "WITH f AS (UPDATE mcp.streams SET followed = true WHERE id = $5 AND NOT followed)"
+        "INSERT INTO mcp.bridge_rounds (state, principal, request_digest, session_id, stream_id,"
+        "                               backend_request_id, position, pending, expires_at)"
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9::int))";
+    const char *args[] = {
+        state, principal, digest, round->session_id, i64(p, round->stream_id),
+        i64(p, round->backend_request_id), i64(p, round->position), round->pending,
+        apr_itoa(p, ttl_secs)
+    };
+
+    return mcp_store_exec(db, p, "storing an input-required round", sql, NARGS(args), args,
+                          NULL);
+}
+
+mcp_store_status_t mcp_store_bridge_round_claim(mcp_store_t *db, apr_pool_t *p, const char *state,
+                                                const char *principal, const char *digest,
+                                                mcp_store_bridge_claim_t *verdict,
+                                                mcp_store_bridge_round_t *out)
+{
+    static const char sql[] =
+        "WITH r AS (SELECT * FROM mcp.bridge_rounds WHERE state = $1),"
+        " u AS (UPDATE mcp.bridge_rounds SET used_at = now()"
+        "        WHERE state = $1 AND used_at IS NULL AND expires_at > now()"
+        "          AND principal IS NOT DISTINCT FROM $2 AND request_digest = $3"
+        "        RETURNING session_id, stream_id, backend_request_id, position, pending)"
+        "SELECT r.state IS NOT NULL, r.principal IS NOT DISTINCT FROM $2,"
+        "       r.request_digest = $3, r.expires_at > now(), r.used_at IS NULL,"
+        "       u.session_id, s.backend_session_id, s.protocol_version, u.stream_id,"
+        "       u.backend_request_id, u.position, u.pending, s.server_info::text"
+        "  FROM (SELECT 1) AS one LEFT JOIN r ON true LEFT JOIN u ON true"
+        "  LEFT JOIN mcp.sessions s ON s.id = u.session_id";
+    const char *args[] = { state, principal, digest };
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    rv = mcp_store_exec(db, p, "claiming an input-required round", sql, NARGS(args), args, &res);
+    if (rv != MCP_STORE_OK) {
+        return rv;
+    }
+    if (PQntuples(res) < 1 || *PQgetvalue(res, 0, 0) != 't') {
+        *verdict = MCP_STORE_BRIDGE_UNKNOWN;
+    }
+    else if (*PQgetvalue(res, 0, 1) != 't') {
+        *verdict = MCP_STORE_BRIDGE_OTHER_PRINCIPAL;
+    }
+    else if (*PQgetvalue(res, 0, 2) != 't') {
+        *verdict = MCP_STORE_BRIDGE_OTHER_REQUEST;
+    }
+    else if (*PQgetvalue(res, 0, 4) != 't') {
+        *verdict = MCP_STORE_BRIDGE_USED;
+    }
+    else if (*PQgetvalue(res, 0, 3) != 't' || PQgetisnull(res, 0, 5)) {
+        *verdict = MCP_STORE_BRIDGE_EXPIRED;
+    }
+    else {
+        *verdict = MCP_STORE_BRIDGE_CLAIMED;
+        out->session_id = entry(res, 0, 5);
+        out->backend_session_id = entry(res, 0, 6);
+        out->protocol_version = entry(res, 0, 7);
+        out->stream_id = apr_atoi64(PQgetvalue(res, 0, 8));
+        out->backend_request_id = apr_atoi64(PQgetvalue(res, 0, 9));
+        out->position = apr_atoi64(PQgetvalue(res, 0, 10));
+        out->pending = entry(res, 0, 11);
+        out->server_info = entry(res, 0, 12);
+    }
+    return MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_bridge_round_claimed(mcp_store_t *db, apr_pool_t *p,
+                                                  apr_int64_t stream_id, apr_int64_t position,
+                                                  int *claimed)
+{
+    static const char sql[] =
+        "SELECT count(*) FILTER (WHERE used_at IS NOT NULL) > 0 FROM mcp.bridge_rounds"
+        " WHERE stream_id = $1 AND position = $2";
+    const char *args[] = { i64(p, stream_id), i64(p, position) };
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    rv = mcp_store_exec(db, p, "looking at an input-required round", sql, NARGS(args), args,
+                        &res);
+    if (rv == MCP_STORE_OK) {
+        *claimed = PQntuples(res) > 0 && *PQgetvalue(res, 0, 0) == 't';
+    }
+    return rv;
+}

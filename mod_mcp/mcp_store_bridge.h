@@ -1,0 +1,79 @@
+/* mcp_store_bridge — the era bridge's state in PostgreSQL (sql/migrations/007-era-bridge.sql):
+ * pooled backend sessions, each backend's InitializeResult, the link between a bridged call's
+ * client stream and its backend stream, and the input-required rounds.
+ *
+ * Every call is one statement through mcp_store_exec (so the handle's outage policy applies).
+ * A round is claimed exactly once: the claim is one UPDATE ... WHERE used_at IS NULL, so of
+ * two retries with the same requestState, on any processes or hosts, one wins.
+ * Pure code: no httpd headers.
+ */
+#ifndef MCP_STORE_BRIDGE_H
+#define MCP_STORE_BRIDGE_H
+
+#include "mcp_store.h"
+
+/* The live pooled session of principal (NULL: none) for backend_url and capabilities_key: its
+ * id, backend session id (NULL for a stateless backend), protocol version and serverInfo, in p.
+ * NOT_FOUND when there is none (terminated and idle ones are not). */
+mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const char *principal,
+                                           const char *backend_url, const char *caps_key,
+                                           mcp_store_session_t **out);
+
+/* Puts a new session (stored already) in the pool, and records the backend's InitializeResult
+ * (JSON text) as its newest, in one statement. */
+mcp_store_status_t mcp_store_bridge_pool_add(mcp_store_t *db, apr_pool_t *p,
+                                             const char *session_id, const char *principal,
+                                             const char *backend_url, const char *caps_key,
+                                             const char *init_result);
+
+/* The backend's InitializeResult as last recorded (JSON text, in p); NOT_FOUND when none. */
+mcp_store_status_t mcp_store_bridge_init_result(mcp_store_t *db, apr_pool_t *p,
+                                                const char *backend_url, const char **out);
+
+/* Records that client_stream is served by backend_stream (the audit's link). */
+mcp_store_status_t mcp_store_bridge_link(mcp_store_t *db, apr_pool_t *p,
+                                         apr_int64_t client_stream, apr_int64_t backend_stream);
+
+/* An input-required round: where it stands. */
+typedef struct mcp_store_bridge_round_t {
+    const char  *session_id;          /* the pooled session (mcp.sessions)                  */
+    const char  *backend_session_id;  /* ... as the backend knows it                         */
+    const char  *protocol_version;    /* ... its revision                                    */
+    apr_int64_t  stream_id;           /* the backend stream                                  */
+    apr_int64_t  backend_request_id;  /* the call's id on the backend side                    */
+    apr_int64_t  position;            /* seq of the round's last input request on the stream */
+    const char  *pending;             /* JSON object text: name -> the backend's request id   */
+    const char  *server_info;         /* the pooled session's serverInfo (JSON text) or NULL  */
+} mcp_store_bridge_round_t;
+
+/* Stores a round (state: the requestState handle) that expires ttl_secs from now, and marks the
+ * backend stream followed (its events wake followers on every host). */
+mcp_store_status_t mcp_store_bridge_round_add(mcp_store_t *db, apr_pool_t *p, const char *state,
+                                              const char *principal, const char *digest,
+                                              const mcp_store_bridge_round_t *round,
+                                              int ttl_secs);
+
+/* Why a claim failed. */
+typedef enum {
+    MCP_STORE_BRIDGE_CLAIMED = 0,
+    MCP_STORE_BRIDGE_UNKNOWN,          /* no such requestState (never issued, or tampered)      */
+    MCP_STORE_BRIDGE_OTHER_PRINCIPAL,  /* issued to another principal                            */
+    MCP_STORE_BRIDGE_OTHER_REQUEST,    /* issued for another request (method, name, arguments)  */
+    MCP_STORE_BRIDGE_EXPIRED,          /* its time ran out                                       */
+    MCP_STORE_BRIDGE_USED              /* used already (a replay)                                */
+} mcp_store_bridge_claim_t;
+
+/* Claims the round state for principal and the request's digest, exactly once: OK with *verdict
+ * CLAIMED and *out filled, or OK with another verdict (nothing changed). */
+mcp_store_status_t mcp_store_bridge_round_claim(mcp_store_t *db, apr_pool_t *p, const char *state,
+                                                const char *principal, const char *digest,
+                                                mcp_store_bridge_claim_t *verdict,
+                                                mcp_store_bridge_round_t *out);
+
+/* Whether the round at position on the backend stream was claimed by a retry: *claimed 1, or 0
+ * when it was not (or never stored). */
+mcp_store_status_t mcp_store_bridge_round_claimed(mcp_store_t *db, apr_pool_t *p,
+                                                  apr_int64_t stream_id, apr_int64_t position,
+                                                  int *claimed);
+
+#endif

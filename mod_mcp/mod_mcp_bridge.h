@@ -1,0 +1,41 @@
+/* mod_mcp_bridge — the era bridge: a 2026-07-28 (stateless) client served through a backend
+ * that serves the 2025 era only (MCPEraBridge On, MCPBackendProtocols without 2026-07-28).
+ *
+ * mod_mcp_modern hands such a request here after its checks. The translations are mcp_bridge's;
+ * the state is PostgreSQL's (mcp_store_bridge):
+ *
+ *   server/discover  answered from the backend's InitializeResult, recorded per backend when a
+ *                    pooled session is initialized (one is initialized when none was yet).
+ *   pooled sessions  keyed by principal (r->user or none) + backend + canonical client
+ *                    capabilities; initialized on the client's behalf (2025-11-25, its
+ *                    clientInfo and capabilities) with notifications/initialized; each is an
+ *                    mcp.sessions row, so the sweep expires it when idle (MCPSessionIdleTimeout)
+ *                    and DELETEs it upstream. A backend 404 for one: it is marked terminated,
+ *                    a new one initialized, the request retried once.
+ *   a call           two streams: the client's (stateless: the message as received, what the
+ *                    client was sent) and the backend's, a request stream of the pooled
+ *                    session (the request as sent upstream with the gateway's backend-side id,
+ *                    which is the client stream's id, then the backend's messages as received),
+ *                    linked by mcp.streams.bridged_to.
+ *   rounds           a backend's sampling/elicitation/roots request on the call's stream ends
+ *                    the client's response with an InputRequiredResult whose requestState is a
+ *                    random handle (192 bits) of a mcp.bridge_rounds row; this process goes on
+ *                    reading and storing the backend's stream. The retry, on any process or
+ *                    host, claims the row once (principal, request digest, expiry), posts the
+ *                    answers upstream as JSON-RPC responses, and follows the backend stream
+ *                    from the round's position (router wake-ups, NOTIFY) to the response or the
+ *                    next round. A round not claimed within MCPEraBridgeInputTimeout: the
+ *                    backend call is cancelled (notifications/cancelled) and its stream ended.
+ *   cancellation     the client closing its response: notifications/cancelled upstream for
+ *                    the backend-side id, both streams stored 'cancelled'.
+ */
+#ifndef MOD_MCP_BRIDGE_H
+#define MOD_MCP_BRIDGE_H
+
+#include "mod_mcp_request.h"
+
+/* A checked modern request (q->session set up as a stateless one) for a 2025-era backend.
+ * Returns DONE. */
+int mcp_bridge_post(mcp_req_t *q, const char *version);
+
+#endif

@@ -1,0 +1,73 @@
+/* mod_mcp_bridge_private — what the era bridge's files share (mod_mcp_bridge.c: the entry,
+ * the pool and a call relayed by the process that made it; mod_mcp_bridge_round.c: the
+ * input-required rounds and their retries; mod_mcp_bridge_listen.c: subscriptions/listen).
+ * Not for other files: mod_mcp_bridge.h is the bridge's face.
+ */
+#ifndef MOD_MCP_BRIDGE_PRIVATE_H
+#define MOD_MCP_BRIDGE_PRIVATE_H
+
+#include "mcp_bridge.h"
+#include "mcp_store_bridge.h"
+#include "mod_mcp_exchange.h"
+#include "mod_mcp_request.h"
+#include "mod_mcp_stream.h"
+
+typedef struct bridge_t {
+    mcp_req_t               *q;          /* the client's request                            */
+    mcp_req_t                bq;         /* the same, on the pooled session (backend stream) */
+    const mcp_jsonrpc_msg_t *msg;
+    mcp_store_session_t     *pooled;
+    json_object             *server_info;
+    mcp_stream_t             st;         /* the client's stream                              */
+    mcp_stream_t             bs;         /* the backend's stream                             */
+    mcp_exchange_t           x;
+    apr_pool_t              *scratch;    /* cleared per message                              */
+    apr_int64_t              backend_id; /* the call's id upstream                           */
+    int                      log_min;    /* the request's logLevel rank, or -1 */
+    const char              *final_out;  /* the response as the client gets it            */
+    apr_time_t               answered;   /* the backend's response came                      */
+    int                      finished;
+    int                      parked;     /* the client got an InputRequiredResult            */
+    int                      cancelled;  /* the client closed its response first             */
+    int                      abandoned;  /* a round was not claimed in time                  */
+    apr_int64_t              pending_seq;   /* the last input request's seq (parked)          */
+    apr_time_t               pending_since;
+} bridge_t;
+
+/* One short POST of body to the backend (session: its id, or NULL), its answer's messages
+ * collected into *messages (const char *). */
+mcp_backend_status_t mcp_bridged_post(mcp_req_t *q, const char *session_id, const char *version,
+                                      const char *body, mcp_exchange_t *x,
+                                      apr_array_header_t **messages, const char **err);
+
+/* Tells the backend (best effort; logged) that the call backend_id is cancelled, and stores the
+ * notification as an inbound event of the pooled session s. */
+void mcp_bridged_cancel(bridge_t *b, const mcp_store_session_t *s, apr_int64_t backend_id,
+                        const char *reason);
+
+/* The pooled session for the request: found, or (fresh: always) initialized. NULL with *why. */
+mcp_store_session_t *mcp_bridged_pool(bridge_t *b, int fresh, const char **why);
+
+/* The backend's serverInfo (JSON text, may be NULL), stamped on results. */
+void mcp_bridged_server_info(bridge_t *b, const char *text);
+
+/* A JSON answer with this status. Returns DONE. */
+int mcp_bridged_json(bridge_t *b, int status, const char *json);
+
+/* A failure before or instead of the response: stored on the client's stream, then sent (an
+ * SSE event when the stream is SSE already). Returns DONE. */
+int mcp_bridged_fail(bridge_t *b, int http, const char *message);
+
+/* A round for requests (json_object *, the backend's input requests; the last at position on
+ * backend stream backend_stream of pooled session s): stored, then the client's response ends
+ * with the InputRequiredResult. Returns DONE. */
+int mcp_bridged_round_start(bridge_t *b, const mcp_store_session_t *s, apr_int64_t backend_stream,
+                            apr_int64_t position, apr_array_header_t *requests);
+
+/* A retry carrying requestState state: claimed, answered upstream, followed. Returns DONE. */
+int mcp_bridged_round_retry(bridge_t *b, const char *state);
+
+/* subscriptions/listen on the pooled session's GET stream. Returns DONE. */
+int mcp_bridged_listen(bridge_t *b);
+
+#endif

@@ -1,0 +1,101 @@
+/* mod_mcp_exchange — see mod_mcp_exchange.h. */
+#include <string.h>
+
+#include <apr_strings.h>
+#include <httpd.h>
+#include <http_protocol.h>
+
+#include "mcp_http.h"
+#include "mod_mcp_exchange.h"
+
+static int on_event(void *baton, const mcp_sse_event_t *ev)
+{
+    mcp_exchange_t *x = baton;
+
+    return ev->data_len > 0 ? x->on_message(x->baton, ev->data, ev->data_len) : 0;
+}
+
+static int on_headers(void *baton, const mcp_backend_response_t *resp)
+{
+    mcp_exchange_t *x = baton;
+
+    if (resp->status == HTTP_OK
+        && mcp_http_media_type_is(resp->content_type, "text/event-stream")) {
+        x->sse = mcp_sse_parser_create(x->q->r->pool, (apr_size_t)x->q->conf->max_message_size,
+                                       on_event, x);
+        return x->on_sse ? x->on_sse(x->baton) : 0;
+    }
+    return 0;
+}
+
+static int on_body(void *baton, const char *buf, apr_size_t len)
+{
+    mcp_exchange_t *x = baton;
+
+    if (x->sse) {
+        int rv = mcp_sse_parser_feed(x->sse, buf, len);
+
+        if (rv == MCP_SSE_ERR_TOO_LARGE) {
+            x->too_large = 1;
+        }
+        if (rv != 0) {
+            return rv;
+        }
+        return x->after_chunk ? x->after_chunk(x->baton) : 0;
+    }
+    x->body_len += (apr_off_t)len;
+    if (x->body_len > x->q->conf->max_message_size) {
+        x->too_large = 1;
+        return 1;
+    }
+    return apr_brigade_write(x->body, NULL, NULL, buf, len) == APR_SUCCESS ? 0 : 1;
+}
+
+static int on_tick(void *baton)
+{
+    mcp_exchange_t *x = baton;
+
+    return x->on_tick ? x->on_tick(x->baton) : 0;
+}
+
+void mcp_exchange_init(mcp_exchange_t *x, mcp_req_t *q, void *baton)
+{
+    memset(x, 0, sizeof(*x));
+    x->q = q;
+    x->baton = baton;
+    x->body = apr_brigade_create(q->r->pool, q->r->connection->bucket_alloc);
+}
+
+mcp_backend_status_t mcp_exchange_perform(mcp_exchange_t *x, mcp_backend_call_t *call,
+                                          const char **err)
+{
+    mcp_req_t *q = x->q;
+    mcp_backend_status_t status;
+
+    call->target = q->conf->backend;
+    call->connect_timeout_ms = (long)apr_time_as_msec(q->conf->backend_connect_timeout);
+    call->on_headers = on_headers;
+    call->on_body = on_body;
+    call->on_tick = on_tick;
+    call->baton = x;
+    status = mcp_backend_perform(mcp_child.backends, q->r->pool, call, &x->response, err);
+    if (x->sse && status == MCP_BACKEND_OK) {
+        mcp_sse_parser_finish(x->sse);
+    }
+    if (x->too_large) {
+        *err = apr_psprintf(q->r->pool, "a message from the backend exceeds MCPMaxMessageSize (%"
+                            APR_OFF_T_FMT " bytes)", q->conf->max_message_size);
+    }
+    return status;
+}
+
+const char *mcp_exchange_body(mcp_exchange_t *x, apr_size_t *len)
+{
+    char *buf;
+
+    *len = 0;
+    if (apr_brigade_pflatten(x->body, &buf, len, x->q->r->pool) != APR_SUCCESS || *len == 0) {
+        return NULL;
+    }
+    return apr_pstrmemdup(x->q->r->pool, buf, *len);
+}

@@ -1,0 +1,448 @@
+"""The era bridge (MCPEraBridge, issue 14): 2026-07-28 clients served through a backend that
+serves the 2025 era only — the C test backend in its default mode, behind a stack of two
+independent httpd instances ("hosts") of its own (tests/integration/gateway-bridge.conf):
+
+* server/discover from the backend's InitializeResult; tools/list and tools/call with
+  resultType, cache fields and serverInfo; progress relayed; io.modelcontextprotocol/* _meta
+  keys not sent upstream;
+* input-required rounds: an elicitation and a sampling request of the backend become an
+  InputRequiredResult; the retry lands on the other instance and finishes the call; a tampered,
+  a replayed and an expired requestState are each refused precisely; an abandoned round cancels
+  the backend call at its TTL;
+* the client closing its response: the backend gets notifications/cancelled;
+* pooled backend sessions: one per principal (never shared), re-initialized when the backend
+  forgets one (404), the request retried once;
+* the audit: the client's stream and the backend stream, linked, both sides stored;
+* MCPEraBridge Off: -32022 as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psycopg2
+import pytest
+import requests
+
+from conftest import STACK_ARGS, load_stack_env
+from waiting import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+STACK = REPO / "tests" / "stack"
+V = "2026-07-28"
+ACCEPT = "application/json, text/event-stream"
+ALICE = ("alice", "alice-pw")
+BOB = ("bob", "bob-pw")
+CAPS = {"elicitation": {}, "sampling": {}}
+
+
+@pytest.fixture(scope="module")
+def bridge():
+    d = Path(tempfile.mkdtemp(prefix="mcp-bridge.", dir="/tmp"))
+    d.chmod(0o755)
+    started = False
+    try:
+        with open(d / "stack-up.log", "wb") as out:
+            started = True
+            rc = subprocess.run([str(STACK), "up", "--dir", str(d / "stack"), "--httpd", "2", "--conf",
+                                 str(Path(__file__).resolve().parent / "gateway-bridge.conf")] + STACK_ARGS,
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                timeout=300).returncode
+        assert rc == 0, (d / "stack-up.log").read_text()
+        env = load_stack_env(d / "stack" / "stack.env")
+        urls = env["MCP_URLS"].split()
+        env.update(URL=urls[0], URL2=urls[1], AUTH_URL=env["MCP_AUTH_URLS"].split()[0],
+                   SHORT_URL=urls[0].rsplit("/", 1)[0] + "/mcp-bridge-short",
+                   OFF_URL=urls[0].rsplit("/", 1)[0] + "/mcp-bridge-off")
+        yield env
+    finally:
+        if started:
+            # Fails loudly when it does (a sanitizer report of a --module built with ASan, say).
+            down = subprocess.run([str(STACK), "down", "--dir", str(d / "stack")], stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, timeout=300)
+            if not os.environ.get("MCP_KEEP_STACK"):
+                shutil.rmtree(d / "stack" / "pg" / "data", ignore_errors=True)
+            if down.returncode != 0:
+                raise RuntimeError(f"tests/stack down failed (exit {down.returncode}):\n{down.stdout}{down.stderr}")
+
+
+@pytest.fixture
+def db(bridge):
+    conn = psycopg2.connect(bridge["MCP_PG"])
+    conn.autocommit = True
+    yield conn
+    conn.close()
+
+
+def meta(caps=None, **more):
+    m = {"io.modelcontextprotocol/protocolVersion": V,
+         "io.modelcontextprotocol/clientCapabilities": CAPS if caps is None else caps,
+         "io.modelcontextprotocol/clientInfo": {"name": "test_bridge", "version": "1"}}
+    m.update(more)
+    return m
+
+
+def call(url, rid, method, params=None, name=None, auth=None, stream=False, caps=None, **meta_more):
+    params = dict(params or {})
+    params["_meta"] = meta(caps, **meta_more)
+    h = {"Content-Type": "application/json", "Accept": ACCEPT, "MCP-Protocol-Version": V,
+         "Mcp-Method": method}
+    if name is not None:
+        h["Mcp-Name"] = name
+    return requests.post(url, data=json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
+                                               "params": params}),
+                         headers=h, auth=auth, stream=stream, timeout=30)
+
+
+def tool(url, rid, name, arguments=None, **kw):
+    params = {"name": name, "arguments": arguments or {}}
+    params.update(kw.pop("extra", {}))
+    return call(url, rid, "tools/call", params, name=name, **kw)
+
+
+def messages_of(resp):
+    if resp.headers.get("Content-Type", "").startswith("text/event-stream"):
+        return [json.loads(line[5:]) for line in resp.text.splitlines() if line.startswith("data:")]
+    return [resp.json()]
+
+
+def final(resp):
+    msgs = messages_of(resp)
+    assert msgs and "id" in msgs[-1], resp.text
+    return msgs[-1]
+
+
+def session_info(url, rid, auth=None, caps=None):
+    r = tool(url, rid, "session_info", auth=auth, caps=caps)
+    assert r.status_code == 200, r.text
+    return json.loads(final(r)["result"]["content"][0]["text"])
+
+
+def client_stream(db, rid):
+    with db.cursor() as cur:
+        cur.execute("""SELECT id, status, bridged_to FROM mcp.streams
+                        WHERE session_id IS NULL AND request_id = %s::jsonb ORDER BY id DESC LIMIT 1""",
+                    (json.dumps(rid),))
+        return cur.fetchone()
+
+
+def stream_status(db, sid):
+    with db.cursor() as cur:
+        cur.execute("SELECT status FROM mcp.streams WHERE id = %s", (sid,))
+        return cur.fetchone()[0]
+
+
+def elicitation_round(url, rid, **kw):
+    r = tool(url, rid, "test_elicitation", {"message": "Who are you?"}, **kw)
+    assert r.status_code == 200, r.text
+    result = final(r)["result"]
+    assert result["resultType"] == "input_required", result
+    return result
+
+
+ANSWER = {"action": "accept", "content": {"username": "al", "email": "al@example.com"}}
+
+
+def retry(url, rid, state, responses, args=None, name="test_elicitation", **kw):
+    return tool(url, rid, name, args if args is not None else {"message": "Who are you?"},
+                extra={"requestState": state, "inputResponses": responses}, **kw)
+
+
+# ---- discover, plain calls -------------------------------------------------------------------
+
+
+def test_discover_comes_from_the_backends_initialize_result(bridge, db):
+    r = call(bridge["URL"], "d-1", "server/discover")
+    assert r.status_code == 200, r.text
+    res = r.json()["result"]
+    assert res["supportedVersions"] == [V]
+    assert res["serverInfo"]["name"] == "mcp-test-backend"
+    assert "tools" in res["capabilities"] and "prompts" in res["capabilities"]
+    assert res["resultType"] == "complete" and res["cacheScope"] in ("public", "private")
+    assert isinstance(res["ttlMs"], int)
+    with db.cursor() as cur:
+        cur.execute("SELECT initialize_result::jsonb -> 'serverInfo' ->> 'name', fetched_at <= now()"
+                    "  FROM mcp.bridge_backends")
+        assert cur.fetchall() == [("mcp-test-backend", True)]
+
+
+def test_tools_list_and_call_are_translated(bridge):
+    r = call(bridge["URL"], "l-1", "tools/list")
+    assert r.status_code == 200, r.text
+    res = final(r)["result"]
+    assert {"echo", "test_elicitation"} <= {t["name"] for t in res["tools"]}
+    assert res["resultType"] == "complete" and res["ttlMs"] == 0 and res["cacheScope"] == "private"
+    assert res["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "mcp-test-backend"
+    r = tool(bridge["URL2"], "c-1", "echo", {"text": "over the bridge"})
+    assert r.status_code == 200, r.text
+    msg = final(r)
+    assert msg["id"] == "c-1"
+    assert msg["result"]["content"][0]["text"] == "over the bridge"
+    assert msg["result"]["resultType"] == "complete"
+    assert "ttlMs" not in msg["result"]
+
+
+def test_progress_is_relayed_and_era_meta_stays_out(bridge, db):
+    r = tool(bridge["URL"], "p-1", "test_tool_with_progress", extra={}, progressToken="tok-1")
+    assert r.status_code == 200, r.text
+    msgs = messages_of(r)
+    progress = [m for m in msgs if m.get("method") == "notifications/progress"]
+    assert [p["params"]["progress"] for p in progress] == [0, 50, 100]
+    assert all(p["params"]["progressToken"] == "tok-1" for p in progress)
+    assert msgs[-1]["id"] == "p-1" and msgs[-1]["result"]["resultType"] == "complete"
+    # The audit: the client's message as received; the backend's request as sent, without the
+    # era's _meta keys, with the progress token, and the gateway's own id.
+    cid, status, bid = client_stream(db, "p-1")
+    assert status == "complete" and bid
+    with db.cursor() as cur:
+        cur.execute("SELECT seq, direction, message_text FROM mcp.events WHERE stream_id = %s "
+                    "AND kind = 'message' ORDER BY seq", (cid,))
+        client_rows = cur.fetchall()
+        cur.execute("SELECT seq, direction, message_text FROM mcp.events WHERE stream_id = %s "
+                    "AND kind = 'message' ORDER BY seq", (bid,))
+        backend_rows = cur.fetchall()
+    assert client_rows[0][1] == "in" and "io.modelcontextprotocol/protocolVersion" in client_rows[0][2]
+    assert json.loads(client_rows[-1][2])["result"]["resultType"] == "complete"
+    sent = json.loads(backend_rows[0][2])
+    assert backend_rows[0][1] == "in" and sent["id"] == cid
+    assert sent["params"]["_meta"] == {"progressToken": "tok-1"}
+    got = json.loads(backend_rows[-1][2])
+    assert got["id"] == cid and "resultType" not in got["result"]
+
+
+# ---- rounds ------------------------------------------------------------------------------------
+
+
+def test_an_elicitation_round_is_retried_on_the_other_instance(bridge, db):
+    result = elicitation_round(bridge["URL"], "e-1")
+    (name, req), = result["inputRequests"].items()
+    assert req["method"] == "elicitation/create" and "requestedSchema" in req["params"]
+    state = result["requestState"]
+    assert len(state) >= 22
+    r = retry(bridge["URL2"], "e-2", state, {name: ANSWER})
+    assert r.status_code == 200, r.text
+    msg = final(r)
+    assert msg["id"] == "e-2"
+    assert "al@example.com" in msg["result"]["content"][0]["text"]
+    assert msg["result"]["resultType"] == "complete"
+    # Both client streams name the same backend stream; it holds the backend's request and the
+    # final response; the answer went upstream with the backend's request id.
+    first, second = client_stream(db, "e-1"), client_stream(db, "e-2")
+    assert first[2] == second[2] and first[1] == second[1] == "complete"
+    wait_for(lambda: stream_status(db, first[2]) == "complete", what="the backend stream to complete")
+    with db.cursor() as cur:
+        cur.execute("SELECT message->>'method', message ? 'result' FROM mcp.events "
+                    "WHERE stream_id = %s AND kind = 'message' AND direction = 'out' ORDER BY seq",
+                    (first[2],))
+        out = cur.fetchall()
+        cur.execute("SELECT session_id FROM mcp.streams WHERE id = %s", (first[2],))
+        pooled = cur.fetchone()[0]
+        cur.execute("SELECT message FROM mcp.events WHERE session_id = %s AND stream_id IS NULL "
+                    "AND direction = 'in' AND message ? 'result' AND message->'result' ? 'action'",
+                    (pooled,))
+        answers = [row[0] for row in cur.fetchall()]
+    assert ("elicitation/create", False) in out and out[-1] == (None, True)
+    assert any(a["result"] == ANSWER for a in answers)
+
+
+def test_a_sampling_round(bridge):
+    r = tool(bridge["URL"], "s-1", "test_sampling", {"prompt": "Capital of France?"})
+    result = final(r)["result"]
+    assert result["resultType"] == "input_required"
+    (name, req), = result["inputRequests"].items()
+    assert req["method"] == "sampling/createMessage"
+    answer = {"role": "assistant", "content": {"type": "text", "text": "Paris"}, "model": "m",
+              "stopReason": "endTurn"}
+    r = retry(bridge["URL2"], "s-2", result["requestState"], {name: answer},
+              args={"prompt": "Capital of France?"}, name="test_sampling")
+    assert r.status_code == 200, r.text
+    assert "Paris" in json.dumps(final(r)["result"]["content"])
+
+
+def refused(r, words):
+    assert r.status_code == 400, r.text
+    e = r.json()["error"]
+    assert e["code"] == -32602 and words in e["message"], e
+    return e
+
+
+def test_tampered_replayed_and_foreign_states_are_refused_precisely(bridge):
+    result = elicitation_round(bridge["URL"], "t-1")
+    state = result["requestState"]
+    tampered = state[:-1] + ("A" if state[-1] != "A" else "B")
+    refused(retry(bridge["URL"], "t-2", tampered, {"input-1": ANSWER}), "not one this gateway issued")
+    refused(retry(bridge["URL"], "t-3", state, {"input-1": ANSWER}, args={"message": "other"}),
+            "another request")
+    refused(retry(bridge["AUTH_URL"], "t-4", state, {"input-1": ANSWER}, auth=ALICE), "another principal")
+    r = retry(bridge["URL2"], "t-5", state, {"input-1": ANSWER})
+    assert r.status_code == 200 and final(r)["result"]["resultType"] == "complete", r.text
+    refused(retry(bridge["URL"], "t-6", state, {"input-1": ANSWER}), "used already")
+
+
+def test_an_abandoned_round_expires_and_cancels_the_backend_call(bridge, db):
+    result = elicitation_round(bridge["SHORT_URL"], "x-1")
+    cid, _, bid = client_stream(db, "x-1")
+    with db.cursor() as cur:
+        cur.execute("SELECT expires_at - created_at FROM mcp.bridge_rounds WHERE state = %s",
+                    (result["requestState"],))
+        assert cur.fetchone()[0].total_seconds() == 2
+
+    def expired():
+        with db.cursor() as cur:
+            cur.execute("SELECT expires_at < now() FROM mcp.bridge_rounds WHERE state = %s",
+                        (result["requestState"],))
+            return cur.fetchone()[0]
+    wait_for(expired, timeout=10, what="the round to expire")
+    refused(retry(bridge["SHORT_URL"], "x-2", result["requestState"], {"input-1": ANSWER}), "expired")
+    wait_for(lambda: stream_status(db, bid) == "cancelled", timeout=10,
+             what="the abandoned backend call to be cancelled")
+    assert cid in session_info(bridge["URL"], "x-3")["cancelled"]
+
+
+def test_closing_the_response_cancels_the_backend_call(bridge, db):
+    r = tool(bridge["URL"], "k-1", "slow", {"count": 50, "interval_ms": 100}, stream=True,
+             progressToken="k")
+    assert r.status_code == 200
+    lines = r.iter_lines()
+    assert any(line.startswith(b"data:") for line in lines)   # the first progress came
+    r.close()
+    cid, _, bid = client_stream(db, "k-1")
+    wait_for(lambda: stream_status(db, cid) == "cancelled", timeout=10, what="the client stream cancelled")
+    assert stream_status(db, bid) == "cancelled"
+    assert cid in session_info(bridge["URL"], "k-2")["cancelled"]
+
+
+# ---- the pool ----------------------------------------------------------------------------------
+
+
+def test_principals_never_share_a_pooled_session(bridge, db):
+    a = session_info(bridge["AUTH_URL"], "a-1", auth=ALICE)
+    b = session_info(bridge["AUTH_URL"], "b-1", auth=BOB)
+    a2 = session_info(bridge["AUTH_URL"], "a-2", auth=ALICE)
+    assert a["session"] != b["session"]
+    assert a["session"] == a2["session"]   # pooled: the same one again
+    # Other capabilities, another pooled session.
+    a3 = session_info(bridge["AUTH_URL"], "a-3", auth=ALICE, caps={"roots": {}})
+    assert a3["session"] != a["session"]
+    with db.cursor() as cur:
+        cur.execute("SELECT b.principal, count(*) FROM mcp.bridge_sessions b JOIN mcp.sessions s "
+                    "ON s.id = b.session_id WHERE b.principal IN ('alice', 'bob') "
+                    "AND s.terminated_at IS NULL GROUP BY 1 ORDER BY 1")
+        assert cur.fetchall() == [("alice", 2), ("bob", 1)]
+        cur.execute("SELECT s.principal, s.protocol_version FROM mcp.bridge_sessions b "
+                    "JOIN mcp.sessions s ON s.id = b.session_id WHERE b.principal = 'bob'")
+        assert cur.fetchall() == [("bob", "2025-11-25")]
+
+
+def test_concurrent_calls_share_a_pooled_session_without_colliding(bridge, db):
+    caps = {"elicitation": {}, "sampling": {}, "roots": {}}   # a pooled session of this test's
+    session_info(bridge["URL"], "q-0", caps=caps)           # made before the calls race
+    ids = [f"q-{i}" for i in range(1, 5)]
+    with ThreadPoolExecutor(len(ids)) as pool:
+        answers = list(pool.map(lambda i: tool(bridge["URL"] if i[-1] in "13" else bridge["URL2"], i,
+                                               "slow", {"count": 3, "interval_ms": 100}, caps=caps), ids))
+    for rid, r in zip(ids, answers):
+        assert r.status_code == 200, r.text
+        msg = final(r)
+        assert msg["id"] == rid and msg["result"]["resultType"] == "complete", msg
+    with db.cursor() as cur:
+        cur.execute("""SELECT DISTINCT b.session_id FROM mcp.streams c JOIN mcp.streams b ON b.id = c.bridged_to
+                        WHERE c.session_id IS NULL AND c.request_id_text = ANY(%s)""",
+                    ([json.dumps(i) for i in ids],))
+        assert len(cur.fetchall()) == 1
+
+
+def test_a_backend_404_reinitializes_and_retries_once(bridge, db):
+    before = session_info(bridge["URL"], "n-1")
+    with db.cursor() as cur:
+        cur.execute("SELECT s.id FROM mcp.bridge_sessions b JOIN mcp.sessions s ON s.id = b.session_id"
+                    " WHERE s.backend_session_id = %s", (before["session"],))
+        pooled = cur.fetchone()[0]
+    r = requests.delete(bridge["MCP_BACKEND_URL"], headers={"Mcp-Session-Id": before["session"],
+                                                            "MCP-Protocol-Version": "2025-11-25"},
+                        timeout=10)
+    assert r.status_code in (200, 204), r.text
+    r = tool(bridge["URL2"], "n-2", "echo", {"text": "again"})
+    assert r.status_code == 200, r.text
+    assert final(r)["result"]["content"][0]["text"] == "again"
+    after = session_info(bridge["URL"], "n-3")
+    assert after["session"] != before["session"]
+    with db.cursor() as cur:
+        cur.execute("SELECT terminated_by FROM mcp.sessions WHERE id = %s", (pooled,))
+        assert cur.fetchone()[0] == "backend"
+
+
+def test_methods_2026_removed_are_not_found(bridge):
+    for rid, method in enumerate(("ping", "logging/setLevel", "resources/subscribe")):
+        r = call(bridge["URL"], f"m-{rid}", method, {"level": "info", "uri": "test://x"})
+        assert r.status_code == 404, r.text
+        assert r.json()["error"]["code"] == -32601 and method in r.json()["error"]["message"]
+
+
+def test_bridge_off_answers_32022(bridge):
+    r = call(bridge["OFF_URL"], "o-1", "server/discover")
+    assert r.status_code == 400
+    e = r.json()["error"]
+    assert e["code"] == -32022 and e["data"]["requested"] == V
+    assert V not in e["data"]["supported"]
+
+
+# ---- subscriptions/listen ----------------------------------------------------------------------
+
+LISTEN_CAPS = {"roots": {"listChanged": True}}   # a pooled session of its own
+
+
+def next_data(lines):
+    for line in lines:
+        if line.startswith(b"data:"):
+            return json.loads(line[5:])
+    raise AssertionError("the listen stream ended")
+
+
+def test_listen_is_the_pooled_sessions_get_stream(bridge, db):
+    uri = "test://watched-resource"
+    r = call(bridge["URL"], "L-1", "subscriptions/listen",
+             {"notifications": {"toolsListChanged": True, "resourceSubscriptions": [uri]}},
+             caps=LISTEN_CAPS, stream=True)
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/event-stream")
+    lines = r.iter_lines()
+    ack = next_data(lines)
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    # Only what the backend can deliver: it declares resources.subscribe, no listChanged.
+    assert ack["params"]["notifications"] == {"resourceSubscriptions": [uri]}
+    assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L-1"
+    # A log message on the same backend stream is not for a listen stream; the update is.
+    assert final(tool(bridge["URL2"], "L-2", "notify", {"text": "not for listeners"},
+                      caps=LISTEN_CAPS))["result"]["content"][0]["text"] in ("sent", "queued")
+    assert final(tool(bridge["URL2"], "L-3", "touch_resource", {"uri": uri},
+                      caps=LISTEN_CAPS))["result"]["content"][0]["text"] in ("sent", "queued")
+    update = next_data(lines)
+    assert update["method"] == "notifications/resources/updated" and update["params"]["uri"] == uri
+    assert update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L-1"
+    # A 2025 session has one GET stream: a second listen on the same pooled session is refused.
+    second = call(bridge["URL2"], "L-4", "subscriptions/listen", {"notifications": {}}, caps=LISTEN_CAPS)
+    assert second.status_code == 502, second.text
+    assert "held by another subscriptions/listen" in second.json()["error"]["message"]
+    r.close()
+    cid = client_stream(db, "L-1")[0]
+    wait_for(lambda: stream_status(db, cid) == "closed", timeout=10, what="the listen stream to close")
+
+
+def test_log_messages_follow_the_requests_log_level(bridge):
+    def logs(rid, **level):
+        r = tool(bridge["URL"], rid, "test_tool_with_logging", **level)
+        assert r.status_code == 200, r.text
+        assert final(r)["result"]["resultType"] == "complete"
+        return [m for m in messages_of(r) if m.get("method") == "notifications/message"]
+    got = logs("g-1", **{"io.modelcontextprotocol/logLevel": "info"})
+    assert len(got) == 3 and all(m["params"]["level"] == "info" for m in got)
+    assert logs("g-2") == []
+    assert logs("g-3", **{"io.modelcontextprotocol/logLevel": "error"}) == []
