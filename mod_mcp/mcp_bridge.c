@@ -421,6 +421,43 @@ const char *mcp_bridge_input_name(apr_pool_t *p, int n)
     return apr_psprintf(p, "input-%d", n);
 }
 
+const char *mcp_bridge_input_key(apr_pool_t *p, json_object *request, int n)
+{
+    json_object *id = member(request, "id");
+
+    if (id && json_object_is_type(id, json_type_string) && json_object_get_string_len(id) > 0) {
+        return apr_pstrdup(p, json_object_get_string(id));
+    }
+    if (id && json_object_is_type(id, json_type_int)) {
+        return apr_psprintf(p, "%" APR_INT64_T_FMT, (apr_int64_t)json_object_get_int64(id));
+    }
+    return mcp_bridge_input_name(p, n);
+}
+
+const char *mcp_bridge_input_capability(json_object *request)
+{
+    const char *method = mcp_jsonrpc_get_string(request, "method");
+
+    if (!method) {
+        return NULL;
+    }
+    if (strcmp(method, "sampling/createMessage") == 0) {
+        return "sampling";
+    }
+    if (strcmp(method, "elicitation/create") == 0) {
+        return "elicitation";
+    }
+    return strcmp(method, "roots/list") == 0 ? "roots" : NULL;
+}
+
+const char *mcp_bridge_missing_capability(json_object *msg, json_object *request)
+{
+    json_object *caps = object_member(meta_of(msg), MCP_ERA_META_CAPABILITIES);
+    const char *cap = mcp_bridge_input_capability(request);
+
+    return cap && !object_member(caps, cap) ? cap : NULL;
+}
+
 const char *mcp_bridge_input_required(apr_pool_t *p, json_object *client_id,
                                       const apr_array_header_t *names,
                                       const apr_array_header_t *requests, const char *state,

@@ -19,7 +19,7 @@
  *   discover   server/discover's result from the backend's InitializeResult;
  *   rounds     a backend's server->client request (sampling/createMessage, elicitation/create,
  *              roots/list) becomes an InputRequiredResult whose inputRequests are keyed by a
- *              gateway name; the retry's inputResponses become JSON-RPC responses carrying the
+ *              the backend request's id (mcp_bridge_input_key); the retry's inputResponses become JSON-RPC responses carrying the
  *              backend's request ids again (mcp_bridge_input_responses).
  * Pure code: no httpd headers.
  */
@@ -110,6 +110,20 @@ json_object *mcp_bridge_server_info(apr_pool_t *p, const char *init_result);
 /* The name a round gives the backend request with this id: "input-<n>" for the n-th request of
  * the round (n >= 1). */
 const char *mcp_bridge_input_name(apr_pool_t *p, int n);
+
+/* The key of a backend request (parsed) in a round's inputRequests: its JSON-RPC id, a string
+ * as it is, an integer in decimal ("7" for id 7; the round stores the id itself, so the answer
+ * goes back with the number); a request without a usable id gets mcp_bridge_input_name(n).
+ * A key that another request of the same round has already is the caller's to replace. */
+const char *mcp_bridge_input_key(apr_pool_t *p, json_object *request, int n);
+
+/* The client capability a backend request needs: "sampling" (sampling/createMessage),
+ * "elicitation" (elicitation/create), "roots" (roots/list), or NULL. */
+const char *mcp_bridge_input_capability(json_object *request);
+
+/* The capability request needs that the client's request msg did not declare in
+ * _meta["io.modelcontextprotocol/clientCapabilities"] (an object member), or NULL. */
+const char *mcp_bridge_missing_capability(json_object *msg, json_object *request);
 
 /* An InputRequiredResult response (id client_id): inputRequests maps names[i] to
  * {method, params} of requests[i] (json_object *, parsed backend requests); requestState state. */

@@ -32,6 +32,10 @@ typedef struct bridge_t {
     int                      abandoned;  /* a round was not claimed in time                  */
     apr_int64_t              pending_seq;   /* the last input request's seq (parked)          */
     apr_time_t               pending_since;
+    apr_array_header_t      *round;      /* json_object *: the backend's requests not yet cut */
+    apr_int64_t              round_pos;  /* seq of the last of them                           */
+    const char              *refused_cap; /* a request needs a capability the client lacks  */
+    int                      final_code; /* the backend's error code on the response, or 0    */
 } bridge_t;
 
 /* One short POST of body to the backend (session: its id, or NULL), its answer's messages

@@ -41,7 +41,10 @@ int mcp_bridged_round_start(bridge_t *b, const mcp_store_session_t *s, apr_int64
 
     for (i = 0; i < requests->nelts; i++) {
         json_object *req = APR_ARRAY_IDX(requests, i, json_object *), *id = NULL;
-        const char *name = mcp_bridge_input_name(r->pool, i + 1);
+        const char *name = mcp_bridge_input_key(r->pool, req, i + 1);
+        if (json_object_object_get_ex(pending, name, NULL)) {
+            name = mcp_bridge_input_name(r->pool, i + 1);   /* "7" beside 7: keys stay unique */
+        }
         json_object_object_get_ex(req, "id", &id);
         APR_ARRAY_PUSH(names, const char *) = name;
         json_object_object_add(pending, name, json_object_get(id));
