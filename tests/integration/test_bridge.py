@@ -267,6 +267,59 @@ def test_a_sampling_round(bridge):
     assert "Paris" in json.dumps(final(r)["result"]["content"])
 
 
+def test_a_round_is_keyed_by_the_backends_request_ids_and_holds_all_its_requests(bridge, db):
+    # The backend sends its three requests (ids user_name, greeting, client_roots) in one write:
+    # one round, keyed by those ids, answered in one retry.
+    caps = {"elicitation": {}, "sampling": {}, "roots": {}}
+    r = tool(bridge["URL"], "m-1", "test_input_required_result_multiple_inputs", caps=caps)
+    assert r.status_code == 200, r.text
+    result = final(r)["result"]
+    assert result["resultType"] == "input_required", result
+    asks = result["inputRequests"]
+    assert {k: v["method"] for k, v in asks.items()} == {
+        "user_name": "elicitation/create", "greeting": "sampling/createMessage",
+        "client_roots": "roots/list"}
+    answers = {"user_name": {"action": "accept", "content": {"name": "Ada"}},
+               "greeting": {"role": "assistant", "content": {"type": "text", "text": "Hi there"},
+                            "model": "m", "stopReason": "endTurn"},
+               "client_roots": {"roots": [{"uri": "file:///w", "name": "w"}]}}
+    r = retry(bridge["URL2"], "m-2", result["requestState"], answers, args={},
+              name="test_input_required_result_multiple_inputs", caps=caps)
+    assert r.status_code == 200, r.text
+    text = final(r)["result"]["content"][0]["text"]
+    assert "Ada" in text and "Hi there" in text and "file:///w" in text, text
+    # Upstream, each answer carried the backend's own id.
+    first = client_stream(db, "m-1")
+    with db.cursor() as cur:
+        cur.execute("SELECT session_id FROM mcp.streams WHERE id = %s", (first[2],))
+        pooled = cur.fetchone()[0]
+        cur.execute("SELECT message->>'id' FROM mcp.events WHERE session_id = %s AND stream_id IS NULL "
+                    "AND direction = 'in' AND message ? 'result' AND message->>'id' = ANY(%s)",
+                    (pooled, list(answers)))
+        assert sorted(row[0] for row in cur.fetchall()) == sorted(answers)
+
+
+def test_a_request_for_an_undeclared_capability_is_32021(bridge, db):
+    # test_missing_capability asks for sampling whatever the client declared: the bridge answers
+    # -32021 (HTTP 400, data.requiredCapabilities) and cancels the backend call.
+    r = tool(bridge["URL"], "c-1", "test_missing_capability", caps={"elicitation": {}})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["code"] == -32021 and err["data"] == {"requiredCapabilities": {"sampling": {}}}, err
+    first = client_stream(db, "c-1")
+    wait_for(lambda: stream_status(db, first[2]) == "cancelled", timeout=10,
+             what="the backend stream to be cancelled")
+    # Declared: an ordinary round.
+    r = tool(bridge["URL"], "c-2", "test_missing_capability")
+    assert final(r)["result"]["inputRequests"]["capital_question"]["method"] == "sampling/createMessage"
+
+
+def test_an_unknown_method_is_404(bridge):
+    r = call(bridge["URL"], "u-1", "no/such/method")
+    assert r.status_code == 404, r.text
+    assert r.json()["error"]["code"] == -32601
+
+
 def refused(r, words):
     assert r.status_code == 400, r.text
     e = r.json()["error"]
@@ -277,14 +330,15 @@ def refused(r, words):
 def test_tampered_replayed_and_foreign_states_are_refused_precisely(bridge):
     result = elicitation_round(bridge["URL"], "t-1")
     state = result["requestState"]
+    (key,) = result["inputRequests"]
     tampered = state[:-1] + ("A" if state[-1] != "A" else "B")
-    refused(retry(bridge["URL"], "t-2", tampered, {"input-1": ANSWER}), "not one this gateway issued")
-    refused(retry(bridge["URL"], "t-3", state, {"input-1": ANSWER}, args={"message": "other"}),
+    refused(retry(bridge["URL"], "t-2", tampered, {key: ANSWER}), "not one this gateway issued")
+    refused(retry(bridge["URL"], "t-3", state, {key: ANSWER}, args={"message": "other"}),
             "another request")
-    refused(retry(bridge["AUTH_URL"], "t-4", state, {"input-1": ANSWER}, auth=ALICE), "another principal")
-    r = retry(bridge["URL2"], "t-5", state, {"input-1": ANSWER})
+    refused(retry(bridge["AUTH_URL"], "t-4", state, {key: ANSWER}, auth=ALICE), "another principal")
+    r = retry(bridge["URL2"], "t-5", state, {key: ANSWER})
     assert r.status_code == 200 and final(r)["result"]["resultType"] == "complete", r.text
-    refused(retry(bridge["URL"], "t-6", state, {"input-1": ANSWER}), "used already")
+    refused(retry(bridge["URL"], "t-6", state, {key: ANSWER}), "used already")
 
 
 def test_an_abandoned_round_expires_and_cancels_the_backend_call(bridge, db):
@@ -416,8 +470,8 @@ def test_listen_is_the_pooled_sessions_get_stream(bridge, db):
     lines = r.iter_lines()
     ack = next_data(lines)
     assert ack["method"] == "notifications/subscriptions/acknowledged"
-    # Only what the backend can deliver: it declares resources.subscribe, no listChanged.
-    assert ack["params"]["notifications"] == {"resourceSubscriptions": [uri]}
+    # Only what the backend can deliver: it declares resources.subscribe and tools.listChanged.
+    assert ack["params"]["notifications"] == {"toolsListChanged": True, "resourceSubscriptions": [uri]}
     assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L-1"
     # A log message on the same backend stream is not for a listen stream; the update is.
     assert final(tool(bridge["URL2"], "L-2", "notify", {"text": "not for listeners"},
