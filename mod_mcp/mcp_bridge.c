@@ -279,6 +279,9 @@ mcp_bridge_kind_t mcp_bridge_classify(json_object *msg, apr_int64_t backend_id, 
         return m.id && json_object_is_type(m.id, json_type_int)
                && json_object_get_int64(m.id) == backend_id ? MCP_BRIDGE_FINAL : MCP_BRIDGE_OTHER;
     case MCP_MSG_REQUEST:
+        if (strcmp(m.method, "ping") == 0) {
+            return MCP_BRIDGE_PING;
+        }
         return is_input_method(m.method) ? MCP_BRIDGE_INPUT_REQUEST : MCP_BRIDGE_OTHER;
     case MCP_MSG_NOTIFICATION:
         method = m.method;
@@ -520,6 +523,16 @@ const char *mcp_bridge_request_state(json_object *msg, int *has_responses)
     *has_responses = member(params, "inputResponses") != NULL;
     return state && json_object_is_type(state, json_type_string) ? json_object_get_string(state)
                                                                 : NULL;
+}
+
+const char *mcp_bridge_pong(apr_pool_t *p, json_object *ping)
+{
+    json_object *out = json_object_new_object();
+
+    json_object_object_add(out, "jsonrpc", json_object_new_string("2.0"));
+    json_object_object_add(out, "id", copy_of(member(ping, "id")));
+    json_object_object_add(out, "result", json_object_new_object());
+    return text_of(p, out);
 }
 
 const char *mcp_bridge_cancelled(apr_pool_t *p, apr_int64_t backend_id, const char *reason)

@@ -76,6 +76,7 @@ typedef enum {
     MCP_BRIDGE_OTHER = 0,      /* dropped (an unrelated response, a notification not relayed) */
     MCP_BRIDGE_NOTIFICATION,   /* relayed to the client as it is (progress, logs asked for)   */
     MCP_BRIDGE_INPUT_REQUEST,  /* sampling/elicitation/roots: an input-required round         */
+    MCP_BRIDGE_PING,           /* the backend's ping: answered by the gateway (mcp_bridge_pong) */
     MCP_BRIDGE_FINAL           /* the response to the call: translated, then the call ends     */
 } mcp_bridge_kind_t;
 
@@ -157,6 +158,9 @@ const char *mcp_bridge_listen_ack(apr_pool_t *p, json_object *msg, const char *i
  * NULL (everything else: logs, progress, requests, responses). */
 const char *mcp_bridge_listen_pass(apr_pool_t *p, json_object *msg, const char *acked,
                                    json_object *listen_id);
+
+/* The answer to a backend's ping request (parsed): {"jsonrpc":"2.0","id":<its id>,"result":{}}. */
+const char *mcp_bridge_pong(apr_pool_t *p, json_object *ping);
 
 /* notifications/cancelled for the backend-side id, with a reason. */
 const char *mcp_bridge_cancelled(apr_pool_t *p, apr_int64_t backend_id, const char *reason);

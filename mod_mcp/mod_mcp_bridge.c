@@ -65,6 +65,23 @@ mcp_backend_status_t mcp_bridged_post(mcp_req_t *q, const char *session_id, cons
     return status;
 }
 
+/* Answers a backend's ping on the client's behalf: a 2026-07-28 client has no ping to give. */
+void mcp_bridged_pong(bridge_t *b, const mcp_store_session_t *s, json_object *ping)
+{
+    apr_array_header_t *ignored;
+    mcp_exchange_t x;
+    const char *err = NULL, *pong = mcp_bridge_pong(b->q->r->pool, ping);
+
+    mcp_store_events_append(mcp_req_db(b->q), b->q->r->pool, s, 0, 0, "in",
+                            apr_pstrcat(b->q->r->pool, "[", pong, "]", NULL));
+    if (mcp_bridged_post(b->q, s->backend_session_id, s->protocol_version, pong, &x, &ignored,
+                         &err) != MCP_BACKEND_OK || x.response.status >= 300) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, b->q->r, "era bridge: the backend's ping "
+                      "was not answered: %s", err ? err : apr_psprintf(b->q->r->pool, "HTTP %ld",
+                                                                       x.response.status));
+    }
+}
+
 /* Tells the backend (best effort) that the call is cancelled. */
 void mcp_bridged_cancel(bridge_t *b, const mcp_store_session_t *s, apr_int64_t backend_id,
                         const char *reason)
@@ -320,6 +337,10 @@ static int on_message(void *baton, const char *json, apr_size_t len)
     kind = mcp_bridge_classify(obj, b->backend_id, b->log_min);
     if (kind == MCP_BRIDGE_FINAL) {
         b->answered = apr_time_now();
+    }
+    if (kind == MCP_BRIDGE_PING) {
+        mcp_bridged_pong(b, b->pooled, obj);
+        return 0;
     }
     if (b->parked) {
         if (kind == MCP_BRIDGE_INPUT_REQUEST) {

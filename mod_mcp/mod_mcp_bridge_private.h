@@ -49,6 +49,10 @@ mcp_backend_status_t mcp_bridged_post(mcp_req_t *q, const char *session_id, cons
 void mcp_bridged_cancel(bridge_t *b, const mcp_store_session_t *s, apr_int64_t backend_id,
                         const char *reason);
 
+/* Answers the backend's ping request (parsed) on pooled session s on the client's behalf (stored
+ * as an inbound event of s; best effort, logged). */
+void mcp_bridged_pong(bridge_t *b, const mcp_store_session_t *s, json_object *ping);
+
 /* The pooled session for the request: found, or (fresh: always) initialized. NULL with *why. */
 mcp_store_session_t *mcp_bridged_pool(bridge_t *b, int fresh, const char **why);
 

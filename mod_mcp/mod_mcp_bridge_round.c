@@ -99,6 +99,8 @@ static int on_stored(void *baton, apr_int64_t seq, const char *message)
         return 0;
     }
     switch (mcp_bridge_classify(obj, b->backend_id, b->log_min)) {
+    case MCP_BRIDGE_PING:   /* answered by the relay that read it from the backend */
+        break;
     case MCP_BRIDGE_NOTIFICATION:
         mcp_stream_add(&b->st, message, strlen(message));
         break;

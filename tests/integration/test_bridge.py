@@ -320,6 +320,46 @@ def test_an_unknown_method_is_404(bridge):
     assert r.json()["error"]["code"] == -32601
 
 
+@pytest.fixture(scope="module")
+def faults(bridge):
+    """The fault backend on the socket /mcp-bridge-faults points at; stopped after the module."""
+    binary = REPO / "tests" / "backend" / "mcp-fault-backend"
+    if not binary.is_file():
+        pytest.fail(f"{binary} is missing: run scripts/build", pytrace=False)
+    d = Path(bridge["MCP_STACK_DIR"])
+    with open(d / "faults.log", "ab") as log:
+        proc = subprocess.Popen([str(binary), "--unix", str(d / "faults.sock")],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == b"ready", f"mcp-fault-backend did not start: {line!r}"
+        yield bridge["URL"].rsplit("/", 1)[0] + "/mcp-bridge-faults"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_a_backends_ping_on_a_calls_stream_is_answered_by_the_bridge(faults, db):
+    ping = {"jsonrpc": "2.0", "id": "ping-7", "method": "ping"}
+    result = {"jsonrpc": "2.0", "id": "{{id}}", "result": {"content": [{"type": "text", "text": "pong seen"}]}}
+    body = json.dumps(result).replace('"{{id}}"', "{{id}}")
+    raw = ("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+           f"data: {json.dumps(ping)}\n\ndata: {body}\n\n")
+    r = tool(faults, "p-1", "raw", {"parts": [[raw, 1]], "then": "close", "delay_ms": 0})
+    assert r.status_code == 200, r.text
+    msgs = messages_of(r)
+    assert [m.get("method") for m in msgs] == [None], msgs   # the ping is not the client's
+    assert msgs[-1]["result"]["content"][0]["text"] == "pong seen"
+    # The answer went upstream on the pooled session, with the ping's id.
+    first = client_stream(db, "p-1")
+    with db.cursor() as cur:
+        cur.execute("SELECT session_id FROM mcp.streams WHERE id = %s", (first[2],))
+        pooled = cur.fetchone()[0]
+        cur.execute("SELECT message FROM mcp.events WHERE session_id = %s AND stream_id IS NULL "
+                    "AND direction = 'in' AND message->>'id' = 'ping-7'", (pooled,))
+        assert [row[0] for row in cur.fetchall()] == [{"jsonrpc": "2.0", "id": "ping-7", "result": {}}]
+
+
 def refused(r, words):
     assert r.status_code == 400, r.text
     e = r.json()["error"]

@@ -222,6 +222,12 @@ START_TEST(round_keys)
     ck_assert_str_eq(APR_ARRAY_IDX(out, 1, const char *),
                      "{\"jsonrpc\":\"2.0\",\"id\":\"user_name\",\"result\":{\"action\":"
                      "\"decline\"}}");
+    /* A backend's ping is the gateway's to answer. */
+    ck_assert_int_eq(mcp_bridge_classify(parse("{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":"
+                                               "\"ping\"}"), 5, -1), MCP_BRIDGE_PING);
+    ck_assert_str_eq(mcp_bridge_pong(pool, parse("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":"
+                                                 "\"ping\"}")),
+                     "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}");
     /* What a request needs of the client, against what the client declared. */
     ck_assert_str_eq(mcp_bridge_input_capability(parse("{\"method\":\"roots/list\"}")), "roots");
     ck_assert_ptr_null(mcp_bridge_input_capability(parse("{\"method\":\"ping\"}")));
