@@ -115,7 +115,9 @@ START_TEST(classify)
                                                "\"elicitation/create\",\"params\":{}}"), 5, 0),
                      MCP_BRIDGE_INPUT_REQUEST);
     ck_assert_int_eq(mcp_bridge_classify(parse("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"ping\"}"),
-                                         5, 0), MCP_BRIDGE_OTHER);
+                                         5, 0), MCP_BRIDGE_PING);
+    ck_assert_int_eq(mcp_bridge_classify(parse("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":"
+                                               "\"tools/list\"}"), 5, 0), MCP_BRIDGE_OTHER);
     ck_assert_int_eq(mcp_bridge_classify(parse("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/"
                                                "progress\",\"params\":{}}"), 5, 0),
                      MCP_BRIDGE_NOTIFICATION);
