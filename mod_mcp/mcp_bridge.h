@@ -17,10 +17,13 @@
  *              notifications/message passes only at or above the logLevel the request asked
  *              for (the pooled session is set to debug when the backend logs at all);
  *   discover   server/discover's result from the backend's InitializeResult;
- *   rounds     a backend's server->client request (sampling/createMessage, elicitation/create,
- *              roots/list) becomes an InputRequiredResult whose inputRequests are keyed by a
- *              the backend request's id (mcp_bridge_input_key); the retry's inputResponses become JSON-RPC responses carrying the
- *              backend's request ids again (mcp_bridge_input_responses).
+ *   rounds     the backend's server->client requests (sampling/createMessage, elicitation/create,
+ *              roots/list) of one round become an InputRequiredResult whose inputRequests are
+ *              keyed by each request's own id (mcp_bridge_input_key: a string id as it is, an
+ *              integer in decimal); the retry's inputResponses become JSON-RPC responses
+ *              carrying the backend's ids again, numbers as numbers (mcp_bridge_input_responses);
+ *              a request for a capability the client did not declare is refused (-32021,
+ *              mcp_bridge_missing_capability); a backend's ping is answered (mcp_bridge_pong).
  * Pure code: no httpd headers.
  */
 #ifndef MCP_BRIDGE_H

@@ -530,26 +530,26 @@ static int final_status(bridge_t *b)
 
 /* The backend asked for something the client did not declare it can give: the backend call is
  * cancelled and the client gets -32021 (400 unless its response is SSE already). */
-static int refuse_capability(bridge_t *b)
+int mcp_bridged_refuse(bridge_t *b, const mcp_store_session_t *s, const char *cap)
 {
     request_rec *r = b->q->r;
     json_object *data = json_object_new_object(), *caps = json_object_new_object();
     const char *json;
 
-    json_object_object_add(caps, b->refused_cap, json_object_new_object());
+    json_object_object_add(caps, cap, json_object_new_object());
     json_object_object_add(data, "requiredCapabilities", caps);
     json = mcp_jsonrpc_error_body(r->pool, b->msg->id, MCP_ERA_MISSING_CAPABILITY,
                                   apr_psprintf(r->pool, "Missing required client capability: "
                                                "the backend asks for %s, which the request's "
-                                               "clientCapabilities do not declare",
-                                               b->refused_cap), data);
+                                               "clientCapabilities do not declare", cap), data);
     json_object_put(data);
-    mcp_bridged_cancel(b, b->pooled, b->backend_id, apr_psprintf(r->pool, "the client did not "
-                       "declare the %s capability", b->refused_cap));
-    mcp_stream_finish(&b->bs, "cancelled");
+    mcp_bridged_cancel(b, s, b->backend_id, apr_psprintf(r->pool, "the client did not declare "
+                       "the %s capability", cap));
+    if (b->bs.id) {
+        mcp_stream_finish(&b->bs, "cancelled");
+    }
     ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "era bridge: stream %" APR_INT64_T_FMT ": the "
-                  "backend asked for %s, which the client did not declare: -32021", b->st.id,
-                  b->refused_cap);
+                  "backend asked for %s, which the client did not declare: -32021", b->st.id, cap);
     mcp_stream_add(&b->st, json, strlen(json));
     mcp_stream_finish(&b->st, "failed");
     return b->st.mode == MCP_STREAM_SSE ? DONE : mcp_bridged_json(b, HTTP_BAD_REQUEST, json);
@@ -585,7 +585,7 @@ static int relay_call(bridge_t *b)
     }
     cut_round(b);   /* requests in a last piece that no after_chunk saw */
     if (b->refused_cap && !b->answered) {
-        return refuse_capability(b);
+        return mcp_bridged_refuse(b, b->pooled, b->refused_cap);
     }
     if (b->cancelled || b->abandoned) {
         mcp_bridged_cancel(b, b->pooled, b->backend_id, b->cancelled

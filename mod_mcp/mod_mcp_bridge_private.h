@@ -72,6 +72,11 @@ int mcp_bridged_fail(bridge_t *b, int http, const char *message);
 int mcp_bridged_round_start(bridge_t *b, const mcp_store_session_t *s, apr_int64_t backend_stream,
                             apr_int64_t position, apr_array_header_t *requests);
 
+/* The backend asked for capability cap, which the client's request did not declare: the call
+ * on pooled session s is cancelled upstream and the client gets -32021 with
+ * data.requiredCapabilities (HTTP 400 unless its response is SSE already). Returns DONE. */
+int mcp_bridged_refuse(bridge_t *b, const mcp_store_session_t *s, const char *cap);
+
 /* A retry carrying requestState state: claimed, answered upstream, followed. Returns DONE. */
 int mcp_bridged_round_retry(bridge_t *b, const char *state);
 

@@ -161,7 +161,19 @@ static int follow(bridge_t *b, const mcp_store_session_t *s, apr_int64_t stream_
             continue;
         }
         if (f.requests->nelts > 0) {
-            mcp_bridged_round_start(b, s, stream_id, f.position, f.requests);
+            const char *cap = NULL;
+            int i;
+
+            for (i = 0; i < f.requests->nelts && !cap; i++) {
+                cap = mcp_bridge_missing_capability(b->msg->obj,
+                                                    APR_ARRAY_IDX(f.requests, i, json_object *));
+            }
+            if (cap) {
+                mcp_bridged_refuse(b, s, cap);
+            }
+            else {
+                mcp_bridged_round_start(b, s, stream_id, f.position, f.requests);
+            }
             break;
         }
         if (ended) {
