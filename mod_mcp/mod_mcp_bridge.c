@@ -231,6 +231,12 @@ mcp_store_session_t *mcp_bridged_pool(bridge_t *b, int fresh, const char **why)
     return pool_new(b, key, why);
 }
 
+mcp_store_session_t *mcp_bridged_pool_own(bridge_t *b, const char *tag, const char **why)
+{
+    return pool_new(b, apr_pstrcat(b->q->r->pool, mcp_bridge_caps_key(b->q->r->pool, b->msg->obj),
+                                   "#", tag, NULL), why);
+}
+
 /* The backend's serverInfo (JSON text, may be NULL), stamped on results. */
 void mcp_bridged_server_info(bridge_t *b, const char *text)
 {

@@ -56,6 +56,10 @@ void mcp_bridged_pong(bridge_t *b, const mcp_store_session_t *s, json_object *pi
 /* The pooled session for the request: found, or (fresh: always) initialized. NULL with *why. */
 mcp_store_session_t *mcp_bridged_pool(bridge_t *b, int fresh, const char **why);
 
+/* A pooled session of the request's principal and capabilities that no other request is given:
+ * its pooling key is theirs plus "#" tag (initialized now; reaped when idle like any other). */
+mcp_store_session_t *mcp_bridged_pool_own(bridge_t *b, const char *tag, const char **why);
+
 /* The backend's serverInfo (JSON text, may be NULL), stamped on results. */
 void mcp_bridged_server_info(bridge_t *b, const char *text);
 

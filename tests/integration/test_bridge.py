@@ -521,13 +521,27 @@ def test_listen_is_the_pooled_sessions_get_stream(bridge, db):
     update = next_data(lines)
     assert update["method"] == "notifications/resources/updated" and update["params"]["uri"] == uri
     assert update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L-1"
-    # A 2025 session has one GET stream: a second listen on the same pooled session is refused.
-    second = call(bridge["URL2"], "L-4", "subscriptions/listen", {"notifications": {}}, caps=LISTEN_CAPS)
-    assert second.status_code == 502, second.text
-    assert "held by another subscriptions/listen" in second.json()["error"]["message"]
+    # A 2025 session has one GET stream: a second listen of the same principal and capabilities
+    # gets a pooled session of its own, and a list change reaches both listens.
+    second = call(bridge["URL2"], "L-4", "subscriptions/listen", {"notifications": {"toolsListChanged": True}},
+                  caps=LISTEN_CAPS, stream=True)
+    assert second.status_code == 200 and second.headers["Content-Type"].startswith("text/event-stream")
+    lines2 = second.iter_lines()
+    ack2 = next_data(lines2)
+    assert ack2["method"] == "notifications/subscriptions/acknowledged"
+    assert ack2["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L-4"
+    with db.cursor() as cur:
+        cur.execute("SELECT count(*) FROM mcp.bridge_sessions WHERE capabilities_key LIKE %s", ("%#listen-%",))
+        assert cur.fetchone()[0] >= 1
+    assert final(tool(bridge["URL"], "L-5", "test_trigger_tool_change", caps=LISTEN_CAPS))["result"]
+    for got, rid in ((next_data(lines), "L-1"), (next_data(lines2), "L-4")):
+        assert got["method"] == "notifications/tools/list_changed", got
+        assert got["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == rid
     r.close()
-    cid = client_stream(db, "L-1")[0]
+    second.close()
+    cid, cid2 = client_stream(db, "L-1")[0], client_stream(db, "L-4")[0]
     wait_for(lambda: stream_status(db, cid) == "closed", timeout=10, what="the listen stream to close")
+    wait_for(lambda: stream_status(db, cid2) == "closed", timeout=10, what="the second listen to close")
 
 
 def test_log_messages_follow_the_requests_log_level(bridge):
