@@ -311,7 +311,7 @@ static int error_code_of(json_object *obj)
  * the retry's follower finds the rest stored after the round's position. */
 static void cut_round(bridge_t *b)
 {
-    if (b->parked || b->refused_cap || !b->round || b->round->nelts == 0) {
+    if (b->parked || b->answered || b->refused_cap || !b->round || b->round->nelts == 0) {
         return;
     }
     mcp_stream_commit(&b->bs);   /* stored before the round names its position */
@@ -590,7 +590,7 @@ static int relay_call(bridge_t *b)
         break;
     }
     cut_round(b);   /* requests in a last piece that no after_chunk saw */
-    if (b->refused_cap && !b->answered) {
+    if (b->refused_cap && !b->answered) {   /* (answered anyway: the response wins) */
         return mcp_bridged_refuse(b, b->pooled, b->refused_cap);
     }
     if (b->cancelled || b->abandoned) {

@@ -343,8 +343,7 @@ def test_a_backends_ping_on_a_calls_stream_is_answered_by_the_bridge(faults, db)
     ping = {"jsonrpc": "2.0", "id": "ping-7", "method": "ping"}
     result = {"jsonrpc": "2.0", "id": "{{id}}", "result": {"content": [{"type": "text", "text": "pong seen"}]}}
     body = json.dumps(result).replace('"{{id}}"', "{{id}}")
-    raw = ("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
-           f"data: {json.dumps(ping)}\n\ndata: {body}\n\n")
+    raw = SSE_HEAD + f"data: {json.dumps(ping)}\n\ndata: {body}\n\n"
     r = tool(faults, "p-1", "raw", {"parts": [[raw, 1]], "then": "close", "delay_ms": 0})
     assert r.status_code == 200, r.text
     msgs = messages_of(r)
@@ -358,6 +357,35 @@ def test_a_backends_ping_on_a_calls_stream_is_answered_by_the_bridge(faults, db)
         cur.execute("SELECT message FROM mcp.events WHERE session_id = %s AND stream_id IS NULL "
                     "AND direction = 'in' AND message->>'id' = 'ping-7'", (pooled,))
         assert [row[0] for row in cur.fetchall()] == [{"jsonrpc": "2.0", "id": "ping-7", "result": {}}]
+
+
+SSE_HEAD = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+
+
+def test_a_numeric_backend_id_is_keyed_as_its_decimal_and_answered_as_the_number(faults, db):
+    ask = {"jsonrpc": "2.0", "id": 7, "method": "elicitation/create",
+           "params": {"message": "n?", "requestedSchema": {"type": "object", "properties": {}}}}
+    # The request, then the backend keeps its stream open (the answer never resumes it: the
+    # fault backend takes responses without acting on them).
+    r = tool(faults, "n-1", "raw", {"parts": [[SSE_HEAD + f"data: {json.dumps(ask)}\n\n", 1]],
+                                    "then": "hang", "delay_ms": 0})
+    assert r.status_code == 200, r.text
+    result = final(r)["result"]
+    assert result["resultType"] == "input_required" and list(result["inputRequests"]) == ["7"], result
+    answer = {"action": "accept", "content": {}}
+    with tool(faults, "n-2", "raw", {"parts": [[SSE_HEAD + f"data: {json.dumps(ask)}\n\n", 1]],
+                                     "then": "hang", "delay_ms": 0},
+              extra={"requestState": result["requestState"], "inputResponses": {"7": answer}},
+              stream=True) as again:
+        assert again.status_code == 200
+
+        def answered():
+            with db.cursor() as cur:
+                cur.execute("SELECT message FROM mcp.events WHERE stream_id IS NULL AND direction = 'in' "
+                            "AND message->'result' = %s::jsonb", (json.dumps(answer),))
+                return [row[0] for row in cur.fetchall()]
+        got = wait_for(answered, timeout=10, what="the answer to go upstream")
+        assert {"jsonrpc": "2.0", "id": 7, "result": answer} in got, got
 
 
 def refused(r, words):
