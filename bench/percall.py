@@ -5,10 +5,13 @@ users); wrk and psycopg2 must be installed (bench/run installs them).
 
     bench/percall.py [--tree DIR]... [--conc 1,8,32] [--secs 4] [--reps 2]
                      [--proto 2025-11-25|2025-06-18] [--pg-set NAME=VALUE]...
+                     [--conf-add N=DIRECTIVE]... [--children N]
 
 Each --tree (default: this repository) is a built checkout: its tests/stack starts a private
 stack (one httpd, event MPM, with that tree's module, schema and test backend). The points are
-run interleaved (tree A, tree B, tree A, ...) so that the machine's load hits all alike. Per point
+run interleaved (tree A, tree B, tree A, ...) so that the machine's load hits all alike; the same
+tree may be given twice with --conf-add N=DIRECTIVE adding a line to the N-th's (0-based) httpd
+configuration, e.g. --tree . --tree . --conf-add 1="MCPDatabaseGroupCommit 1". Per point
 it prints calls/s and p50/p99 (noisy on a shared machine) and the figures that do not depend on
 the load: PostgreSQL CPU per call (all postgres processes, from /proc), httpd CPU per call,
 write transactions per call, NOTIFYs per call, WAL bytes per call, event rows per call.
@@ -24,33 +27,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (helpers: CpuMeter, NotifyCounter, mcp_sessions, read_env, ...)
 import psycopg2  # noqa: E402
 
-CONF = """LogLevel warn
-MaxKeepAliveRequests 0
-KeepAliveTimeout 30
-StartServers 1
-ServerLimit 1
-ThreadsPerChild 64
-MaxRequestWorkers 64
-MinSpareThreads 1
-MaxSpareThreads 64
-MaxConnectionsPerChild 0
-DBDMin 0
-DBDKeep 32
-DBDMax 32
-<IfDirective MCPMaxStreamsPerPrincipal>
-    MCPMaxStreamsPerPrincipal 0
-    MCPMaxSessionsPerPrincipal 0
-</IfDirective>
-"""
 
 
 class Target:
-    def __init__(self, tree, work, proto, idx, pg_set=()):
+    def __init__(self, tree, work, proto, idx, pg_set=(), conf_add=(), children=1):
         self.tree = os.path.abspath(tree)
+        self.name = self.tree + "".join(f" + {c}" for c in conf_add)
         self.dir = os.path.join(work, f"t{idx}")
-        conf = os.path.join(work, "percall.conf")
+        conf = os.path.join(work, f"percall-{idx}.conf")
         with open(conf, "w") as f:
-            f.write(CONF)
+            f.write(bench.httpd_conf(children, 64) + "".join(c + "\n" for c in conf_add))
         p = subprocess.run([os.path.join(self.tree, "tests", "stack"), "up", "--dir", self.dir,
                             "--httpd", "1", "--mpm", "event", "--conf", conf,
                             "--module", os.path.join(self.tree, "mod_mcp/.libs/mod_mcp.so")],
@@ -136,20 +122,28 @@ def main():
     ap.add_argument("--proto", default="2025-11-25")
     ap.add_argument("--pg-set", action="append", default=[],
                     help="NAME=VALUE: a PostgreSQL setting for every tree's stack")
+    ap.add_argument("--children", type=int, default=1,
+                    help="httpd children of 64 threads (bench/run's main stack has 2)")
+    ap.add_argument("--conf-add", action="append", default=[],
+                    help="N=DIRECTIVE: a line added to the N-th tree's httpd configuration")
     a = ap.parse_args()
     trees = a.tree or [bench.REPO]
     work = tempfile.mkdtemp(prefix="mcp-percall.")
     os.chmod(work, 0o755)
     targets = []
     try:
+        adds = {}
+        for kv in a.conf_add:
+            n, line = kv.split("=", 1)
+            adds.setdefault(int(n), []).append(line)
         for i, t in enumerate(trees):
-            targets.append(Target(t, work, a.proto, i, a.pg_set))
+            targets.append(Target(t, work, a.proto, i, a.pg_set, adds.get(i, ()), a.children))
         res = {}
         for rep in range(a.reps):
             for c in [int(x) for x in a.conc.split(",")]:
                 order = targets[rep % len(targets):] + targets[:rep % len(targets)]
                 for t in order:
-                    res.setdefault((t.tree, c), []).append(t.point(c, a.secs, a.proto))
+                    res.setdefault((t.name, c), []).append(t.point(c, a.secs, a.proto))
         keys = list(next(iter(res.values()))[0].keys())
         print(f"protocol {a.proto}; medians of {a.reps} interleaved runs of {a.secs} s")
         for (tree, c), rs in res.items():

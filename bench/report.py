@@ -129,15 +129,14 @@ def write_report(res, bench_dir, work, quick):
           f"{fmt(med(gse8))} calls/s vs supergateway {fmt(med(sg8))} calls/s at concurrency 8 "
           f"(ratio {fmt(med(gse8) / med(sg8), 2)}); mod_mcp stores every message, supergateway "
           f"stores nothing.")
-    ins = {c: col("m3", f"exec/notify/{c}", "rate") for c in CONCS}
-    ins_nn = {c: col("m3", f"exec/nonotify/{c}", "rate") for c in CONCS}
+    ins = {c: col("m3", f"exec/{c}", "rate") for c in CONCS}
     if ins[32]:
         ev32 = col("m1", "mod_mcp/32", "events_per_s")
         w(f"* Event store: the gateway stored {fmt(med(ev32))} events/s at concurrency 32 "
-          f"({fmt(per_call['events'], 0)} per call in {fmt(per_call['commits'], 0)} "
+          f"({fmt(per_call['events'], 0)} per call in {fmt(per_call['commits'], 2)} "
           f"transactions); a C client doing the gateway's single-row INSERT, each row its own "
-          f"transaction, reaches {fmt(med(ins[32]))} rows/s with the NOTIFY trigger and "
-          f"{fmt(med(ins_nn[32]))}/s without it (32 connections).")
+          f"transaction, reaches {fmt(med(ins[32]))} rows/s unnamed and "
+          f"{fmt(med(col('m3', 'prepared/32', 'rate')))}/s prepared (32 connections).")
     for n in sorted({int(k) for k in runs.get("m4", {})}):
         w(f"* Replay of {n:,} stored events: {cell(col('m4', str(n), 'seconds'), 2)} s "
           f"({fmt(med(col('m4', str(n), 'events_per_s')))} events/s).")
@@ -147,11 +146,20 @@ def write_report(res, bench_dir, work, quick):
           f"{fmt(med(col('m5', 'light', 'p99_ms')), 1)} ms idle, p50 "
           f"{fmt(med(col('m5', 'heavy', 'p50_ms')), 1)} ms / p99 "
           f"{fmt(med(col('m5', 'heavy', 'p99_ms')), 1)} ms under load.")
+    if res.get("m6_failed"):
+        w(f"* **Measurement 6 failed**: {res['m6_failed'][:300]}")
     if res.get("m6"):
         m6 = res["m6"]
         w(f"* {m6[0]['n']:,} idle standalone streams: "
           f"{fmt(m6[0]['rss_per_stream_kb'])} KiB of httpd RSS per stream on a fresh instance, "
           f"{fmt(med([r['db_held']['total'] for r in m6]))} database connections in all.")
+    m9 = res.get("m9") or {}
+    if m9:
+        w("* Memory with server-everything behind each gateway: " + "; ".join(
+            f"{n} sessions: mod_mcp's httpd {fmt(r['httpd_rss_kb'] / 1024, 1)} MiB RSS vs "
+            f"supergateway {fmt(r['sg_rss_kb'] / 1024, 1)} MiB (ratio "
+            f"{fmt(r['httpd_rss_kb'] / max(r['sg_rss_kb'], 1), 3)})" for n, r in m9.items())
+          + " (measurement 9).")
     m8c = res.get("m8_concs") or []
     if m8c and R("m8", f"h2+TLS/{m8c[-1]}") and R("m8", f"HTTP/1.1/{m8c[-1]}"):
         c = m8c[-1]
@@ -291,13 +299,17 @@ def write_report(res, bench_dir, work, quick):
         w("Two PostgreSQL switches flipped for the duration of single runs, to attribute the cost; "
           "neither is a recommended setting (without the triggers followers on other processes "
           "are only woken by polling the table; without synchronous commit an acknowledged call "
-          "can be lost in a crash). The wait events are sampled every 20 ms from "
-          "`pg_stat_activity` (active sessions of the gateway, LISTEN connections excluded).")
+          "can be lost in a crash); and the gateway's own group commit "
+          "(`MCPDatabaseGroupCommit 1`, off by default: a stream's writes of concurrent requests "
+          "of a child committed together, each request still waiting for its own commit). The "
+          "wait events are sampled every 20 ms from `pg_stat_activity` (active sessions of the "
+          "gateway, LISTEN connections excluded).")
         w("")
-        w("| variant | calls/s | p50 ms | p99 ms | CPU cores: " +
+        w("| variant | calls/s | p50 ms | p99 ms | transactions/call | CPU cores: " +
           " / ".join(n for _, n in MAIN_CPU) + " | what active PG sessions were doing |")
-        w("|---|---:|---:|---:|---|---|")
-        for v in ("as shipped", "NOTIFY triggers disabled", "synchronous_commit off"):
+        w("|---|---:|---:|---:|---:|---|---|")
+        for v in ("as shipped", "NOTIFY triggers disabled", "synchronous_commit off",
+                  "group commit on (1 committer per child)"):
             rs = R("attr", v)
             if not rs:
                 continue
@@ -309,7 +321,9 @@ def write_report(res, bench_dir, work, quick):
             top = ", ".join(f"{k} {n / tot:.0%}" for k, n in
                             sorted(waits.items(), key=lambda x: -x[1])[:4])
             w(f"| {v} | {cell([r['rps'] for r in rs])} | {ms([r['p50_us'] for r in rs])} | "
-              f"{ms([r['p99_us'] for r in rs])} | {cpu_split(rs, MAIN_CPU)} | {top} |")
+              f"{ms([r['p99_us'] for r in rs])} | "
+              f"{fmt(med([r.get('xacts_per_call') for r in rs]), 2)} | "
+              f"{cpu_split(rs, MAIN_CPU)} | {top} |")
         w("")
 
     prof = res.get("profile")
@@ -388,32 +402,27 @@ def write_report(res, bench_dir, work, quick):
       "statement, autocommit) into the real `mcp.events` of the same database, while the "
       "gateway's LISTEN connections are up.")
     w("")
-    w("| concurrency | gateway calls/s | gateway events/s | gateway commits/s (NOTIFYs/s) | raw INSERT/s as the "
-      "gateway sends it (unnamed statement, NOTIFY trigger) | raw p50 ms | raw INSERT/s, NOTIFY "
-      "trigger disabled | raw INSERT/s, prepared, trigger disabled |")
-    w("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    w("| concurrency | gateway calls/s | gateway events/s | gateway commits/s (NOTIFYs/s) | raw INSERT/s, "
+      "unnamed statement (PQexecParams) | raw p50 ms | raw INSERT/s, prepared once per connection |")
+    w("|---:|---:|---:|---:|---:|---:|---:|")
     for c in CONCS:
         rs = R("m1", f"mod_mcp/{c}")
         w(f"| {c} | {cell([r['rps'] for r in rs])} | {cell([r.get('events_per_s') for r in rs])}"
           f" | {cell([r.get('commits_per_s') for r in rs])} "
           f"({fmt(med([r.get('notifies_per_s') for r in rs]))}) | "
-          f"{cell(col('m3', f'exec/notify/{c}', 'rate'))} | "
-          f"{ms(col('m3', f'exec/notify/{c}', 'p50_us'))} | "
-          f"{cell(col('m3', f'exec/nonotify/{c}', 'rate'))} | "
-          f"{cell(col('m3', f'prepared/nonotify/{c}', 'rate'))} |")
+          f"{cell(col('m3', f'exec/{c}', 'rate'))} | "
+          f"{ms(col('m3', f'exec/{c}', 'p50_us'))} | "
+          f"{cell(col('m3', f'prepared/{c}', 'rate'))} |")
     w("")
     if ins[32] and R("m1", "mod_mcp/32"):
         ev = med(col("m1", "mod_mcp/32", "events_per_s"))
         cm = med(col("m1", "mod_mcp/32", "commits_per_s"))
-        nt = med(col("m1", "mod_mcp/32", "notifies_per_s"))
-        w(f"At concurrency 32 the gateway commits {fmt(cm)} transactions/s, {fmt(nt)} of them "
-          f"sending NOTIFY, and stores {fmt(ev)} events/s. A client doing nothing but the "
-          f"gateway's INSERT — every one a transaction that sends NOTIFY — commits "
-          f"{fmt(med(ins[32]))}/s with 32 connections: the notifying transactions are the "
-          f"scarce resource, and the gateway uses {nt / med(ins[32]):.0%} of what this database "
-          "can commit of them. Without the trigger the same INSERT scales with concurrency "
-          f"(group commit) to {fmt(med(ins_nn[32]))}/s, and prepared once instead of parsed and "
-          f"planned every time to {fmt(med(col('m3', 'prepared/nonotify/32', 'rate')))}/s.")
+        w(f"At concurrency 32 the gateway commits {fmt(cm)} transactions/s and stores {fmt(ev)} "
+          f"events/s. A client doing nothing but the gateway's INSERT, every row its own "
+          f"transaction, commits {fmt(med(ins[32]))}/s with 32 connections (unnamed) and "
+          f"{fmt(med(col('m3', 'prepared/32', 'rate')))}/s prepared: with synchronous commit, "
+          "rows per second are bound by the WAL flushes per second times the commits each "
+          "flush carries; the gateway's group commit puts several calls' rows in one commit.")
         w("")
 
     # ---- 4 -----------------------------------------------------------------------------------
@@ -576,6 +585,29 @@ def write_report(res, bench_dir, work, quick):
         w("")
 
     # ---- limits ------------------------------------------------------------------------------
+    if m9:
+        w(f"## 9. Memory: mod_mcp vs supergateway at {' and '.join(m9)} sessions")
+        w("")
+        w("Both gateways in front of server-everything (Node 22), after N sessions were made "
+          "through each and each made one `echo` call. mod_mcp: its httpd instance (parent and "
+          "children, event MPM, 2 × 64 threads); its one server-everything process (HTTP) is "
+          "shown apart. supergateway: its Node process and, for each session, the stdio "
+          "server-everything it starts (the backend is part of each session there). RSS counts "
+          "shared pages once per process (httpd's children share most of theirs), PSS divides "
+          "them among the processes sharing them.")
+        w("")
+        w("| sessions | mod_mcp httpd RSS MiB (PSS) | processes | supergateway + stdio SE RSS MiB "
+          "(PSS) | processes | supergateway alone RSS MiB | server-everything (HTTP) behind "
+          "mod_mcp RSS MiB | httpd / supergateway RSS |")
+        w("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for n, r in m9.items():
+            w(f"| {n} | {fmt(r['httpd_rss_kb'] / 1024, 1)} ({fmt(r['httpd_pss_kb'] / 1024, 1)}) | "
+              f"{r['httpd_procs']} | {fmt(r['sg_rss_kb'] / 1024, 1)} "
+              f"({fmt(r['sg_pss_kb'] / 1024, 1)}) | {r['sg_procs']} | "
+              f"{fmt(r['sg_own_rss_kb'] / 1024, 1)} | {fmt(r['se_http_rss_kb'] / 1024, 1)} | "
+              f"{fmt(r['httpd_rss_kb'] / max(r['sg_rss_kb'], 1), 3)} |")
+        w("")
+
     w("## What limits each number, and what a bigger machine would change")
     w("")
     se_opens = med(col("m2", "mod_mcp→SE/8", "tcp_opens_per_call"))
@@ -588,6 +620,21 @@ def write_report(res, bench_dir, work, quick):
     w("")
     hot_spots(w, res, R, col, per_call)
     w("")
+    # The levers of issue 12 and what each did (bench/before-after.md, written by hand from
+    # interleaved per-call runs): its newest section, one heading level down.
+    try:
+        with open(os.path.join(bench_dir, "before-after.md")) as fh:
+            text = fh.read()
+    except OSError:
+        text = ""
+    if text.startswith("# "):
+        nxt = text.find("\n# ", 1)
+        section = text[:nxt if nxt > 0 else len(text)].rstrip()
+        w("\n".join(("#" + line) if line.startswith("#") else line
+                     for line in section.splitlines()))
+        w("")
+        w("Earlier levers: `bench/before-after.md`.")
+        w("")
 
     with open(os.path.join(bench_dir, "results.md"), "w") as fh:
         fh.write("\n".join(out) + "\n")
@@ -608,30 +655,27 @@ def hot_spots(w, res, R, col, per_call):
         lock = waits.get("Lock:object", 0) / (sum(waits.values()) or 1)
         off = med(col("attr", "NOTIFY triggers disabled", "rps"))
         on = med(col("attr", "as shipped", "rps"))
-        items.append(
-            f"**NOTIFY serialises commits.** {fmt(per_call['notifies'], 1)} notifying "
-            f"transaction(s) per call; at concurrency 32, {lock:.0%} of the active sessions' "
-            f"samples wait on `Lock:object` (PostgreSQL's database-wide notify lock, held from "
-            f"`PreCommit_Notify` through the WAL flush); without the triggers ×{off / on:.2f} "
-            f"calls/s. The raw INSERT with the trigger stays flat at "
-            f"{fmt(med(col('m3', 'exec/notify/32', 'rate')))}/s whatever the concurrency. Every "
-            "call notifies although almost no stream has a follower in another process: "
-            "notifying only streams that someone follows (a follower marks the stream before "
-            "its first read) would take this lock off the common path.")
+        if lock >= 0.1:   # notifying every call again would show here
+            items.append(
+                f"**NOTIFY serialises commits.** {fmt(per_call['notifies'], 1)} notifying "
+                f"transaction(s) per call; at concurrency 32, {lock:.0%} of the active sessions' "
+                f"samples wait on `Lock:object` (PostgreSQL's database-wide notify lock, held "
+                f"from `PreCommit_Notify` through the WAL flush); without the triggers "
+                f"×{off / on:.2f} calls/s. Only streams that someone follows should notify.")
     prof = res.get("profile") or {}
     pg = dict(prof.get("pg", []))
     ppa = sum(pg.get(k, 0) for k in ("parse (pg_parse_query)", "analyze + rewrite",
                                      "plan (pg_plan_queries)"))
-    pex = med(col("m3", "exec/nonotify/32", "rate"))
-    ppr = med(col("m3", "prepared/nonotify/32", "rate"))
-    if ppa:
+    pex = med(col("m3", "exec/32", "rate"))
+    ppr = med(col("m3", "prepared/32", "rate"))
+    if ppa >= 2:   # statements parsed and planned on every call again would show here
         items.append(
             f"**Every statement is parsed, analysed and planned again.** Parse + analyse + plan "
             f"are {ppa:.1f} % of all CPU samples (PostgreSQL as a whole: "
             f"{dict(prof.get('by_process', [])).get('postgres', float('nan')):.1f} %): the "
             "module's statements are unnamed (apr_dbd runs them with PQexecParams). Prepared "
             f"once per connection, the same INSERT goes from {fmt(pex)} to {fmt(ppr)}/s "
-            "(measurement 3, no trigger, 32 connections).")
+            "(measurement 3, 32 connections).")
     for t in res.get("table_stats") or []:
         if t["table"] == "sessions" and t["updates"] > 1000 and t["hot_updates"] < t["updates"] / 10:
             items.append(
@@ -676,16 +720,16 @@ LIMITS_TEXT = """\
   block-device threads) and the backend share 2 cores, so every throughput here is a share of the
   same 2 cores, and latency at concurrency 32 is mostly queueing for them. The load generator
   itself is cheap (its ceiling is the trivial-handler row, and the CPU columns show its share).
-* **(1) mod_mcp** is bound by PostgreSQL: {TX} transactions per call, {NTF} of which send
-  NOTIFY (measured). PostgreSQL serialises the commits of transactions that issued NOTIFY on one
-  database-wide lock held through the WAL flush (`Lock:object` in the attribution table), so
-  adding clients adds waiting, not throughput, and the two cores are not even full. A bigger
-  machine does little for this part: more cores do not shorten a serial section whose length is
-  the commit + fsync time; a faster WAL device (lower fdatasync latency) does. Removing the
-  serialisation (fewer notifying transactions per call, see the hot spots) is what scales.
-  Without it, PostgreSQL CPU (parse + plan of unnamed statements on every call: see the
-  profile) and fsync group commit would be next; those do scale with cores and with a faster
-  disk.
+* **(1) mod_mcp** is bound by PostgreSQL: {TX} transactions per call ({NTF} NOTIFYs), each a
+  synchronous commit, the two of a call in sequence (the priming row must be durable before the
+  backend is asked, the answer before the client sees it). At concurrency 1 a call waits for two
+  WAL flushes (fdatasync, see the machine table): the added latency cannot go below that with
+  `synchronous_commit` on. Under concurrency PostgreSQL groups the flushes of concurrent commits
+  itself (`LWLock:WALWrite` in the attribution table), so calls/s ≈ flushes/s × commits per
+  flush ÷ 2, and the rest is CPU on the 2 shared cores (PostgreSQL's share per call is in the
+  cost table). The gateway's own group commit (attribution table) cuts transactions and
+  PostgreSQL CPU per call but adds a serial section per child; a faster WAL device and more cores
+  move this part, not the gateway.
 * **(1) backend alone / trivial handler** are CPU-bound on the shared cores (the C backend and
   httpd's core are both cheap); on a bigger machine they grow roughly with cores, and so would
   the load generator's ceiling (more wrk threads).
@@ -694,17 +738,15 @@ LIMITS_TEXT = """\
   mod_mcp in front of server-everything is bound as in (1), with server-everything's own HTTP
   handling (Express + the MCP SDK, several times the CPU per call of the C backend) on top.{SSE}
   More cores help supergateway (more Node processes run at once) more than mod_mcp.
-* **(3) raw INSERT** is bound by the NOTIFY commit lock with the trigger (flat across
-  concurrency) and by fsync group commit + CPU without it (rises with concurrency). On a machine
-  with a faster fsync and more cores the untriggered ceiling rises; the triggered one only with
-  faster fsync.
+* **(3) raw INSERT**, every row its own transaction, is bound by fsync group commit and CPU
+  (it rises with concurrency); prepared statements save the parse and plan of each row.
 * **(4) replay** reads 256 rows per query (`REPLAY_BATCH`) and writes them through httpd's
   output filters; it is CPU-bound on one httpd thread plus the PostgreSQL backend serving it, and
   it does not touch the WAL, so it scales with single-core speed, not with fsync.
 * **(5) cross-process delay** is: commit (WAL flush) of the relaying instance's INSERT → NOTIFY
   delivered to the other instance's LISTEN connection → the follower's SELECT → write. Idle, it
-  is a few WAL flushes and wake-ups; under load the NOTIFY commit lock and CPU queueing on the 2
-  cores dominate. More cores shrink the queueing; the lock does not go away.
+  is one WAL flush and a few wake-ups; under load CPU queueing on the 2 cores dominates. More
+  cores shrink the queueing.
 * **(6) idle streams** cost memory (a worker thread each: its stack pages and its request pool)
   and a periodic lease renewal (one UPDATE per stream every `MCPStreamLease`/3 = 10 s); database
   connections are bounded by `DBDMax` per child plus one LISTEN connection per child, not by the

@@ -279,6 +279,9 @@ mcp_bridge_kind_t mcp_bridge_classify(json_object *msg, apr_int64_t backend_id, 
         return m.id && json_object_is_type(m.id, json_type_int)
                && json_object_get_int64(m.id) == backend_id ? MCP_BRIDGE_FINAL : MCP_BRIDGE_OTHER;
     case MCP_MSG_REQUEST:
+        if (strcmp(m.method, "ping") == 0) {
+            return MCP_BRIDGE_PING;
+        }
         return is_input_method(m.method) ? MCP_BRIDGE_INPUT_REQUEST : MCP_BRIDGE_OTHER;
     case MCP_MSG_NOTIFICATION:
         method = m.method;
@@ -421,6 +424,43 @@ const char *mcp_bridge_input_name(apr_pool_t *p, int n)
     return apr_psprintf(p, "input-%d", n);
 }
 
+const char *mcp_bridge_input_key(apr_pool_t *p, json_object *request, int n)
+{
+    json_object *id = member(request, "id");
+
+    if (id && json_object_is_type(id, json_type_string) && json_object_get_string_len(id) > 0) {
+        return apr_pstrdup(p, json_object_get_string(id));
+    }
+    if (id && json_object_is_type(id, json_type_int)) {
+        return apr_psprintf(p, "%" APR_INT64_T_FMT, (apr_int64_t)json_object_get_int64(id));
+    }
+    return mcp_bridge_input_name(p, n);
+}
+
+const char *mcp_bridge_input_capability(json_object *request)
+{
+    const char *method = mcp_jsonrpc_get_string(request, "method");
+
+    if (!method) {
+        return NULL;
+    }
+    if (strcmp(method, "sampling/createMessage") == 0) {
+        return "sampling";
+    }
+    if (strcmp(method, "elicitation/create") == 0) {
+        return "elicitation";
+    }
+    return strcmp(method, "roots/list") == 0 ? "roots" : NULL;
+}
+
+const char *mcp_bridge_missing_capability(json_object *msg, json_object *request)
+{
+    json_object *caps = object_member(meta_of(msg), MCP_ERA_META_CAPABILITIES);
+    const char *cap = mcp_bridge_input_capability(request);
+
+    return cap && !object_member(caps, cap) ? cap : NULL;
+}
+
 const char *mcp_bridge_input_required(apr_pool_t *p, json_object *client_id,
                                       const apr_array_header_t *names,
                                       const apr_array_header_t *requests, const char *state,
@@ -483,6 +523,16 @@ const char *mcp_bridge_request_state(json_object *msg, int *has_responses)
     *has_responses = member(params, "inputResponses") != NULL;
     return state && json_object_is_type(state, json_type_string) ? json_object_get_string(state)
                                                                 : NULL;
+}
+
+const char *mcp_bridge_pong(apr_pool_t *p, json_object *ping)
+{
+    json_object *out = json_object_new_object();
+
+    json_object_object_add(out, "jsonrpc", json_object_new_string("2.0"));
+    json_object_object_add(out, "id", copy_of(member(ping, "id")));
+    json_object_object_add(out, "result", json_object_new_object());
+    return text_of(p, out);
 }
 
 const char *mcp_bridge_cancelled(apr_pool_t *p, apr_int64_t backend_id, const char *reason)

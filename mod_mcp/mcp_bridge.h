@@ -17,10 +17,13 @@
  *              notifications/message passes only at or above the logLevel the request asked
  *              for (the pooled session is set to debug when the backend logs at all);
  *   discover   server/discover's result from the backend's InitializeResult;
- *   rounds     a backend's server->client request (sampling/createMessage, elicitation/create,
- *              roots/list) becomes an InputRequiredResult whose inputRequests are keyed by a
- *              gateway name; the retry's inputResponses become JSON-RPC responses carrying the
- *              backend's request ids again (mcp_bridge_input_responses).
+ *   rounds     the backend's server->client requests (sampling/createMessage, elicitation/create,
+ *              roots/list) of one round become an InputRequiredResult whose inputRequests are
+ *              keyed by each request's own id (mcp_bridge_input_key: a string id as it is, an
+ *              integer in decimal); the retry's inputResponses become JSON-RPC responses
+ *              carrying the backend's ids again, numbers as numbers (mcp_bridge_input_responses);
+ *              a request for a capability the client did not declare is refused (-32021,
+ *              mcp_bridge_missing_capability); a backend's ping is answered (mcp_bridge_pong).
  * Pure code: no httpd headers.
  */
 #ifndef MCP_BRIDGE_H
@@ -76,6 +79,7 @@ typedef enum {
     MCP_BRIDGE_OTHER = 0,      /* dropped (an unrelated response, a notification not relayed) */
     MCP_BRIDGE_NOTIFICATION,   /* relayed to the client as it is (progress, logs asked for)   */
     MCP_BRIDGE_INPUT_REQUEST,  /* sampling/elicitation/roots: an input-required round         */
+    MCP_BRIDGE_PING,           /* the backend's ping: answered by the gateway (mcp_bridge_pong) */
     MCP_BRIDGE_FINAL           /* the response to the call: translated, then the call ends     */
 } mcp_bridge_kind_t;
 
@@ -111,6 +115,20 @@ json_object *mcp_bridge_server_info(apr_pool_t *p, const char *init_result);
  * the round (n >= 1). */
 const char *mcp_bridge_input_name(apr_pool_t *p, int n);
 
+/* The key of a backend request (parsed) in a round's inputRequests: its JSON-RPC id, a string
+ * as it is, an integer in decimal ("7" for id 7; the round stores the id itself, so the answer
+ * goes back with the number); a request without a usable id gets mcp_bridge_input_name(n).
+ * A key that another request of the same round has already is the caller's to replace. */
+const char *mcp_bridge_input_key(apr_pool_t *p, json_object *request, int n);
+
+/* The client capability a backend request needs: "sampling" (sampling/createMessage),
+ * "elicitation" (elicitation/create), "roots" (roots/list), or NULL. */
+const char *mcp_bridge_input_capability(json_object *request);
+
+/* The capability request needs that the client's request msg did not declare in
+ * _meta["io.modelcontextprotocol/clientCapabilities"] (an object member), or NULL. */
+const char *mcp_bridge_missing_capability(json_object *msg, json_object *request);
+
 /* An InputRequiredResult response (id client_id): inputRequests maps names[i] to
  * {method, params} of requests[i] (json_object *, parsed backend requests); requestState state. */
 const char *mcp_bridge_input_required(apr_pool_t *p, json_object *client_id,
@@ -143,6 +161,9 @@ const char *mcp_bridge_listen_ack(apr_pool_t *p, json_object *msg, const char *i
  * NULL (everything else: logs, progress, requests, responses). */
 const char *mcp_bridge_listen_pass(apr_pool_t *p, json_object *msg, const char *acked,
                                    json_object *listen_id);
+
+/* The answer to a backend's ping request (parsed): {"jsonrpc":"2.0","id":<its id>,"result":{}}. */
+const char *mcp_bridge_pong(apr_pool_t *p, json_object *ping);
 
 /* notifications/cancelled for the backend-side id, with a reason. */
 const char *mcp_bridge_cancelled(apr_pool_t *p, apr_int64_t backend_id, const char *reason);

@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 
 #include <apr_strings.h>
+#include <apr_thread_cond.h>
+#include <apr_thread_mutex.h>
 
 #include "mcp_store.h"
 
@@ -104,6 +106,23 @@ static void statement_name(const char *sql, char name[24])
     apr_snprintf(name, 24, "mcp_%016" APR_UINT64_T_HEX_FMT, h);
 }
 
+/* Sends what was queued on a non-blocking connection, reading meanwhile so that neither side
+ * blocks: 0, -1 when the connection failed, -2 at the deadline. */
+static int flush_sent(PGconn *conn, apr_time_t deadline)
+{
+    int rv;
+
+    while ((rv = PQflush(conn)) == 1) {
+        if (wait_socket(conn, POLLIN | POLLOUT, deadline) != 0) {
+            return -2;
+        }
+        if (!PQconsumeInput(conn)) {
+            return -1;
+        }
+    }
+    return rv < 0 ? -1 : 0;
+}
+
 /* Flushes what was sent and reads the result without ever blocking past the deadline (see
  * run). Returns the first result, or NULL with *err and *broken. */
 static PGresult *await_result(mcp_store_t *db, apr_pool_t *p, PGconn *conn, apr_time_t deadline,
@@ -112,15 +131,10 @@ static PGresult *await_result(mcp_store_t *db, apr_pool_t *p, PGconn *conn, apr_
     PGresult *res, *first = NULL;
     int rv;
 
-    while ((rv = PQflush(conn)) == 1) {
-        if (wait_socket(conn, POLLIN | POLLOUT, deadline) != 0) {
+    if ((rv = flush_sent(conn, deadline)) != 0) {
+        if (rv == -2) {
             goto timed_out;
         }
-        if (!PQconsumeInput(conn)) {
-            goto failed;
-        }
-    }
-    if (rv < 0) {
         goto failed;
     }
     for (;;) {
@@ -231,9 +245,370 @@ static PGresult *run(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *s
     return res;
 }
 
-mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *what,
+/* ---- group commit (see mcp_store.h) -------------------------------------------------------- */
+
+/* One caller's statement, waiting in a group. Everything the committer hands back is either a
+ * libpq result (malloc'd, owned by the waiter once done) or copied into the entry: the
+ * committer never allocates from the waiter's pool, and the waiter's strings (sql, params) stay
+ * valid because the waiter does not leave before done. */
+typedef struct group_entry_t {
+    const char            *sql;
+    int                    n;
+    const char *const     *params;
+    apr_int64_t            key;        /* the stream id: the order within a transaction      */
+    int                    taken;      /* in a committer's batch                              */
+    int                    done;
+    PGresult              *res;        /* its result (success or its own error), or NULL:     */
+    int                    broken;     /* ... the connection failed (err says how)            */
+    int                    fatal;      /* ... the lender said no connection will do (err)     */
+    char                   state[6];   /* ... or the group's retryable error's SQLSTATE ("")  */
+    char                   err[512];
+    struct group_entry_t  *next;
+} group_entry_t;
+
+struct mcp_store_group_t {
+    apr_thread_mutex_t *lock;
+    apr_thread_cond_t  *done;
+    group_entry_t      *head, *tail;   /* waiting, not yet taken by a committer              */
+    int                 busy;          /* committers at work                                 */
+    int                 committers;    /* ... at most                                        */
+    int                 max;
+    apr_uint64_t        transactions, statements;
+};
+
+apr_status_t mcp_store_group_create(mcp_store_group_t **group, apr_pool_t *p, int max,
+                                    int committers)
+{
+    mcp_store_group_t *g = apr_pcalloc(p, sizeof(*g));
+    apr_status_t rv;
+
+    g->max = max > 0 ? max : 1;
+    g->committers = committers > 0 ? committers : 1;
+    if ((rv = apr_thread_mutex_create(&g->lock, APR_THREAD_MUTEX_DEFAULT, p)) != APR_SUCCESS
+        || (rv = apr_thread_cond_create(&g->done, p)) != APR_SUCCESS) {
+        return rv;
+    }
+    *group = g;
+    return APR_SUCCESS;
+}
+
+void mcp_store_group_counts(const mcp_store_group_t *group, apr_uint64_t *transactions,
+                            apr_uint64_t *statements)
+{
+    *transactions = group ? group->transactions : 0;
+    *statements = group ? group->statements : 0;
+}
+
+static void entry_fail(group_entry_t *e, const char *err, const char *state, int broken)
+{
+    apr_cpystrn(e->err, err ? err : "unknown database error", sizeof(e->err));
+    apr_cpystrn(e->state, state ? state : "", sizeof(e->state));
+    e->broken = broken;
+}
+
+/* The next result of a pipeline (NULL: the end of the current statement's results, or the
+ * connection failed: *failed), never waiting past the deadline. */
+static PGresult *pipeline_result(PGconn *conn, apr_time_t deadline, int *failed)
+{
+    while (PQisBusy(conn)) {
+        if (wait_socket(conn, POLLIN, deadline) != 0 || !PQconsumeInput(conn)) {
+            *failed = 1;
+            return NULL;
+        }
+    }
+    return PQgetResult(conn);
+}
+
+/* Gives a connection that failed mid-pipeline up for good (see await_result). */
+static void give_up(PGconn *conn)
+{
+    shutdown(PQsocket(conn), SHUT_RDWR);
+    PQconsumeInput(conn);
+}
+
+/* Prepares every distinct statement of the batch on conn, each in its own implicit
+ * transaction (one that exists already answers 42P05, which is fine). Non-zero when the
+ * connection failed. */
+static int pipeline_prepare(PGconn *conn, group_entry_t **v, int m, apr_time_t deadline)
+{
+    int i, j, sent = 0, failed = 0;
+    char name[24];
+
+    for (i = 0; i < m; i++) {
+        for (j = 0; j < i && v[j]->sql != v[i]->sql; j++) {
+        }
+        if (j < i) {
+            continue;
+        }
+        statement_name(v[i]->sql, name);
+        if (!PQsendPrepare(conn, name, v[i]->sql, v[i]->n, NULL) || !PQpipelineSync(conn)) {
+            return -1;
+        }
+        sent++;
+    }
+    if (flush_sent(conn, deadline) != 0) {
+        return -1;
+    }
+    while (sent > 0) {
+        PGresult *res = pipeline_result(conn, deadline, &failed);
+        if (failed) {
+            return -1;
+        }
+        if (res && PQresultStatus(res) == PGRES_PIPELINE_SYNC) {
+            sent--;
+        }
+        PQclear(res);
+    }
+    return 0;
+}
+
+/* What one run of a batch came to. */
+enum { RUN_COMMITTED, RUN_REFUSED_ONE, RUN_NOT_PREPARED, RUN_GROUP_FAILED, RUN_CONN_FAILED };
+
+/* Runs v[0..m) in one pipeline: the statements, then a Sync, which commits them as one
+ * implicit transaction (an error anywhere rolls all of them back). On RUN_COMMITTED each
+ * entry's res holds its result; on RUN_REFUSED_ONE v[*at] failed for good (its res holds the
+ * error), the others' results are dropped; on RUN_GROUP_FAILED *res_out holds the retryable
+ * error; on RUN_CONN_FAILED the connection is given up. */
+static int pipeline_run(PGconn *conn, group_entry_t **v, int m, apr_time_t deadline, int *at,
+                        PGresult **res_out)
+{
+    PGresult *res, *error = NULL;
+    int i, failed = 0, error_at = -1, synced = 0;
+    char name[24];
+
+    for (i = 0; i < m; i++) {
+        statement_name(v[i]->sql, name);
+        if (!PQsendQueryPrepared(conn, name, v[i]->n, v[i]->params, NULL, NULL, 0)) {
+            return RUN_CONN_FAILED;
+        }
+    }
+    if (!PQpipelineSync(conn) || flush_sent(conn, deadline) != 0) {
+        return RUN_CONN_FAILED;
+    }
+    for (i = 0; i <= m && !failed; i++) {
+        /* A statement's result and the NULL after it; then the Sync's (after the commit). */
+        while ((res = pipeline_result(conn, deadline, &failed))) {
+            ExecStatusType t = PQresultStatus(res);
+            if (t == PGRES_PIPELINE_SYNC) {
+                PQclear(res);
+                synced = 1;
+                break;
+            }
+            if (i < m && !v[i]->res && (t == PGRES_TUPLES_OK || t == PGRES_COMMAND_OK)) {
+                v[i]->res = res;
+            }
+            else if (t == PGRES_FATAL_ERROR && !error) {
+                error = res;
+                error_at = i < m ? i : -1;
+            }
+            else {
+                PQclear(res);   /* PGRES_PIPELINE_ABORTED: skipped after an error */
+            }
+        }
+    }
+    if (!error && !failed && synced && PQstatus(conn) == CONNECTION_OK) {
+        return RUN_COMMITTED;
+    }
+    /* Not committed (or not known to be): no statement's result may reach its caller. */
+    for (i = 0; i < m; i++) {
+        PQclear(v[i]->res);
+        v[i]->res = NULL;
+    }
+    if (failed || !synced || PQstatus(conn) != CONNECTION_OK) {
+        PQclear(error);
+        return RUN_CONN_FAILED;
+    }
+    *res_out = error;
+    *at = error_at;
+    if (not_prepared(error)) {
+        return RUN_NOT_PREPARED;
+    }
+    if (error_at >= 0 && mcp_store_classify(PQresultErrorField(error, PG_DIAG_SQLSTATE), 1)
+                         == MCP_STORE_FAULT_PERMANENT) {
+        return RUN_REFUSED_ONE;
+    }
+    return RUN_GROUP_FAILED;
+}
+
+static int by_key(const void *a, const void *b)
+{
+    const group_entry_t *x = *(group_entry_t *const *)a, *y = *(group_entry_t *const *)b;
+
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* The committer's work: the batch v[0..m), sorted, on one borrowed connection, until every
+ * entry has its answer. Runs without the group's lock. */
+static void group_commit(mcp_store_group_t *g, mcp_store_t *db, apr_pool_t *p,
+                         group_entry_t **v, int m, apr_time_t until)
+{
+    const char *err = NULL;
+    PGconn *conn;
+    int i, prepared = 0, broken = 0;
+
+    group_entry_t *w[256];
+
+    /* The caller keeps its own list of the batch (to mark every entry done): work on a copy. */
+    memcpy(w, v, sizeof(v[0]) * m);
+    v = w;
+    qsort(v, m, sizeof(v[0]), by_key);
+    conn = db->lender->borrow(db, &err);
+    if (!conn) {
+        for (i = 0; i < m; i++) {
+            entry_fail(v[i], db->fatal ? db->fatal : err ? err : "no connection", NULL, 1);
+            v[i]->fatal = db->fatal != NULL;
+        }
+        return;
+    }
+    if (PQsetnonblocking(conn, 1) != 0 || !PQenterPipelineMode(conn)) {
+        err = trimmed(p, PQerrorMessage(conn));
+        for (i = 0; i < m; i++) {
+            entry_fail(v[i], err, NULL, 1);
+        }
+        db->lender->give_back(db, conn, 1);
+        return;
+    }
+    while (m > 0) {
+        PGresult *error = NULL;
+        int at = -1, rc = pipeline_run(conn, v, m, until, &at, &error);
+
+        if (rc == RUN_COMMITTED) {
+            apr_thread_mutex_lock(g->lock);
+            g->transactions++;
+            g->statements += m;
+            apr_thread_mutex_unlock(g->lock);
+            break;
+        }
+        if (rc == RUN_NOT_PREPARED && !prepared) {
+            PQclear(error);
+            prepared = 1;
+            if (pipeline_prepare(conn, v, m, until) == 0) {
+                continue;
+            }
+            rc = RUN_CONN_FAILED;
+        }
+        if (rc == RUN_REFUSED_ONE) {
+            /* Its own answer; the others go again without it. */
+            v[at]->res = error;
+            memmove(v + at, v + at + 1, sizeof(v[0]) * (m - at - 1));
+            m--;
+            continue;
+        }
+        if (rc == RUN_CONN_FAILED) {
+            err = trimmed(p, PQerrorMessage(conn));
+            if (PQstatus(conn) == CONNECTION_OK) {
+                err = apr_psprintf(p, "no answer in time (MCPDatabaseTimeout %" APR_TIME_T_FMT
+                                   " ms); connection given up",
+                                   apr_time_as_msec(db->statement_timeout));
+                give_up(conn);
+            }
+            broken = 1;
+            for (i = 0; i < m; i++) {
+                entry_fail(v[i], err, NULL, 1);
+            }
+        }
+        else {
+            /* Retryable (or, from the Sync, not one statement's): every caller decides. */
+            err = trimmed(p, PQresultErrorMessage(error));
+            for (i = 0; i < m; i++) {
+                entry_fail(v[i], err, PQresultErrorField(error, PG_DIAG_SQLSTATE), 0);
+            }
+            PQclear(error);
+        }
+        break;
+    }
+    if (!broken) {
+        PQexitPipelineMode(conn);
+        PQsetnonblocking(conn, 0);
+    }
+    db->lender->give_back(db, conn, broken);
+}
+
+/* When a statement started now must be done: at most the statement timeout, and no later than
+ * the caller's patience lasts (deadline). */
+static apr_time_t statement_until(const mcp_store_t *db, apr_time_t deadline)
+{
+    apr_time_t now = apr_time_now();
+    apr_time_t until = db->statement_timeout > 0 ? now + db->statement_timeout : 0;
+
+    if (db->patience > 0 && (!until || until > deadline)) {
+        until = deadline > now ? deadline : now + 1000;
+    }
+    return until;
+}
+
+/* Runs the statement in the child's group: returns when it is committed (its result), or
+ * failed (its error result, or NULL with *err, *state, *broken). deadline: when the caller's
+ * patience ends (a committer's statement bound starts when it starts committing). */
+static PGresult *group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, int n,
+                           const char *const *params, apr_int64_t key, apr_time_t deadline,
+                           const char **err, const char **state, int *broken, int *fatal)
+{
+    mcp_store_group_t *g = db->group;
+    group_entry_t e;
+
+    memset(&e, 0, sizeof(e));
+    e.sql = sql;
+    e.n = n;
+    e.params = params;
+    e.key = key;
+    apr_thread_mutex_lock(g->lock);
+    if (g->tail) {
+        g->tail->next = &e;
+    }
+    else {
+        g->head = &e;
+    }
+    g->tail = &e;
+    while (!e.done) {
+        if (!e.taken && g->busy < g->committers) {
+            /* This thread commits the waiting ones (its own among them). */
+            group_entry_t *v[256], *x;
+            int i, m = 0, max = g->max < 256 ? g->max : 256;
+
+            g->busy++;
+            while (g->head && m < max) {
+                x = g->head;
+                g->head = x->next;
+                x->next = NULL;
+                x->taken = 1;
+                v[m++] = x;
+            }
+            if (!g->head) {
+                g->tail = NULL;
+            }
+            apr_thread_mutex_unlock(g->lock);
+            db->until = db->patience > 0 ? deadline
+                        : db->statement_timeout > 0 ? apr_time_now() + db->statement_timeout
+                        : 0;
+            group_commit(g, db, p, v, m, statement_until(db, deadline));
+            apr_thread_mutex_lock(g->lock);
+            for (i = 0; i < m; i++) {
+                v[i]->done = 1;
+            }
+            g->busy--;
+            apr_thread_cond_broadcast(g->done);
+        }
+        else {
+            apr_thread_cond_wait(g->done, g->lock);
+        }
+    }
+    apr_thread_mutex_unlock(g->lock);
+    *broken = e.broken;
+    *fatal = e.fatal;
+    if (!e.res) {
+        *err = apr_pstrdup(p, e.err);
+        *state = e.state[0] ? apr_pstrdup(p, e.state) : NULL;
+    }
+    return e.res;
+}
+
+/* mcp_store_exec, in the child's group (see mcp_store.h) when key >= 0 and the handle has one:
+ * for the hot path's writes only (statements whose locks are their own stream's row). */
+static mcp_store_status_t exec_as(mcp_store_t *db, apr_pool_t *p, const char *what,
                                   const char *sql, int n, const char *const *params,
-                                  PGresult **out)
+                                  PGresult **out, apr_int64_t key)
 {
     apr_time_t deadline = apr_time_now() + db->patience;
 
@@ -242,44 +617,58 @@ mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *wh
         mcp_store_fault_t fault = MCP_STORE_FAULT_RETRY;
         const char *err = NULL, *state = NULL;
         PGresult *res = NULL;
-        PGconn *conn;
+        PGconn *conn = NULL;
         int broken = 1;
 
         /* Waiting for a connection counts against the same bound as the statement. */
         db->until = db->patience > 0 ? deadline
                     : db->statement_timeout > 0 ? apr_time_now() + db->statement_timeout : 0;
-        conn = db->lender->borrow(db, &err);
-        if (!conn && db->fatal) {
-            db->sqlstate = NULL;
-            db->error = apr_psprintf(p, "%s: %s", what, db->fatal);
-            return MCP_STORE_UNAVAILABLE;
-        }
+        if (key >= 0 && db->group) {
+            int fatal = 0;
 
-        if (conn) {
-            /* One statement takes at most the statement timeout, and no longer than the
-             * caller's patience lasts. */
-            apr_time_t until = db->statement_timeout > 0 ? apr_time_now() + db->statement_timeout
-                                                          : 0;
-            if (db->patience > 0 && (!until || until > deadline)) {
-                until = deadline > apr_time_now() ? deadline : apr_time_now() + 1000;
+            res = group_run(db, p, sql, n, params, key, deadline, &err, &state, &broken,
+                            &fatal);
+            if (fatal) {
+                db->fatal = err;
+                db->sqlstate = NULL;
+                db->error = apr_psprintf(p, "%s: %s", what, err);
+                return MCP_STORE_UNAVAILABLE;
             }
-            res = run(db, p, conn, sql, n, params, until, &err, &broken);
-            if (res && (PQresultStatus(res) == PGRES_TUPLES_OK
-                        || PQresultStatus(res) == PGRES_COMMAND_OK)) {
-                db->lender->give_back(db, conn, 0);
-                apr_pool_cleanup_register(p, res, clear_result, apr_pool_cleanup_null);
-                if (out) {
-                    *out = res;
-                }
-                return MCP_STORE_OK;
-            }
-            if (res) {
-                const char *s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-                state = s ? apr_pstrdup(p, s) : NULL;
-                err = trimmed(p, PQresultErrorMessage(res));
+            if (!res && state) {
                 fault = mcp_store_classify(state, !broken);
-                PQclear(res);
             }
+        }
+        else {
+            conn = db->lender->borrow(db, &err);
+            if (!conn && db->fatal) {
+                db->sqlstate = NULL;
+                db->error = apr_psprintf(p, "%s: %s", what, db->fatal);
+                return MCP_STORE_UNAVAILABLE;
+            }
+            if (conn) {
+                res = run(db, p, conn, sql, n, params, statement_until(db, deadline), &err,
+                          &broken);
+            }
+        }
+        if (res && (PQresultStatus(res) == PGRES_TUPLES_OK
+                    || PQresultStatus(res) == PGRES_COMMAND_OK)) {
+            if (conn) {
+                db->lender->give_back(db, conn, 0);
+            }
+            apr_pool_cleanup_register(p, res, clear_result, apr_pool_cleanup_null);
+            if (out) {
+                *out = res;
+            }
+            return MCP_STORE_OK;
+        }
+        if (res) {
+            const char *s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+            state = s ? apr_pstrdup(p, s) : NULL;
+            err = trimmed(p, PQresultErrorMessage(res));
+            fault = mcp_store_classify(state, !broken);
+            PQclear(res);
+        }
+        if (conn) {
             db->lender->give_back(db, conn, broken);
         }
         db->sqlstate = state;
@@ -302,6 +691,13 @@ mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *wh
                                                      : apr_time_from_msec(100));
         }
     }
+}
+
+mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *what,
+                                  const char *sql, int n, const char *const *params,
+                                  PGresult **out)
+{
+    return exec_as(db, p, what, sql, n, params, out, -1);
 }
 
 /* One parameterless query on conn for an integer (the first column of its one row; NULL: 0). */
@@ -369,6 +765,17 @@ static mcp_store_status_t first_id(PGresult *res, apr_int64_t *out)
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+/* Runs the statement (mcp_store_exec) and reads its first row: OK with at least one row in
+ * *res, NOT_FOUND when it returned none, or the statement's own failure. */
+static mcp_store_status_t exec_row(mcp_store_t *db, apr_pool_t *p, const char *what,
+                                   const char *sql, int n, const char *const *params,
+                                   PGresult **res)
+{
+    mcp_store_status_t rv = mcp_store_exec(db, p, what, sql, n, params, res);
+
+    return rv != MCP_STORE_OK ? rv : PQntuples(*res) < 1 ? MCP_STORE_NOT_FOUND : MCP_STORE_OK;
+}
+
 /* ---- sessions ---------------------------------------------------------------------------- */
 
 /* A session's activity, recorded at most once a second: last_seen_at is indexed, so an update
@@ -395,12 +802,9 @@ mcp_store_status_t mcp_store_session_touch(mcp_store_t *db, apr_pool_t *p, const
     args[0] = id;
     args[1] = int_text(p, idle_secs);
     args[2] = principal;
-    if ((rv = mcp_store_exec(db, p, "looking up the session", sql, NARGS(args), args, &res))
+    if ((rv = exec_row(db, p, "looking up the session", sql, NARGS(args), args, &res))
         != MCP_STORE_OK) {
         return rv;
-    }
-    if (PQntuples(res) < 1) {
-        return MCP_STORE_NOT_FOUND;
     }
     s = apr_pcalloc(p, sizeof(*s));
     s->id = apr_pstrdup(p, id);
@@ -449,12 +853,9 @@ mcp_store_status_t mcp_store_session_expire(mcp_store_t *db, apr_pool_t *p, cons
     args[0] = id;
     args[1] = backend_url;
     args[2] = int_text(p, idle_secs);
-    if ((rv = mcp_store_exec(db, p, "expiring the session", sql, NARGS(args), args, &res))
+    if ((rv = exec_row(db, p, "expiring the session", sql, NARGS(args), args, &res))
         != MCP_STORE_OK) {
         return rv;
-    }
-    if (PQntuples(res) < 1) {
-        return MCP_STORE_NOT_FOUND;
     }
     *backend_session_id = entry(res, 0, 0);
     return MCP_STORE_OK;
@@ -523,9 +924,13 @@ mcp_store_status_t mcp_store_streams_renew(mcp_store_t *db, apr_pool_t *p, int n
     static const char sql[] =
         "WITH v AS ("
         "  SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[]) AS v(id, session_id, secs)"
+        /* Row locks in id order, as the group commit takes them: never a deadlock with it. */
+        "), locked AS ("
+        "  SELECT s.id FROM mcp.streams s JOIN v ON v.id = s.id WHERE s.status = 'open'"
+        "   ORDER BY s.id FOR NO KEY UPDATE OF s"
         "), st AS ("
         "  UPDATE mcp.streams s SET lease_until = now() + make_interval(secs => v.secs)"
-        "    FROM v WHERE s.id = v.id AND s.status = 'open'"
+        "    FROM v WHERE s.id = v.id AND s.status = 'open' AND s.id IN (SELECT id FROM locked)"
         "  RETURNING s.id, s.session_id"
         "), se AS ("
         "  UPDATE mcp.sessions SET last_seen_at = now()"
@@ -579,7 +984,11 @@ static mcp_store_status_t streams_end(mcp_store_t *db, apr_pool_t *p, const char
         "     SET status = CASE kind WHEN 'request' THEN 'failed' ELSE 'closed' END,"
         "         completed_at = now()"
         "   WHERE status = 'open' AND ";
+    /* Row locks in id order, as the group commit takes them: never a deadlock with it. */
+    static const char locked[] =
+        "     AND id IN (SELECT id FROM mcp.streams WHERE status = 'open' AND ";
     static const char tail[] =
+        "                 ORDER BY id FOR NO KEY UPDATE)"
         "  RETURNING id, session_id, kind, request_id_text"
         "), ids AS ("
         "  SELECT x.id AS stream_id, x.session_id, r.id::text AS id, r.ord"
@@ -626,8 +1035,9 @@ static mcp_store_status_t streams_end(mcp_store_t *db, apr_pool_t *p, const char
     args[0] = selector;
     args[1] = message;
     args[2] = int_text(p, code);
-    rv = mcp_store_exec(db, p, what, apr_pstrcat(p, head, where_sql, tail, NULL), NARGS(args),
-                        args, &res);
+    rv = mcp_store_exec(db, p, what, apr_pstrcat(p, head, where_sql, locked, where_sql, tail,
+                                                  NULL),
+                        NARGS(args), args, &res);
     if (rv != MCP_STORE_OK) {
         return rv;
     }
@@ -693,7 +1103,8 @@ mcp_store_status_t mcp_store_events_append(mcp_store_t *db, apr_pool_t *p,
     args[3] = direction;
     args[4] = session->principal;
     args[5] = messages;
-    if ((rv = mcp_store_exec(db, p, "storing events", sql, NARGS(args), args, &res))
+    /* In the child's group: its locks are its own stream row's (and none for stream 0). */
+    if ((rv = exec_as(db, p, "storing events", sql, NARGS(args), args, &res, stream_id))
         != MCP_STORE_OK) {
         return rv;
     }
@@ -727,8 +1138,8 @@ mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p
     args[3] = session->principal;
     args[4] = messages;
     args[5] = status;
-    return mcp_store_exec(db, p, "storing a stream's last messages and its end", sql,
-                          NARGS(args), args, NULL);
+    return exec_as(db, p, "storing a stream's last messages and its end", sql, NARGS(args), args,
+                   NULL, stream_id);
 }
 
 #define STREAM_COLUMNS \
@@ -757,11 +1168,8 @@ static mcp_store_status_t select_stream(mcp_store_t *db, apr_pool_t *p, const ch
     mcp_store_status_t rv;
     PGresult *res;
 
-    if ((rv = mcp_store_exec(db, p, what, sql, n, args, &res)) != MCP_STORE_OK) {
+    if ((rv = exec_row(db, p, what, sql, n, args, &res)) != MCP_STORE_OK) {
         return rv;
-    }
-    if (PQntuples(res) < 1) {
-        return MCP_STORE_NOT_FOUND;
     }
     read_stream(res, stream_id, out);
     return MCP_STORE_OK;
@@ -951,12 +1359,9 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     args[9] = owner;
     args[10] = int_text(p, lease_secs);
     args[11] = inbound;
-    if ((rv = mcp_store_exec(db, p, "storing the request and its stream", sql, NARGS(args), args,
-                             &res)) != MCP_STORE_OK) {
+    if ((rv = exec_row(db, p, "storing the request and its stream", sql, NARGS(args), args,
+                       &res)) != MCP_STORE_OK) {
         return rv;
-    }
-    if (PQntuples(res) < 1) {
-        return MCP_STORE_NOT_FOUND;
     }
     session->backend_session_id = entry(res, 0, 1);
     session->protocol_version = entry(res, 0, 2);
@@ -1132,12 +1537,9 @@ mcp_store_status_t mcp_store_stream_follow(mcp_store_t *db, apr_pool_t *p,
     args[6] = int_text(p, limits->max_stream_followers);
     args[7] = owner;
     args[8] = int_text(p, lease_secs);
-    if ((rv = mcp_store_exec(db, p, "looking up an event", sql, NARGS(args), args, &res))
+    if ((rv = exec_row(db, p, "looking up an event", sql, NARGS(args), args, &res))
         != MCP_STORE_OK) {
         return rv;
-    }
-    if (PQntuples(res) < 1) {
-        return MCP_STORE_NOT_FOUND;
     }
     read_stream(res, stream_id, out);
     *refused = refusal(entry(res, 0, 5));

@@ -47,6 +47,30 @@ mcp_store_fault_t mcp_store_classify(const char *sqlstate, int connection_ok);
 
 typedef struct mcp_store_t mcp_store_t;
 
+/* Group commit: one per child process, shared by every handle of the child that points to it.
+ * The hot path's writes (a stream's outbound messages and its end, inbound messages of no
+ * stream) of concurrent requests are then run by one thread at a time, the committer, in one
+ * transaction on one borrowed connection (one pipeline, one round trip, one WAL flush), while
+ * the others wait for that commit: a caller's mcp_store_* call returns only after its own rows
+ * are committed (or with its own error), exactly as without grouping. A statement the database
+ * refuses for good gets its own REFUSED and the rest of the group is run again without it; a
+ * connection fault or a retryable error (40001, 40P01, ...) fails the whole group, each caller
+ * retrying under its own policy. Statements are taken in the order of their stream ids, so that
+ * two children's groups lock stream rows in the same order. */
+typedef struct mcp_store_group_t mcp_store_group_t;
+
+/* A group for this process, allocated in p (its mutex and condition too); at most max
+ * statements per transaction, at most committers transactions under way at once (each on its
+ * own connection; a statement that finds one free is committed at once, so statements only
+ * wait for each other while all are busy). Non-zero on failure (no group: statements run on
+ * their own). */
+apr_status_t mcp_store_group_create(mcp_store_group_t **group, apr_pool_t *p, int max,
+                                    int committers);
+
+/* Transactions committed by a group and the statements they carried (for bench and status). */
+void mcp_store_group_counts(const mcp_store_group_t *group, apr_uint64_t *transactions,
+                            apr_uint64_t *statements);
+
 /* Where a handle's connections come from. */
 typedef struct mcp_store_lender_t {
     /* A connection, or NULL with *err set when none can be had now (counts as a connection
@@ -78,6 +102,9 @@ struct mcp_store_t {
     /* The last failure (valid after UNAVAILABLE or REFUSED). */
     const char               *sqlstate;        /* NULL when libpq gave none                     */
     const char               *error;           /* what was being done, and what went wrong      */
+    /* The child's group commit (NULL: every statement on its own); set by the lender's owner
+     * after mcp_store_init. */
+    mcp_store_group_t        *group;
 };
 
 /* A handle with this lender and policy. */

@@ -65,6 +65,23 @@ mcp_backend_status_t mcp_bridged_post(mcp_req_t *q, const char *session_id, cons
     return status;
 }
 
+/* Answers a backend's ping on the client's behalf: a 2026-07-28 client has no ping to give. */
+void mcp_bridged_pong(bridge_t *b, const mcp_store_session_t *s, json_object *ping)
+{
+    apr_array_header_t *ignored;
+    mcp_exchange_t x;
+    const char *err = NULL, *pong = mcp_bridge_pong(b->q->r->pool, ping);
+
+    mcp_store_events_append(mcp_req_db(b->q), b->q->r->pool, s, 0, 0, "in",
+                            apr_pstrcat(b->q->r->pool, "[", pong, "]", NULL));
+    if (mcp_bridged_post(b->q, s->backend_session_id, s->protocol_version, pong, &x, &ignored,
+                         &err) != MCP_BACKEND_OK || x.response.status >= 300) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, b->q->r, "era bridge: the backend's ping "
+                      "was not answered: %s", err ? err : apr_psprintf(b->q->r->pool, "HTTP %ld",
+                                                                       x.response.status));
+    }
+}
+
 /* Tells the backend (best effort) that the call is cancelled. */
 void mcp_bridged_cancel(bridge_t *b, const mcp_store_session_t *s, apr_int64_t backend_id,
                         const char *reason)
@@ -214,6 +231,12 @@ mcp_store_session_t *mcp_bridged_pool(bridge_t *b, int fresh, const char **why)
     return pool_new(b, key, why);
 }
 
+mcp_store_session_t *mcp_bridged_pool_own(bridge_t *b, const char *tag, const char **why)
+{
+    return pool_new(b, apr_pstrcat(b->q->r->pool, mcp_bridge_caps_key(b->q->r->pool, b->msg->obj),
+                                   "#", tag, NULL), why);
+}
+
 /* The backend's serverInfo (JSON text, may be NULL), stamped on results. */
 void mcp_bridged_server_info(bridge_t *b, const char *text)
 {
@@ -258,6 +281,47 @@ static int cancelled_now(bridge_t *b)
     return b->cancelled;
 }
 
+/* The client's response becomes SSE with the first message relayed: until then an
+ * InputRequiredResult, a -32021 refusal or a lone response can still be plain JSON with its own
+ * HTTP status. */
+static void client_sse(bridge_t *b)
+{
+    if (b->st.mode != MCP_STREAM_SSE) {
+        mcp_stream_start_sse(&b->st, -1);
+    }
+}
+
+/* The error code of a response (parsed), or 0. */
+static int error_code_of(json_object *obj)
+{
+    json_object *error = NULL, *code = NULL;
+
+    if (json_object_object_get_ex(obj, "error", &error)
+        && json_object_is_type(error, json_type_object)
+        && json_object_object_get_ex(error, "code", &code)
+        && json_object_is_type(code, json_type_int)) {
+        return json_object_get_int(code);
+    }
+    return 0;
+}
+
+/* The round cut: the backend's input requests that came in one piece of its SSE answer (the
+ * backend's one write, as the test backend's fixtures send a round) become one
+ * InputRequiredResult. A request split over two pieces only costs the client one more round:
+ * the retry's follower finds the rest stored after the round's position. */
+static void cut_round(bridge_t *b)
+{
+    if (b->parked || b->answered || b->refused_cap || !b->round || b->round->nelts == 0) {
+        return;
+    }
+    mcp_stream_commit(&b->bs);   /* stored before the round names its position */
+    client_sse(b);   /* the relay reads on after the client's response ended: SSE can end early */
+    b->parked = 1;
+    b->pending_seq = b->round_pos;
+    b->pending_since = apr_time_now();
+    mcp_bridged_round_start(b, b->pooled, b->bs.id, b->round_pos, b->round);
+}
+
 static int on_message(void *baton, const char *json, apr_size_t len)
 {
     bridge_t *b = baton;
@@ -280,6 +344,10 @@ static int on_message(void *baton, const char *json, apr_size_t len)
     if (kind == MCP_BRIDGE_FINAL) {
         b->answered = apr_time_now();
     }
+    if (kind == MCP_BRIDGE_PING) {
+        mcp_bridged_pong(b, b->pooled, obj);
+        return 0;
+    }
     if (b->parked) {
         if (kind == MCP_BRIDGE_INPUT_REQUEST) {
             b->pending_seq = seq;
@@ -288,36 +356,36 @@ static int on_message(void *baton, const char *json, apr_size_t len)
         return 0;
     }
     if (kind == MCP_BRIDGE_NOTIFICATION) {
+        client_sse(b);
         return mcp_stream_add(&b->st, json, len);
     }
     if (kind == MCP_BRIDGE_FINAL) {
         const char *out = mcp_bridge_response_out(b->q->r->pool, obj, b->msg->id,
                                                   b->msg->method, b->server_info);
         b->final_out = out;
+        b->final_code = error_code_of(obj);
         return mcp_stream_add(&b->st, out, strlen(out));
     }
     if (kind == MCP_BRIDGE_INPUT_REQUEST) {
-        apr_array_header_t *one = apr_array_make(b->q->r->pool, 1, sizeof(json_object *));
         json_object *copy = mcp_jsonrpc_parse_value(b->q->r->pool, json, len);
 
-        APR_ARRAY_PUSH(one, json_object *) = copy;
-        mcp_stream_commit(&b->bs);   /* stored before the round names its position */
-        b->parked = 1;
-        b->pending_seq = seq;
-        b->pending_since = apr_time_now();
-        mcp_bridged_round_start(b, b->pooled, b->bs.id, seq, one);
+        if (!b->round) {
+            b->round = apr_array_make(b->q->r->pool, 3, sizeof(json_object *));
+        }
+        if (!b->refused_cap) {
+            b->refused_cap = mcp_bridge_missing_capability(b->msg->obj, copy);
+        }
+        APR_ARRAY_PUSH(b->round, json_object *) = copy;
+        b->round_pos = seq;
+        /* A client that lacks the capability cannot answer: the call ends (-32021). */
+        return b->refused_cap != NULL;
     }
     return 0;
 }
 
 static int on_sse(void *baton)
 {
-    bridge_t *b = baton;
-
-    if (!b->parked) {
-        mcp_stream_start_sse(&b->st, -1);
-    }
-    return cancelled_now(b);
+    return cancelled_now(baton);
 }
 
 static void finish_both(bridge_t *b, const char *status)
@@ -343,6 +411,7 @@ static int after_chunk(void *baton)
     if (mcp_stream_commit(&b->bs)) {
         return 1;
     }
+    cut_round(b);
     return b->parked ? 0 : mcp_stream_commit(&b->st) || cancelled_now(b);
 }
 
@@ -452,6 +521,46 @@ static int session_lost(bridge_t *b, mcp_backend_status_t status)
            && !b->answered && b->st.written == 0;
 }
 
+/* The HTTP status of a response answered as JSON: the backend's 4xx, else what 2026-07-28 asks
+ * of the error (404 for -32601, 400 for -32021), else 200. */
+static int final_status(bridge_t *b)
+{
+    if (b->x.response.status >= 400 && b->x.response.status < 500) {
+        return (int)b->x.response.status;
+    }
+    if (b->final_code == MCP_JSONRPC_METHOD_NOT_FOUND) {
+        return HTTP_NOT_FOUND;
+    }
+    return b->final_code == MCP_ERA_MISSING_CAPABILITY ? HTTP_BAD_REQUEST : HTTP_OK;
+}
+
+/* The backend asked for something the client did not declare it can give: the backend call is
+ * cancelled and the client gets -32021 (400 unless its response is SSE already). */
+int mcp_bridged_refuse(bridge_t *b, const mcp_store_session_t *s, const char *cap)
+{
+    request_rec *r = b->q->r;
+    json_object *data = json_object_new_object(), *caps = json_object_new_object();
+    const char *json;
+
+    json_object_object_add(caps, cap, json_object_new_object());
+    json_object_object_add(data, "requiredCapabilities", caps);
+    json = mcp_jsonrpc_error_body(r->pool, b->msg->id, MCP_ERA_MISSING_CAPABILITY,
+                                  apr_psprintf(r->pool, "Missing required client capability: "
+                                               "the backend asks for %s, which the request's "
+                                               "clientCapabilities do not declare", cap), data);
+    json_object_put(data);
+    mcp_bridged_cancel(b, s, b->backend_id, apr_psprintf(r->pool, "the client did not declare "
+                       "the %s capability", cap));
+    if (b->bs.id) {
+        mcp_stream_finish(&b->bs, "cancelled");
+    }
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "era bridge: stream %" APR_INT64_T_FMT ": the "
+                  "backend asked for %s, which the client did not declare: -32021", b->st.id, cap);
+    mcp_stream_add(&b->st, json, strlen(json));
+    mcp_stream_finish(&b->st, "failed");
+    return b->st.mode == MCP_STREAM_SSE ? DONE : mcp_bridged_json(b, HTTP_BAD_REQUEST, json);
+}
+
 static int relay_call(bridge_t *b)
 {
     mcp_req_t *q = b->q;
@@ -480,6 +589,10 @@ static int relay_call(bridge_t *b)
         }
         break;
     }
+    cut_round(b);   /* requests in a last piece that no after_chunk saw */
+    if (b->refused_cap && !b->answered) {   /* (answered anyway: the response wins) */
+        return mcp_bridged_refuse(b, b->pooled, b->refused_cap);
+    }
     if (b->cancelled || b->abandoned) {
         mcp_bridged_cancel(b, b->pooled, b->backend_id, b->cancelled
                         ? "the client closed its response (2026-07-28: cancellation)"
@@ -502,14 +615,14 @@ static int relay_call(bridge_t *b)
     }
     if (b->answered && b->x.sse) {
         finish_both(b, "complete");
-        return DONE;
+        return b->st.mode == MCP_STREAM_SSE || !b->final_out
+               ? DONE : mcp_bridged_json(b, final_status(b), b->final_out);
     }
     if (status == MCP_BACKEND_OK && !b->x.sse && (json = mcp_exchange_body(&b->x, &len))) {
         on_message(b, json, len);
         if (b->answered && b->final_out) {
             finish_both(b, "complete");
-            return mcp_bridged_json(b, b->x.response.status >= 400 && b->x.response.status < 500
-                                    ? (int)b->x.response.status : HTTP_OK, b->final_out);
+            return mcp_bridged_json(b, final_status(b), b->final_out);
         }
     }
     mcp_stream_finish(&b->bs, "failed");

@@ -17,8 +17,15 @@
  *                    session (the request as sent upstream with the gateway's backend-side id,
  *                    which is the client stream's id, then the backend's messages as received),
  *                    linked by mcp.streams.bridged_to.
- *   rounds           a backend's sampling/elicitation/roots request on the call's stream ends
- *                    the client's response with an InputRequiredResult whose requestState is a
+ *   rounds           the backend's sampling/elicitation/roots requests on the call's stream end
+ *                    the client's response with an InputRequiredResult. The round cut: the
+ *                    requests that came in one piece of the backend's SSE answer (one read: the
+ *                    backend's one write) are one round, keyed by their own JSON-RPC ids; a
+ *                    round split over two reads costs one more round, never an answer (the
+ *                    follower finds the rest stored after the round's position). One that needs
+ *                    a capability the request's clientCapabilities lack ends the call instead:
+ *                    -32021 (400, data.requiredCapabilities), notifications/cancelled upstream.
+ *                    The requestState is a
  *                    random handle (192 bits) of a mcp.bridge_rounds row; this process goes on
  *                    reading and storing the backend's stream. The retry, on any process or
  *                    host, claims the row once (principal, request digest, expiry), posts the
@@ -26,6 +33,11 @@
  *                    from the round's position (router wake-ups, NOTIFY) to the response or the
  *                    next round. A round not claimed within MCPEraBridgeInputTimeout: the
  *                    backend call is cancelled (notifications/cancelled) and its stream ended.
+ *   the response     JSON until the first message is relayed (so a lone response, -32601 as 404,
+ *                    or a -32021 keeps its own HTTP status), SSE from then on; a round always
+ *                    ends an SSE response (the relay reads on after the client's response ended).
+ *   ping             a backend's ping on the call's stream is answered by the gateway (stored
+ *                    as an inbound event of the pooled session), never shown to the client.
  *   cancellation     the client closing its response: notifications/cancelled upstream for
  *                    the backend-side id, both streams stored 'cancelled'.
  */

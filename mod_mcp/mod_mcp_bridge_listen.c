@@ -96,27 +96,22 @@ static const char *subscribe_all(bridge_t *b, const char *acked)
     return text;
 }
 
-int mcp_bridged_listen(bridge_t *b)
+/* The GET on b->pooled, acknowledged with what it can deliver once the backend took it. */
+static mcp_backend_status_t listen_on(bridge_t *b, listen_t *l, const char **err)
 {
     mcp_req_t *q = b->q;
     request_rec *r = q->r;
-    const char *init = NULL, *why = NULL, *err = NULL, *end;
+    const char *init = NULL;
     mcp_backend_call_t call;
-    mcp_backend_status_t status;
-    listen_t l;
 
-    if (!(b->pooled = mcp_bridged_pool(b, 0, &why))) {
-        return mcp_bridged_fail(b, HTTP_BAD_GATEWAY, apr_psprintf(r->pool, "Bad Gateway: the era "
-                             "bridge has no backend session: %s", why));
-    }
     mcp_store_bridge_init_result(mcp_req_db(q), r->pool, q->conf->backend_spec, &init);
-    l.b = b;
-    l.acked = subscribe_all(b, mcp_bridge_listen_ack(r->pool, b->msg->obj, init));
-    l.ack = apr_psprintf(r->pool, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/"
-                         "acknowledged\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/"
-                         "subscriptionId\":%s},\"notifications\":%s}}",
-                         mcp_jsonrpc_to_string(r->pool, b->msg->id, NULL), l.acked);
-    mcp_exchange_init(&b->x, q, &l);
+    l->b = b;
+    l->acked = subscribe_all(b, mcp_bridge_listen_ack(r->pool, b->msg->obj, init));
+    l->ack = apr_psprintf(r->pool, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/"
+                          "subscriptions/acknowledged\",\"params\":{\"_meta\":{\"io."
+                          "modelcontextprotocol/subscriptionId\":%s},\"notifications\":%s}}",
+                          mcp_jsonrpc_to_string(r->pool, b->msg->id, NULL), l->acked);
+    mcp_exchange_init(&b->x, q, l);
     b->x.on_sse = listen_start;
     b->x.on_message = listen_message;
     b->x.after_chunk = listen_chunk;
@@ -125,7 +120,38 @@ int mcp_bridged_listen(bridge_t *b)
     call.method = "GET";
     call.session_id = b->pooled->backend_session_id;
     call.protocol_version = b->pooled->protocol_version;
-    status = mcp_exchange_perform(&b->x, &call, &err);
+    return mcp_exchange_perform(&b->x, &call, err);
+}
+
+int mcp_bridged_listen(bridge_t *b)
+{
+    mcp_req_t *q = b->q;
+    request_rec *r = q->r;
+    const char *why = NULL, *err = NULL, *end;
+    mcp_backend_status_t status;
+    listen_t l;
+
+    if (!(b->pooled = mcp_bridged_pool(b, 0, &why))) {
+        return mcp_bridged_fail(b, HTTP_BAD_GATEWAY, apr_psprintf(r->pool, "Bad Gateway: the era "
+                             "bridge has no backend session: %s", why));
+    }
+    status = listen_on(b, &l, &err);
+    if (status == MCP_BACKEND_OK && !b->x.sse && b->x.response.status == HTTP_CONFLICT
+        && !b->st.client_gone) {
+        /* A 2025 session has one GET stream and another listen holds it: this listen gets a
+         * pooled session of its own (same principal and capabilities; not given to calls, so it
+         * sees the backend's notifications for every session, not those of one call's). */
+        ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "era bridge: stream %" APR_INT64_T_FMT ": the "
+                      "pooled session's GET is held by another listen; this one gets a pooled "
+                      "session of its own", b->st.id);
+        if (!(b->pooled = mcp_bridged_pool_own(b, apr_psprintf(r->pool, "listen-%"
+                                                              APR_INT64_T_FMT, b->st.id), &why))) {
+            return mcp_bridged_fail(b, HTTP_BAD_GATEWAY, apr_psprintf(r->pool, "Bad Gateway: the "
+                                 "era bridge has no backend session for a second listen: %s",
+                                 why));
+        }
+        status = listen_on(b, &l, &err);
+    }
     if (b->st.client_gone) {
         mcp_stream_finish(&b->st, "closed");
         r->connection->keepalive = AP_CONN_CLOSE;

@@ -32,6 +32,10 @@ typedef struct bridge_t {
     int                      abandoned;  /* a round was not claimed in time                  */
     apr_int64_t              pending_seq;   /* the last input request's seq (parked)          */
     apr_time_t               pending_since;
+    apr_array_header_t      *round;      /* json_object *: the backend's requests not yet cut */
+    apr_int64_t              round_pos;  /* seq of the last of them                           */
+    const char              *refused_cap; /* a request needs a capability the client lacks  */
+    int                      final_code; /* the backend's error code on the response, or 0    */
 } bridge_t;
 
 /* One short POST of body to the backend (session: its id, or NULL), its answer's messages
@@ -45,8 +49,16 @@ mcp_backend_status_t mcp_bridged_post(mcp_req_t *q, const char *session_id, cons
 void mcp_bridged_cancel(bridge_t *b, const mcp_store_session_t *s, apr_int64_t backend_id,
                         const char *reason);
 
+/* Answers the backend's ping request (parsed) on pooled session s on the client's behalf (stored
+ * as an inbound event of s; best effort, logged). */
+void mcp_bridged_pong(bridge_t *b, const mcp_store_session_t *s, json_object *ping);
+
 /* The pooled session for the request: found, or (fresh: always) initialized. NULL with *why. */
 mcp_store_session_t *mcp_bridged_pool(bridge_t *b, int fresh, const char **why);
+
+/* A pooled session of the request's principal and capabilities that no other request is given:
+ * its pooling key is theirs plus "#" tag (initialized now; reaped when idle like any other). */
+mcp_store_session_t *mcp_bridged_pool_own(bridge_t *b, const char *tag, const char **why);
 
 /* The backend's serverInfo (JSON text, may be NULL), stamped on results. */
 void mcp_bridged_server_info(bridge_t *b, const char *text);
@@ -63,6 +75,11 @@ int mcp_bridged_fail(bridge_t *b, int http, const char *message);
  * with the InputRequiredResult. Returns DONE. */
 int mcp_bridged_round_start(bridge_t *b, const mcp_store_session_t *s, apr_int64_t backend_stream,
                             apr_int64_t position, apr_array_header_t *requests);
+
+/* The backend asked for capability cap, which the client's request did not declare: the call
+ * on pooled session s is cancelled upstream and the client gets -32021 with
+ * data.requiredCapabilities (HTTP 400 unless its response is SSE already). Returns DONE. */
+int mcp_bridged_refuse(bridge_t *b, const mcp_store_session_t *s, const char *cap);
 
 /* A retry carrying requestState state: claimed, answered upstream, followed. Returns DONE. */
 int mcp_bridged_round_retry(bridge_t *b, const char *state);

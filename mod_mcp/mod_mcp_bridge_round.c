@@ -41,7 +41,10 @@ int mcp_bridged_round_start(bridge_t *b, const mcp_store_session_t *s, apr_int64
 
     for (i = 0; i < requests->nelts; i++) {
         json_object *req = APR_ARRAY_IDX(requests, i, json_object *), *id = NULL;
-        const char *name = mcp_bridge_input_name(r->pool, i + 1);
+        const char *name = mcp_bridge_input_key(r->pool, req, i + 1);
+        if (json_object_object_get_ex(pending, name, NULL)) {
+            name = mcp_bridge_input_name(r->pool, i + 1);   /* "7" beside 7: keys stay unique */
+        }
         json_object_object_get_ex(req, "id", &id);
         APR_ARRAY_PUSH(names, const char *) = name;
         json_object_object_add(pending, name, json_object_get(id));
@@ -96,6 +99,8 @@ static int on_stored(void *baton, apr_int64_t seq, const char *message)
         return 0;
     }
     switch (mcp_bridge_classify(obj, b->backend_id, b->log_min)) {
+    case MCP_BRIDGE_PING:   /* answered by the relay that read it from the backend */
+        break;
     case MCP_BRIDGE_NOTIFICATION:
         mcp_stream_add(&b->st, message, strlen(message));
         break;
@@ -156,7 +161,19 @@ static int follow(bridge_t *b, const mcp_store_session_t *s, apr_int64_t stream_
             continue;
         }
         if (f.requests->nelts > 0) {
-            mcp_bridged_round_start(b, s, stream_id, f.position, f.requests);
+            const char *cap = NULL;
+            int i;
+
+            for (i = 0; i < f.requests->nelts && !cap; i++) {
+                cap = mcp_bridge_missing_capability(b->msg->obj,
+                                                    APR_ARRAY_IDX(f.requests, i, json_object *));
+            }
+            if (cap) {
+                mcp_bridged_refuse(b, s, cap);
+            }
+            else {
+                mcp_bridged_round_start(b, s, stream_id, f.position, f.requests);
+            }
             break;
         }
         if (ended) {

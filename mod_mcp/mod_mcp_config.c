@@ -3,6 +3,7 @@
 #include <httpd.h>
 #include <http_log.h>
 
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -129,6 +130,7 @@ void *mcp_config_create_server(apr_pool_t *p, server_rec *s)
     conf->sweep_interval = UNSET;
     conf->database_timeout = UNSET;
     conf->retention = UNSET;
+    conf->group_commit = UNSET;
     return conf;
 }
 
@@ -140,6 +142,7 @@ void *mcp_config_merge_server(apr_pool_t *p, void *basev, void *addv)
     MERGE(sweep_interval, UNSET);
     MERGE(database_timeout, UNSET);
     MERGE(retention, UNSET);
+    MERGE(group_commit, UNSET);
     MERGE(oauth_resources, NULL);
     return merged;
 }
@@ -154,6 +157,13 @@ apr_interval_time_t mcp_config_sweep_interval(server_rec *s)
     const mcp_server_conf_t *conf = ap_get_module_config(s->module_config, &mcp_module);
 
     return conf->sweep_interval == UNSET ? MCP_DEFAULT_SWEEP_INTERVAL : conf->sweep_interval;
+}
+
+int mcp_config_group_commit(server_rec *s)
+{
+    const mcp_server_conf_t *conf = ap_get_module_config(s->module_config, &mcp_module);
+
+    return conf->group_commit == UNSET ? 0 : conf->group_commit;
 }
 
 apr_interval_time_t mcp_config_database_timeout(server_rec *s)
@@ -323,6 +333,31 @@ static const char *set_sweep_interval(cmd_parms *cmd, void *dconf, const char *a
     return err ? err : parse_duration(cmd, arg, &conf->sweep_interval);
 }
 
+/* MCPDatabaseGroupCommit off | N (committers per child, 1-16). */
+static const char *set_group_commit(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    mcp_server_conf_t *conf = ap_get_module_config(cmd->server->module_config, &mcp_module);
+    const char *err = ap_check_cmd_context(cmd, GLOBAL_ONLY);
+    char *end;
+    long n;
+
+    (void)dconf;
+    if (err) {
+        return err;
+    }
+    if (strcasecmp(arg, "off") == 0) {
+        conf->group_commit = 0;
+        return NULL;
+    }
+    n = strtol(arg, &end, 10);
+    if (end == arg || *end || n < 1 || n > 16) {
+        return apr_psprintf(cmd->pool, "%s: '%s' is neither off nor a number of committers "
+                            "from 1 to 16", cmd->cmd->name, arg);
+    }
+    conf->group_commit = (int)n;
+    return NULL;
+}
+
 /* MCPRetention off | N[s|m|h|d] (seconds by default). */
 static const char *set_retention(cmd_parms *cmd, void *dconf, const char *arg)
 {
@@ -468,6 +503,9 @@ const command_rec mcp_config_cmds[] = {
                   "How long the stored rows of a stream and its session stay after both ended "
                   "(e.g. 30d; default off: kept for ever); the sweep drops whole expired day "
                   "partitions (mcp.maintain) and makes the next days' partitions"),
+    AP_INIT_TAKE1("MCPDatabaseGroupCommit", set_group_commit, NULL, RSRC_CONF,
+                  "Group commit of the streams' writes in each child: off (the default) or how "
+                  "many such transactions may be under way at once per child (1-16)"),
     AP_INIT_TAKE1("MCPDatabaseTimeout", set_database_timeout, NULL, RSRC_CONF,
                   "Longest a request waits for PostgreSQL (one statement, or an outage) before "
                   "it gets 503 (default 10s)"),

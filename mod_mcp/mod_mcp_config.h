@@ -76,6 +76,8 @@ typedef struct mcp_server_conf_t {
     apr_interval_time_t sweep_interval;   /* 0: no sweep                                  */
     apr_interval_time_t database_timeout; /* waiting for the database, and one statement   */
     apr_interval_time_t retention;        /* MCPRetention; UNSET (-1): off                */
+    int                 group_commit;     /* MCPDatabaseGroupCommit: committers per child,
+                                           * 0: off; UNSET (-1): the default (off)          */
     apr_hash_t         *oauth_resources;  /* metadata path -> mcp_dir_conf_t * (mod_mcp_oauth) */
 } mcp_server_conf_t;
 
@@ -85,6 +87,8 @@ void *mcp_config_create_server(apr_pool_t *p, server_rec *s);
 void *mcp_config_merge_server(apr_pool_t *p, void *base, void *add);
 apr_interval_time_t mcp_config_sweep_interval(server_rec *s);
 apr_interval_time_t mcp_config_database_timeout(server_rec *s);
+/* MCPDatabaseGroupCommit: group-commit transactions under way at once per child (0: off). */
+int mcp_config_group_commit(server_rec *s);
 /* MCPRetention, or -1 when off (rows are kept for ever). */
 apr_interval_time_t mcp_config_retention(server_rec *s);
 

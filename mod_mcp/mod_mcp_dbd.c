@@ -3,6 +3,7 @@
 #include <apr_strings.h>
 #include <apr_thread_cond.h>
 #include <apr_thread_mutex.h>
+#include <apr_thread_proc.h>
 #include <httpd.h>
 #include <http_log.h>
 #include <http_protocol.h>
@@ -23,6 +24,8 @@ APLOG_USE_MODULE(mcp);
 
 /* How often the gate pings a database that is away. */
 #define PING_INTERVAL apr_time_from_msec(100)
+/* At most this many statements in one group-commit transaction. */
+#define GROUP_MAX 64
 
 static APR_OPTIONAL_FN_TYPE(ap_dbd_open) *dbd_open_fn;
 static APR_OPTIONAL_FN_TYPE(ap_dbd_close) *dbd_close_fn;
@@ -56,15 +59,21 @@ static struct {
     int                 logged;       /* the outage was logged (a ping failed)              */
     const char *const  *keywords;     /* connection parameters, NULL until cloned           */
     const char *const  *values;
-    /* Connections given back while a thread was inside ap_dbd_open (under gate.lock): that
-     * thread hands them to mod_dbd when it is done (see give_back). */
+    /* Connections given back while a thread was inside ap_dbd_open (under gate.lock): the
+     * returner thread hands them to mod_dbd at once, and that thread when it is done, whoever
+     * comes first (see give_back). */
     ap_dbd_t           *returned[16];
     server_rec         *returned_s[16];
     int                 nreturned;
+    apr_thread_cond_t  *queued;       /* signalled when one is queued (the returner waits)  */
+    apr_thread_t       *returner;
+    int                 stopping;     /* the child is ending: the returner ends too          */
+    mcp_store_group_t  *group;        /* the child's group commit (mcp_store.h)             */
 } gate;
 
-/* Hands the connections given back meanwhile to mod_dbd; called holding gate.lending. */
-static void lending_done(void)
+/* Hands the connections queued so far to mod_dbd (outside gate.lock; it may wait for APR's pool
+ * lock while another thread connects). */
+static void hand_back_queued(void)
 {
     ap_dbd_t *rec[16];
     server_rec *s[16];
@@ -79,7 +88,50 @@ static void lending_done(void)
     for (i = 0; i < n; i++) {
         dbd_close_fn(s[i], rec[i]);
     }
+}
+
+/* Hands the connections given back meanwhile to mod_dbd; called holding gate.lending. */
+static void lending_done(void)
+{
+    hand_back_queued();
     apr_thread_mutex_unlock(gate.lending);
+}
+
+/* The returner: the thread inside ap_dbd_open may be waiting there for a free connection (every
+ * one of DBDMax is out), which only a connection handed back to mod_dbd ends. Those given back
+ * meanwhile are queued (their threads must not wait behind a connect), so this thread hands
+ * them back at once: otherwise that thread would wait for ever for connections that wait for
+ * it. It may itself wait for APR's pool lock while a connect is under way; nobody waits for it. */
+static void *APR_THREAD_FUNC returner_main(apr_thread_t *t, void *data)
+{
+    (void)t;
+    (void)data;
+    apr_thread_mutex_lock(gate.lock);
+    while (!gate.stopping) {
+        if (gate.nreturned == 0) {
+            apr_thread_cond_wait(gate.queued, gate.lock);
+            continue;
+        }
+        apr_thread_mutex_unlock(gate.lock);
+        hand_back_queued();
+        apr_thread_mutex_lock(gate.lock);
+    }
+    apr_thread_mutex_unlock(gate.lock);
+    return NULL;
+}
+
+static apr_status_t returner_stop(void *data)
+{
+    apr_status_t rv;
+
+    (void)data;
+    apr_thread_mutex_lock(gate.lock);
+    gate.stopping = 1;
+    apr_thread_cond_signal(gate.queued);
+    apr_thread_mutex_unlock(gate.lock);
+    apr_thread_join(&rv, gate.returner);
+    gate.returner = NULL;
+    return APR_SUCCESS;
 }
 
 void mcp_dbd_child_init(apr_pool_t *pchild, server_rec *s)
@@ -94,6 +146,23 @@ void mcp_dbd_child_init(apr_pool_t *pchild, server_rec *s)
     }
     if (apr_thread_mutex_create(&gate.lending, APR_THREAD_MUTEX_TIMED, pchild) != APR_SUCCESS) {
         gate.lending = NULL;
+    }
+    /* Without the returner, connections are not queued: they go back to mod_dbd at once. */
+    if (gate.lock && gate.lending
+        && (apr_thread_cond_create(&gate.queued, pchild) != APR_SUCCESS
+            || apr_thread_create(&gate.returner, NULL, returner_main, NULL, pchild)
+               != APR_SUCCESS)) {
+        gate.returner = NULL;
+    }
+    if (gate.returner) {
+        apr_pool_cleanup_register(pchild, NULL, returner_stop, apr_pool_cleanup_null);
+    }
+    if (mcp_config_group_commit(s) > 0
+        && mcp_store_group_create(&gate.group, pchild, GROUP_MAX, mcp_config_group_commit(s))
+           != APR_SUCCESS) {
+        gate.group = NULL;
+        ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "cannot set up the group commit "
+                     "(MCPDatabaseGroupCommit): every statement commits on its own");
     }
 }
 
@@ -430,16 +499,19 @@ static void give_back(mcp_store_t *db, PGconn *conn, int broken)
     (void)broken;
     if (l->dbd) {
         /* ap_dbd_close waits for APR's pool lock, which a thread connecting in ap_dbd_open
-         * holds (up to DBDParams' connect_timeout): when a thread is in there, it hands this
-         * one back when it is done, and the caller's answer does not wait. */
+         * holds (up to DBDParams' connect_timeout): when a thread is in there, this one is
+         * queued for the returner (or that thread, when it is done) to hand back, and the
+         * caller's answer does not wait. */
         if (gate.lending && gate.lock
             && apr_thread_mutex_trylock(gate.lending) != APR_SUCCESS) {
             int queued = 0;
 
             apr_thread_mutex_lock(gate.lock);
-            if (gate.nreturned < (int)(sizeof(gate.returned) / sizeof(gate.returned[0]))) {
+            if (gate.returner && !gate.stopping
+                && gate.nreturned < (int)(sizeof(gate.returned) / sizeof(gate.returned[0]))) {
                 gate.returned_s[gate.nreturned] = l->s;
                 gate.returned[gate.nreturned++] = l->dbd;
+                apr_thread_cond_signal(gate.queued);
                 queued = 1;
             }
             apr_thread_mutex_unlock(gate.lock);
@@ -473,6 +545,7 @@ mcp_store_t *mcp_db_server(apr_pool_t *p, server_rec *s, apr_interval_time_t pat
     l->s = s;
     l->pool = p;
     mcp_store_init(db, &dbd_lender, l, patience, mcp_config_database_timeout(s));
+    db->group = gate.group;
     return db;
 }
 

@@ -19,6 +19,7 @@ independent httpd instances ("hosts") of its own (tests/integration/gateway-brid
 from __future__ import annotations
 
 import json
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -243,6 +244,127 @@ def test_a_sampling_round(bridge):
     assert "Paris" in json.dumps(final(r)["result"]["content"])
 
 
+def test_a_round_is_keyed_by_the_backends_request_ids_and_holds_all_its_requests(bridge, db):
+    # The backend sends its three requests (ids user_name, greeting, client_roots) in one write:
+    # one round, keyed by those ids, answered in one retry.
+    caps = {"elicitation": {}, "sampling": {}, "roots": {}}
+    r = tool(bridge["URL"], "m-1", "test_input_required_result_multiple_inputs", caps=caps)
+    assert r.status_code == 200, r.text
+    result = final(r)["result"]
+    assert result["resultType"] == "input_required", result
+    asks = result["inputRequests"]
+    assert {k: v["method"] for k, v in asks.items()} == {
+        "user_name": "elicitation/create", "greeting": "sampling/createMessage",
+        "client_roots": "roots/list"}
+    answers = {"user_name": {"action": "accept", "content": {"name": "Ada"}},
+               "greeting": {"role": "assistant", "content": {"type": "text", "text": "Hi there"},
+                            "model": "m", "stopReason": "endTurn"},
+               "client_roots": {"roots": [{"uri": "file:///w", "name": "w"}]}}
+    r = retry(bridge["URL2"], "m-2", result["requestState"], answers, args={},
+              name="test_input_required_result_multiple_inputs", caps=caps)
+    assert r.status_code == 200, r.text
+    text = final(r)["result"]["content"][0]["text"]
+    assert "Ada" in text and "Hi there" in text and "file:///w" in text, text
+    # Upstream, each answer carried the backend's own id.
+    first = client_stream(db, "m-1")
+    with db.cursor() as cur:
+        cur.execute("SELECT session_id FROM mcp.streams WHERE id = %s", (first[2],))
+        pooled = cur.fetchone()[0]
+        cur.execute("SELECT message->>'id' FROM mcp.events WHERE session_id = %s AND stream_id IS NULL "
+                    "AND direction = 'in' AND message ? 'result' AND message->>'id' = ANY(%s)",
+                    (pooled, list(answers)))
+        assert sorted(row[0] for row in cur.fetchall()) == sorted(answers)
+
+
+def test_a_request_for_an_undeclared_capability_is_32021(bridge, db):
+    # test_missing_capability asks for sampling whatever the client declared: the bridge answers
+    # -32021 (HTTP 400, data.requiredCapabilities) and cancels the backend call.
+    r = tool(bridge["URL"], "c-1", "test_missing_capability", caps={"elicitation": {}})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["code"] == -32021 and err["data"] == {"requiredCapabilities": {"sampling": {}}}, err
+    first = client_stream(db, "c-1")
+    wait_for(lambda: stream_status(db, first[2]) == "cancelled", timeout=10,
+             what="the backend stream to be cancelled")
+    # Declared: an ordinary round.
+    r = tool(bridge["URL"], "c-2", "test_missing_capability")
+    assert final(r)["result"]["inputRequests"]["capital_question"]["method"] == "sampling/createMessage"
+
+
+def test_an_unknown_method_is_404(bridge):
+    r = call(bridge["URL"], "u-1", "no/such/method")
+    assert r.status_code == 404, r.text
+    assert r.json()["error"]["code"] == -32601
+
+
+@pytest.fixture(scope="module")
+def faults(bridge):
+    """The fault backend on the socket /mcp-bridge-faults points at; stopped after the module."""
+    binary = REPO / "tests" / "backend" / "mcp-fault-backend"
+    if not binary.is_file():
+        pytest.fail(f"{binary} is missing: run scripts/build", pytrace=False)
+    d = Path(bridge["MCP_STACK_DIR"])
+    with open(d / "faults.log", "ab") as log:
+        proc = subprocess.Popen([str(binary), "--unix", str(d / "faults.sock")],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == b"ready", f"mcp-fault-backend did not start: {line!r}"
+        yield bridge["URL"].rsplit("/", 1)[0] + "/mcp-bridge-faults"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_a_backends_ping_on_a_calls_stream_is_answered_by_the_bridge(faults, db):
+    ping = {"jsonrpc": "2.0", "id": "ping-7", "method": "ping"}
+    result = {"jsonrpc": "2.0", "id": "{{id}}", "result": {"content": [{"type": "text", "text": "pong seen"}]}}
+    body = json.dumps(result).replace('"{{id}}"', "{{id}}")
+    raw = SSE_HEAD + f"data: {json.dumps(ping)}\n\ndata: {body}\n\n"
+    r = tool(faults, "p-1", "raw", {"parts": [[raw, 1]], "then": "close", "delay_ms": 0})
+    assert r.status_code == 200, r.text
+    msgs = messages_of(r)
+    assert [m.get("method") for m in msgs] == [None], msgs   # the ping is not the client's
+    assert msgs[-1]["result"]["content"][0]["text"] == "pong seen"
+    # The answer went upstream on the pooled session, with the ping's id.
+    first = client_stream(db, "p-1")
+    with db.cursor() as cur:
+        cur.execute("SELECT session_id FROM mcp.streams WHERE id = %s", (first[2],))
+        pooled = cur.fetchone()[0]
+        cur.execute("SELECT message FROM mcp.events WHERE session_id = %s AND stream_id IS NULL "
+                    "AND direction = 'in' AND message->>'id' = 'ping-7'", (pooled,))
+        assert [row[0] for row in cur.fetchall()] == [{"jsonrpc": "2.0", "id": "ping-7", "result": {}}]
+
+
+SSE_HEAD = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+
+
+def test_a_numeric_backend_id_is_keyed_as_its_decimal_and_answered_as_the_number(faults, db):
+    ask = {"jsonrpc": "2.0", "id": 7, "method": "elicitation/create",
+           "params": {"message": "n?", "requestedSchema": {"type": "object", "properties": {}}}}
+    # The request, then the backend keeps its stream open (the answer never resumes it: the
+    # fault backend takes responses without acting on them).
+    r = tool(faults, "n-1", "raw", {"parts": [[SSE_HEAD + f"data: {json.dumps(ask)}\n\n", 1]],
+                                    "then": "hang", "delay_ms": 0})
+    assert r.status_code == 200, r.text
+    result = final(r)["result"]
+    assert result["resultType"] == "input_required" and list(result["inputRequests"]) == ["7"], result
+    answer = {"action": "accept", "content": {}}
+    with tool(faults, "n-2", "raw", {"parts": [[SSE_HEAD + f"data: {json.dumps(ask)}\n\n", 1]],
+                                     "then": "hang", "delay_ms": 0},
+              extra={"requestState": result["requestState"], "inputResponses": {"7": answer}},
+              stream=True) as again:
+        assert again.status_code == 200
+
+        def answered():
+            with db.cursor() as cur:
+                cur.execute("SELECT message FROM mcp.events WHERE stream_id IS NULL AND direction = 'in' "
+                            "AND message->'result' = %s::jsonb", (json.dumps(answer),))
+                return [row[0] for row in cur.fetchall()]
+        got = wait_for(answered, timeout=10, what="the answer to go upstream")
+        assert {"jsonrpc": "2.0", "id": 7, "result": answer} in got, got
+
+
 def refused(r, words):
     assert r.status_code == 400, r.text
     e = r.json()["error"]
@@ -253,14 +375,15 @@ def refused(r, words):
 def test_tampered_replayed_and_foreign_states_are_refused_precisely(bridge):
     result = elicitation_round(bridge["URL"], "t-1")
     state = result["requestState"]
+    (key,) = result["inputRequests"]
     tampered = state[:-1] + ("A" if state[-1] != "A" else "B")
-    refused(retry(bridge["URL"], "t-2", tampered, {"input-1": ANSWER}), "not one this gateway issued")
-    refused(retry(bridge["URL"], "t-3", state, {"input-1": ANSWER}, args={"message": "other"}),
+    refused(retry(bridge["URL"], "t-2", tampered, {key: ANSWER}), "not one this gateway issued")
+    refused(retry(bridge["URL"], "t-3", state, {key: ANSWER}, args={"message": "other"}),
             "another request")
-    refused(retry(bridge["AUTH_URL"], "t-4", state, {"input-1": ANSWER}, auth=ALICE), "another principal")
-    r = retry(bridge["URL2"], "t-5", state, {"input-1": ANSWER})
+    refused(retry(bridge["AUTH_URL"], "t-4", state, {key: ANSWER}, auth=ALICE), "another principal")
+    r = retry(bridge["URL2"], "t-5", state, {key: ANSWER})
     assert r.status_code == 200 and final(r)["result"]["resultType"] == "complete", r.text
-    refused(retry(bridge["URL"], "t-6", state, {"input-1": ANSWER}), "used already")
+    refused(retry(bridge["URL"], "t-6", state, {key: ANSWER}), "used already")
 
 
 def test_an_abandoned_round_expires_and_cancels_the_backend_call(bridge, db):
@@ -406,13 +529,27 @@ def test_listen_is_the_pooled_sessions_get_stream(bridge, db):
     update = next_data(lines)
     assert update["method"] == "notifications/resources/updated" and update["params"]["uri"] == uri
     assert update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L-1"
-    # A 2025 session has one GET stream: a second listen on the same pooled session is refused.
-    second = call(bridge["URL2"], "L-4", "subscriptions/listen", {"notifications": {}}, caps=LISTEN_CAPS)
-    assert second.status_code == 502, second.text
-    assert "held by another subscriptions/listen" in second.json()["error"]["message"]
+    # A 2025 session has one GET stream: a second listen of the same principal and capabilities
+    # gets a pooled session of its own, and a list change reaches both listens.
+    second = call(bridge["URL2"], "L-4", "subscriptions/listen", {"notifications": {"toolsListChanged": True}},
+                  caps=LISTEN_CAPS, stream=True)
+    assert second.status_code == 200 and second.headers["Content-Type"].startswith("text/event-stream")
+    lines2 = second.iter_lines()
+    ack2 = next_data(lines2)
+    assert ack2["method"] == "notifications/subscriptions/acknowledged"
+    assert ack2["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L-4"
+    with db.cursor() as cur:
+        cur.execute("SELECT count(*) FROM mcp.bridge_sessions WHERE capabilities_key LIKE %s", ("%#listen-%",))
+        assert cur.fetchone()[0] >= 1
+    assert final(tool(bridge["URL"], "L-5", "test_trigger_tool_change", caps=LISTEN_CAPS))["result"]
+    for got, rid in ((next_data(lines), "L-1"), (next_data(lines2), "L-4")):
+        assert got["method"] == "notifications/tools/list_changed", got
+        assert got["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == rid
     r.close()
-    cid = client_stream(db, "L-1")[0]
+    second.close()
+    cid, cid2 = client_stream(db, "L-1")[0], client_stream(db, "L-4")[0]
     wait_for(lambda: stream_status(db, cid) == "closed", timeout=10, what="the listen stream to close")
+    wait_for(lambda: stream_status(db, cid2) == "closed", timeout=10, what="the second listen to close")
 
 
 def test_log_messages_follow_the_requests_log_level(bridge):

@@ -203,3 +203,61 @@ def test_stopped_postgres_gives_503_within_the_bound_and_recovers(stack, mcp, pg
     with pg.cursor() as cur:
         cur.execute("SELECT status FROM mcp.streams WHERE id = %s", (stream_id,))
         assert cur.fetchone()[0] == "complete"
+
+
+def test_a_burst_above_dbdmax_costs_no_request(stack, capsys):
+    """More threads of one child need a database connection at once than mod_dbd's pool holds
+    (tests/stack: DBDMax 10, 25 threads per child): those that find the pool empty wait in
+    ap_dbd_open for a connection given back. Connections given back meanwhile must reach mod_dbd
+    (a child used to keep them queued behind the waiting thread: every request of that child
+    then got 503 and the child never exited). 60 standalone GET streams opened at once on one
+    instance: every one is opened."""
+    import selectors
+    import socket
+
+    url = stack["MCP_URLS"].split()[0].rsplit("/", 1)[0] + "/mcp-burst"
+    host, port = url.split("//", 1)[1].split("/", 1)[0].split(":")
+    sessions = []
+    for _ in range(60):
+        s = McpSession(url, timeout=60)
+        s.initialize()
+        sessions.append(s)
+    sel = selectors.DefaultSelector()
+    socks = []
+    try:
+        for s in sessions:
+            c = socket.create_connection((host, int(port)), 10)
+            c.sendall((f"GET /mcp-burst HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                       f"Accept: text/event-stream\r\nMcp-Session-Id: {s.session_id}\r\n"
+                       f"MCP-Protocol-Version: {s.protocol_version}\r\n\r\n").encode())
+            c.setblocking(False)
+            sel.register(c, selectors.EVENT_READ, bytearray())
+            socks.append(c)
+        heads = {}
+
+        def all_answered():
+            for key, _ in sel.select(0.2):
+                try:
+                    data = key.fileobj.recv(65536)
+                except BlockingIOError:
+                    continue
+                if key.fileobj in heads:
+                    continue
+                key.data.extend(data)
+                if b"\r\n\r\n" in key.data or not data:
+                    heads[key.fileobj] = bytes(key.data.split(b"\r\n", 1)[0])
+            return len(heads) == len(socks)
+
+        wait_for(all_answered, timeout=90, what="an answer to every GET of the burst")
+        statuses = sorted(set(heads.values()))
+        with capsys.disabled():
+            print(f"\nburst of {len(socks)} standalone GETs: {statuses}")
+        assert statuses == [b"HTTP/1.1 200 OK"], statuses
+    finally:
+        for c in socks:
+            c.close()
+        # Ending the sessions ends their streams at once: they count against the address's
+        # MCPMaxStreamsPerPrincipal everywhere, and the relays notice the closed sockets late.
+        for s in sessions:
+            s.delete()
+            s.close()

@@ -96,7 +96,9 @@ START_TEST(classify)
                                                "\"elicitation/create\",\"params\":{}}"), 5, 0),
                      MCP_BRIDGE_INPUT_REQUEST);
     ck_assert_int_eq(mcp_bridge_classify(parse("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"ping\"}"),
-                                         5, 0), MCP_BRIDGE_OTHER);
+                                         5, 0), MCP_BRIDGE_PING);
+    ck_assert_int_eq(mcp_bridge_classify(parse("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":"
+                                               "\"tools/list\"}"), 5, 0), MCP_BRIDGE_OTHER);
     ck_assert_int_eq(mcp_bridge_classify(parse("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/"
                                                "progress\",\"params\":{}}"), 5, 0),
                      MCP_BRIDGE_NOTIFICATION);
@@ -174,6 +176,51 @@ START_TEST(discover)
     ck_assert_str_eq(mcp_jsonrpc_get_string(r, "cacheScope"), "private");
     ck_assert_ptr_null(mcp_bridge_discover(pool, "[1]", parse("1"), "2026-07-28"));
     ck_assert_str_eq(mcp_jsonrpc_get_string(mcp_bridge_server_info(pool, init), "name"), "b");
+}
+END_TEST
+
+START_TEST(round_keys)
+{
+    apr_array_header_t *out;
+    json_object *caps_msg = parse("{\"params\":{\"_meta\":{\"io.modelcontextprotocol/"
+                                  "clientCapabilities\":{\"elicitation\":{}}}}}");
+    const char *err;
+
+    /* The backend's id is the key: a string as it is, an integer in decimal. */
+    ck_assert_str_eq(mcp_bridge_input_key(pool, parse("{\"id\":\"user_name\",\"method\":"
+                                                      "\"elicitation/create\"}"), 1), "user_name");
+    ck_assert_str_eq(mcp_bridge_input_key(pool, parse("{\"id\":7,\"method\":\"roots/list\"}"),
+                                          2), "7");
+    ck_assert_str_eq(mcp_bridge_input_key(pool, parse("{\"id\":\"\",\"method\":\"roots/list\"}"),
+                                          3), "input-3");
+    /* ... and the answer to the key "7" goes back with the number 7. */
+    err = mcp_bridge_input_responses(pool, parse("{\"params\":{\"inputResponses\":{\"7\":"
+                                                 "{\"roots\":[]},\"user_name\":{\"action\":"
+                                                 "\"decline\"}}}}"),
+                                     "{\"7\":7,\"user_name\":\"user_name\"}", &out);
+    ck_assert_ptr_null(err);
+    ck_assert_int_eq(out->nelts, 2);
+    ck_assert_str_eq(APR_ARRAY_IDX(out, 0, const char *),
+                     "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"roots\":[]}}");
+    ck_assert_str_eq(APR_ARRAY_IDX(out, 1, const char *),
+                     "{\"jsonrpc\":\"2.0\",\"id\":\"user_name\",\"result\":{\"action\":"
+                     "\"decline\"}}");
+    /* A backend's ping is the gateway's to answer. */
+    ck_assert_int_eq(mcp_bridge_classify(parse("{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":"
+                                               "\"ping\"}"), 5, -1), MCP_BRIDGE_PING);
+    ck_assert_str_eq(mcp_bridge_pong(pool, parse("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":"
+                                                 "\"ping\"}")),
+                     "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}");
+    /* What a request needs of the client, against what the client declared. */
+    ck_assert_str_eq(mcp_bridge_input_capability(parse("{\"method\":\"roots/list\"}")), "roots");
+    ck_assert_ptr_null(mcp_bridge_input_capability(parse("{\"method\":\"ping\"}")));
+    ck_assert_ptr_null(mcp_bridge_missing_capability(caps_msg,
+                                                     parse("{\"method\":\"elicitation/create\"}")));
+    ck_assert_str_eq(mcp_bridge_missing_capability(caps_msg,
+                                                   parse("{\"method\":\"sampling/createMessage\"}")),
+                     "sampling");
+    ck_assert_str_eq(mcp_bridge_missing_capability(parse("{\"params\":{}}"),
+                                                   parse("{\"method\":\"roots/list\"}")), "roots");
 }
 END_TEST
 
@@ -276,6 +323,7 @@ static Suite *bridge_suite(void)
     tcase_add_test(tc, coming_out);
     tcase_add_test(tc, discover);
     tcase_add_test(tc, rounds);
+    tcase_add_test(tc, round_keys);
     tcase_add_test(tc, retry_members_and_cancel);
     tcase_add_test(tc, listen_filter);
     suite_add_tcase(s, tc);

@@ -1,6 +1,7 @@
 /* Unit tests for mcp_store: the classification of database failures and the retry policy of a
  * store handle (with a lender that never has a connection). The statements themselves run
  * against PostgreSQL in the integration tests. */
+#include <apr_thread_proc.h>
 #include <check.h>
 #include <limits.h>
 #include <string.h>
@@ -146,6 +147,81 @@ START_TEST(retry_policy)
 }
 END_TEST
 
+/* ---- group commit: every waiter gets its own answer ------------------------------------------ */
+
+typedef struct caller_t {
+    mcp_store_group_t       *group;
+    const mcp_store_lender_t *lender;
+    counts_t                *counts;
+    mcp_store_status_t       rv;
+    const char              *error;
+    int                      fatal_set;
+    apr_pool_t              *pool;
+} caller_t;
+
+static void *APR_THREAD_FUNC grouped_call(apr_thread_t *t, void *data)
+{
+    caller_t *c = data;
+    mcp_store_session_t session = { "s1", NULL, NULL, NULL, NULL, NULL, NULL, NULL };
+    mcp_store_t db;
+
+    (void)t;
+    mcp_store_init(&db, c->lender, c->counts, 0, 0);
+    db.group = c->group;
+    c->rv = mcp_store_events_append(&db, c->pool, &session, 7, 2, "out", "[{\"a\":1}]");
+    c->error = db.error;
+    c->fatal_set = db.fatal != NULL;
+    return NULL;
+}
+
+/* Callers whose statements the group could not run (no connection, or a lender that refuses
+ * for good) each get the failure: none hangs, none is told OK. */
+static void run_grouped(const mcp_store_lender_t *l, mcp_store_status_t want, const char *err,
+                        int fatal)
+{
+    enum { N = 8 };
+    apr_pool_t *p;
+    apr_thread_t *t[N];
+    caller_t c[N];
+    counts_t counts = { 0, 0, 0 };
+    mcp_store_group_t *g;
+    apr_status_t rv;
+    int i;
+
+    apr_pool_create(&p, NULL);
+    ck_assert_int_eq(mcp_store_group_create(&g, p, 64, 1), APR_SUCCESS);
+    for (i = 0; i < N; i++) {
+        memset(&c[i], 0, sizeof(c[i]));
+        c[i].group = g;
+        c[i].lender = l;
+        c[i].counts = &counts;
+        apr_pool_create(&c[i].pool, p);
+        ck_assert_int_eq(apr_thread_create(&t[i], NULL, grouped_call, &c[i], p), APR_SUCCESS);
+    }
+    for (i = 0; i < N; i++) {
+        apr_thread_join(&rv, t[i]);
+        ck_assert_int_eq(c[i].rv, want);
+        ck_assert_ptr_nonnull(strstr(c[i].error, err));
+        ck_assert_int_eq(c[i].fatal_set, fatal);
+    }
+    /* One committer at a time borrowed for the group: at most one borrow per caller. */
+    ck_assert_int_ge(counts.borrows, 1);
+    ck_assert_int_le(counts.borrows, N);
+    apr_pool_destroy(p);
+}
+
+START_TEST(a_group_without_a_connection_fails_every_caller)
+{
+    run_grouped(&lender, MCP_STORE_UNAVAILABLE, "storing events: the database is unreachable", 0);
+}
+END_TEST
+
+START_TEST(a_group_whose_lender_refuses_for_good_fails_every_caller_at_once)
+{
+    run_grouped(&fatal_lender, MCP_STORE_UNAVAILABLE, "schema is version 1", 1);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
     Suite *s = suite_create("mcp_store");
@@ -153,6 +229,8 @@ static Suite *store_suite(void)
 
     tcase_add_loop_test(tc, classify, 0, N_CASES(classify_cases));
     tcase_add_loop_test(tc, retry_policy, 0, N_CASES(retry_cases));
+    tcase_add_test(tc, a_group_without_a_connection_fails_every_caller);
+    tcase_add_test(tc, a_group_whose_lender_refuses_for_good_fails_every_caller_at_once);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,211 @@
+"""Group commit inside a child (MCPDatabaseGroupCommit, mcp_store.h): concurrent requests'
+answers are stored in one transaction by one committer per child, and each request waits for its
+own commit. These tests run a stack of their own with group commit on (the suite's stack keeps
+the default, off), drive many concurrent calls through one httpd instance (so through the same
+children) and break the database under a group: every caller must get its own right answer, and
+nothing a client received may be missing from the store."""
+
+import json
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import psycopg2
+import pytest
+
+from conftest import MPM, STACK, STACK_ARGS, load_stack_env, plain_endpoints
+from mcp_client import McpSession
+from waiting import wait_for
+
+THREADS = 12
+
+
+def hammer(url, calls_per_thread, text_of, on_start=None):
+    """THREADS sessions calling echo concurrently; returns [(text sent, response or exception)]."""
+    sessions = []
+    for _ in range(THREADS):
+        s = McpSession(url, timeout=60)
+        s.initialize()
+        sessions.append(s)
+    out, lock = [], threading.Lock()
+    go = threading.Barrier(THREADS + 1)
+
+    def run(i, s):
+        go.wait()
+        for n in range(calls_per_thread):
+            text = text_of(i, n)
+            try:
+                r = s.request("tools/call", {"name": "echo", "arguments": {"text": text}})
+            except Exception as e:   # noqa: BLE001 - every outcome is checked
+                r = e
+            with lock:
+                out.append((text, r))
+
+    threads = [threading.Thread(target=run, args=(i, s), daemon=True)
+               for i, s in enumerate(sessions)]
+    for t in threads:
+        t.start()
+    go.wait()
+    if on_start:
+        on_start()
+    for t in threads:
+        t.join(180)
+    for s in sessions:
+        s.close()
+    assert all(not t.is_alive() for t in threads), "a caller never got an answer"
+    return out
+
+
+def result_text(r):
+    if isinstance(r, dict) and "result" in r:
+        return r["result"]["content"][0]["text"]
+    return None
+
+
+def stored_answers(pg, tag):
+    """Outbound messages stored for this test's calls: {echoed text: [message texts]}."""
+    with pg.cursor() as c:
+        c.execute("SELECT i.message_text, o.message_text FROM mcp.events i"
+                  "  JOIN mcp.events o ON o.stream_id = i.stream_id AND o.direction = 'out'"
+                  "   AND o.kind = 'message'"
+                  " WHERE i.direction = 'in' AND i.seq = 0 AND i.message_text LIKE %s",
+                  (f"%{tag}%",))
+        rows = c.fetchall()
+    out = {}
+    for inbound, outbound in rows:
+        text = json.loads(inbound)["params"]["arguments"]["text"]
+        out.setdefault(text, []).append(outbound)
+    return out
+
+
+def groups_seen(pg, tag):
+    """How many streams of this test ended, and in how many transactions (a group's streams
+    share their completed_at: now() is the transaction's start)."""
+    with pg.cursor() as c:
+        c.execute("SELECT count(*), count(DISTINCT s.completed_at) FROM mcp.streams s"
+                  "  JOIN mcp.events i ON i.stream_id = s.id AND i.seq = 0"
+                  " WHERE i.message_text LIKE %s AND s.status <> 'open'", (f"%{tag}%",))
+        return c.fetchone()
+
+
+@pytest.fixture(scope="module")
+def stack():
+    """A stack of one httpd with MCPDatabaseGroupCommit 1 (this module's own; conftest's pg
+    fixture connects to it)."""
+    top = Path(tempfile.mkdtemp(prefix="mcp-stack-group.", dir="/tmp"))
+    top.chmod(0o755)
+    d = top / "stack"
+    conf = top / "group.conf"
+    conf.write_text("MCPDatabaseGroupCommit 1\n")
+    up = subprocess.run([str(STACK), "up", "--httpd", "1", "--mpm", MPM, "--dir", str(d),
+                         "--conf", str(conf)] + STACK_ARGS, stdin=subprocess.DEVNULL,
+                        capture_output=True, text=True, timeout=300)
+    if up.returncode != 0:
+        pytest.fail(f"tests/stack up failed:\n{up.stdout[-2000:]}{up.stderr[-2000:]}",
+                    pytrace=False)
+    try:
+        yield plain_endpoints(load_stack_env(d / "stack.env"))
+    finally:
+        down = subprocess.run([str(STACK), "down", "--dir", str(d)], stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=300)
+        if down.returncode != 0:
+            raise RuntimeError(f"tests/stack down failed:\n{down.stdout}{down.stderr}")
+        shutil.rmtree(d / "pg" / "data", ignore_errors=True)
+
+
+@pytest.fixture
+def admin(stack):
+    conn = psycopg2.connect(stack["MCP_PG_ADMIN"].replace("dbname=postgres", "dbname=mcp"))
+    conn.autocommit = True
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def test_a_refused_answer_in_a_group_fails_alone(stack, pg, admin, capsys):
+    """PostgreSQL refuses one request's answer for good (a trigger raises SQLSTATE 22023 for
+    outbound messages holding POISON): that request gets its own JSON-RPC error (stored in place
+    of the answer), while the requests committed in the same groups get their results, stored."""
+    url = stack["MCP_URLS"].split()[0]
+    with admin.cursor() as c:
+        c.execute("""
+            CREATE OR REPLACE FUNCTION mcp.test_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.direction = 'out' AND NEW.message_text LIKE '%POISON%' THEN
+                    RAISE EXCEPTION 'poisoned answer' USING ERRCODE = '22023';
+                END IF;
+                RETURN NEW;
+            END $$""")
+        c.execute("CREATE TRIGGER test_poison BEFORE INSERT ON mcp.events"
+                  " FOR EACH ROW EXECUTE FUNCTION mcp.test_poison()")
+    try:
+        out = hammer(url, 20, lambda i, n: f"grp1-{i}-{n}" + ("-POISON" if n % 5 == 2 else ""))
+    finally:
+        with admin.cursor() as c:
+            c.execute("DROP TRIGGER test_poison ON mcp.events")
+            c.execute("DROP FUNCTION mcp.test_poison()")
+    stored = stored_answers(pg, "grp1-")
+    streams, transactions = groups_seen(pg, "grp1-")
+    with capsys.disabled():
+        print(f"\n{len(out)} calls, {streams} streams ended in {transactions} transactions")
+    assert len(out) == THREADS * 20
+    for text, r in out:
+        assert isinstance(r, dict), (text, r)
+        if "POISON" in text:
+            # Its own error, stored; never a result, and nothing poisoned stored.
+            assert "error" in r and r["error"]["code"] == -32002, (text, r)
+            assert "could not be stored" in r["error"]["message"], r
+            assert len(stored[text]) == 1 and "POISON" not in stored[text][0], stored.get(text)
+            assert '"code":-32002' in stored[text][0]
+        else:
+            assert result_text(r) == text, (text, r)
+            assert len(stored[text]) == 1 and text in stored[text][0], stored.get(text)
+
+
+def test_connections_killed_under_groups_lose_no_acknowledged_answer(stack, pg, admin, capsys):
+    """The gateway's database connections are terminated again and again while groups are
+    committed: a caller either gets its result, which is then stored exactly once, or an error;
+    never a result that is not stored."""
+    url = stack["MCP_URLS"].split()[0]
+    stop = threading.Event()
+    kills = [0]
+
+    def killer():
+        while not stop.is_set():
+            with admin.cursor() as c:
+                c.execute("SELECT count(pg_terminate_backend(pid)) FROM (SELECT pid"
+                          "  FROM pg_stat_activity"
+                          " WHERE usename = 'mcp' AND datname = 'mcp' AND state = 'active'"
+                          "   AND query LIKE '%%INSERT INTO mcp.events%%' LIMIT 1) a")
+                kills[0] += c.fetchone()[0]
+            stop.wait(0.05)
+
+    k = threading.Thread(target=killer, daemon=True)
+    try:
+        out = hammer(url, 20, lambda i, n: f"grp2-{i}-{n}", on_start=k.start)
+    finally:
+        stop.set()
+        k.join(10)
+    stored = stored_answers(pg, "grp2-")
+    ok = [text for text, r in out if result_text(r) == text]
+    failed = [(text, r) for text, r in out if result_text(r) != text]
+    with capsys.disabled():
+        print(f"\n{len(out)} calls: {len(ok)} answered, {len(failed)} failed, "
+              f"{kills[0]} connections terminated; failures: "
+              f"{sorted(set(repr(r)[:80] for _, r in failed))[:3]}")
+    assert len(out) == THREADS * 20
+    for text in ok:
+        assert len(stored.get(text, [])) == 1 and text in stored[text][0], (text, stored.get(text))
+    for text, r in failed:
+        # A failure is an error the client can see, never a wrong answer.
+        assert not isinstance(r, dict) or "error" in r, (text, r)
+    # The gateway still works afterwards.
+    s = McpSession(url, timeout=30)
+    s.initialize()
+    wait_for(lambda: result_text(s.request("tools/call", {"name": "echo",
+                                                          "arguments": {"text": "after"}}))
+             == "after", timeout=30, what="a call after the kills")
+    s.close()
