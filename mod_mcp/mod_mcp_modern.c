@@ -181,14 +181,14 @@ static int post_notification(mcp_req_t *q, const char *version)
     status = forward(&m, version, q->conf->backend_timeout, &err);
     if (status != MCP_BACKEND_OK) {
         return mcp_req_error(q, status == MCP_BACKEND_TIMEOUT ? HTTP_GATEWAY_TIME_OUT
-                             : HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+                             : HTTP_BAD_GATEWAY, MCP_JSONRPC_INTERNAL_ERROR,
                              "Bad Gateway: the backend did not take the notification: %s", err);
     }
     if (m.x.response.status >= 200 && m.x.response.status < 300) {
         return mcp_req_empty(q, HTTP_ACCEPTED);
     }
     return mcp_req_error(q, m.x.response.status >= 400 && m.x.response.status < 500
-                         ? (int)m.x.response.status : HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+                         ? (int)m.x.response.status : HTTP_BAD_GATEWAY, MCP_JSONRPC_INTERNAL_ERROR,
                          "the backend refused the notification with HTTP %ld",
                          m.x.response.status);
 }
@@ -276,13 +276,13 @@ static int post_request(mcp_req_t *q, const char *version)
     http = failure_words(&m, status, err ? err : "the answer ended early", &message);
     ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "stream %" APR_INT64_T_FMT ": %s", stream_id,
                   message);
-    json = mcp_jsonrpc_error_body(r->pool, msg->id, MCP_JSONRPC_BACKEND_ERROR, message, NULL);
+    json = mcp_jsonrpc_error_body(r->pool, msg->id, MCP_JSONRPC_INTERNAL_ERROR, message, NULL);
     relay_message(&m, json, strlen(json));
     mcp_stream_finish(&m.st, "failed");
     if (m.st.mode == MCP_STREAM_SSE) {
         return DONE;
     }
-    return mcp_req_error(q, http, MCP_JSONRPC_BACKEND_ERROR, "%s", message);
+    return mcp_req_error(q, http, MCP_JSONRPC_INTERNAL_ERROR, "%s", message);
 }
 
 /* ---- entry ---------------------------------------------------------------------------------- */

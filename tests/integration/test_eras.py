@@ -306,6 +306,15 @@ def test_mcp_headers_reach_the_backend_untouched(eras):
     assert seen["mcp-protocol-version"] == V
 
 
+def test_a_backend_failure_is_32603_never_the_retired_32002(eras):
+    url = eras["URL"].replace("/mcp-2026", "/mcp-2026-unreachable")
+    r = post(url, call_body(23, "test_simple_text"), headers("tools/call", "test_simple_text"))
+    assert r.status_code == 502, r.text
+    err = error_of(r)
+    assert err["code"] == -32603, err
+    assert "backend" in err["message"], err
+
+
 def test_a_notification_is_stored_and_accepted(eras, db):
     body = {"jsonrpc": "2.0", "method": "notifications/roots/list_changed",
             "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": V, "marker": "n-23"}}}
