@@ -30,7 +30,7 @@ import psycopg2
 import pytest
 import requests
 
-from conftest import load_stack_env
+from conftest import STACK_ARGS, load_stack_env
 from mcp_client import McpSession, iter_sse
 from waiting import wait_for
 
@@ -220,7 +220,9 @@ def everything_stack(node22):
         with open(up_log, "wb") as out:
             stack_started = True
             # Two httpd instances: bridge-2026.mjs sends the input-required retry to the second.
-            rc = subprocess.run([str(STACK), "up", "--dir", str(stack_dir), "--backend", se_url, "--httpd", "2"],
+            # $MCP_TEST_STACK_ARGS too: scripts/test's sanitizer pass runs this gateway under ASan.
+            rc = subprocess.run([str(STACK), "up", "--dir", str(stack_dir), "--backend", se_url, "--httpd", "2",
+                                 *STACK_ARGS],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 timeout=300).returncode
         if rc != 0:
