@@ -30,7 +30,7 @@ import psycopg2
 import pytest
 import requests
 
-from conftest import load_stack_env
+from conftest import STACK_ARGS, load_stack_env
 from mcp_client import McpSession, iter_sse
 from waiting import wait_for
 
@@ -179,8 +179,8 @@ def node22() -> str:
 
 @pytest.fixture(scope="module")
 def everything_stack(node22):
-    """server-everything (Streamable HTTP, loopback, a free port) and a separate stack with it as
-    the backend. Yields the stack's stack.env values plus EVERYTHING_URL/PID/LOG. Both are stopped
+    """server-everything (Streamable HTTP, loopback, a free port) and a separate stack (two httpd
+    instances) with it as the backend. Yields the stack's stack.env values plus EVERYTHING_URL/PID/LOG. Both are stopped
     afterwards, whatever happened."""
     d = Path(tempfile.mkdtemp(prefix="mcp-everything.", dir="/tmp"))
     d.chmod(0o755)   # the stack's PostgreSQL and httpd users must reach it
@@ -219,7 +219,10 @@ def everything_stack(node22):
         up_log = d / "stack-up.log"
         with open(up_log, "wb") as out:
             stack_started = True
-            rc = subprocess.run([str(STACK), "up", "--dir", str(stack_dir), "--backend", se_url],
+            # Two httpd instances: bridge-2026.mjs sends the input-required retry to the second.
+            # $MCP_TEST_STACK_ARGS too: scripts/test's sanitizer pass runs this gateway under ASan.
+            rc = subprocess.run([str(STACK), "up", "--dir", str(stack_dir), "--backend", se_url, "--httpd", "2",
+                                 *STACK_ARGS],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 timeout=300).returncode
         if rc != 0:
@@ -387,15 +390,55 @@ def test_sdk_client_against_server_everything(everything_stack, node22):
 def test_sdk_2026_client_through_the_era_bridge(everything_stack, node22):
     """@modelcontextprotocol/client 2.4.0 pinned to 2026-07-28, server-everything (2025 era)
     behind the gateway (MCPEraBridge, the default): tools, progress, a sampling round, a
-    disconnect-cancel (tests/node/bridge-2026.mjs)."""
+    disconnect-cancel (tests/node/bridge-2026.mjs); the sampling round's retry (the POST with
+    the requestState) goes to the stack's second httpd instance."""
     env = everything_stack
-    s = run_node_script(node22, "bridge-2026.mjs", env["MCP_URL"])
+    url1, url2 = env["MCP_URLS"].split()
+    s = run_node_script(node22, "bridge-2026.mjs", url1, args=[url2])
     assert s["protocolVersion"] == "2026-07-28"
     assert s["sampled"] == ["Resource trigger-sampling-request context: hello bridge"]
+    assert s["retries"] == [{"to": url2, "method": "tools/call", "status": 200}]
+    # Each instance's request notes (httpd-K/mcp_log): the round's tools/call on instance 1,
+    # its retry on instance 2.
+    fields = ["status", "http_method", "method", "name", "id", "stream", "protocol", "session", "user"]
+
+    def sampling_calls(k):
+        path = Path(env["MCP_STACK_DIR"]) / f"httpd-{k}" / "mcp_log"
+        rows = [dict(zip(fields, line.split("\t"))) for line in path.read_text().splitlines()]
+        # stateless (2026-07-28) requests only: the module's other tests run sessions on instance 1
+        return [r for r in rows if r["method"] == "tools/call" and r["name"] == "trigger-sampling-request"
+                and r["session"] == "-"]
+
+    first = wait_for(lambda: sampling_calls(1) or None, 10, "instance 1's log line of the sampling round")
+    retry = wait_for(lambda: sampling_calls(2) or None, 10, "instance 2's log line of the retry")
+    assert len(first) == 1 and len(retry) == 1, (first, retry)
+    assert first[0]["status"] == retry[0]["status"] == "200", (first, retry)
+    # The stored rows of those two streams (the notes name them): the round's request on
+    # instance 1 answered with an input-required result, its retry on instance 2 carrying that
+    # result's requestState and answered with the tool's result.
+    first_id, retry_id = int(first[0]["stream"]), int(retry[0]["stream"])
     conn = psycopg2.connect(env["MCP_PG"])
     conn.autocommit = True
     try:
         with conn.cursor() as cur:
+            def stored(stream_id, direction):
+                cur.execute("""SELECT m.message FROM mcp.events m JOIN mcp.streams st ON st.id = m.stream_id
+                                WHERE st.id = %s AND st.session_id IS NULL AND st.method = 'tools/call'
+                                  AND st.protocol_version = '2026-07-28' AND m.direction = %s
+                                  AND (m.message ? 'result' OR m.message ? 'method')
+                                ORDER BY m.seq""", (stream_id, direction))
+                return [row[0] for row in cur.fetchall()]
+
+            asked = stored(first_id, "in")
+            assert [m["params"]["name"] for m in asked] == ["trigger-sampling-request"], asked
+            assert "requestState" not in asked[0]["params"], asked
+            answered = [m for m in stored(first_id, "out") if "result" in m]
+            assert len(answered) == 1 and answered[0]["result"].get("resultType") == "input_required", answered
+            state = answered[0]["result"]["requestState"]
+            retried = stored(retry_id, "in")
+            assert len(retried) == 1 and retried[0]["params"]["requestState"] == state, retried
+            done = [m for m in stored(retry_id, "out") if "result" in m]
+            assert len(done) == 1 and "bridged sampling answer" in json.dumps(done[0]["result"]), done
             # The aborted call: both streams cancelled, notifications/cancelled sent upstream
             # for the gateway's id of it.
             def cancelled():

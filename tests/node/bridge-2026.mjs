@@ -2,7 +2,7 @@
 // 2026-07-28, through mod_mcp's era bridge, with @modelcontextprotocol/server-everything (a
 // 2025-era server) behind it (tests/integration/test_node_peers.py).
 //
-// Usage: NODE22 bridge-2026.mjs MCP_URL
+// Usage: NODE22 bridge-2026.mjs MCP_URL [MCP_URL_2]
 //
 // Connects (server/discover, answered by the gateway from the backend's InitializeResult), lists
 // tools, calls echo, trigger-long-running-operation (progress notifications),
@@ -11,6 +11,10 @@
 // a long-running call after its first progress (the SDK closes the response: the gateway sends
 // notifications/cancelled upstream; the Python side checks the stored rows).
 //
+// With a second URL (another httpd instance of the same stack), the transport's fetch sends every
+// POST whose JSON body carries params.requestState (the input-required retry) there instead: the
+// sampling round starts on the first instance and completes on the second.
+//
 // Prints a JSON summary on stdout; exits 0 only when every check passed.
 
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
@@ -18,11 +22,29 @@ import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/cli
 import { deadline, errText, requireNode22, runMain } from "./lib.mjs";
 
 requireNode22("bridge-2026.mjs");
-const [url] = process.argv.slice(2);
-if (!url || !/^https?:\/\//.test(url)) {
-    process.stderr.write("usage: node bridge-2026.mjs MCP_URL\n");
+const [url, url2] = process.argv.slice(2);
+if (!url || !/^https?:\/\//.test(url) || (url2 !== undefined && !/^https?:\/\//.test(url2))) {
+    process.stderr.write("usage: node bridge-2026.mjs MCP_URL [MCP_URL_2]\n");
     process.exit(2);
 }
+
+// The transport's fetch: a POST carrying params.requestState goes to url2 (when given).
+const retries = [];
+const routingFetch = async (target, init) => {
+    let requestState;
+    if (url2 && init?.method === "POST" && typeof init.body === "string") {
+        try {
+            requestState = JSON.parse(init.body)?.params?.requestState;
+        } catch {
+            requestState = undefined;
+        }
+    }
+    if (typeof requestState !== "string")
+        return fetch(target, init);
+    const response = await fetch(url2, init);
+    retries.push({ to: url2, method: JSON.parse(init.body).method, status: response.status });
+    return response;
+};
 const text = (result) => result?.content?.find((c) => c.type === "text")?.text;
 const SAMPLED = "bridged sampling answer";
 
@@ -38,7 +60,7 @@ await runMain("bridge-2026.mjs", 60000, async (checks, summary) => {
                  content: { type: "text", text: SAMPLED }, stopReason: "endTurn" };
     });
 
-    await deadline(client.connect(new StreamableHTTPClientTransport(new URL(url))), 15000, "connect");
+    await deadline(client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: routingFetch })), 15000, "connect");
     summary.protocolVersion = client.getNegotiatedProtocolVersion();
     checks.equal("negotiated 2026-07-28", summary.protocolVersion, "2026-07-28");
     summary.serverInfo = client.getServerVersion?.();
@@ -65,6 +87,10 @@ await runMain("bridge-2026.mjs", 60000, async (checks, summary) => {
     summary.sampled = sampled;
     checks.equal("sampling: one request reached the handler (an input-required round)", sampled.length, 1);
     checks.check("sampling: the tool result holds our answer", (text(sampling) ?? "").includes(SAMPLED), sampling);
+    summary.retries = retries.slice();
+    if (url2)
+        checks.equal("sampling: the retry (requestState) went to the second instance and succeeded",
+                     retries, [{ to: url2, method: "tools/call", status: 200 }]);
 
     const abort = new AbortController();
     let seen = 0;
