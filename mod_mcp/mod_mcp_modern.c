@@ -330,6 +330,7 @@ int mcp_modern_post(mcp_req_t *q)
         return mcp_req_unsupported_version(q, version, q->conf->backend_protocols);
     }
     q->rev = mcp_protocol_served(version);
+    mcp_req_note_protocol(r, version);      /* the access log tells the eras apart */
     q->session = apr_pcalloc(r->pool, sizeof(*q->session));   /* none: only the principal */
     q->session->principal = r->user;
     q->session->protocol_version = version;

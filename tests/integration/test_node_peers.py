@@ -413,6 +413,7 @@ def test_sdk_2026_client_through_the_era_bridge(everything_stack, node22):
     retry = wait_for(lambda: sampling_calls(2) or None, 10, "instance 2's log line of the retry")
     assert len(first) == 1 and len(retry) == 1, (first, retry)
     assert first[0]["status"] == retry[0]["status"] == "200", (first, retry)
+    assert first[0]["protocol"] == retry[0]["protocol"] == "2026-07-28", (first, retry)
     # The stored rows of those two streams (the notes name them): the round's request on
     # instance 1 answered with an input-required result, its retry on instance 2 carrying that
     # result's requestState and answered with the tool's result.
