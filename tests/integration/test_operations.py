@@ -96,13 +96,6 @@ def test_server_status_section(stack, mcp):
     assert int(after["MCPSessionsStarted"]) >= int(before["MCPSessionsStarted"]) + 1
     assert int(after.get("MCPRejected400", 0)) >= int(before.get("MCPRejected400", 0)) + 1
 
-    # Every child LISTENs, so every child was woken by the events just stored.
-    def all_woken():
-        ago = {k: v for k, v in _auto(base).items() if k.startswith("MCPLastWakeupAgo")}
-        return ago and all(v != "-" and float(v) >= 0 for v in ago.values())
-
-    wait_for(all_woken, what="a wake-up in every child's status slot")
-
     # An open standalone stream is counted by kind (from the database, every host).
     g = mcp(url)
     g.initialize()
@@ -111,6 +104,16 @@ def test_server_status_section(stack, mcp):
     try:
         wait_for(lambda: int(_auto(base)["MCPOpenStandaloneStreams"]) >= 1,
                  what="the open standalone stream in server-status")
+        # Every child LISTENs on one channel: a session's DELETE notifies each stream it ends
+        # (for its owner, wherever it is), and that notification wakes every child. (A plain
+        # call notifies nothing: only followed streams are notified.)
+        assert g.delete().status_code in (200, 204)
+
+        def all_woken():
+            ago = {k: v for k, v in _auto(base).items() if k.startswith("MCPLastWakeupAgo")}
+            return ago and all(v != "-" and float(v) >= 0 for v in ago.values())
+
+        wait_for(all_woken, what="a wake-up in every child's status slot")
     finally:
         g.last_response.close()
 
