@@ -45,10 +45,14 @@ RETURNS text LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     n bigint;
 BEGIN
-    -- Rows of followers whose process died, long expired (never waiting for a row lock).
-    DELETE FROM mcp.followers WHERE id IN (
-        SELECT id FROM mcp.followers WHERE lease_until < now() - interval '1 minute'
-           FOR UPDATE SKIP LOCKED);
+    -- Rows of followers whose process died, long expired (never waiting for a row lock):
+    -- removed when a follower is admitted, not on every stream's admission (they count for
+    -- nothing; ~2 % of PostgreSQL's CPU per call, bench/results.md, issue 12, third pass).
+    IF p_stream > 0 THEN
+        DELETE FROM mcp.followers WHERE id IN (
+            SELECT id FROM mcp.followers WHERE lease_until < now() - interval '1 minute'
+               FOR UPDATE SKIP LOCKED);
+    END IF;
     IF max_per_session > 0 THEN
         PERFORM pg_advisory_xact_lock(1, hashtext(p_session));
         SELECT (SELECT count(*) FROM mcp.streams
