@@ -737,8 +737,7 @@ int mcp_store_schema_version(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const
     return v == -2 && !*broken ? query_int(db, p, conn, versioned, err, broken) : v;
 }
 
-/* A column of a row of a result (valid as long as the result, so as p); NULL for SQL NULL. */
-static const char *entry(PGresult *res, int row, int col)
+const char *mcp_store_cell(PGresult *res, int row, int col)
 {
     return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
 }
@@ -763,13 +762,11 @@ static mcp_store_status_t first_id(PGresult *res, apr_int64_t *out)
     return MCP_STORE_OK;
 }
 
-#define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define NARGS(a) MCP_STORE_NARGS(a)
 
-/* Runs the statement (mcp_store_exec) and reads its first row: OK with at least one row in
- * *res, NOT_FOUND when it returned none, or the statement's own failure. */
-static mcp_store_status_t exec_row(mcp_store_t *db, apr_pool_t *p, const char *what,
-                                   const char *sql, int n, const char *const *params,
-                                   PGresult **res)
+mcp_store_status_t mcp_store_exec_row(mcp_store_t *db, apr_pool_t *p, const char *what,
+                                      const char *sql, int n, const char *const *params,
+                                      PGresult **res)
 {
     mcp_store_status_t rv = mcp_store_exec(db, p, what, sql, n, params, res);
 
@@ -802,16 +799,16 @@ mcp_store_status_t mcp_store_session_touch(mcp_store_t *db, apr_pool_t *p, const
     args[0] = id;
     args[1] = int_text(p, idle_secs);
     args[2] = principal;
-    if ((rv = exec_row(db, p, "looking up the session", sql, NARGS(args), args, &res))
+    if ((rv = mcp_store_exec_row(db, p, "looking up the session", sql, NARGS(args), args, &res))
         != MCP_STORE_OK) {
         return rv;
     }
     s = apr_pcalloc(p, sizeof(*s));
     s->id = apr_pstrdup(p, id);
     s->principal = principal ? apr_pstrdup(p, principal) : NULL;
-    s->backend_url = entry(res, 0, 0);
-    s->backend_session_id = entry(res, 0, 1);
-    s->protocol_version = entry(res, 0, 2);
+    s->backend_url = mcp_store_cell(res, 0, 0);
+    s->backend_session_id = mcp_store_cell(res, 0, 1);
+    s->protocol_version = mcp_store_cell(res, 0, 2);
     *out = s;
     return MCP_STORE_OK;
 }
@@ -853,11 +850,11 @@ mcp_store_status_t mcp_store_session_expire(mcp_store_t *db, apr_pool_t *p, cons
     args[0] = id;
     args[1] = backend_url;
     args[2] = int_text(p, idle_secs);
-    if ((rv = exec_row(db, p, "expiring the session", sql, NARGS(args), args, &res))
+    if ((rv = mcp_store_exec_row(db, p, "expiring the session", sql, NARGS(args), args, &res))
         != MCP_STORE_OK) {
         return rv;
     }
-    *backend_session_id = entry(res, 0, 0);
+    *backend_session_id = mcp_store_cell(res, 0, 0);
     return MCP_STORE_OK;
 }
 
@@ -886,7 +883,8 @@ mcp_store_status_t mcp_store_sessions_expire_idle(mcp_store_t *db, apr_pool_t *p
         return rv;
     }
     for (i = 0; i < PQntuples(res); i++) {
-        fn(baton, entry(res, i, 0), entry(res, i, 1), entry(res, i, 2), entry(res, i, 3));
+        fn(baton, mcp_store_cell(res, i, 0), mcp_store_cell(res, i, 1),
+           mcp_store_cell(res, i, 2), mcp_store_cell(res, i, 3));
         (*expired)++;
     }
     return MCP_STORE_OK;
@@ -1150,14 +1148,14 @@ mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p
 /* The first row's kind, status, lease_expired, last_seq and owner (columns 0-4). */
 static void read_stream(PGresult *res, apr_int64_t stream_id, mcp_store_stream_t *out)
 {
-    const char *last = entry(res, 0, 3);
+    const char *last = mcp_store_cell(res, 0, 3);
 
     out->id = stream_id;
-    out->kind = entry(res, 0, 0);
-    out->status = entry(res, 0, 1);
+    out->kind = mcp_store_cell(res, 0, 0);
+    out->status = mcp_store_cell(res, 0, 1);
     out->lease_expired = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
     out->last_seq = last && *last ? apr_atoi64(last) : -1;
-    out->owner = entry(res, 0, 4);
+    out->owner = mcp_store_cell(res, 0, 4);
 }
 
 /* One stream row selected by sql (STREAM_COLUMNS ...) with n bound arguments. */
@@ -1168,7 +1166,7 @@ static mcp_store_status_t select_stream(mcp_store_t *db, apr_pool_t *p, const ch
     mcp_store_status_t rv;
     PGresult *res;
 
-    if ((rv = exec_row(db, p, what, sql, n, args, &res)) != MCP_STORE_OK) {
+    if ((rv = mcp_store_exec_row(db, p, what, sql, n, args, &res)) != MCP_STORE_OK) {
         return rv;
     }
     read_stream(res, stream_id, out);
@@ -1270,7 +1268,7 @@ mcp_store_status_t mcp_store_session_insert_admitted(mcp_store_t *db, apr_pool_t
         db->error = "storing the session: no result";
         return MCP_STORE_REFUSED;
     }
-    *refused = refusal(entry(res, 0, 0));
+    *refused = refusal(mcp_store_cell(res, 0, 0));
     return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
 }
 
@@ -1359,13 +1357,13 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     args[9] = owner;
     args[10] = int_text(p, lease_secs);
     args[11] = inbound;
-    if ((rv = exec_row(db, p, "storing the request and its stream", sql, NARGS(args), args,
-                       &res)) != MCP_STORE_OK) {
+    if ((rv = mcp_store_exec_row(db, p, "storing the request and its stream", sql, NARGS(args),
+                                 args, &res)) != MCP_STORE_OK) {
         return rv;
     }
-    session->backend_session_id = entry(res, 0, 1);
-    session->protocol_version = entry(res, 0, 2);
-    *refused = refusal(entry(res, 0, 3));
+    session->backend_session_id = mcp_store_cell(res, 0, 1);
+    session->protocol_version = mcp_store_cell(res, 0, 2);
+    *refused = refusal(mcp_store_cell(res, 0, 3));
     if (!*refused) {
         *stream_id = apr_atoi64(PQgetvalue(res, 0, 0));
     }
@@ -1416,7 +1414,7 @@ mcp_store_status_t mcp_store_stream_open_stateless_admitted(
         db->error = "storing the stateless request: no result";
         return MCP_STORE_UNAVAILABLE;
     }
-    *refused = refusal(entry(res, 0, 1));
+    *refused = refusal(mcp_store_cell(res, 0, 1));
     if (!*refused) {
         *stream_id = apr_atoi64(PQgetvalue(res, 0, 0));
     }
@@ -1478,8 +1476,8 @@ mcp_store_status_t mcp_store_stream_open_standalone_admitted(
         db->error = "opening the standalone stream: no result";
         return MCP_STORE_REFUSED;
     }
-    *refused = refusal(entry(res, 0, 0));
-    id = entry(res, 0, 1);
+    *refused = refusal(mcp_store_cell(res, 0, 0));
+    id = mcp_store_cell(res, 0, 1);
     if (id && *id) {
         *stream_id = apr_atoi64(id);
     }
@@ -1537,13 +1535,13 @@ mcp_store_status_t mcp_store_stream_follow(mcp_store_t *db, apr_pool_t *p,
     args[6] = int_text(p, limits->max_stream_followers);
     args[7] = owner;
     args[8] = int_text(p, lease_secs);
-    if ((rv = exec_row(db, p, "looking up an event", sql, NARGS(args), args, &res))
+    if ((rv = mcp_store_exec_row(db, p, "looking up an event", sql, NARGS(args), args, &res))
         != MCP_STORE_OK) {
         return rv;
     }
     read_stream(res, stream_id, out);
-    *refused = refusal(entry(res, 0, 5));
-    id = entry(res, 0, 6);
+    *refused = refusal(mcp_store_cell(res, 0, 5));
+    id = mcp_store_cell(res, 0, 6);
     if (id && *id) {
         *follower_id = apr_atoi64(id);
     }
@@ -1609,7 +1607,7 @@ mcp_store_status_t mcp_store_events_after_bounded(mcp_store_t *db, apr_pool_t *p
     for (i = 0; i < rows; i++) {
         full = strcmp(PQgetvalue(res, i, 2), "t") == 0;
         (*n)++;
-        if (fn(baton, apr_atoi64(PQgetvalue(res, i, 0)), entry(res, i, 1))) {
+        if (fn(baton, apr_atoi64(PQgetvalue(res, i, 0)), mcp_store_cell(res, i, 1))) {
             break;
         }
     }

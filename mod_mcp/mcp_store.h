@@ -129,6 +129,19 @@ mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *wh
                                   const char *sql, int n, const char *const *params,
                                   PGresult **res);
 
+/* mcp_store_exec, then its first row: OK with at least one row in *res, NOT_FOUND when the
+ * statement returned none, or the statement's own failure. For the store's statement files
+ * (mcp_store_bridge.c, mcp_store_shim.c) as for its own. */
+mcp_store_status_t mcp_store_exec_row(mcp_store_t *db, apr_pool_t *p, const char *what,
+                                      const char *sql, int n, const char *const *params,
+                                      PGresult **res);
+
+/* A column of a row of a result (valid as long as the result, so as p); NULL for SQL NULL. */
+const char *mcp_store_cell(PGresult *res, int row, int col);
+
+/* The number of parameters of a statement's argument array. */
+#define MCP_STORE_NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
 typedef struct mcp_store_session_t {
     const char *id;
     const char *backend_url;

@@ -3,12 +3,7 @@
 
 #include "mcp_store_bridge.h"
 
-#define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-static const char *entry(PGresult *res, int row, int col)
-{
-    return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
-}
+#define NARGS(a) MCP_STORE_NARGS(a)
 
 static const char *i64(apr_pool_t *p, apr_int64_t v)
 {
@@ -32,18 +27,16 @@ mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const
     mcp_store_status_t rv;
     PGresult *res;
 
-    rv = mcp_store_exec(db, p, "finding a pooled backend session", sql, NARGS(args), args, &res);
+    rv = mcp_store_exec_row(db, p, "finding a pooled backend session", sql, NARGS(args), args,
+                            &res);
     if (rv != MCP_STORE_OK) {
         return rv;
     }
-    if (PQntuples(res) < 1) {
-        return MCP_STORE_NOT_FOUND;
-    }
     *out = s = apr_pcalloc(p, sizeof(*s));
-    s->id = entry(res, 0, 0);
-    s->backend_session_id = entry(res, 0, 1);
-    s->protocol_version = entry(res, 0, 2);
-    s->server_info = entry(res, 0, 3);
+    s->id = mcp_store_cell(res, 0, 0);
+    s->backend_session_id = mcp_store_cell(res, 0, 1);
+    s->protocol_version = mcp_store_cell(res, 0, 2);
+    s->server_info = mcp_store_cell(res, 0, 3);
     s->principal = principal;
     s->backend_url = backend_url;
     return MCP_STORE_OK;
@@ -75,15 +68,12 @@ mcp_store_status_t mcp_store_bridge_init_result(mcp_store_t *db, apr_pool_t *p,
     mcp_store_status_t rv;
     PGresult *res;
 
-    rv = mcp_store_exec(db, p, "reading a backend's InitializeResult", sql, NARGS(args), args,
-                        &res);
+    rv = mcp_store_exec_row(db, p, "reading a backend's InitializeResult", sql, NARGS(args),
+                            args, &res);
     if (rv != MCP_STORE_OK) {
         return rv;
     }
-    if (PQntuples(res) < 1) {
-        return MCP_STORE_NOT_FOUND;
-    }
-    *out = entry(res, 0, 0);
+    *out = mcp_store_cell(res, 0, 0);
     return MCP_STORE_OK;
 }
 
@@ -159,14 +149,14 @@ mcp_store_status_t mcp_store_bridge_round_claim(mcp_store_t *db, apr_pool_t *p, 
     }
     else {
         *verdict = MCP_STORE_BRIDGE_CLAIMED;
-        out->session_id = entry(res, 0, 5);
-        out->backend_session_id = entry(res, 0, 6);
-        out->protocol_version = entry(res, 0, 7);
+        out->session_id = mcp_store_cell(res, 0, 5);
+        out->backend_session_id = mcp_store_cell(res, 0, 6);
+        out->protocol_version = mcp_store_cell(res, 0, 7);
         out->stream_id = apr_atoi64(PQgetvalue(res, 0, 8));
         out->backend_request_id = apr_atoi64(PQgetvalue(res, 0, 9));
         out->position = apr_atoi64(PQgetvalue(res, 0, 10));
-        out->pending = entry(res, 0, 11);
-        out->server_info = entry(res, 0, 12);
+        out->pending = mcp_store_cell(res, 0, 11);
+        out->server_info = mcp_store_cell(res, 0, 12);
     }
     return MCP_STORE_OK;
 }

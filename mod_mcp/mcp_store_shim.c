@@ -3,12 +3,7 @@
 
 #include "mcp_store_shim.h"
 
-#define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-static const char *cell(PGresult *res, int row, int col)
-{
-    return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
-}
+#define NARGS(a) MCP_STORE_NARGS(a)
 
 mcp_store_status_t mcp_store_shim_client(mcp_store_t *db, apr_pool_t *p, const char *session_id,
                                          const char **caps, const char **info,
@@ -27,16 +22,13 @@ mcp_store_status_t mcp_store_shim_client(mcp_store_t *db, apr_pool_t *p, const c
 
     args[0] = session_id;
     *caps = *info = *log_level = NULL;
-    if ((rv = mcp_store_exec(db, p, "reading the session's client", sql, NARGS(args), args, &res))
-        != MCP_STORE_OK) {
+    if ((rv = mcp_store_exec_row(db, p, "reading the session's client", sql, NARGS(args), args,
+                                 &res)) != MCP_STORE_OK) {
         return rv;
     }
-    if (PQntuples(res) < 1) {
-        return MCP_STORE_NOT_FOUND;
-    }
-    *caps = cell(res, 0, 0);
-    *info = cell(res, 0, 1);
-    *log_level = cell(res, 0, 2);
+    *caps = mcp_store_cell(res, 0, 0);
+    *info = mcp_store_cell(res, 0, 1);
+    *log_level = mcp_store_cell(res, 0, 2);
     return MCP_STORE_OK;
 }
 
@@ -53,17 +45,13 @@ mcp_store_status_t mcp_store_shim_pending(mcp_store_t *db, apr_pool_t *p, const 
         "                  AND e.stream_id IS NULL AND e.direction = 'in'"
         "                  AND NOT e.message ? 'method' AND e.message->>'id' = $3)";
     const char *args[3];
-    mcp_store_status_t rv;
     PGresult *res;
 
     args[0] = session_id;
     args[1] = apr_psprintf(p, "%" APR_INT64_T_FMT, stream_id);
     args[2] = id;
-    if ((rv = mcp_store_exec(db, p, "looking up a pending server request", sql, NARGS(args), args,
-                             &res)) != MCP_STORE_OK) {
-        return rv;
-    }
-    return PQntuples(res) > 0 ? MCP_STORE_OK : MCP_STORE_NOT_FOUND;
+    return mcp_store_exec_row(db, p, "looking up a pending server request", sql, NARGS(args),
+                              args, &res);
 }
 
 mcp_store_status_t mcp_store_shim_answers(mcp_store_t *db, apr_pool_t *p, const char *session_id,
@@ -117,12 +105,9 @@ mcp_store_status_t mcp_store_shim_cancel(mcp_store_t *db, apr_pool_t *p, const c
     *stream_id = 0;
     args[0] = session_id;
     args[1] = request_id;
-    if ((rv = mcp_store_exec(db, p, "cancelling a request", sql, NARGS(args), args, &res))
+    if ((rv = mcp_store_exec_row(db, p, "cancelling a request", sql, NARGS(args), args, &res))
         != MCP_STORE_OK) {
         return rv;
-    }
-    if (PQntuples(res) < 1) {
-        return MCP_STORE_NOT_FOUND;
     }
     *stream_id = apr_atoi64(PQgetvalue(res, 0, 0));
     return MCP_STORE_OK;
