@@ -156,16 +156,15 @@ def node_backend(node: str, d: Path, script: str, *args: str):
 
 
 @contextlib.contextmanager
-def own_stack(d: Path, *args: str, sanitized: bool = True):
+def own_stack(d: Path, *args: str):
     """A stack of a test module's own in d/stack: `tests/stack up ARGS $MCP_TEST_STACK_ARGS`
-    (its output in d/stack-up.log; sanitized=False: without them, the module of the normal
-    build). Yields its stack.env values. `tests/stack down` at the end fails loudly (a sanitizer
-    report of an ASan --module, say); the database files go unless MCP_KEEP_STACK is set."""
+    (its output in d/stack-up.log). Yields its stack.env values. `tests/stack down` at the end
+    fails loudly (a sanitizer report of an ASan --module, say); the database files go unless
+    MCP_KEEP_STACK is set."""
     stack_dir = d / "stack"
     try:
         with open(d / "stack-up.log", "wb") as out:
-            rc = subprocess.run([str(STACK), "up", "--dir", str(stack_dir), *args]
-                                + (STACK_ARGS if sanitized else []),
+            rc = subprocess.run([str(STACK), "up", "--dir", str(stack_dir), *args] + STACK_ARGS,
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 timeout=300).returncode
         assert rc == 0, _show(d / "stack-up.log")

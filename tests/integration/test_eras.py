@@ -91,11 +91,7 @@ def eras(node22):  # noqa: F811  (the fixture imported above)
     d = run_dir("mcp-eras.")
     with node_backend(node22, d, "modern-backend.mjs") as port, \
             own_stack(d, "--http2", "--backend", f"http://127.0.0.1:{port}/mcp", "--conf",
-                      str(Path(__file__).resolve().parent / "gateway-eras.conf"),
-                      # Not with the sanitizer build's module (as before): with this .conf and
-                      # --http2 without --tls, LeakSanitizer's tracer crashes (signal 11) at the
-                      # exit of apache2 -t and of the parent, which fails the stack for nothing.
-                      sanitized=False) as env:
+                      str(Path(__file__).resolve().parent / "gateway-eras.conf")) as env:
         base = env["MCP_URL"].rsplit("/", 1)[0]
         env.update(URL=f"{base}/mcp-2026", AUTH_URL=f"{base}/mcp-2026-auth", AUTHZ_URL=f"{base}/mcp-2026-authz",
                    LEGACY_URL=f"{base}/mcp-legacy-only", DIR=str(d))
