@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import re
 import secrets
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import psycopg2
 import pytest
 
-from conftest import REPO, STACK, load_stack_env
+from conftest import REPO, own_stack, run_dir
 from mcp_client import McpSession
 from waiting import wait_for
 
@@ -27,20 +25,10 @@ VERSION = int(re.search(r"#define MCP_STORE_SCHEMA_VERSION (\d+)",
 
 @pytest.fixture(scope="module")
 def old_stack():
-    d = Path(tempfile.mkdtemp(prefix="mcp-upgrade.", dir="/tmp"))
-    d.chmod(0o755)
-    with open(d / "stack-up.log", "wb") as out:
-        rc = subprocess.run([str(STACK), "up", "--httpd", "1", "--dir", str(d),
-                             "--schema", str(FIXTURES / "schema-v1.sql")],
-                            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                            timeout=300).returncode
-    assert rc == 0, (d / "stack-up.log").read_text()
-    try:
-        yield load_stack_env(d / "stack.env")
-    finally:
-        subprocess.run([str(STACK), "down", "--dir", str(d)], stdin=subprocess.DEVNULL,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
-        shutil.rmtree(d / "pg" / "data", ignore_errors=True)
+    # own_stack: the sanitizer pass's module too, and `down` fails on a sanitizer report
+    with own_stack(run_dir("mcp-upgrade."), "--httpd", "1",
+                   "--schema", str(FIXTURES / "schema-v1.sql")) as env:
+        yield env
 
 
 def structure(conninfo: str) -> list[str]:
