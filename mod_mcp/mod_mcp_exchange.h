@@ -1,7 +1,8 @@
-/* mod_mcp_exchange — one streamed exchange with the backend, as the 2025 relay (mod_mcp_relay:
- * a request's stream, the standalone GET stream), the stateless path (mod_mcp_modern), the era
- * bridge (mod_mcp_bridge*, a 2026 client in front of a 2025 backend) and the era shim
- * (mod_mcp_shim, a 2025 client in front of a 2026-only backend) make it.
+/* mod_mcp_exchange — one streamed exchange with the backend, as every path makes it: the 2025
+ * session's short exchanges (mod_mcp_handler: initialize, notifications), its relay
+ * (mod_mcp_relay: a request's stream, the standalone GET stream), the stateless path
+ * (mod_mcp_modern), the era bridge (mod_mcp_bridge*, a 2026 client in front of a 2025 backend)
+ * and the era shim (mod_mcp_shim, a 2025 client in front of a 2026-only backend).
  *
  * The call is set up from the request's configuration (target, connect timeout); the answer is
  * read as it comes: an SSE answer (200, text/event-stream) is parsed event by event and each
