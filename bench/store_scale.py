@@ -25,7 +25,6 @@ import argparse
 import io
 import json
 import os
-import random
 import secrets
 import shutil
 import subprocess

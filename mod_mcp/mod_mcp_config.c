@@ -190,9 +190,16 @@ static const char *set_backend(cmd_parms *cmd, void *dconf, const char *arg)
     return NULL;
 }
 
-/* Each setter below finds its field through cmd->info, the field's offset in mcp_dir_conf_t
- * (set with APR_OFFSETOF in the table at the end). */
-#define FIELD(type, dconf, cmd) ((type *)((char *)(dconf) + (apr_size_t)(cmd)->info))
+/* Each setter below finds its field and its bounds through cmd->info: a slot_t made by AT() or
+ * BOUNDED() in the table at the end. One setter per shape (count, size, duration, list). */
+typedef struct slot_t {
+    apr_size_t offset;     /* of the field in mcp_dir_conf_t                                   */
+    apr_off_t  min, max;   /* counts and sizes: bounds (max 0: none); durations: the shortest, in
+                            * microseconds (0: any)                                            */
+} slot_t;
+
+#define SLOT(cmd) ((const slot_t *)(cmd)->info)
+#define FIELD(type, dconf, cmd) ((type *)((char *)(dconf) + SLOT(cmd)->offset))
 
 static const char *parse_count(cmd_parms *cmd, const char *arg, apr_off_t min, apr_off_t *out)
 {
@@ -205,46 +212,27 @@ static const char *parse_count(cmd_parms *cmd, const char *arg, apr_off_t min, a
     return NULL;
 }
 
-/* A size in bytes, at least 1. */
-static const char *set_bytes(cmd_parms *cmd, void *dconf, const char *arg)
-{
-    return parse_count(cmd, arg, 1, FIELD(apr_off_t, dconf, cmd));
-}
-
-/* MCPMaxMessageSize: at least 1 byte, at most MCP_MAX_MESSAGE_SIZE_LIMIT, so that no length
- * derived from a message (with its framing, or a terminating NUL) overflows an int. */
-static const char *set_message_size(cmd_parms *cmd, void *dconf, const char *arg)
+/* A size in bytes (apr_off_t). MCPMaxMessageSize's bound, MCP_MAX_MESSAGE_SIZE_LIMIT, keeps any
+ * length derived from a message (with its framing, or a terminating NUL) inside an int. */
+static const char *set_size(cmd_parms *cmd, void *dconf, const char *arg)
 {
     apr_off_t *size = FIELD(apr_off_t, dconf, cmd);
-    const char *err = parse_count(cmd, arg, 1, size);
+    const char *err = parse_count(cmd, arg, SLOT(cmd)->min, size);
 
-    if (!err && *size > MCP_MAX_MESSAGE_SIZE_LIMIT) {
-        return apr_psprintf(cmd->pool, "%s: %s is too large (at most %d bytes)", cmd->cmd->name,
-                            arg, MCP_MAX_MESSAGE_SIZE_LIMIT);
+    if (!err && SLOT(cmd)->max && *size > SLOT(cmd)->max) {
+        return apr_psprintf(cmd->pool, "%s: %s is too large (at most %" APR_OFF_T_FMT " bytes)",
+                            cmd->cmd->name, arg, SLOT(cmd)->max);
     }
     return err;
 }
 
-/* A count of at least 1 (MCPStreamQueueLength). */
-static const char *set_positive_int(cmd_parms *cmd, void *dconf, const char *arg)
+/* A count (int): MCPStreamQueueLength, or a limit where 0 means none (MCPMaxSessions). */
+static const char *set_count(cmd_parms *cmd, void *dconf, const char *arg)
 {
     apr_off_t n;
-    const char *err = parse_count(cmd, arg, 1, &n);
+    const char *err = parse_count(cmd, arg, SLOT(cmd)->min, &n);
 
-    if (!err && n > 1000000) {
-        return apr_psprintf(cmd->pool, "%s: %s is too large", cmd->cmd->name, arg);
-    }
-    *FIELD(int, dconf, cmd) = (int)n;
-    return err;
-}
-
-/* A limit where 0 means none (MCPMaxSessions). */
-static const char *set_limit(cmd_parms *cmd, void *dconf, const char *arg)
-{
-    apr_off_t n;
-    const char *err = parse_count(cmd, arg, 0, &n);
-
-    if (!err && n > 100000000) {
+    if (!err && SLOT(cmd)->max && n > SLOT(cmd)->max) {
         return apr_psprintf(cmd->pool, "%s: %s is too large", cmd->cmd->name, arg);
     }
     *FIELD(int, dconf, cmd) = (int)n;
@@ -276,20 +264,15 @@ static const char *parse_duration(cmd_parms *cmd, const char *arg, apr_interval_
     return NULL;
 }
 
+/* A duration; one with a shortest (intervals that pace a loop) must not be shorter. */
 static const char *set_duration(cmd_parms *cmd, void *dconf, const char *arg)
-{
-    return parse_duration(cmd, arg, FIELD(apr_interval_time_t, dconf, cmd));
-}
-
-/* A duration that must not be zero (intervals that pace a loop). */
-static const char *set_interval(cmd_parms *cmd, void *dconf, const char *arg)
 {
     apr_interval_time_t *t = FIELD(apr_interval_time_t, dconf, cmd);
     const char *err = parse_duration(cmd, arg, t);
 
-    if (!err && *t < apr_time_from_msec(10)) {
-        return apr_psprintf(cmd->pool, "%s: '%s' is too short (10ms at least)", cmd->cmd->name,
-                            arg);
+    if (!err && *t < SLOT(cmd)->min) {
+        return apr_psprintf(cmd->pool, "%s: '%s' is too short (%" APR_TIME_T_FMT "ms at least)",
+                            cmd->cmd->name, arg, apr_time_as_msec(SLOT(cmd)->min));
     }
     return err;
 }
@@ -408,14 +391,21 @@ static const char *set_database_timeout(cmd_parms *cmd, void *dconf, const char 
     return err;
 }
 
-#define AT(field) ((void *)APR_OFFSETOF(mcp_dir_conf_t, field))
+/* The slot of a field of mcp_dir_conf_t (see slot_t): unbounded, bounded, an interval that
+ * paces a loop (10ms at least), a limit where 0 means none. */
+#define BOUNDED(field, min, max) \
+    ((void *)&(const slot_t){APR_OFFSETOF(mcp_dir_conf_t, field), (min), (max)})
+#define AT(field) BOUNDED(field, 0, 0)
+#define INTERVAL(field) BOUNDED(field, apr_time_from_msec(10), 0)
+#define LIMIT(field) BOUNDED(field, 0, 100000000)
 #define CONTEXT (RSRC_CONF | ACCESS_CONF)
 
 const command_rec mcp_config_cmds[] = {
     AP_INIT_TAKE1("MCPBackend", set_backend, NULL, CONTEXT,
                   "URL of the backend MCP server: http://host:port/path, https://..., or "
                   "unix:/path/to.sock|http://localhost/path"),
-    AP_INIT_TAKE1("MCPMaxMessageSize", set_message_size, AT(max_message_size), CONTEXT,
+    AP_INIT_TAKE1("MCPMaxMessageSize", set_size,
+                  BOUNDED(max_message_size, 1, MCP_MAX_MESSAGE_SIZE_LIMIT), CONTEXT,
                   "Largest JSON-RPC message accepted from a client or a backend, in bytes "
                   "(default 4194304, at most 1073741824)"),
     AP_INIT_TAKE1("MCPBackendConnectTimeout", set_duration, AT(backend_connect_timeout), CONTEXT,
@@ -426,17 +416,18 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_TAKE1("MCPStreamTimeout", set_duration, AT(stream_timeout), CONTEXT,
                   "Longest the gateway relays the answer to a request, with or without the "
                   "client, before it ends the stream with an error (default 300s; 0: no limit)"),
-    AP_INIT_TAKE1("MCPStreamQueueLength", set_positive_int, AT(stream_queue_length), CONTEXT,
+    AP_INIT_TAKE1("MCPStreamQueueLength", set_count, BOUNDED(stream_queue_length, 1, 1000000),
+                  CONTEXT,
                   "Events held in a stream's output queue before they are stored and flushed "
                   "(default 16)"),
-    AP_INIT_TAKE1("MCPStreamQueueBytes", set_bytes, AT(stream_queue_bytes), CONTEXT,
+    AP_INIT_TAKE1("MCPStreamQueueBytes", set_size, BOUNDED(stream_queue_bytes, 1, 0), CONTEXT,
                   "Bytes held in a stream's output queue before they are stored and flushed "
                   "(default 262144)"),
-    AP_INIT_TAKE1("MCPRetryInterval", set_interval, AT(retry_interval), CONTEXT,
+    AP_INIT_TAKE1("MCPRetryInterval", set_duration, INTERVAL(retry_interval), CONTEXT,
                   "The retry: hint sent with priming events (default 1s)"),
-    AP_INIT_TAKE1("MCPKeepAliveInterval", set_interval, AT(keepalive_interval), CONTEXT,
+    AP_INIT_TAKE1("MCPKeepAliveInterval", set_duration, INTERVAL(keepalive_interval), CONTEXT,
                   "Idle time after which an SSE stream gets a keep-alive comment (default 15s)"),
-    AP_INIT_TAKE1("MCPStreamLease", set_interval, AT(stream_lease), CONTEXT,
+    AP_INIT_TAKE1("MCPStreamLease", set_duration, INTERVAL(stream_lease), CONTEXT,
                   "How long a stream's owner may go silent before others treat it as dead; "
                   "renewed every third of it (default 30s)"),
     AP_INIT_TAKE1("MCPStreamCloseAfter", set_duration, AT(stream_close_after), CONTEXT,
@@ -445,25 +436,25 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_TAKE1("MCPSessionIdleTimeout", set_duration, AT(session_idle_timeout), CONTEXT,
                   "Inactivity after which a session expires; an open stream is activity "
                   "(default 1h; 0: never)"),
-    AP_INIT_TAKE1("MCPMaxSessions", set_limit, AT(max_sessions), CONTEXT,
+    AP_INIT_TAKE1("MCPMaxSessions", set_count, LIMIT(max_sessions), CONTEXT,
                   "Live sessions allowed at once across all servers sharing the database "
                   "(default 10000; 0: no limit)"),
-    AP_INIT_TAKE1("MCPMaxSessionsPerPrincipal", set_limit, AT(max_principal_sessions), CONTEXT,
+    AP_INIT_TAKE1("MCPMaxSessionsPerPrincipal", set_count, LIMIT(max_principal_sessions), CONTEXT,
                   "Live sessions one user (or, unauthenticated, one client address) may hold "
                   "across all servers (default 1000; 0: no limit)"),
-    AP_INIT_TAKE1("MCPMaxStreamsPerSession", set_limit, AT(max_session_streams), CONTEXT,
+    AP_INIT_TAKE1("MCPMaxStreamsPerSession", set_count, LIMIT(max_session_streams), CONTEXT,
                   "Open streams (requests being relayed, the standalone GET, Last-Event-ID "
                   "followers) one session may hold across all servers (default 16; 0: no limit)"),
-    AP_INIT_TAKE1("MCPMaxStreamsPerPrincipal", set_limit, AT(max_principal_streams), CONTEXT,
+    AP_INIT_TAKE1("MCPMaxStreamsPerPrincipal", set_count, LIMIT(max_principal_streams), CONTEXT,
                   "Open streams one user (or, unauthenticated, one client address) may hold "
                   "across all servers (default 64; 0: no limit)"),
-    AP_INIT_TAKE1("MCPMaxFollowersPerStream", set_limit, AT(max_stream_followers), CONTEXT,
+    AP_INIT_TAKE1("MCPMaxFollowersPerStream", set_count, LIMIT(max_stream_followers), CONTEXT,
                   "Clients following one open stream with Last-Event-ID at once "
                   "(default 4; 0: no limit)"),
-    AP_INIT_TAKE1("MCPMaxBatchSize", set_limit, AT(max_batch_size), CONTEXT,
+    AP_INIT_TAKE1("MCPMaxBatchSize", set_count, LIMIT(max_batch_size), CONTEXT,
                   "Messages allowed in one JSON-RPC batch (2025-03-26) (default 100; 0: no "
                   "limit)"),
-    AP_INIT_TAKE1("MCPShimMaxRounds", set_limit, AT(shim_max_rounds), CONTEXT,
+    AP_INIT_TAKE1("MCPShimMaxRounds", set_count, LIMIT(shim_max_rounds), CONTEXT,
                   "Input-required rounds one request may take when the era shim serves a "
                   "2025-era client in front of a 2026-only backend (default 8; 0: no limit)"),
     AP_INIT_ITERATE("MCPAllowedOrigins", add_origin, AT(allowed_origins), CONTEXT,
@@ -475,13 +466,14 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_ITERATE("MCPBackendProtocols", add_backend_protocol, NULL, CONTEXT,
                     "The protocol revisions the backend serves (default: 2025-11-25 2025-06-18 "
                     "2025-03-26); 2026-07-28 lets stateless requests through to it"),
-    AP_INIT_FLAG("MCPEraBridge", ap_set_flag_slot, AT(era_bridge), CONTEXT,
+    AP_INIT_FLAG("MCPEraBridge", ap_set_flag_slot,
+                 (void *)APR_OFFSETOF(mcp_dir_conf_t, era_bridge), CONTEXT,
                  "The era bridge, both directions: serve 2026-07-28 (stateless) clients through "
                  "a backend that serves the 2025 era only, and 2025-era clients through a "
                  "2026-only backend (MCPBackendProtocols 2026-07-28 alone): On (default) or Off "
                  "(2026 clients get -32022 and fall back to initialize; 2025 traffic is "
                  "forwarded as it came)"),
-    AP_INIT_TAKE1("MCPEraBridgeInputTimeout", set_interval, AT(bridge_input_timeout), CONTEXT,
+    AP_INIT_TAKE1("MCPEraBridgeInputTimeout", set_duration, INTERVAL(bridge_input_timeout), CONTEXT,
                   "How long an input-required round of the era bridge waits for the client's "
                   "retry before its requestState expires and the backend call is cancelled "
                   "(default 300s)"),

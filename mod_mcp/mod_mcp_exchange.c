@@ -22,14 +22,17 @@ static int on_event(void *baton, const mcp_sse_event_t *ev)
 static int on_headers(void *baton, const mcp_backend_response_t *resp)
 {
     mcp_exchange_t *x = baton;
+    int sse = resp->status == HTTP_OK
+              && mcp_http_media_type_is(resp->content_type, "text/event-stream");
 
-    if (resp->status == HTTP_OK
-        && mcp_http_media_type_is(resp->content_type, "text/event-stream")) {
+    if (sse) {
         x->sse = mcp_sse_parser_create(x->q->r->pool, (apr_size_t)x->q->conf->max_message_size,
                                        on_event, x);
-        return x->on_sse ? x->on_sse(x->baton) : 0;
     }
-    return 0;
+    if (x->on_answer && x->on_answer(x->baton)) {
+        return 1;
+    }
+    return sse && x->on_sse ? x->on_sse(x->baton) : 0;
 }
 
 static int on_body(void *baton, const char *buf, apr_size_t len)
@@ -89,13 +92,17 @@ mcp_backend_status_t mcp_exchange_perform(mcp_exchange_t *x, mcp_backend_call_t 
     apr_brigade_cleanup(x->body);
     x->body_len = 0;
     x->too_large = 0;
+    x->cut_mid_event = 0;
     x->answered = 0;
     status = mcp_backend_perform(mcp_child.backends, q->r->pool, call, &x->response, err);
     if (x->answered) {
         return MCP_BACKEND_OK;
     }
-    if (x->sse && status == MCP_BACKEND_OK) {
-        mcp_sse_parser_finish(x->sse);
+    if (x->sse) {
+        x->cut_mid_event = mcp_sse_parser_in_event(x->sse);
+        if (status == MCP_BACKEND_OK) {
+            mcp_sse_parser_finish(x->sse);
+        }
     }
     if (x->too_large) {
         *err = apr_psprintf(q->r->pool, "a message from the backend exceeds MCPMaxMessageSize (%"

@@ -1,6 +1,8 @@
-/* mod_mcp_exchange — one streamed exchange with the backend, as the stateless path
+/* mod_mcp_exchange — one streamed exchange with the backend, as every path makes it: the 2025
+ * session's short exchanges (mod_mcp_handler: initialize, notifications), its relay
+ * (mod_mcp_relay: a request's stream, the standalone GET stream), the stateless path
  * (mod_mcp_modern), the era bridge (mod_mcp_bridge*, a 2026 client in front of a 2025 backend)
- * and the era shim (mod_mcp_shim, a 2025 client in front of a 2026-only backend) make it.
+ * and the era shim (mod_mcp_shim, a 2025 client in front of a 2026-only backend).
  *
  * The call is set up from the request's configuration (target, connect timeout); the answer is
  * read as it comes: an SSE answer (200, text/event-stream) is parsed event by event and each
@@ -34,8 +36,12 @@ typedef struct mcp_exchange_t {
     apr_bucket_brigade     *body;       /* any other answer, bounded by MCPMaxMessageSize   */
     apr_off_t               body_len;
     int                     too_large;  /* a message exceeded MCPMaxMessageSize             */
+    int                     cut_mid_event; /* the unanswered SSE answer ended inside an event */
     apr_time_t              answered;   /* set by the caller's hook: see above (0: not yet) */
     mcp_exchange_message_fn *on_message;  /* required                                       */
+    mcp_exchange_check_fn   *on_answer;   /* the answer's status and headers came, whatever
+                                           * they are (x->response; x->sse set for SSE), before
+                                           * on_sse (may be NULL)                            */
     mcp_exchange_check_fn   *on_sse;      /* the SSE answer begins (may be NULL)             */
     mcp_exchange_check_fn   *after_chunk; /* after each piece of SSE, not once a piece before
                                            * was answered (may be NULL)                     */
@@ -49,9 +55,10 @@ void mcp_exchange_init(mcp_exchange_t *x, mcp_req_t *q, void *baton);
 
 /* Performs call (method, body, headers, session id, version and timeout_ms set by the caller;
  * target, connect timeout and the callbacks are filled in here). OK once answered, whatever the
- * transfer did after; otherwise, on a complete SSE answer the parser is finished (a last event
- * without its blank line is delivered). *err names the cause of anything but OK (a message over
- * MCPMaxMessageSize included: x->too_large). */
+ * transfer did after; otherwise, on an SSE answer x->cut_mid_event tells whether it ended inside
+ * an event (on a complete one the parser is then finished: such an event is discarded). *err
+ * names the cause of anything but OK (a message over MCPMaxMessageSize included:
+ * x->too_large). */
 mcp_backend_status_t mcp_exchange_perform(mcp_exchange_t *x, mcp_backend_call_t *call,
                                           const char **err);
 

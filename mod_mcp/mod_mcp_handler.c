@@ -28,6 +28,7 @@
 #include "mod_mcp_body.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
+#include "mod_mcp_exchange.h"
 #include "mod_mcp_oauth.h"
 #include "mod_mcp_handler.h"
 #include "mod_mcp_modern.h"
@@ -40,22 +41,6 @@
 APLOG_USE_MODULE(mcp);
 
 #define MCP_ALLOW "GET, POST, DELETE"
-
-/* The buffered body as one NUL-terminated string. */
-static const char *flatten(request_rec *r, apr_bucket_brigade *bb, apr_size_t *len)
-{
-    apr_off_t total = 0;
-    char *buf;
-
-    apr_brigade_length(bb, 1, &total);
-    *len = (apr_size_t)total;
-    buf = apr_palloc(r->pool, *len + 1);
-    if (apr_brigade_flatten(bb, buf, len) != APR_SUCCESS) {
-        *len = 0;
-    }
-    buf[*len] = '\0';
-    return buf;
-}
 
 /* ---- validation -------------------------------------------------------------------------- */
 
@@ -174,55 +159,48 @@ static int store_inbound(mcp_req_t *q, const char *messages)
 
 /* ---- short exchanges with the backend (no stream) ---------------------------------------- */
 
+/* One request/answer with the backend (mod_mcp_exchange), the answer held: a JSON body, or an
+ * SSE answer's messages, bounded by MCPMaxMessageSize as a whole. */
 typedef struct exchange_t {
-    mcp_req_t              *q;
-    mcp_backend_response_t  response;
-    apr_bucket_brigade     *body;
-    apr_off_t               body_len;
-    int                     too_large;
+    mcp_exchange_t      x;
+    apr_array_header_t *messages;   /* const char *: an SSE answer's messages */
+    apr_off_t           held;       /* their bytes */
 } exchange_t;
 
-static int on_exchange_body(void *baton, const char *buf, apr_size_t len)
+static int hold_message(void *baton, const char *json, apr_size_t len)
 {
-    exchange_t *x = baton;
+    exchange_t *e = baton;
+    mcp_req_t *q = e->x.q;
 
-    x->body_len += (apr_off_t)len;
-    if (x->body_len > x->q->conf->max_message_size) {
-        x->too_large = 1;
+    e->held += (apr_off_t)len;
+    if (e->held > q->conf->max_message_size) {
+        e->x.too_large = 1;
         return 1;
     }
-    return apr_brigade_write(x->body, NULL, NULL, buf, len) == APR_SUCCESS ? 0 : 1;
+    APR_ARRAY_PUSH(e->messages, const char *) = apr_pstrmemdup(q->r->pool, json, len);
+    return 0;
 }
 
-/* One request/answer with the backend, the answer buffered (bounded by MCPMaxMessageSize). */
-static mcp_backend_status_t exchange(mcp_req_t *q, exchange_t *x, const char *method,
-                                     const char *backend_session_id, const char **err)
+static mcp_backend_status_t exchange(mcp_req_t *q, exchange_t *e, const char *backend_session_id,
+                                     const char **err)
 {
     mcp_backend_call_t call;
     mcp_backend_status_t st;
-    apr_time_t sent;
+    apr_time_t sent = apr_time_now();
 
-    memset(x, 0, sizeof(*x));
-    x->q = q;
-    x->body = apr_brigade_create(q->r->pool, q->r->connection->bucket_alloc);
+    mcp_exchange_init(&e->x, q, e);
+    e->x.on_message = hold_message;
+    e->messages = apr_array_make(q->r->pool, 4, sizeof(const char *));
+    e->held = 0;
     memset(&call, 0, sizeof(call));
-    call.target = q->conf->backend;
-    call.method = method;
+    call.method = "POST";
     call.body = q->raw;
     call.body_len = q->raw_len;
     call.session_id = backend_session_id;
     call.protocol_version = q->session ? q->session->protocol_version : NULL;
-    call.connect_timeout_ms = (long)apr_time_as_msec(q->conf->backend_connect_timeout);
     call.timeout_ms = (long)apr_time_as_msec(q->conf->backend_timeout);
-    call.on_body = on_exchange_body;
-    call.baton = x;
-    sent = apr_time_now();
-    st = mcp_backend_perform(mcp_child.backends, q->r->pool, &call, &x->response, err);
+    st = mcp_exchange_perform(&e->x, &call, err);
     mcp_status_observe(MCP_HIST_BACKEND, sent);
-    if (x->too_large) {
-        *err = apr_psprintf(q->r->pool, "the backend's answer exceeds MCPMaxMessageSize (%"
-                            APR_OFF_T_FMT " bytes)", q->conf->max_message_size);
-    }
     return st;
 }
 
@@ -245,41 +223,18 @@ static int reply_backend_failure(mcp_req_t *q, mcp_backend_status_t st, const ch
 
 /* ---- initialize: a new session ----------------------------------------------------------- */
 
-typedef struct collected_t {
-    apr_pool_t         *pool;
-    apr_array_header_t *messages;   /* const char * JSON texts */
-} collected_t;
-
-static int collect_event(void *baton, const mcp_sse_event_t *ev)
+/* The backend's messages in a held answer, JSON or SSE. */
+static apr_array_header_t *answer_messages(exchange_t *e, int *is_sse)
 {
-    collected_t *c = baton;
-
-    if (ev->data_len > 0) {
-        APR_ARRAY_PUSH(c->messages, const char *) = apr_pstrmemdup(c->pool, ev->data, ev->data_len);
-    }
-    return 0;
-}
-
-/* The backend's messages in a buffered answer, JSON or SSE. */
-static apr_array_header_t *answer_messages(mcp_req_t *q, exchange_t *x, int *is_sse)
-{
-    request_rec *r = q->r;
-    collected_t c;
     apr_size_t len;
-    const char *buf = flatten(r, x->body, &len);
+    const char *body;
 
-    c.pool = r->pool;
-    c.messages = apr_array_make(r->pool, 4, sizeof(const char *));
-    *is_sse = mcp_http_media_type_is(x->response.content_type, "text/event-stream");
-    if (*is_sse) {
-        mcp_sse_parser_t *parser = mcp_sse_parser_create(r->pool, len + 1, collect_event, &c);
-        mcp_sse_parser_feed(parser, buf, len);
-        mcp_sse_parser_finish(parser);
+    *is_sse = e->x.sse != NULL;
+    if (!*is_sse) {
+        body = mcp_exchange_body(&e->x, &len);
+        APR_ARRAY_PUSH(e->messages, const char *) = body ? body : "";
     }
-    else {
-        APR_ARRAY_PUSH(c.messages, const char *) = buf;
-    }
-    return c.messages;
+    return e->messages;
 }
 
 /* The response to the request with id among the messages, or NULL. */
@@ -320,7 +275,7 @@ static void abandon_backend_session(mcp_req_t *q, const char *backend_session_id
 }
 
 /* Answers with the backend's buffered messages, in the form the backend chose. */
-static int reply_messages(mcp_req_t *q, exchange_t *x, apr_array_header_t *messages, int is_sse,
+static int reply_messages(mcp_req_t *q, exchange_t *e, apr_array_header_t *messages, int is_sse,
                           const char *session_id)
 {
     request_rec *r = q->r;
@@ -332,10 +287,12 @@ static int reply_messages(mcp_req_t *q, exchange_t *x, apr_array_header_t *messa
         apr_table_setn(r->headers_out, "Mcp-Session-Id", session_id);
     }
     if (!is_sse) {
-        const char *body = flatten(r, x->body, &len);
+        const char *body = mcp_exchange_body(&e->x, &len);
         r->status = HTTP_OK;
         ap_set_content_type(r, "application/json");
-        ap_rwrite(body, (int)len, r);
+        if (body) {
+            ap_rwrite(body, (int)len, r);
+        }
         return DONE;
     }
     mcp_req_set_sse_headers(r);
@@ -382,7 +339,7 @@ static int handle_initialize(mcp_req_t *q)
     mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
     mcp_store_status_t stored;
     mcp_backend_status_t st;
-    exchange_t x;
+    exchange_t e;
     int is_sse = 0, rc;
 
     if (q->session_header) {
@@ -395,40 +352,40 @@ static int handle_initialize(mcp_req_t *q)
     }
     request_text = apr_pstrmemdup(r->pool, q->raw, q->raw_len);
     counter_offer(q, request);
-    st = exchange(q, &x, "POST", NULL, &err);
+    st = exchange(q, &e, NULL, &err);
     if (st != MCP_BACKEND_OK) {
         return reply_backend_failure(q, st, err);
     }
-    if (x.response.status != HTTP_OK) {
+    if (e.x.response.status != HTTP_OK) {
         return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
                              "Bad Gateway: the backend answered initialize with HTTP %ld",
-                             x.response.status);
+                             e.x.response.status);
     }
-    if (x.response.session_id && !mcp_http_session_id_is_valid(x.response.session_id)) {
+    if (e.x.response.session_id && !mcp_http_session_id_is_valid(e.x.response.session_id)) {
         /* It would be stored and sent back on every request: refused (and not DELETEd: the
          * same bytes would go out). */
         return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
                              "Bad Gateway: the backend's Mcp-Session-Id is not 1 to 256 visible "
                              "ASCII characters: '%s'",
-                             mcp_text_quote(r->pool, x.response.session_id,
-                                            strlen(x.response.session_id), 128));
+                             mcp_text_quote(r->pool, e.x.response.session_id,
+                                            strlen(e.x.response.session_id), 128));
     }
-    messages = answer_messages(q, &x, &is_sse);
+    messages = answer_messages(&e, &is_sse);
     response = find_response(r, messages, q->id, &response_text);
     if (!response) {
-        abandon_backend_session(q, x.response.session_id);
+        abandon_backend_session(q, e.x.response.session_id);
         return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
                              "Bad Gateway: the backend's answer to initialize holds no response "
                              "to it");
     }
     if (!json_object_object_get_ex(response, "result", &result)) {
         /* The backend refused (e.g. an unsupported version): the client gets its words. */
-        abandon_backend_session(q, x.response.session_id);
-        return reply_messages(q, &x, messages, is_sse, NULL);
+        abandon_backend_session(q, e.x.response.session_id);
+        return reply_messages(q, &e, messages, is_sse, NULL);
     }
     version = mcp_jsonrpc_get_string(result, "protocolVersion");
     if (!(rev = mcp_protocol_session(version))) {
-        abandon_backend_session(q, x.response.session_id);
+        abandon_backend_session(q, e.x.response.session_id);
         return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
                              "Bad Gateway: the backend negotiated protocol version '%s', which "
                              "the gateway does not serve (it serves %s)",
@@ -436,14 +393,14 @@ static int handle_initialize(mcp_req_t *q)
     }
 
     if (apr_generate_random_bytes(random, sizeof(random)) != APR_SUCCESS) {
-        abandon_backend_session(q, x.response.session_id);
+        abandon_backend_session(q, e.x.response.session_id);
         return mcp_req_error(q, HTTP_INTERNAL_SERVER_ERROR, MCP_JSONRPC_INTERNAL_ERROR,
                              "Internal Error: no secure random bytes for a session id");
     }
     memset(&session, 0, sizeof(session));
     session.id = mcp_id_session_encode(r->pool, random, sizeof(random));
     session.backend_url = q->conf->backend_spec;
-    session.backend_session_id = x.response.session_id;
+    session.backend_session_id = e.x.response.session_id;
     session.protocol_version = rev->version;
     session.principal = r->user;
     json_object_object_get_ex(request, "params", &params);
@@ -457,7 +414,7 @@ static int handle_initialize(mcp_req_t *q)
                                                q->conf->max_principal_sessions,
                                                mcp_req_idle_secs(q), &refused);
     if (stored != MCP_STORE_OK) {
-        abandon_backend_session(q, x.response.session_id);
+        abandon_backend_session(q, e.x.response.session_id);
         if (stored == MCP_STORE_LIMIT) {
             return mcp_req_refused(q, refused);
         }
@@ -470,7 +427,7 @@ static int handle_initialize(mcp_req_t *q)
                   "session %s started (protocol %s, user %s, backend session %s)",
                   mcp_id_tag(r->pool, session.id), rev->version, r->user ? r->user : "-",
                   mcp_id_tag(r->pool, session.backend_session_id));
-    return reply_messages(q, &x, messages, is_sse, session.id);
+    return reply_messages(q, &e, messages, is_sse, session.id);
 }
 
 /* ---- POST, GET, DELETE ------------------------------------------------------------------- */
@@ -480,7 +437,7 @@ static int handle_notifications(mcp_req_t *q)
 {
     const char *err = NULL, *messages;
     mcp_backend_status_t st;
-    exchange_t x;
+    exchange_t e;
     int rc;
 
     messages = q->body->is_batch ? apr_pstrmemdup(q->r->pool, q->raw, q->raw_len)
@@ -488,21 +445,21 @@ static int handle_notifications(mcp_req_t *q)
     if ((rc = store_inbound(q, messages)) != OK) {
         return rc;
     }
-    st = exchange(q, &x, "POST", q->session->backend_session_id, &err);
+    st = exchange(q, &e, q->session->backend_session_id, &err);
     if (st != MCP_BACKEND_OK) {
         return reply_backend_failure(q, st, err);
     }
-    if (x.response.status == HTTP_ACCEPTED || x.response.status == HTTP_OK
-        || x.response.status == HTTP_NO_CONTENT) {
+    if (e.x.response.status == HTTP_ACCEPTED || e.x.response.status == HTTP_OK
+        || e.x.response.status == HTTP_NO_CONTENT) {
         return mcp_req_empty(q, HTTP_ACCEPTED);
     }
-    if (x.response.status == HTTP_NOT_FOUND) {
+    if (e.x.response.status == HTTP_NOT_FOUND) {
         apr_size_t len;
-        const char *body = flatten(q->r, x.body, &len);
+        const char *body = mcp_exchange_body(&e.x, &len);
 
         /* An MCP server's answer for a session it lost is a JSON-RPC error; a proxy's page
          * (a wrong MCPBackend path) is not, and ends nothing. */
-        if (mcp_jsonrpc_is_error_message(q->r->pool, body, len)) {
+        if (body && mcp_jsonrpc_is_error_message(q->r->pool, body, len)) {
             mcp_req_terminate_session(q, "backend");
             return mcp_req_session_not_found(q);
         }
@@ -510,9 +467,9 @@ static int handle_notifications(mcp_req_t *q)
                              "Bad Gateway: the backend answered HTTP 404 with a body that is not "
                              "a JSON-RPC error: check MCPBackend's URL; the session stays open");
     }
-    return mcp_req_error(q, x.response.status >= 400 && x.response.status < 500
-                         ? (int)x.response.status : HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
-                         "the backend refused the message(s) with HTTP %ld", x.response.status);
+    return mcp_req_error(q, e.x.response.status >= 400 && e.x.response.status < 500
+                         ? (int)e.x.response.status : HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
+                         "the backend refused the message(s) with HTTP %ld", e.x.response.status);
 }
 
 static int handle_post(mcp_req_t *q)

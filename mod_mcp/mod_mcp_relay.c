@@ -12,15 +12,12 @@
 #include "mcp_sse.h"
 #include "mcp_text.h"
 #include "mod_mcp_dbd.h"
+#include "mod_mcp_exchange.h"
 #include "mod_mcp_relay.h"
 #include "mod_mcp_status.h"
 #include "mod_mcp_stream.h"
 
 APLOG_USE_MODULE(mcp);
-
-/* How long a backend may keep a request's stream open after the response before the gateway
- * cuts it (the spec says it SHOULD end it; cutting costs the connection's reuse). */
-#define ANSWERED_GRACE apr_time_from_sec(1)
 
 /* How often, at most, a relay that was woken up for its own stream looks whether someone else
  * ended it (the session's DELETE, a lease takeover). */
@@ -33,20 +30,14 @@ typedef struct relay_t {
     mcp_req_t              *q;
     mcp_stream_t            st;
     int                     standalone;    /* a GET stream: ends when the client is gone      */
-    mcp_backend_response_t  response;
-    mcp_sse_parser_t       *sse;           /* set when the backend answers with SSE           */
-    apr_bucket_brigade     *body;          /* any other answer, bounded by MCPMaxMessageSize  */
-    apr_off_t               body_len;
-    int                     too_large;
+    mcp_exchange_t          x;             /* answered: every response was in, the stream ended */
     apr_pool_t             *scratch;       /* cleared per message                             */
     apr_array_header_t     *outstanding;   /* json_object *: request ids not answered yet     */
     apr_hash_t             *position;      /* id's JSON text -> its index in outstanding (int *) */
-    apr_time_t              answered;      /* when every response was in and the stream ended */
     int                     dropped;       /* backend messages that were not JSON             */
     const char             *drop_reason;   /* why the first of them was not                   */
     const char             *bad_json;      /* why a JSON answer (not SSE) was not JSON        */
     int                     flooded;       /* too many bytes without a message (SSE)          */
-    int                     cut_mid_event; /* the SSE stream ended inside an event            */
     mcp_router_sub_t       *watch;         /* wake-ups for this stream (NULL: none to be had) */
     apr_time_t              last_watch;
     apr_pool_t             *watch_pool;    /* cleared at each look                            */
@@ -156,69 +147,54 @@ static void answer_outstanding(relay_t *rl, int code, const char *message, json_
     apr_hash_clear(rl->position);
 }
 
-/* ---- backend callbacks -------------------------------------------------------------------- */
+/* ---- the exchange's hooks ---------------------------------------------------------------- */
 
-static int on_backend_event(void *baton, const mcp_sse_event_t *ev)
+/* A message of an SSE answer. After the response nothing more belongs to the request's stream
+ * (it has ended: the exchange ignores such messages). An event without data (the backend's own
+ * priming) is the backend's business: the gateway frames, stores and primes its own streams. */
+static int on_backend_message(void *baton, const char *json, apr_size_t len)
 {
-    relay_t *rl = baton;
-
-    /* After the response nothing more belongs to the request's stream (it has ended). An event
-     * without data (the backend's own priming) is the backend's business: the gateway frames,
-     * stores and primes its own streams. */
-    return !rl->answered && ev->data_len > 0 ? relay_message(rl, ev->data, ev->data_len) : 0;
+    return relay_message(baton, json, len);
 }
 
-static int on_backend_headers(void *baton, const mcp_backend_response_t *resp)
+static int on_backend_answer(void *baton)
 {
     relay_t *rl = baton;
-    request_rec *r = rl->q->r;
 
     mcp_status_observe(MCP_HIST_BACKEND, rl->sent);
-    if (resp->status == HTTP_OK && mcp_http_media_type_is(resp->content_type, "text/event-stream")) {
-        rl->sse = mcp_sse_parser_create(r->pool, (apr_size_t)rl->q->conf->max_message_size,
-                                        on_backend_event, rl);
-        if (rl->st.mode == MCP_STREAM_UNDECIDED) {
-            mcp_stream_start_sse(&rl->st, rl->standalone && rl->q->rev->priming ? 0 : -1);
-        }
+    return 0;
+}
+
+static int on_backend_sse(void *baton)
+{
+    relay_t *rl = baton;
+
+    if (rl->st.mode == MCP_STREAM_UNDECIDED) {
+        mcp_stream_start_sse(&rl->st, rl->standalone && rl->q->rev->priming ? 0 : -1);
     }
     return 0;
 }
 
-static int on_backend_body(void *baton, const char *buf, apr_size_t len)
+static int on_backend_chunk(void *baton)
 {
     relay_t *rl = baton;
 
-    if (rl->sse) {
-        int rv = mcp_sse_parser_feed(rl->sse, buf, len);
-        if (rv == MCP_SSE_ERR_TOO_LARGE) {
-            rl->too_large = 1;
-        }
-        if (rv != 0 || rl->answered) {
-            return rv;
-        }
-        /* Comments, empty blocks: a slow backend sends a few, one that floods sends them
-         * without end. More than two messages' worth without one is the latter. */
-        if (mcp_sse_parser_idle_bytes(rl->sse) > 2 * (apr_uint64_t)rl->q->conf->max_message_size) {
-            rl->flooded = 1;
-            return 1;
-        }
-        /* Every request is answered: the stream ends now, what is queued stored together with
-         * its end. The transfer goes on to the backend's own end of the stream, so that the
-         * connection can be reused (on_backend_tick cuts a backend that lingers). */
-        if (!rl->standalone && rl->outstanding->nelts == 0) {
-            rl->answered = apr_time_now();
-            mcp_stream_finish(&rl->st, rl->st.broken ? "failed" : "complete");
-            return 0;
-        }
-        /* This piece is used up and the next may take a while: send what is queued now. */
-        return mcp_stream_commit(&rl->st) || (rl->standalone && rl->st.client_gone);
-    }
-    rl->body_len += (apr_off_t)len;
-    if (rl->body_len > rl->q->conf->max_message_size) {
-        rl->too_large = 1;
+    /* Comments, empty blocks: a slow backend sends a few, one that floods sends them without
+     * end. More than two messages' worth without one is the latter. */
+    if (mcp_sse_parser_idle_bytes(rl->x.sse) > 2 * (apr_uint64_t)rl->q->conf->max_message_size) {
+        rl->flooded = 1;
         return 1;
     }
-    return apr_brigade_write(rl->body, NULL, NULL, buf, len) == APR_SUCCESS ? 0 : 1;
+    /* Every request is answered: the stream ends now, what is queued stored together with its
+     * end. The transfer goes on to the backend's own end of the stream, so that the connection
+     * can be reused (the exchange cuts a backend that lingers). */
+    if (!rl->standalone && rl->outstanding->nelts == 0) {
+        rl->x.answered = apr_time_now();
+        mcp_stream_finish(&rl->st, rl->st.broken ? "failed" : "complete");
+        return 0;
+    }
+    /* This piece is used up and the next may take a while: send what is queued now. */
+    return mcp_stream_commit(&rl->st) || (rl->standalone && rl->st.client_gone);
 }
 
 /* Has someone else ended this stream? Its status changes wake this process's subscribers
@@ -265,9 +241,6 @@ static int on_backend_tick(void *baton)
 {
     relay_t *rl = baton;
 
-    if (rl->answered) {
-        return apr_time_now() - rl->answered > ANSWERED_GRACE;
-    }
     if (ended_elsewhere(rl)) {
         return 1;
     }
@@ -287,36 +260,18 @@ static mcp_backend_status_t forward(relay_t *rl, const char *method, apr_interva
     mcp_backend_status_t status;
 
     memset(&call, 0, sizeof(call));
-    call.target = q->conf->backend;
     call.method = method;
     call.body = q->raw;
     call.body_len = q->raw_len;
     call.session_id = q->session->backend_session_id;
     call.protocol_version = q->session->protocol_version;
-    call.connect_timeout_ms = (long)apr_time_as_msec(q->conf->backend_connect_timeout);
     call.timeout_ms = (long)apr_time_as_msec(timeout);
-    call.on_headers = on_backend_headers;
-    call.on_body = on_backend_body;
-    call.on_tick = on_backend_tick;
-    call.baton = rl;
-
     rl->sent = apr_time_now();
-    status = mcp_backend_perform(mcp_child.backends, q->r->pool, &call, &rl->response, err);
-    if (rl->answered) {
-        status = MCP_BACKEND_OK;
-    }
-    else if (rl->sse) {
-        rl->cut_mid_event = mcp_sse_parser_in_event(rl->sse);
-        mcp_sse_parser_finish(rl->sse);
-    }
-    if (rl->too_large) {
-        *err = apr_psprintf(q->r->pool, "a message from the backend exceeds MCPMaxMessageSize (%"
-                            APR_OFF_T_FMT " bytes)", q->conf->max_message_size);
-    }
-    else if (rl->flooded) {
+    status = mcp_exchange_perform(&rl->x, &call, err);
+    if (rl->flooded) {
         *err = apr_psprintf(q->r->pool, "the backend sent %" APR_UINT64_T_FMT " bytes without a "
                             "message (comments or empty events only; the bound is twice "
-                            "MCPMaxMessageSize)", mcp_sse_parser_idle_bytes(rl->sse));
+                            "MCPMaxMessageSize)", mcp_sse_parser_idle_bytes(rl->x.sse));
     }
     return status;
 }
@@ -326,7 +281,12 @@ static void relay_init(relay_t *rl, mcp_req_t *q, apr_int64_t stream_id, apr_int
     memset(rl, 0, sizeof(*rl));
     rl->q = q;
     mcp_stream_init(&rl->st, q, stream_id, next_seq);
-    rl->body = apr_brigade_create(q->r->pool, q->r->connection->bucket_alloc);
+    mcp_exchange_init(&rl->x, q, rl);
+    rl->x.on_message = on_backend_message;
+    rl->x.on_answer = on_backend_answer;
+    rl->x.on_sse = on_backend_sse;
+    rl->x.after_chunk = on_backend_chunk;
+    rl->x.on_tick = on_backend_tick;
     apr_pool_create(&rl->scratch, q->r->pool);
     rl->outstanding = apr_array_make(q->r->pool, 1, sizeof(json_object *));
     rl->position = apr_hash_make(q->r->pool);
@@ -367,16 +327,15 @@ static json_object *answer_data(relay_t *rl)
 {
     request_rec *r = rl->q->r;
     json_object *data = json_object_new_object();
-    const char *ctype = rl->response.content_type;
-    char *buf;
+    const char *ctype = rl->x.response.content_type, *buf;
     apr_size_t n;
 
-    json_object_object_add(data, "httpStatus", json_object_new_int((int)rl->response.status));
+    json_object_object_add(data, "httpStatus", json_object_new_int((int)rl->x.response.status));
     if (ctype) {
         json_object_object_add(data, "contentType", json_object_new_string(
             mcp_text_quote(r->pool, ctype, strlen(ctype), BODY_EXCERPT)));
     }
-    if (!rl->sse && apr_brigade_pflatten(rl->body, &buf, &n, r->pool) == APR_SUCCESS && n > 0) {
+    if (!rl->x.sse && (buf = mcp_exchange_body(&rl->x, &n)) != NULL) {
         json_object_object_add(data, "body", json_object_new_string(
             mcp_text_quote(r->pool, buf, n, BODY_EXCERPT)));
     }
@@ -388,18 +347,17 @@ static json_object *answer_data(relay_t *rl)
  * ends the gateway's session. */
 static int backend_lost_session(relay_t *rl)
 {
-    request_rec *r = rl->q->r;
-    char *buf;
+    const char *buf;
     apr_size_t n;
 
-    return rl->response.status == HTTP_NOT_FOUND
-        && apr_brigade_pflatten(rl->body, &buf, &n, r->pool) == APR_SUCCESS
-        && mcp_jsonrpc_is_error_message(r->pool, buf, n);
+    return rl->x.response.status == HTTP_NOT_FOUND
+        && (buf = mcp_exchange_body(&rl->x, &n)) != NULL
+        && mcp_jsonrpc_is_error_message(rl->q->r->pool, buf, n);
 }
 
 static const char *quoted_content_type(relay_t *rl)
 {
-    const char *ctype = rl->response.content_type;
+    const char *ctype = rl->x.response.content_type;
 
     return ctype ? mcp_text_quote(rl->q->r->pool, ctype, strlen(ctype), 128) : "none";
 }
@@ -409,13 +367,13 @@ static const char *unanswered_200(relay_t *rl)
 {
     apr_pool_t *p = rl->q->r->pool;
 
-    if (rl->sse && rl->dropped) {
+    if (rl->x.sse && rl->dropped) {
         return apr_psprintf(p, "Bad Gateway: the backend sent %d message(s) that are not JSON "
                             "(the first: %s) and no response to the request", rl->dropped,
                             rl->drop_reason);
     }
-    if (rl->sse) {
-        return rl->cut_mid_event
+    if (rl->x.sse) {
+        return rl->x.cut_mid_event
             ? "Bad Gateway: the backend's stream ended before the response to the request, in "
               "the middle of an event"
             : "Bad Gateway: the backend's stream ended before the response to the request";
@@ -423,7 +381,7 @@ static const char *unanswered_200(relay_t *rl)
     if (rl->bad_json) {
         return apr_psprintf(p, "Bad Gateway: the backend's answer is not JSON (%s)", rl->bad_json);
     }
-    if (mcp_http_media_type_is(rl->response.content_type, "application/json")) {
+    if (mcp_http_media_type_is(rl->x.response.content_type, "application/json")) {
         return "Bad Gateway: the backend's answer holds no response to the request";
     }
     return apr_psprintf(p, "Bad Gateway: the backend answered HTTP 200 with neither JSON nor an "
@@ -437,7 +395,7 @@ static int failure(relay_t *rl, mcp_backend_status_t status, const char *err, in
                    const char **message, json_object **data)
 {
     mcp_req_t *q = rl->q;
-    long code = rl->response.status;
+    long code = rl->x.response.status;
 
     *data = NULL;
     if (status == MCP_BACKEND_TIMEOUT) {
@@ -476,7 +434,7 @@ static int failure(relay_t *rl, mcp_backend_status_t status, const char *err, in
     else if (code == HTTP_OK) {
         *http = HTTP_BAD_GATEWAY;
         *message = unanswered_200(rl);
-        *data = rl->sse ? NULL : answer_data(rl);
+        *data = rl->x.sse ? NULL : answer_data(rl);
     }
     else {
         *http = HTTP_BAD_GATEWAY;
@@ -492,13 +450,10 @@ static int relay_json_body(relay_t *rl, const char **body, apr_size_t *len)
 {
     request_rec *r = rl->q->r;
     json_object *value;
-    char *buf;
     apr_size_t n, i;
+    const char *buf = mcp_exchange_body(&rl->x, &n);
 
-    if (apr_brigade_pflatten(rl->body, &buf, &n, r->pool) != APR_SUCCESS) {
-        return -1;
-    }
-    if (!(value = mcp_jsonrpc_parse_value_ex(r->pool, buf, n, &rl->bad_json))) {
+    if (!(value = mcp_jsonrpc_parse_value_ex(r->pool, buf ? buf : "", n, &rl->bad_json))) {
         return -1;
     }
     if (json_object_is_type(value, json_type_array)) {
@@ -551,11 +506,11 @@ int mcp_relay_requests(mcp_req_t *q)
     if (rl.ended_elsewhere && rl.st.mode != MCP_STREAM_SSE) {
         return mcp_req_session_not_found(q);
     }
-    if (rl.answered || rl.ended_elsewhere) {
+    if (rl.x.answered || rl.ended_elsewhere) {
         return DONE;   /* ended and stored as the response came (SSE), or by someone else */
     }
-    if (status == MCP_BACKEND_OK && !rl.sse && rl.response.status == HTTP_OK
-        && mcp_http_media_type_is(rl.response.content_type, "application/json")) {
+    if (status == MCP_BACKEND_OK && !rl.x.sse && rl.x.response.status == HTTP_OK
+        && mcp_http_media_type_is(rl.x.response.content_type, "application/json")) {
         relay_json_body(&rl, &json, &json_len);   /* not JSON: rl.bad_json says why */
     }
 
@@ -660,7 +615,7 @@ static int relay_standalone(mcp_req_t *q, int resumed)
     }
     if (resumed) {
         return resume_ends(q, apr_psprintf(r->pool, "the backend's stream could not be opened "
-                                           "(HTTP %ld): %s", rl.response.status,
+                                           "(HTTP %ld): %s", rl.x.response.status,
                                            err ? err : "no stream"));
     }
     if (status != MCP_BACKEND_OK) {
@@ -668,7 +623,7 @@ static int relay_standalone(mcp_req_t *q, int resumed)
                              : HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
                              "Bad Gateway: the backend's stream could not be opened: %s", err);
     }
-    if (rl.response.status == HTTP_METHOD_NOT_ALLOWED) {
+    if (rl.x.response.status == HTTP_METHOD_NOT_ALLOWED) {
         apr_table_setn(r->headers_out, "Allow", "POST, DELETE");
         return mcp_req_error(q, HTTP_METHOD_NOT_ALLOWED, MCP_JSONRPC_SERVER_ERROR,
                              "Method Not Allowed: the backend offers no standalone stream (GET); "
@@ -678,7 +633,7 @@ static int relay_standalone(mcp_req_t *q, int resumed)
         mcp_req_terminate_session(q, "backend");
         return mcp_req_session_not_found(q);
     }
-    if (rl.response.status == HTTP_CONFLICT) {
+    if (rl.x.response.status == HTTP_CONFLICT) {
         /* The backend still holds the session's previous GET stream (it has not noticed yet
          * that it ended). */
         return mcp_req_error(q, HTTP_CONFLICT, MCP_JSONRPC_SERVER_ERROR,
@@ -687,7 +642,7 @@ static int relay_standalone(mcp_req_t *q, int resumed)
     }
     return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
                          "Bad Gateway: the backend answered the stream request with HTTP %ld",
-                         rl.response.status);
+                         rl.x.response.status);
 }
 
 int mcp_relay_standalone(mcp_req_t *q)

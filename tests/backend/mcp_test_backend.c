@@ -1129,6 +1129,7 @@ struct tool_call {
     json_object *args;  /* arguments object, may be NULL */
     json_object *meta;  /* params._meta, may be NULL */
     struct stream **stream;
+    const char *name;   /* the tool's */
 };
 
 static json_object *invalid_params(struct tool_call *tc, const char *what)
@@ -1737,6 +1738,7 @@ struct dialog_ask {
 };
 
 struct dialog {
+    const char *name;     /* the tool's or prompt's */
     const struct dialog_ask *rounds[DIALOG_MAX_ROUNDS + 1]; /* {0}-terminated lists; NULL ends */
     int by_capability; /* ask only for what the session's client declared at initialize */
     void (*before)(struct stream *st); /* notifications before the first round, or NULL */
@@ -1759,92 +1761,23 @@ static void dialog_run_free(struct dialog_run *run)
     free(run);
 }
 
-#define ELICIT_NAME                                                                         \
-    "{\"message\":\"What is your name?\",\"requestedSchema\":{\"type\":\"object\","        \
-    "\"properties\":{\"name\":{\"type\":\"string\"}},\"required\":[\"name\"]}}"
-#define ELICIT_CONFIRM                                                                      \
-    "{\"message\":\"Please confirm\",\"requestedSchema\":{\"type\":\"object\","            \
-    "\"properties\":{\"ok\":{\"type\":\"boolean\"}},\"required\":[\"ok\"]}}"
-#define ELICIT_STEP1                                                                        \
-    "{\"message\":\"Step 1: What is your name?\",\"requestedSchema\":{\"type\":\"object\","\
-    "\"properties\":{\"name\":{\"type\":\"string\"}},\"required\":[\"name\"]}}"
-#define ELICIT_STEP2                                                                        \
-    "{\"message\":\"Step 2: What is your favorite color?\",\"requestedSchema\":{"          \
-    "\"type\":\"object\",\"properties\":{\"color\":{\"type\":\"string\"}},"                \
-    "\"required\":[\"color\"]}}"
-#define ELICIT_CONTEXT                                                                      \
-    "{\"message\":\"What context should the prompt use?\",\"requestedSchema\":{"           \
-    "\"type\":\"object\",\"properties\":{\"context\":{\"type\":\"string\"}},"              \
-    "\"required\":[\"context\"]}}"
-#define ELICIT_NOTE                                                                         \
-    "{\"message\":\"Anything to add?\",\"requestedSchema\":{\"type\":\"object\","          \
-    "\"properties\":{\"note\":{\"type\":\"string\"}}}}"
-#define SAMPLE_CAPITAL                                                                      \
-    "{\"messages\":[{\"role\":\"user\",\"content\":{\"type\":\"text\","                    \
-    "\"text\":\"What is the capital of France?\"}}],\"maxTokens\":100}"
-#define SAMPLE_GREETING                                                                     \
-    "{\"messages\":[{\"role\":\"user\",\"content\":{\"type\":\"text\","                    \
-    "\"text\":\"Generate a greeting\"}}],\"maxTokens\":50}"
-#define LIST_ROOTS "{}"
-
-static const struct dialog_ask ask_name[] = {
-    {.key = "user_name", .method = "elicitation/create", .params = ELICIT_NAME,
-     .required = "name"},
-    {0}};
-static const struct dialog_ask ask_capital[] = {
-    {.key = "capital_question", .method = "sampling/createMessage", .params = SAMPLE_CAPITAL},
-    {0}};
-static const struct dialog_ask ask_roots[] = {
-    {.key = "client_roots", .method = "roots/list", .params = LIST_ROOTS}, {0}};
-static const struct dialog_ask ask_confirm[] = {
-    {.key = "confirm", .method = "elicitation/create", .params = ELICIT_CONFIRM,
-     .required = "ok"},
-    {0}};
-static const struct dialog_ask ask_three[] = {
-    {.key = "user_name", .method = "elicitation/create", .params = ELICIT_NAME,
-     .required = "name"},
-    {.key = "greeting", .method = "sampling/createMessage", .params = SAMPLE_GREETING},
-    {.key = "client_roots", .method = "roots/list", .params = LIST_ROOTS},
-    {0}};
-static const struct dialog_ask ask_step1[] = {
-    {.key = "step1", .method = "elicitation/create", .params = ELICIT_STEP1, .required = "name"},
-    {0}};
-static const struct dialog_ask ask_step2[] = {
-    {.key = "step2", .method = "elicitation/create", .params = ELICIT_STEP2,
-     .required = "color"},
-    {0}};
-static const struct dialog_ask ask_by_capability[] = {
-    {.key = "capital_question", .method = "sampling/createMessage", .params = SAMPLE_CAPITAL},
-    {.key = "user_name", .method = "elicitation/create", .params = ELICIT_NAME,
-     .required = "name"},
-    {.key = "client_roots", .method = "roots/list", .params = LIST_ROOTS},
-    {0}};
-static const struct dialog_ask ask_context[] = {
-    {.key = "user_context", .method = "elicitation/create", .params = ELICIT_CONTEXT,
-     .required = "context"},
-    {0}};
-static const struct dialog_ask ask_note[] = {
-    {.key = "user_note", .method = "elicitation/create", .params = ELICIT_NOTE}, {0}};
-
-static const struct dialog_ask *const all_asks[] = {
-    ask_name, ask_capital, ask_roots, ask_confirm, ask_three, ask_step1,
-    ask_step2, ask_by_capability, ask_context, ask_note};
-
-/* Every params text parses: checked at startup with the other tables. */
-static int dialogs_ok(void)
-{
-    int ok = 1;
-    for (size_t i = 0; i < NELEM(all_asks); i++)
-        for (const struct dialog_ask *a = all_asks[i]; a->key; a++) {
-            json_object *o = json_tokener_parse(a->params);
-            if (!json_object_is_type(o, json_type_object)) {
-                fprintf(stderr, "mcp-test-backend: bad JSON in a dialog: %s\n", a->params);
-                ok = 0;
-            }
-            json_object_put(o);
-        }
-    return ok;
-}
+/* The requests a dialog asks, for its table (dialogs[], below): a round is a {0}-terminated
+   list of {key (also the request's id), method, params (JSON text), the field an accepted
+   elicitation must carry}. */
+#define ELICIT_FORM(message, field, type, required)                                         \
+    "{\"message\":\"" message "\",\"requestedSchema\":{\"type\":\"object\","               \
+    "\"properties\":{\"" field "\":{\"type\":\"" type "\"}}" required "}}"
+#define ASK_ELICIT(key, message, field, type)                                               \
+    {key, "elicitation/create",                                                             \
+     ELICIT_FORM(message, field, type, ",\"required\":[\"" field "\"]"), field}
+#define ASK_SAMPLE(key, text, max_tokens)                                                   \
+    {key, "sampling/createMessage",                                                         \
+     "{\"messages\":[{\"role\":\"user\",\"content\":{\"type\":\"text\","                   \
+     "\"text\":\"" text "\"}}],\"maxTokens\":" #max_tokens "}", NULL}
+#define ASK_ROOTS {"client_roots", "roots/list", "{}", NULL}
+#define ASK_NAME ASK_ELICIT("user_name", "What is your name?", "name", "string")
+#define ASK_CAPITAL ASK_SAMPLE("capital_question", "What is the capital of France?", 100)
+#define ROUND(...) ((const struct dialog_ask[]){__VA_ARGS__, {0}})
 
 /* Whether the session's client declared the capability method needs. */
 static int dialog_capable_locked(struct session *s, const char *method)
@@ -2223,73 +2156,77 @@ static json_object *finish_streaming(struct stream *st, json_object *answers)
                                  member(a, "content") ? json_text(member(a, "content")) : "{}"));
 }
 
-static const struct dialog dialog_elicitation = {{ask_name, NULL}, 0, NULL, finish_name};
-static const struct dialog dialog_sampling = {{ask_capital, NULL}, 0, NULL, finish_capital};
-static const struct dialog dialog_roots = {{ask_roots, NULL}, 0, NULL, finish_roots};
-static const struct dialog dialog_confirm = {{ask_confirm, NULL}, 0, NULL, finish_confirm};
-static const struct dialog dialog_three = {{ask_three, NULL}, 0, NULL, finish_three};
-static const struct dialog dialog_rounds = {{ask_step1, ask_step2, NULL}, 0, NULL, finish_rounds};
-static const struct dialog dialog_capabilities = {{ask_by_capability, NULL}, 1, NULL,
-                                                  finish_by_capability};
-static const struct dialog dialog_missing_capability = {{ask_capital, NULL}, 0, NULL,
-                                                        finish_sampled};
-static const struct dialog dialog_streaming = {{ask_note, NULL}, 0, streaming_before,
-                                               finish_streaming};
-static const struct dialog dialog_prompt = {{ask_context, NULL}, 0, NULL, finish_prompt};
+/* The dialog fixtures: (tool or prompt, the requests it asks round by round, its result). */
+static const struct dialog dialogs[] = {
+    {.name = "test_input_required_result_elicitation", .rounds = {ROUND(ASK_NAME)},
+     .finish = finish_name},
+    {.name = "test_input_required_result_sampling", .rounds = {ROUND(ASK_CAPITAL)},
+     .finish = finish_capital},
+    {.name = "test_input_required_result_list_roots", .rounds = {ROUND(ASK_ROOTS)},
+     .finish = finish_roots},
+    /* request_state and tampered_state: the requestState is the bridge's (its single-use
+       token); the backend side is one confirmation round. */
+    {.name = "test_input_required_result_request_state",
+     .rounds = {ROUND(ASK_ELICIT("confirm", "Please confirm", "ok", "boolean"))},
+     .finish = finish_confirm},
+    {.name = "test_input_required_result_tampered_state",
+     .rounds = {ROUND(ASK_ELICIT("confirm", "Please confirm", "ok", "boolean"))},
+     .finish = finish_confirm},
+    {.name = "test_input_required_result_multiple_inputs",
+     .rounds = {ROUND(ASK_NAME, ASK_SAMPLE("greeting", "Generate a greeting", 50), ASK_ROOTS)},
+     .finish = finish_three},
+    {.name = "test_input_required_result_multi_round",
+     .rounds = {ROUND(ASK_ELICIT("step1", "Step 1: What is your name?", "name", "string")),
+                ROUND(ASK_ELICIT("step2", "Step 2: What is your favorite color?", "color",
+                                 "string"))},
+     .finish = finish_rounds},
+    {.name = "test_input_required_result_capabilities",
+     .rounds = {ROUND(ASK_CAPITAL, ASK_NAME, ASK_ROOTS)}, .by_capability = 1,
+     .finish = finish_by_capability},
+    /* Asks for sampling whatever the client declared: the one fixture that knowingly breaks a
+       2025 rule, so that a gateway can see a request the client cannot answer (the bridge
+       answers -32021 for it). */
+    {.name = "test_missing_capability", .rounds = {ROUND(ASK_CAPITAL)}, .finish = finish_sampled},
+    {.name = "test_streaming_elicitation",
+     .rounds = {ROUND({"user_note", "elicitation/create",
+                       ELICIT_FORM("Anything to add?", "note", "string", ""), NULL})},
+     .before = streaming_before, .finish = finish_streaming},
+    {.name = "test_input_required_result_prompt",
+     .rounds = {ROUND(ASK_ELICIT("user_context", "What context should the prompt use?",
+                                 "context", "string"))},
+     .finish = finish_prompt},
+};
 
-static json_object *tool_dialog(struct tool_call *tc, const struct dialog *d)
+static const struct dialog *find_dialog(const char *name)
 {
-    return run_dialog(tc->rq, tc->s, tc->id, d, progress_token(tc), tc->stream);
+    for (size_t i = 0; i < NELEM(dialogs); i++)
+        if (!strcmp(dialogs[i].name, name))
+            return &dialogs[i];
+    return NULL;
 }
 
-static json_object *tool_irr_elicitation(struct tool_call *tc)
+/* Every params text parses to an object: checked at startup with the other tables. */
+static int dialogs_ok(void)
 {
-    return tool_dialog(tc, &dialog_elicitation);
+    int ok = 1;
+    for (size_t i = 0; i < NELEM(dialogs); i++)
+        for (int r = 0; dialogs[i].rounds[r]; r++)
+            for (const struct dialog_ask *a = dialogs[i].rounds[r]; a->key; a++) {
+                json_object *o = json_tokener_parse(a->params);
+                if (!json_object_is_type(o, json_type_object)) {
+                    fprintf(stderr, "mcp-test-backend: bad JSON in a dialog: %s\n", a->params);
+                    ok = 0;
+                }
+                json_object_put(o);
+            }
+    return ok;
 }
 
-static json_object *tool_irr_sampling(struct tool_call *tc)
+/* The one handler of the dialog tools: the tool's dialog on the call's SSE stream. */
+static json_object *tool_dialog(struct tool_call *tc)
 {
-    return tool_dialog(tc, &dialog_sampling);
-}
-
-static json_object *tool_irr_roots(struct tool_call *tc)
-{
-    return tool_dialog(tc, &dialog_roots);
-}
-
-/* request_state and tampered_state: the requestState is the bridge's (its
-   single-use token); the backend side is one confirmation round. */
-static json_object *tool_irr_confirm(struct tool_call *tc)
-{
-    return tool_dialog(tc, &dialog_confirm);
-}
-
-static json_object *tool_irr_multiple(struct tool_call *tc)
-{
-    return tool_dialog(tc, &dialog_three);
-}
-
-static json_object *tool_irr_multi_round(struct tool_call *tc)
-{
-    return tool_dialog(tc, &dialog_rounds);
-}
-
-static json_object *tool_irr_capabilities(struct tool_call *tc)
-{
-    return tool_dialog(tc, &dialog_capabilities);
-}
-
-/* Asks for sampling whatever the client declared: the one fixture that
-   knowingly breaks a 2025 rule, so that a gateway can see a request the
-   client cannot answer (the bridge answers -32021 for it). */
-static json_object *tool_missing_capability(struct tool_call *tc)
-{
-    return tool_dialog(tc, &dialog_missing_capability);
-}
-
-static json_object *tool_streaming_elicitation(struct tool_call *tc)
-{
-    return tool_dialog(tc, &dialog_streaming);
+    return run_dialog(tc->rq, tc->s, tc->id, find_dialog(tc->name), progress_token(tc),
+                      tc->stream);
 }
 
 /* test_logging_tool: one message at each of debug, info, notice, warning
@@ -2462,39 +2399,39 @@ static const struct tool {
      "{\"type\":\"object\",\"properties\":{\"delay_ms\":{\"type\":\"integer\","
      "\"minimum\":0,\"maximum\":10000,\"default\":" STR(RECONNECT_DELAY_MS) "}}}",
      NULL, 1, tool_reconnection},
-    /* The 2026-07-28 scenarios' (see "The 2026-07-28 fixtures"). */
+    /* The 2026-07-28 scenarios' (see "The 2026-07-28 fixtures"; what they ask: dialogs[]). */
     {"test_input_required_result_elicitation",
      "Asks the client for its name (elicitation/create, id user_name), then greets it.", NO_ARGS,
-     NULL, 1, tool_irr_elicitation},
+     NULL, 1, tool_dialog},
     {"test_input_required_result_sampling",
      "Asks the client to sample (sampling/createMessage, id capital_question).", NO_ARGS, NULL,
-     1, tool_irr_sampling},
+     1, tool_dialog},
     {"test_input_required_result_list_roots",
      "Asks the client for its roots (roots/list, id client_roots).", NO_ARGS, NULL, 1,
-     tool_irr_roots},
+     tool_dialog},
     {"test_input_required_result_request_state",
      "Asks the client for a confirmation (elicitation/create, id confirm).", NO_ARGS, NULL, 1,
-     tool_irr_confirm},
+     tool_dialog},
     {"test_input_required_result_tampered_state",
      "Asks the client for a confirmation (elicitation/create, id confirm).", NO_ARGS, NULL, 1,
-     tool_irr_confirm},
+     tool_dialog},
     {"test_input_required_result_multiple_inputs",
      "Asks three things at once: user_name (elicitation), greeting (sampling), client_roots "
      "(roots/list).",
-     NO_ARGS, NULL, 1, tool_irr_multiple},
+     NO_ARGS, NULL, 1, tool_dialog},
     {"test_input_required_result_multi_round",
      "Asks step1 (a name), then, once answered, step2 (a color).", NO_ARGS, NULL, 1,
-     tool_irr_multi_round},
+     tool_dialog},
     {"test_input_required_result_capabilities",
      "Asks only what the client declared at initialize: capital_question (sampling), user_name "
      "(elicitation), client_roots (roots).",
-     NO_ARGS, NULL, 1, tool_irr_capabilities},
+     NO_ARGS, NULL, 1, tool_dialog},
     {"test_missing_capability",
      "Asks for sampling (id capital_question) even when the client did not declare it.",
-     NO_ARGS, NULL, 1, tool_missing_capability},
+     NO_ARGS, NULL, 1, tool_dialog},
     {"test_streaming_elicitation",
      "Progress 1/2 (with a progressToken) and an info log, then asks user_note (elicitation).",
-     NO_ARGS, NULL, 1, tool_streaming_elicitation},
+     NO_ARGS, NULL, 1, tool_dialog},
     {"test_logging_tool",
      "Logs at debug, info, notice, warning and error, as far as logging/setLevel lets it.",
      NO_ARGS, NULL, 1, tool_logging_levels},
@@ -2576,22 +2513,22 @@ static json_object *prompt_with_image(json_object *args)
 static const struct prompt {
     const char *name, *description;
     const char *arguments; /* JSON text of the PromptArgument list, or NULL */
-    json_object *(*messages)(json_object *args); /* required arguments are there */
-    const struct dialog *dialog; /* or: asks the client first (the 2026-07-28 section) */
+    json_object *(*messages)(json_object *args); /* required arguments are there; NULL: a
+                                                   * dialog asks the client first (dialogs[]) */
 } prompts[] = {
-    {"test_simple_prompt", "A simple prompt without arguments", NULL, prompt_simple, NULL},
+    {"test_simple_prompt", "A simple prompt without arguments", NULL, prompt_simple},
     {"test_prompt_with_arguments", "A prompt with two required arguments",
      "[{\"name\":\"arg1\",\"description\":\"First test argument\",\"required\":true},"
      "{\"name\":\"arg2\",\"description\":\"Second test argument\",\"required\":true}]",
-     prompt_with_arguments, NULL},
+     prompt_with_arguments},
     {"test_prompt_with_embedded_resource", "A prompt that embeds the resource it is given",
      "[{\"name\":\"resourceUri\",\"description\":\"URI of the resource to embed\","
      "\"required\":true}]",
-     prompt_embedded_resource, NULL},
-    {"test_prompt_with_image", "A prompt with an image", NULL, prompt_with_image, NULL},
+     prompt_embedded_resource},
+    {"test_prompt_with_image", "A prompt with an image", NULL, prompt_with_image},
     {"test_input_required_result_prompt",
      "Asks the client (elicitation/create, id user_context) what the prompt should be about",
-     NULL, NULL, &dialog_prompt},
+     NULL, NULL},
 };
 
 static const struct prompt *find_prompt(const char *name)
@@ -2839,7 +2776,8 @@ static json_object *m_tools_call(struct rpc *c)
 {
     json_object *args = member(c->params, "arguments");
     const char *name = member_string(c->params, "name");
-    struct tool_call tc = {c->rq, c->s, c->id, args, member(c->params, "_meta"), c->stream};
+    struct tool_call tc = {c->rq, c->s, c->id, args, member(c->params, "_meta"), c->stream,
+                           name};
 
     if (!name)
         return bad_params(c, "tool name is required");
@@ -2876,10 +2814,10 @@ static json_object *m_prompts_get(struct rpc *c)
         return rpc_error(c->id, -32602, "Unknown prompt: %s", name);
     if ((problem = prompt_args_problem(p, args)))
         return bad_params(c, problem);
-    if (p->dialog) {
+    if (!p->messages) {
         if (!c->stream)
             return rpc_error(c->id, -32600, "not supported in a batch");
-        return run_dialog(c->rq, c->s, c->id, p->dialog, NULL, c->stream);
+        return run_dialog(c->rq, c->s, c->id, find_dialog(name), NULL, c->stream);
     }
     result = json_object_new_object();
     json_object_object_add(result, "description", json_object_new_string(p->description));

@@ -11,7 +11,6 @@ together, the next only after the answers), the results, and the errors for bad 
 
 from __future__ import annotations
 
-import json
 from typing import Any, Callable, Iterator
 
 import pytest

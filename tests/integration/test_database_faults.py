@@ -11,9 +11,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-import requests
-
 from mcp_client import McpSession
 from waiting import wait_for
 

@@ -8,8 +8,6 @@ import socket
 import time
 from urllib.parse import urlsplit
 
-import pytest
-
 from mcp_client import parse_sse_bytes
 from waiting import wait_for
 

@@ -181,7 +181,8 @@ def node22() -> str:
 def everything_stack(node22):
     """server-everything (Streamable HTTP, loopback, a free port) and a separate stack (two httpd
     instances) with it as the backend. Yields the stack's stack.env values plus EVERYTHING_URL/PID/LOG. Both are stopped
-    afterwards, whatever happened."""
+    afterwards, whatever happened; their directory (/tmp/mcp-everything.*) goes too, unless
+    MCP_KEEP_STACK is set or stopping them failed."""
     d = Path(tempfile.mkdtemp(prefix="mcp-everything.", dir="/tmp"))
     d.chmod(0o755)   # the stack's PostgreSQL and httpd users must reach it
     se_log = d / "server-everything.log"
@@ -250,7 +251,9 @@ def everything_stack(node22):
                 proc.kill()
                 proc.wait(timeout=10)
         if problems:
-            raise RuntimeError("\n".join(problems))
+            raise RuntimeError("\n".join(problems) + f"\n(its logs stay in {d})")
+        if not os.environ.get("MCP_KEEP_STACK"):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 # ---- a) the SDK client, the test backend ------------------------------------------------------------

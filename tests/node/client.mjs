@@ -130,7 +130,10 @@ await runMain("client.mjs", 120000, async (checks, summary) => {
     equal("sample: the request carried the prompt", samplingRequests[0]?.prompt, "say hi to httpd");
     equal("sample: the tool got our answer", text(sample.result), `sampled: ${SAMPLED_PREFIX} say hi to httpd`);
     check("sample: not an error", !sample.result.isError, sample.result);
-    const samplingResponse = rec.log.find((e) => e.method === "POST" && /^response#srv-/.test(e.rpc || ""));
+    // The backend may hand the tool its answer (and the result reach us) before its 202 to our
+    // response POST has come back through the gateway: the status is awaited, not assumed.
+    const samplingResponse = await waitFor(
+        () => rec.log.find((e) => e.method === "POST" && /^response#srv-/.test(e.rpc || "") && e.status), 10000);
     check("sample: our response POST was accepted (202)", samplingResponse?.status === 202, samplingResponse);
     summary.sampling.responseId = samplingResponse?.rpc?.slice("response#".length);
 
