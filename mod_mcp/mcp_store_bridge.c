@@ -1,4 +1,6 @@
 /* mcp_store_bridge — see mcp_store_bridge.h. */
+#include <stdlib.h>
+
 #include <apr_strings.h>
 
 #include "mcp_store_bridge.h"
@@ -12,17 +14,20 @@ static const char *i64(apr_pool_t *p, apr_int64_t v)
 
 mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const char *principal,
                                            const char *backend_url, const char *caps_key,
-                                           mcp_store_session_t **out)
+                                           const char *tool, mcp_store_session_t **out,
+                                           mcp_store_bridge_tools_t *tools)
 {
     static const char sql[] =
-        "SELECT s.id, s.backend_session_id, s.protocol_version, s.server_info::text"
+        "SELECT s.id, s.backend_session_id, s.protocol_version, s.server_info::text,"
+        "       b.tools_fetched_at IS NOT NULL,"
+        "       extract(epoch FROM now() - b.tools_fetched_at), (b.tool_headers -> $4)::text"
         "  FROM mcp.bridge_sessions b JOIN mcp.sessions s ON s.id = b.session_id"
         " WHERE b.backend_url = $1 AND b.capabilities_key = $2"
         "   AND b.principal IS NOT DISTINCT FROM $3 AND s.terminated_at IS NULL"
         "   AND (coalesce(s.idle_timeout_secs, 0) = 0"
         "        OR s.last_seen_at > now() - make_interval(secs => s.idle_timeout_secs))"
         " ORDER BY b.created_at DESC LIMIT 1";
-    const char *args[] = { backend_url, caps_key, principal };
+    const char *args[] = { backend_url, caps_key, principal, tool };
     mcp_store_session_t *s;
     mcp_store_status_t rv;
     PGresult *res;
@@ -39,7 +44,24 @@ mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const
     s->server_info = mcp_store_cell(res, 0, 3);
     s->principal = principal;
     s->backend_url = backend_url;
+    if (tools) {
+        tools->cached = *PQgetvalue(res, 0, 4) == 't';
+        tools->age = tools->cached ? strtod(PQgetvalue(res, 0, 5), NULL) : 0;
+        tools->decls = mcp_store_cell(res, 0, 6);
+    }
     return MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_bridge_tools_set(mcp_store_t *db, apr_pool_t *p,
+                                              const char *session_id, const char *headers)
+{
+    static const char sql[] =
+        "UPDATE mcp.bridge_sessions SET tool_headers = $2::jsonb, tools_fetched_at = now()"
+        " WHERE session_id = $1";
+    const char *args[] = { session_id, headers };
+
+    return mcp_store_exec(db, p, "caching a pooled session's tool list", sql, NARGS(args), args,
+                          NULL);
 }
 
 mcp_store_status_t mcp_store_bridge_pool_add(mcp_store_t *db, apr_pool_t *p,

@@ -12,12 +12,27 @@
 
 #include "mcp_store.h"
 
+/* What a pooled session's cached tool list (mcp.bridge_sessions.tool_headers) says of one tool. */
+typedef struct mcp_store_bridge_tools_t {
+    int          cached;   /* a list was read                                                  */
+    double       age;      /* seconds since                                                    */
+    const char  *decls;    /* the tool's x-mcp-header declarations (a JSON array's text, as
+                            * mcp_era_param_decls makes them), NULL when the list lacks it      */
+} mcp_store_bridge_tools_t;
+
 /* The live pooled session of principal (NULL: none) for backend_url and capabilities_key: its
- * id, backend session id (NULL for a stateless backend), protocol version and serverInfo, in p.
+ * id, backend session id (NULL for a stateless backend), protocol version and serverInfo, in p;
+ * with tool (not NULL) and tools (not NULL), what its cached tool list says of that tool.
  * NOT_FOUND when there is none (terminated and idle ones are not). */
 mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const char *principal,
                                            const char *backend_url, const char *caps_key,
-                                           mcp_store_session_t **out);
+                                           const char *tool, mcp_store_session_t **out,
+                                           mcp_store_bridge_tools_t *tools);
+
+/* Caches the x-mcp-header declarations of every tool (a JSON object's text: tool name ->
+ * declarations) as pooled session session_id's tool list, read now. */
+mcp_store_status_t mcp_store_bridge_tools_set(mcp_store_t *db, apr_pool_t *p,
+                                              const char *session_id, const char *headers);
 
 /* Puts a new session (stored already) in the pool, and records the backend's InitializeResult
  * (JSON text) as its newest, in one statement. */

@@ -215,10 +215,15 @@ mcp_store_session_t *mcp_bridged_pool(bridge_t *b, int fresh, const char **why)
     const char *key = mcp_bridge_caps_key(q->r->pool, b->msg->obj);
     mcp_store_session_t *s = NULL;
     mcp_store_status_t st;
+    const char *tool = NULL;
 
+    memset(&b->tools, 0, sizeof(b->tools));   /* a new session: no list read yet */
     if (!fresh) {
+        if (mcp_jsonrpc_target(b->msg, &tool) != MCP_TARGET_TOOL) {
+            tool = NULL;
+        }
         st = mcp_store_bridge_pooled(mcp_req_db(q), q->r->pool, q->r->user,
-                                     q->conf->backend_spec, key, &s);
+                                     q->conf->backend_spec, key, tool, &s, &b->tools);
         if (st == MCP_STORE_OK) {
             return s;
         }
@@ -364,6 +369,7 @@ static int on_message(void *baton, const char *json, apr_size_t len)
                                                   b->msg->method, b->server_info);
         b->final_out = out;
         b->final_code = error_code_of(obj);
+        mcp_bridged_tools_seen(b, obj);
         return mcp_stream_add(&b->st, out, strlen(out));
     }
     if (kind == MCP_BRIDGE_INPUT_REQUEST) {
@@ -571,8 +577,14 @@ static int relay_call(bridge_t *b)
     int attempt;
 
     for (attempt = 0;; attempt++) {
-        if (!(b->pooled = mcp_bridged_pool(b, attempt > 0, &why))
-            || open_backend_stream(b, &why) != 0) {
+        if (!(b->pooled = mcp_bridged_pool(b, attempt > 0, &why))) {
+            return mcp_bridged_fail(b, HTTP_BAD_GATEWAY, apr_psprintf(r->pool, "Bad Gateway: the "
+                                 "era bridge has no backend session: %s", why));
+        }
+        if (attempt == 0 && mcp_bridged_check_params(b) != 0) {
+            return DONE;   /* refused: -32020 */
+        }
+        if (open_backend_stream(b, &why) != 0) {
             return mcp_bridged_fail(b, HTTP_BAD_GATEWAY, apr_psprintf(r->pool, "Bad Gateway: the "
                                  "era bridge has no backend session: %s", why));
         }
@@ -711,5 +723,7 @@ int mcp_bridge_post(mcp_req_t *q, const char *version)
                              "inputResponses without a requestState (the era bridge always "
                              "issues one)");
     }
-    return relay_call(&b);
+    rc = relay_call(&b);
+    mcp_bridged_tools_cache(&b);
+    return rc;
 }
