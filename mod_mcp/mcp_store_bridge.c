@@ -109,6 +109,35 @@ mcp_store_status_t mcp_store_bridge_link(mcp_store_t *db, apr_pool_t *p,
                           NULL);
 }
 
+mcp_store_status_t mcp_store_bridge_call_of(mcp_store_t *db, apr_pool_t *p, const char *principal,
+                                            const char *request_id, int max_age_secs,
+                                            mcp_store_bridge_call_t *out)
+{
+    static const char sql[] =
+        "SELECT s.id, s.backend_session_id, s.protocol_version, b.id, b.request_id #>> '{}'"
+        "  FROM mcp.streams c"
+        "  JOIN mcp.streams b ON b.id = c.bridged_to AND b.status = 'open'"
+        "  JOIN mcp.sessions s ON s.id = b.session_id"
+        " WHERE c.session_id IS NULL AND c.request_id = $1::jsonb"
+        "   AND c.principal IS NOT DISTINCT FROM $2"
+        "   AND c.created_at > now() - make_interval(secs => $3::int)"
+        " ORDER BY c.id DESC LIMIT 1";
+    const char *args[] = { request_id, principal, apr_itoa(p, max_age_secs) };
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    rv = mcp_store_exec_row(db, p, "finding a bridged call", sql, NARGS(args), args, &res);
+    if (rv != MCP_STORE_OK) {
+        return rv;
+    }
+    out->session_id = mcp_store_cell(res, 0, 0);
+    out->backend_session_id = mcp_store_cell(res, 0, 1);
+    out->protocol_version = mcp_store_cell(res, 0, 2);
+    out->stream_id = apr_atoi64(PQgetvalue(res, 0, 3));
+    out->backend_request_id = apr_atoi64(PQgetvalue(res, 0, 4));
+    return MCP_STORE_OK;
+}
+
 mcp_store_status_t mcp_store_bridge_round_add(mcp_store_t *db, apr_pool_t *p, const char *state,
                                               const char *principal, const char *digest,
                                               const mcp_store_bridge_round_t *round,

@@ -49,6 +49,22 @@ mcp_store_status_t mcp_store_bridge_init_result(mcp_store_t *db, apr_pool_t *p,
 mcp_store_status_t mcp_store_bridge_link(mcp_store_t *db, apr_pool_t *p,
                                          apr_int64_t client_stream, apr_int64_t backend_stream);
 
+/* A bridged call still running upstream, as a client's notification names it. */
+typedef struct mcp_store_bridge_call_t {
+    const char  *session_id;          /* the pooled session (mcp.sessions)                  */
+    const char  *backend_session_id;  /* ... as the backend knows it                         */
+    const char  *protocol_version;    /* ... its revision                                    */
+    apr_int64_t  stream_id;           /* the backend stream, open                            */
+    apr_int64_t  backend_request_id;  /* the call's id on the backend side                    */
+} mcp_store_bridge_call_t;
+
+/* The newest call of principal whose client request id was request_id (JSON text) and whose
+ * backend stream is still open, made within the last max_age_secs (the longest a call can
+ * run). NOT_FOUND when there is none (never made, answered, another principal's). */
+mcp_store_status_t mcp_store_bridge_call_of(mcp_store_t *db, apr_pool_t *p, const char *principal,
+                                            const char *request_id, int max_age_secs,
+                                            mcp_store_bridge_call_t *out);
+
 /* An input-required round: where it stands. */
 typedef struct mcp_store_bridge_round_t {
     const char  *session_id;          /* the pooled session (mcp.sessions)                  */

@@ -652,6 +652,45 @@ static int relay_call(bridge_t *b)
 
 /* ---- entry ----------------------------------------------------------------------------------- */
 
+/* A client's notifications/cancelled for a call still running upstream (its client request id,
+ * this principal's): forwarded to the pooled session with the call's backend-side id (the relay
+ * then ends when the backend ends the call's stream). 2026-07-28 cancels by closing the
+ * response, but a client may also say it; nothing else a 2026-07-28 client notifies has a
+ * meaning upstream (no roots/list_changed, no initialized; its progress would be for server
+ * requests, which the bridge turns into rounds): stored, answered 202, not forwarded. */
+static void forward_cancelled(bridge_t *b)
+{
+    request_rec *r = b->q->r;
+    json_object *params = NULL, *id = NULL;
+    mcp_store_bridge_call_t call;
+    mcp_store_session_t s;
+    const char *reason;
+    int max_age = (int)apr_time_sec(b->q->conf->stream_timeout
+                                    + b->q->conf->bridge_input_timeout) + 1;
+
+    if (strcmp(b->msg->method, "notifications/cancelled") != 0
+        || !json_object_object_get_ex(b->msg->obj, "params", &params)
+        || !json_object_object_get_ex(params, "requestId", &id)
+        || !(json_object_is_type(id, json_type_string) || json_object_is_type(id, json_type_int))
+        || mcp_store_bridge_call_of(mcp_req_db(b->q), r->pool, r->user,
+                                    mcp_jsonrpc_to_string(r->pool, id, NULL), max_age, &call)
+           != MCP_STORE_OK) {
+        return;
+    }
+    memset(&s, 0, sizeof(s));
+    s.id = call.session_id;
+    s.backend_session_id = call.backend_session_id;
+    s.protocol_version = call.protocol_version;
+    s.principal = r->user;
+    s.backend_url = b->q->conf->backend_spec;
+    reason = mcp_jsonrpc_get_string(params, "reason");
+    mcp_bridged_cancel(b, &s, call.backend_request_id, reason ? reason
+                       : "the client sent notifications/cancelled");
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "era bridge: the client cancelled request %s: "
+                  "notifications/cancelled sent upstream for backend stream %" APR_INT64_T_FMT,
+                  mcp_jsonrpc_to_string(r->pool, id, NULL), call.stream_id);
+}
+
 static int discover(bridge_t *b)
 {
     mcp_req_t *q = b->q;
@@ -689,11 +728,14 @@ int mcp_bridge_post(mcp_req_t *q, const char *version)
     bridge_t b;
 
     if (msg->kind == MCP_MSG_NOTIFICATION) {
-        /* Cancellation is the close of a response in this revision; nothing else is owed. */
         stored = mcp_store_events_append(mcp_req_db(q), r->pool, q->session, 0, 0, "in",
                                          apr_pstrcat(r->pool, "[", q->raw, "]", NULL));
-        return stored == MCP_STORE_OK ? mcp_req_empty(q, HTTP_ACCEPTED)
-                                      : mcp_req_store_failed(q, stored);
+        if (stored != MCP_STORE_OK) {
+            return mcp_req_store_failed(q, stored);
+        }
+        bridge_init(&b, q);
+        forward_cancelled(&b);
+        return mcp_req_empty(q, HTTP_ACCEPTED);
     }
     if (mcp_bridge_method_is_gone(msg->method)) {
         return mcp_req_error(q, HTTP_NOT_FOUND, MCP_JSONRPC_METHOD_NOT_FOUND, "Method not found: "
