@@ -777,9 +777,7 @@ mcp_store_status_t mcp_store_exec_row(mcp_store_t *db, apr_pool_t *p, const char
 
 /* A session's activity, recorded at most once a second: last_seen_at is indexed, so an update
  * that changes it can never be HOT (new index entries, more WAL); one that keeps it can. */
-#define TOUCH_SESSION \
-    "last_seen_at = CASE WHEN last_seen_at < now() - interval '1 second' THEN now()" \
-    " ELSE last_seen_at END"
+#define TOUCH_SESSION MCP_STORE_TOUCH_SESSION
 
 
 mcp_store_status_t mcp_store_session_touch(mcp_store_t *db, apr_pool_t *p, const char *id,

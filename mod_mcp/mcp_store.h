@@ -113,6 +113,12 @@ void mcp_store_init(mcp_store_t *db, const mcp_store_lender_t *lender, void *bat
 
 /* The schema version this build's statements are written for (sql/schema.sql records it in
  * mcp.schema_version; sql/upgrade.sql brings an older database to it). */
+/* The SET clause that marks a session seen (at most once a second), for statements that touch
+ * one. */
+#define MCP_STORE_TOUCH_SESSION \
+    "last_seen_at = CASE WHEN last_seen_at < now() - interval '1 second' THEN now()" \
+    " ELSE last_seen_at END"
+
 #define MCP_STORE_SCHEMA_VERSION 8
 
 /* The schema version of the database conn (a connection db's lender is lending) is connected to:

@@ -52,6 +52,79 @@ mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const
     return MCP_STORE_OK;
 }
 
+mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
+                                              const mcp_store_bridge_open_t *call,
+                                              mcp_store_session_t **out,
+                                              mcp_store_bridge_tools_t *tools,
+                                              apr_int64_t *stream_id)
+{
+    /* The pool's look-up (as mcp_store_bridge_pooled), then what
+     * mcp_store_stream_open_request_admitted does without limits (the bridge admits its
+     * backend streams unlimited: the client's stream was admitted), then the link. */
+    static const char sql[] =
+        "WITH p AS ("
+        "  SELECT s.id, s.backend_session_id, s.protocol_version, s.server_info::text AS info,"
+        "         b.tools_fetched_at IS NOT NULL AS cached,"
+        "         extract(epoch FROM now() - b.tools_fetched_at) AS age,"
+        "         (b.tool_headers -> $4)::text AS decls,"
+        "         ($4 IS NULL OR (b.tools_fetched_at > now() - make_interval(secs => $5::float8)"
+        "                         AND coalesce(b.tool_headers -> $4, '[]') = '[]')) AS go"
+        "    FROM mcp.bridge_sessions b JOIN mcp.sessions s ON s.id = b.session_id"
+        "   WHERE b.backend_url = $1 AND b.capabilities_key = $2"
+        "     AND b.principal IS NOT DISTINCT FROM $3 AND s.terminated_at IS NULL"
+        "     AND (coalesce(s.idle_timeout_secs, 0) = 0"
+        "          OR s.last_seen_at > now() - make_interval(secs => s.idle_timeout_secs))"
+        "   ORDER BY b.created_at DESC LIMIT 1"
+        "), se AS ("
+        "  UPDATE mcp.sessions SET " MCP_STORE_TOUCH_SESSION
+        "   WHERE id = (SELECT id FROM p WHERE go) AND terminated_at IS NULL"
+        "  RETURNING id, principal"
+        "), s AS ("
+        "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner,"
+        "                           lease_until, holder)"
+        "  SELECT se.id, 'request', $6, mcp.audit_jsonb($6::text), $7, $8,"
+        "         now() + make_interval(secs => $9::int), $10 FROM se"
+        "  RETURNING id, session_id"
+        "), e AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
+        "                          message, principal)"
+        "  SELECT s.session_id, s.id, 0, 'in', 'message', $11, mcp.audit_jsonb($11::text),"
+        "         se.principal FROM s, se"
+        "  UNION ALL"
+        "  SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, NULL, se.principal FROM s, se"
+        "), l AS ("
+        "  UPDATE mcp.streams c SET bridged_to = s.id FROM s WHERE c.id = $12"
+        ")"
+        "SELECT p.id, p.backend_session_id, p.protocol_version, p.info, p.cached, p.age,"
+        "       p.decls, s.id FROM p LEFT JOIN s ON true";
+    const char *args[] = {
+        call->backend_url, call->caps_key, call->principal, call->tool,
+        apr_psprintf(p, "%.3f", call->tools_ttl), call->request_id, call->method, call->owner,
+        apr_itoa(p, call->lease_secs), call->holder, call->sent, i64(p, call->client_stream)
+    };
+    mcp_store_session_t *s;
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    rv = mcp_store_exec_row(db, p, "opening a bridged call's backend stream", sql, NARGS(args),
+                            args, &res);
+    if (rv != MCP_STORE_OK) {
+        return rv;
+    }
+    *out = s = apr_pcalloc(p, sizeof(*s));
+    s->id = mcp_store_cell(res, 0, 0);
+    s->backend_session_id = mcp_store_cell(res, 0, 1);
+    s->protocol_version = mcp_store_cell(res, 0, 2);
+    s->server_info = mcp_store_cell(res, 0, 3);
+    s->principal = call->principal;
+    s->backend_url = call->backend_url;
+    tools->cached = *PQgetvalue(res, 0, 4) == 't';
+    tools->age = tools->cached ? strtod(PQgetvalue(res, 0, 5), NULL) : 0;
+    tools->decls = mcp_store_cell(res, 0, 6);
+    *stream_id = PQgetisnull(res, 0, 7) ? 0 : apr_atoi64(PQgetvalue(res, 0, 7));
+    return MCP_STORE_OK;
+}
+
 mcp_store_status_t mcp_store_bridge_tools_set(mcp_store_t *db, apr_pool_t *p,
                                               const char *session_id, const char *headers)
 {

@@ -29,6 +29,34 @@ mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const
                                            const char *tool, mcp_store_session_t **out,
                                            mcp_store_bridge_tools_t *tools);
 
+/* A bridged call's backend stream, as the pooled session gets it. */
+typedef struct mcp_store_bridge_open_t {
+    const char  *principal;        /* the pool's key: r->user (NULL: none) ...            */
+    const char  *backend_url;      /* ... the backend ...                                 */
+    const char  *caps_key;         /* ... and the client's canonical capabilities         */
+    const char  *tool;             /* tools/call: the tool called, else NULL              */
+    double       tools_ttl;        /* seconds a cached tool list is trusted               */
+    apr_int64_t  client_stream;    /* the call's client stream (linked to the new one)    */
+    const char  *request_id;       /* the backend-side id (JSON text)                     */
+    const char  *method;
+    const char  *sent;             /* the request as it goes upstream                     */
+    const char  *owner;            /* the stream's owner and lease, and its holder        */
+    int          lease_secs;
+    const char  *holder;
+} mcp_store_bridge_open_t;
+
+/* One statement for what a bridged call needs of the store before the backend is asked: the
+ * pooled session (as mcp_store_bridge_pooled: *out, *tools), touched, and — unless the call's
+ * Mcp-Param-* headers must be checked first (a tool whose cached declarations are not known to
+ * be none, or whose list is older than tools_ttl) — its backend stream opened on it (the request
+ * and the priming row stored) and linked to the client stream: *stream_id, else 0 (the caller
+ * checks, then opens the stream itself). NOT_FOUND when there is no pooled session. */
+mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
+                                              const mcp_store_bridge_open_t *call,
+                                              mcp_store_session_t **out,
+                                              mcp_store_bridge_tools_t *tools,
+                                              apr_int64_t *stream_id);
+
 /* Caches the x-mcp-header declarations of every tool (a JSON object's text: tool name ->
  * declarations) as pooled session session_id's tool list, read now. */
 mcp_store_status_t mcp_store_bridge_tools_set(mcp_store_t *db, apr_pool_t *p,

@@ -466,6 +466,18 @@ static void bridge_init(bridge_t *b, mcp_req_t *q)
     b->log_min = mcp_bridge_request_log_level(b->msg->obj);
 }
 
+/* The backend stream id (stored) is the call's: b->bs set up to relay the backend's answer. */
+static void backend_stream_start(bridge_t *b, const char *sent, apr_int64_t id)
+{
+    b->bq = *b->q;
+    b->bq.session = b->pooled;
+    b->bq.raw = sent;
+    b->bq.raw_len = strlen(sent);
+    mcp_stream_init(&b->bs, &b->bq, id, MCP_STORE_SEQ_PRIMING + 1);
+    b->bs.mode = MCP_STREAM_JSON;
+    mcp_stream_own(&b->bs);
+}
+
 /* Opens the backend stream on the pooled session, linked to the client's. */
 static int open_backend_stream(bridge_t *b, const char **why)
 {
@@ -478,10 +490,6 @@ static int open_backend_stream(bridge_t *b, const char **why)
 
     memset(&none, 0, sizeof(none));
     none.holder = mcp_req_holder(q);
-    b->bq = *q;
-    b->bq.session = b->pooled;
-    b->bq.raw = sent;
-    b->bq.raw_len = strlen(sent);
     if (mcp_store_stream_open_request_admitted(mcp_req_db(q), r->pool, b->pooled,
                                                mcp_req_idle_secs(q),
                                                apr_psprintf(r->pool, "%" APR_INT64_T_FMT,
@@ -494,9 +502,52 @@ static int open_backend_stream(bridge_t *b, const char **why)
                             mcp_req_db(q)->error ? mcp_req_db(q)->error : "session gone");
         return -1;
     }
-    mcp_stream_init(&b->bs, &b->bq, id, MCP_STORE_SEQ_PRIMING + 1);
-    b->bs.mode = MCP_STREAM_JSON;
-    mcp_stream_own(&b->bs);
+    backend_stream_start(b, sent, id);
+    return 0;
+}
+
+/* The call's first statement on the pooled session: found, touched and — when no Mcp-Param-*
+ * check must come first — its backend stream opened and linked, all in one
+ * (mcp_store_bridge_open_call). *opened: the stream is. A pool without a session for the
+ * call's key gets one initialized. Returns 0, or -1 with *why. */
+static int open_pooled_call(bridge_t *b, int *opened, const char **why)
+{
+    mcp_req_t *q = b->q;
+    request_rec *r = q->r;
+    const char *sent = mcp_bridge_request_in(r->pool, b->msg->obj, b->backend_id);
+    mcp_store_bridge_open_t call;
+    mcp_store_status_t st;
+    apr_int64_t id = 0;
+
+    memset(&call, 0, sizeof(call));
+    call.principal = r->user;
+    call.backend_url = q->conf->backend_spec;
+    call.caps_key = mcp_bridge_caps_key(r->pool, b->msg->obj);
+    if (mcp_jsonrpc_target(b->msg, &call.tool) != MCP_TARGET_TOOL) {
+        call.tool = NULL;
+    }
+    call.tools_ttl = (double)apr_time_as_msec(q->conf->bridge_tools_ttl) / 1000.0;
+    call.client_stream = b->st.id;
+    call.request_id = apr_psprintf(r->pool, "%" APR_INT64_T_FMT, b->backend_id);
+    call.method = b->msg->method;
+    call.sent = sent;
+    call.owner = mcp_child.owner;
+    call.lease_secs = mcp_req_lease_secs(q);
+    call.holder = mcp_req_holder(q);
+    *opened = 0;
+    st = mcp_store_bridge_open_call(mcp_req_db(q), r->pool, &call, &b->pooled, &b->tools, &id);
+    if (st == MCP_STORE_NOT_FOUND) {
+        b->pooled = mcp_bridged_pool(b, 1, why);
+        return b->pooled ? 0 : -1;
+    }
+    if (st != MCP_STORE_OK) {
+        *why = apr_psprintf(r->pool, "the pool could not be read: %s", mcp_req_db(q)->error);
+        return -1;
+    }
+    if (id) {
+        backend_stream_start(b, sent, id);
+        *opened = 1;
+    }
     return 0;
 }
 
@@ -574,17 +625,19 @@ static int relay_call(bridge_t *b)
     const char *err = NULL, *why = NULL, *json;
     mcp_backend_status_t status;
     apr_size_t len;
-    int attempt;
+    int attempt, opened;
 
     for (attempt = 0;; attempt++) {
-        if (!(b->pooled = mcp_bridged_pool(b, attempt > 0, &why))) {
+        opened = 0;
+        if (attempt == 0 ? open_pooled_call(b, &opened, &why) != 0
+                         : !(b->pooled = mcp_bridged_pool(b, 1, &why))) {
             return mcp_bridged_fail(b, HTTP_BAD_GATEWAY, apr_psprintf(r->pool, "Bad Gateway: the "
                                  "era bridge has no backend session: %s", why));
         }
-        if (attempt == 0 && mcp_bridged_check_params(b) != 0) {
+        if (!opened && attempt == 0 && mcp_bridged_check_params(b) != 0) {
             return DONE;   /* refused: -32020 */
         }
-        if (open_backend_stream(b, &why) != 0) {
+        if (!opened && open_backend_stream(b, &why) != 0) {
             return mcp_bridged_fail(b, HTTP_BAD_GATEWAY, apr_psprintf(r->pool, "Bad Gateway: the "
                                  "era bridge has no backend session: %s", why));
         }
