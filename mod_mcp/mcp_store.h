@@ -219,6 +219,17 @@ mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p
                                                   apr_int64_t stream_id, apr_int64_t first_seq,
                                                   const char *messages, const char *status);
 
+/* mcp_store_events_append_finish for two streams at once, in one statement (both or neither):
+ * stream_a of session_a from first_a with messages_a, and stream_b likewise, both ended with
+ * status. (The era bridge ends a call's backend stream and client stream together.) */
+mcp_store_status_t mcp_store_events_append_finish2(mcp_store_t *db, apr_pool_t *p,
+                                                   const mcp_store_session_t *session_a,
+                                                   apr_int64_t stream_a, apr_int64_t first_a,
+                                                   const char *messages_a,
+                                                   const mcp_store_session_t *session_b,
+                                                   apr_int64_t stream_b, apr_int64_t first_b,
+                                                   const char *messages_b, const char *status);
+
 /* Stores messages (a JSON array's text holding n of them) in one statement. With stream_id > 0
  * they take seq first_seq, first_seq+1, ... on that stream (NOT_FOUND, nothing stored, when the
  * stream is no longer open: another process finished it); with stream_id 0 they belong to no

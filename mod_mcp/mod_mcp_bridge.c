@@ -400,9 +400,11 @@ static void finish_both(bridge_t *b, const char *status)
         return;
     }
     b->finished = 1;
-    mcp_stream_finish(&b->bs, status);
-    if (!b->parked) {
-        mcp_stream_finish(&b->st, status);
+    if (b->parked) {
+        mcp_stream_finish(&b->bs, status);
+    }
+    else {
+        mcp_stream_finish_pair(&b->bs, &b->st, status);   /* one statement for both ends */
     }
 }
 
