@@ -82,6 +82,16 @@ void mcp_bridged_pong(bridge_t *b, const mcp_store_session_t *s, json_object *pi
     }
 }
 
+/* DELETEs pooled session s upstream, at its own protocol version (not the client's 2026-07-28,
+ * which a 2025 backend refuses with 400). */
+void mcp_bridged_end_session(bridge_t *b, mcp_store_session_t *s, const char *why)
+{
+    mcp_req_t q = *b->q;
+
+    q.session = s;
+    mcp_req_end_backend_session(&q, s->backend_session_id, why);
+}
+
 /* Tells the backend (best effort) that the call is cancelled. */
 void mcp_bridged_cancel(bridge_t *b, const mcp_store_session_t *s, apr_int64_t backend_id,
                         const char *reason)
@@ -177,7 +187,7 @@ static mcp_store_session_t *pool_new(bridge_t *b, const char *caps_key, const ch
     initialized = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
     if (mcp_bridged_post(q, s->backend_session_id, s->protocol_version, initialized, &x, &messages,
                          &err) != MCP_BACKEND_OK || x.response.status >= 300) {
-        mcp_req_end_backend_session(q, s->backend_session_id, "bridge initialize failed");
+        mcp_bridged_end_session(b, s, "bridge initialize failed");
         *why = apr_psprintf(r->pool, "notifications/initialized failed: %s",
                             err ? err : apr_psprintf(r->pool, "HTTP %ld", x.response.status));
         return NULL;
@@ -197,7 +207,7 @@ static mcp_store_session_t *pool_new(bridge_t *b, const char *caps_key, const ch
                                            member_text(r->pool, response, "result"));
     }
     if (stored != MCP_STORE_OK) {
-        mcp_req_end_backend_session(q, s->backend_session_id, "bridge: not stored");
+        mcp_bridged_end_session(b, s, "bridge: not stored");
         *why = apr_psprintf(r->pool, "the pooled session was not stored: %s",
                             mcp_req_db(q)->error);
         return NULL;

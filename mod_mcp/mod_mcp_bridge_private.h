@@ -52,6 +52,9 @@ mcp_backend_status_t mcp_bridged_post(mcp_req_t *q, const char *session_id, cons
 void mcp_bridged_cancel(bridge_t *b, const mcp_store_session_t *s, apr_int64_t backend_id,
                         const char *reason);
 
+/* DELETEs pooled session s upstream (best effort; logged), at the session's protocol version. */
+void mcp_bridged_end_session(bridge_t *b, mcp_store_session_t *s, const char *why);
+
 /* Answers the backend's ping request (parsed) on pooled session s on the client's behalf (stored
  * as an inbound event of s; best effort, logged). */
 void mcp_bridged_pong(bridge_t *b, const mcp_store_session_t *s, json_object *ping);

@@ -265,3 +265,47 @@ def test_notifications_without_a_meaning_upstream_are_stored_not_forwarded(bridg
         cur.execute("SELECT count(*) FROM mcp.events WHERE session_id IS NULL AND stream_id IS NULL"
                     " AND message->'params'->>'requestId' = 'never-made'")
         assert cur.fetchone()[0] == 1
+
+
+# ---- listens ------------------------------------------------------------------------------------
+
+
+def next_data(lines):
+    for line in lines:
+        if line.startswith(b"data:"):
+            return json.loads(line[5:])
+    raise AssertionError("the listen stream ended")
+
+
+def test_a_second_listens_own_pooled_session_ends_with_it(bridge, db):
+    caps, url = caps_of("listen"), bridge["URL"]
+    listens = []
+    for rid in ("s-1", "s-2"):
+        r = post(url, rid, "subscriptions/listen", {"notifications": {"toolsListChanged": True}},
+                 caps, stream=True)
+        assert r.status_code == 200, r.text
+        lines = r.iter_lines()
+        assert next_data(lines)["method"] == "notifications/subscriptions/acknowledged"
+        listens.append(r)
+    key = json.dumps(caps, sort_keys=True, separators=(",", ":"))
+    with db.cursor() as cur:
+        cur.execute("SELECT b.session_id, s.backend_session_id FROM mcp.bridge_sessions b"
+                    " JOIN mcp.sessions s ON s.id = b.session_id WHERE b.capabilities_key LIKE %s",
+                    (key + "#listen-%",))
+        (own, backend_sid), = cur.fetchall()
+
+    def ended():
+        with db.cursor() as cur:
+            cur.execute("SELECT terminated_by FROM mcp.sessions WHERE id = %s", (own,))
+            return cur.fetchone()[0]
+    assert ended() is None
+    listens[1].close()
+    wait_for(lambda: ended() == "client", timeout=15, what="the second listen's pooled session to end")
+    wait_for(lambda: f"DELETE /mcp session={backend_sid}" in Path(bridge["MCP_BACKEND_LOG"]).read_text(),
+             timeout=10, what="the backend to get the session's DELETE")
+    # The first listen's pooled session (the one calls share) lives on.
+    with db.cursor() as cur:
+        cur.execute("SELECT s.terminated_at FROM mcp.bridge_sessions b JOIN mcp.sessions s"
+                    " ON s.id = b.session_id WHERE b.capabilities_key = %s", (key,))
+        assert cur.fetchall() == [(None,)]
+    listens[0].close()
