@@ -374,6 +374,11 @@ static int on_message(void *baton, const char *json, apr_size_t len)
         client_sse(b);
         return mcp_stream_add(&b->st, json, len);
     }
+    if (kind == MCP_BRIDGE_FINAL
+        && (b->url_round = mcp_bridge_url_elicitations(b->q->r->pool, obj)) != NULL) {
+        b->parked = 1;   /* the client's answer is the round's (url_round) */
+        return 0;
+    }
     if (kind == MCP_BRIDGE_FINAL) {
         const char *out = mcp_bridge_response_out(b->q->r->pool, obj, b->msg->id,
                                                   b->msg->method, b->server_info);
@@ -630,7 +635,25 @@ int mcp_bridged_refuse(bridge_t *b, const mcp_store_session_t *s, const char *ca
     return b->st.mode == MCP_STREAM_SSE ? DONE : mcp_bridged_json(b, HTTP_BAD_REQUEST, json);
 }
 
-static int relay_call(bridge_t *b)
+/* The backend answered -32042 (URL elicitations needed): the call ended upstream, and the
+ * client gets a round of elicitation/create requests in URL mode; its retry sends the request
+ * again (MCP_BRIDGE_ROUND_URL). */
+static int url_round(bridge_t *b)
+{
+    const char *cap = mcp_bridge_missing_capability(b->msg->obj,
+                                                    APR_ARRAY_IDX(b->url_round, 0, json_object *));
+
+    if (!b->finished) {
+        b->finished = 1;
+        mcp_stream_finish(&b->bs, "complete");
+    }
+    if (cap) {
+        return mcp_bridged_refuse(b, b->pooled, cap);
+    }
+    return mcp_bridged_round_start(b, b->pooled, b->bs.id, MCP_BRIDGE_ROUND_URL, b->url_round);
+}
+
+int mcp_bridged_relay(bridge_t *b)
 {
     mcp_req_t *q = b->q;
     request_rec *r = q->r;
@@ -684,6 +707,9 @@ static int relay_call(bridge_t *b)
                       b->cancelled ? "the client closed its response" : "round abandoned");
         return DONE;
     }
+    if (b->url_round) {
+        return url_round(b);
+    }
     if (b->parked) {
         if (!b->finished) {
             mcp_stream_finish(&b->bs, b->answered ? "complete" : "failed");
@@ -697,6 +723,9 @@ static int relay_call(bridge_t *b)
     }
     if (status == MCP_BACKEND_OK && !b->x.sse && (json = mcp_exchange_body(&b->x, &len))) {
         on_message(b, json, len);
+        if (b->url_round) {
+            return url_round(b);
+        }
         if (b->answered && b->final_out) {
             finish_both(b, "complete");
             return mcp_bridged_json(b, final_status(b), b->final_out);
@@ -830,7 +859,7 @@ int mcp_bridge_post(mcp_req_t *q, const char *version)
                              "inputResponses without a requestState (the era bridge always "
                              "issues one)");
     }
-    rc = relay_call(&b);
+    rc = mcp_bridged_relay(&b);
     mcp_bridged_tools_cache(&b);
     return rc;
 }

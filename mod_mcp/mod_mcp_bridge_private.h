@@ -39,6 +39,7 @@ typedef struct bridge_t {
     int                      final_code; /* the backend's error code on the response, or 0    */
     mcp_store_bridge_tools_t tools;      /* the pooled session's cached list, of the called tool */
     const char              *tools_seen; /* a client's whole tools/list: declarations to cache   */
+    apr_array_header_t      *url_round;  /* json_object *: the URL elicitations of a -32042     */
 } bridge_t;
 
 /* One short POST of body to the backend (session: its id, or NULL), its answer's messages
@@ -87,7 +88,16 @@ int mcp_bridged_round_start(bridge_t *b, const mcp_store_session_t *s, apr_int64
  * data.requiredCapabilities (HTTP 400 unless its response is SSE already). Returns DONE. */
 int mcp_bridged_refuse(bridge_t *b, const mcp_store_session_t *s, const char *cap);
 
-/* A retry carrying requestState state: claimed, answered upstream, followed. Returns DONE. */
+/* The position of a round that holds a backend's -32042 URL elicitations: the call ended
+ * upstream, so its retry sends the request again (the URL flows complete out of band). */
+#define MCP_BRIDGE_ROUND_URL (-1)
+
+/* The call relayed on a pooled session (found or initialized; sent again once on a backend
+ * 404). Returns DONE. */
+int mcp_bridged_relay(bridge_t *b);
+
+/* A retry carrying requestState state: claimed, answered upstream, followed (a URL round's:
+ * the request sent again). Returns DONE. */
 int mcp_bridged_round_retry(bridge_t *b, const char *state);
 
 /* A tools/call's Mcp-Param-* headers checked against the called tool's x-mcp-header

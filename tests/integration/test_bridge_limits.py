@@ -8,13 +8,17 @@ the 2025-only C test backend, on a stack of this module's own:
 * mcp.tool_calls counts a bridged call once (the client's stream; the backend stream is its
   backend_stream_id), a round as 'input required';
 * a client's notifications/cancelled reaches the backend with the call's backend-side id;
-  other client notifications are stored and accepted, not forwarded.
+  other client notifications are stored and accepted, not forwarded;
+* a second listen's own pooled session ends with the listen (and is DELETEd upstream);
+* a backend's -32042 (URL elicitations required) becomes a round of URL-mode elicitation/create
+  requests; its retry sends the call again (the fault backend, tests/backend/mcp-fault-backend).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import subprocess
 from pathlib import Path
 
 import psycopg2
@@ -309,3 +313,65 @@ def test_a_second_listens_own_pooled_session_ends_with_it(bridge, db):
                     " ON s.id = b.session_id WHERE b.capabilities_key = %s", (key,))
         assert cur.fetchall() == [(None,)]
     listens[0].close()
+
+
+# ---- -32042: URL elicitations -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def faults(bridge):
+    """The fault backend on the socket gateway-bridge.conf's /mcp-bridge-faults points at."""
+    binary = Path(__file__).resolve().parents[2] / "tests" / "backend" / "mcp-fault-backend"
+    d = Path(bridge["MCP_STACK_DIR"])
+    with open(d / "faults.log", "ab") as log:
+        proc = subprocess.Popen([str(binary), "--unix", str(d / "faults.sock")],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
+    try:
+        assert proc.stdout.readline().strip() == b"ready", "mcp-fault-backend did not start"
+        yield bridge["URL"].rsplit("/", 1)[0] + "/mcp-bridge-faults"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+URL_NEEDED = {"jsonrpc": "2.0", "id": "{{id}}", "error": {
+    "code": -32042, "message": "This request requires more information.",
+    "data": {"elicitations": [{"mode": "url", "elicitationId": "e-7",
+                               "url": "https://auth.example.com/connect?e=7",
+                               "message": "Authorize access to your files."}]}}}
+
+
+def test_a_url_elicitation_required_error_becomes_a_round(faults, db):
+    caps = {"elicitation": {"url": {}}}
+    body = json.dumps(URL_NEEDED).replace('"{{id}}"', "{{id}}")
+    raw = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n" + body
+    args = {"parts": [[raw, 1]], "then": "close", "delay_ms": 0}
+    r = call(faults, "u-1", "raw", args, caps)
+    assert r.status_code == 200, r.text
+    result = final(r)["result"]
+    assert result["resultType"] == "input_required", result
+    assert result["inputRequests"] == {"e-7": {"method": "elicitation/create", "params": {
+        "mode": "url", "elicitationId": "e-7", "url": "https://auth.example.com/connect?e=7",
+        "message": "Authorize access to your files."}}}
+    # The retry (the URL flow done) sends the call again: a backend stream of its own; this
+    # backend asks again, so the answer is a new round with a new requestState.
+    again = post(faults, "u-2", "tools/call",
+                 {"name": "raw", "arguments": args, "requestState": result["requestState"],
+                  "inputResponses": {"e-7": {"action": "accept"}}}, caps)
+    assert again.status_code == 200, again.text
+    second = final(again)["result"]
+    assert second["resultType"] == "input_required" and second["requestState"] != result["requestState"]
+    first_cid, _, first_bid = client_stream(db, "u-1")
+    second_cid, _, second_bid = client_stream(db, "u-2")
+    assert None not in (first_bid, second_bid) and first_bid != second_bid
+    with db.cursor() as cur:
+        cur.execute("SELECT message->'params'->'requestState' IS NULL FROM mcp.events"
+                    " WHERE stream_id = %s AND seq = 0", (second_bid,))
+        assert cur.fetchone() == (True,)   # the request as sent again: no retry members
+    # The round is used: a replay is refused; without the client's elicitation capability, -32021.
+    replay = post(faults, "u-3", "tools/call",
+                  {"name": "raw", "arguments": args, "requestState": result["requestState"],
+                   "inputResponses": {"e-7": {"action": "accept"}}}, caps)
+    assert replay.status_code == 400 and "used already" in replay.json()["error"]["message"]
+    refused = call(faults, "u-4", "raw", args, {})
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == -32021, refused.text
