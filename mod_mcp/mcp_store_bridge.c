@@ -12,23 +12,51 @@ static const char *i64(apr_pool_t *p, apr_int64_t v)
     return apr_psprintf(p, "%" APR_INT64_T_FMT, v);
 }
 
+/* The live pooled session of principal $3 for backend $1 and capabilities key $2 (its id,
+ * backend session id, protocol version, serverInfo: columns 0-3), and what its cached tool
+ * list says of tool $4 (a list was read, its age in seconds, the tool's declarations: 4-6);
+ * more columns in extra. */
+#define POOLED_AND(extra) \
+    "SELECT s.id, s.backend_session_id, s.protocol_version, s.server_info::text," \
+    "       b.tools_fetched_at IS NOT NULL," \
+    "       extract(epoch FROM now() - b.tools_fetched_at), (b.tool_headers -> $4)::text" \
+    extra \
+    "  FROM mcp.bridge_sessions b JOIN mcp.sessions s ON s.id = b.session_id" \
+    " WHERE b.backend_url = $1 AND b.capabilities_key = $2" \
+    "   AND b.principal IS NOT DISTINCT FROM $3 AND s.terminated_at IS NULL" \
+    "   AND (coalesce(s.idle_timeout_secs, 0) = 0" \
+    "        OR s.last_seen_at > now() - make_interval(secs => s.idle_timeout_secs))" \
+    " ORDER BY b.created_at DESC LIMIT 1"
+#define POOLED POOLED_AND("")
+
+/* Columns 0-6 of POOLED's row. */
+static void read_pooled(apr_pool_t *p, PGresult *res, const char *principal,
+                        const char *backend_url, mcp_store_session_t **out,
+                        mcp_store_bridge_tools_t *tools)
+{
+    mcp_store_session_t *s = apr_pcalloc(p, sizeof(*s));
+
+    s->id = mcp_store_cell(res, 0, 0);
+    s->backend_session_id = mcp_store_cell(res, 0, 1);
+    s->protocol_version = mcp_store_cell(res, 0, 2);
+    s->server_info = mcp_store_cell(res, 0, 3);
+    s->principal = principal;
+    s->backend_url = backend_url;
+    *out = s;
+    if (tools) {
+        tools->cached = *PQgetvalue(res, 0, 4) == 't';
+        tools->age = tools->cached ? strtod(PQgetvalue(res, 0, 5), NULL) : 0;
+        tools->decls = mcp_store_cell(res, 0, 6);
+    }
+}
+
 mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const char *principal,
                                            const char *backend_url, const char *caps_key,
                                            const char *tool, mcp_store_session_t **out,
                                            mcp_store_bridge_tools_t *tools)
 {
-    static const char sql[] =
-        "SELECT s.id, s.backend_session_id, s.protocol_version, s.server_info::text,"
-        "       b.tools_fetched_at IS NOT NULL,"
-        "       extract(epoch FROM now() - b.tools_fetched_at), (b.tool_headers -> $4)::text"
-        "  FROM mcp.bridge_sessions b JOIN mcp.sessions s ON s.id = b.session_id"
-        " WHERE b.backend_url = $1 AND b.capabilities_key = $2"
-        "   AND b.principal IS NOT DISTINCT FROM $3 AND s.terminated_at IS NULL"
-        "   AND (coalesce(s.idle_timeout_secs, 0) = 0"
-        "        OR s.last_seen_at > now() - make_interval(secs => s.idle_timeout_secs))"
-        " ORDER BY b.created_at DESC LIMIT 1";
+    static const char sql[] = POOLED;
     const char *args[] = { backend_url, caps_key, principal, tool };
-    mcp_store_session_t *s;
     mcp_store_status_t rv;
     PGresult *res;
 
@@ -37,18 +65,7 @@ mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const
     if (rv != MCP_STORE_OK) {
         return rv;
     }
-    *out = s = apr_pcalloc(p, sizeof(*s));
-    s->id = mcp_store_cell(res, 0, 0);
-    s->backend_session_id = mcp_store_cell(res, 0, 1);
-    s->protocol_version = mcp_store_cell(res, 0, 2);
-    s->server_info = mcp_store_cell(res, 0, 3);
-    s->principal = principal;
-    s->backend_url = backend_url;
-    if (tools) {
-        tools->cached = *PQgetvalue(res, 0, 4) == 't';
-        tools->age = tools->cached ? strtod(PQgetvalue(res, 0, 5), NULL) : 0;
-        tools->decls = mcp_store_cell(res, 0, 6);
-    }
+    read_pooled(p, res, principal, backend_url, out, tools);
     return MCP_STORE_OK;
 }
 
@@ -62,19 +79,9 @@ mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
      * mcp_store_stream_open_request_admitted does without limits (the bridge admits its
      * backend streams unlimited: the client's stream was admitted), then the link. */
     static const char sql[] =
-        "WITH p AS ("
-        "  SELECT s.id, s.backend_session_id, s.protocol_version, s.server_info::text AS info,"
-        "         b.tools_fetched_at IS NOT NULL AS cached,"
-        "         extract(epoch FROM now() - b.tools_fetched_at) AS age,"
-        "         (b.tool_headers -> $4)::text AS decls,"
-        "         ($4 IS NULL OR (b.tools_fetched_at > now() - make_interval(secs => $5::float8)"
-        "                         AND coalesce(b.tool_headers -> $4, '[]') = '[]')) AS go"
-        "    FROM mcp.bridge_sessions b JOIN mcp.sessions s ON s.id = b.session_id"
-        "   WHERE b.backend_url = $1 AND b.capabilities_key = $2"
-        "     AND b.principal IS NOT DISTINCT FROM $3 AND s.terminated_at IS NULL"
-        "     AND (coalesce(s.idle_timeout_secs, 0) = 0"
-        "          OR s.last_seen_at > now() - make_interval(secs => s.idle_timeout_secs))"
-        "   ORDER BY b.created_at DESC LIMIT 1"
+        "WITH p AS (" POOLED_AND(
+        ", ($4 IS NULL OR (b.tools_fetched_at > now() - make_interval(secs => $5::float8)"
+        "                  AND coalesce(b.tool_headers -> $4, '[]') = '[]')) AS go")
         "), se AS ("
         "  UPDATE mcp.sessions SET " MCP_STORE_TOUCH_SESSION
         "   WHERE id = (SELECT id FROM p WHERE go) AND terminated_at IS NULL"
@@ -95,14 +102,12 @@ mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
         "), l AS ("
         "  UPDATE mcp.streams c SET bridged_to = s.id FROM s WHERE c.id = $12"
         ")"
-        "SELECT p.id, p.backend_session_id, p.protocol_version, p.info, p.cached, p.age,"
-        "       p.decls, s.id FROM p LEFT JOIN s ON true";
+        "SELECT p.*, s.id FROM p LEFT JOIN s ON true";
     const char *args[] = {
         call->backend_url, call->caps_key, call->principal, call->tool,
         apr_psprintf(p, "%.3f", call->tools_ttl), call->request_id, call->method, call->owner,
         apr_itoa(p, call->lease_secs), call->holder, call->sent, i64(p, call->client_stream)
     };
-    mcp_store_session_t *s;
     mcp_store_status_t rv;
     PGresult *res;
 
@@ -111,17 +116,8 @@ mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
     if (rv != MCP_STORE_OK) {
         return rv;
     }
-    *out = s = apr_pcalloc(p, sizeof(*s));
-    s->id = mcp_store_cell(res, 0, 0);
-    s->backend_session_id = mcp_store_cell(res, 0, 1);
-    s->protocol_version = mcp_store_cell(res, 0, 2);
-    s->server_info = mcp_store_cell(res, 0, 3);
-    s->principal = call->principal;
-    s->backend_url = call->backend_url;
-    tools->cached = *PQgetvalue(res, 0, 4) == 't';
-    tools->age = tools->cached ? strtod(PQgetvalue(res, 0, 5), NULL) : 0;
-    tools->decls = mcp_store_cell(res, 0, 6);
-    *stream_id = PQgetisnull(res, 0, 7) ? 0 : apr_atoi64(PQgetvalue(res, 0, 7));
+    read_pooled(p, res, call->principal, call->backend_url, out, tools);
+    *stream_id = PQgetisnull(res, 0, 8) ? 0 : apr_atoi64(PQgetvalue(res, 0, 8));
     return MCP_STORE_OK;
 }
 
