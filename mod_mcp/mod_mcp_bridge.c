@@ -495,39 +495,12 @@ static void backend_stream_start(bridge_t *b, const char *sent, apr_int64_t id)
     mcp_stream_own(&b->bs);
 }
 
-/* Opens the backend stream on the pooled session, linked to the client's. */
-static int open_backend_stream(bridge_t *b, const char **why)
-{
-    mcp_req_t *q = b->q;
-    request_rec *r = q->r;
-    const char *sent = mcp_bridge_request_in(r->pool, b->msg->obj, b->backend_id);
-    mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
-    mcp_store_limits_t none;
-    apr_int64_t id = 0;
-
-    memset(&none, 0, sizeof(none));
-    none.holder = mcp_req_holder(q);
-    if (mcp_store_stream_open_request_admitted(mcp_req_db(q), r->pool, b->pooled,
-                                               mcp_req_idle_secs(q),
-                                               apr_psprintf(r->pool, "%" APR_INT64_T_FMT,
-                                                            b->backend_id),
-                                               b->msg->method, sent, mcp_child.owner,
-                                               mcp_req_lease_secs(q), &none, &id, &refused)
-            != MCP_STORE_OK
-        || mcp_store_bridge_link(mcp_req_db(q), r->pool, b->st.id, id) != MCP_STORE_OK) {
-        *why = apr_psprintf(r->pool, "the backend stream was not stored: %s",
-                            mcp_req_db(q)->error ? mcp_req_db(q)->error : "session gone");
-        return -1;
-    }
-    backend_stream_start(b, sent, id);
-    return 0;
-}
-
-/* The call's first statement on the pooled session: found, touched and — when no Mcp-Param-*
- * check must come first — its backend stream opened and linked, all in one
- * (mcp_store_bridge_open_call). *opened: the stream is. A pool without a session for the
- * call's key gets one initialized. Returns 0, or -1 with *why. */
-static int open_pooled_call(bridge_t *b, int *opened, const char **why)
+/* The pooled session of the call's key (the newest live one), touched, and — unless check is
+ * set and the call's Mcp-Param-* headers must be checked first — its backend stream opened on
+ * it (the request and the priming row stored) and linked to the client's stream, all in one
+ * statement (mcp_store_bridge_open_call). *opened: the stream is. NOT_FOUND when the pool has
+ * no session for the key; -1 with *why on a failure. */
+static int open_call(bridge_t *b, int check, int *opened, const char **why)
 {
     mcp_req_t *q = b->q;
     request_rec *r = q->r;
@@ -540,7 +513,7 @@ static int open_pooled_call(bridge_t *b, int *opened, const char **why)
     call.principal = r->user;
     call.backend_url = q->conf->backend_spec;
     call.caps_key = mcp_bridge_caps_key(r->pool, b->msg->obj);
-    if (mcp_jsonrpc_target(b->msg, &call.tool) != MCP_TARGET_TOOL) {
+    if (!check || mcp_jsonrpc_target(b->msg, &call.tool) != MCP_TARGET_TOOL) {
         call.tool = NULL;
     }
     call.tools_ttl = (double)apr_time_as_msec(q->conf->bridge_tools_ttl) / 1000.0;
@@ -554,8 +527,7 @@ static int open_pooled_call(bridge_t *b, int *opened, const char **why)
     *opened = 0;
     st = mcp_store_bridge_open_call(mcp_req_db(q), r->pool, &call, &b->pooled, &b->tools, &id);
     if (st == MCP_STORE_NOT_FOUND) {
-        b->pooled = mcp_bridged_pool(b, 1, why);
-        return b->pooled ? 0 : -1;
+        return MCP_STORE_NOT_FOUND;
     }
     if (st != MCP_STORE_OK) {
         *why = apr_psprintf(r->pool, "the pool could not be read: %s", mcp_req_db(q)->error);
@@ -564,6 +536,37 @@ static int open_pooled_call(bridge_t *b, int *opened, const char **why)
     if (id) {
         backend_stream_start(b, sent, id);
         *opened = 1;
+    }
+    return 0;
+}
+
+/* The call's backend stream on the pool's session for it, opened (a session initialized when
+ * the pool has none, or when fresh: the backend lost the last one); on the first attempt the
+ * call's Mcp-Param-* headers are checked before it is opened. 0; DONE when the call was
+ * refused (answered); -1 with *why. */
+static int open_backend_stream(bridge_t *b, int attempt, const char **why)
+{
+    int opened = 0, rc = attempt == 0 ? open_call(b, 1, &opened, why) : MCP_STORE_NOT_FOUND;
+
+    if (rc == MCP_STORE_NOT_FOUND) {
+        if (!(b->pooled = mcp_bridged_pool(b, 1, why))) {
+            return -1;
+        }
+        rc = 0;
+    }
+    if (rc != 0 || opened) {
+        return rc;
+    }
+    if (attempt == 0 && mcp_bridged_check_params(b) != 0) {
+        return DONE;   /* refused: -32020 */
+    }
+    rc = open_call(b, 0, &opened, why);
+    if (rc == 0 && !opened) {
+        rc = -1;
+    }
+    if (rc != 0) {
+        *why = rc == MCP_STORE_NOT_FOUND ? "the pooled session ended meanwhile" : *why;
+        return -1;
     }
     return 0;
 }
@@ -660,21 +663,13 @@ int mcp_bridged_relay(bridge_t *b)
     const char *err = NULL, *why = NULL, *json;
     mcp_backend_status_t status;
     apr_size_t len;
-    int attempt, opened;
+    int attempt, rc;
 
     for (attempt = 0;; attempt++) {
-        opened = 0;
-        if (attempt == 0 ? open_pooled_call(b, &opened, &why) != 0
-                         : !(b->pooled = mcp_bridged_pool(b, 1, &why))) {
-            return mcp_bridged_fail(b, HTTP_BAD_GATEWAY, apr_psprintf(r->pool, "Bad Gateway: the "
-                                 "era bridge has no backend session: %s", why));
-        }
-        if (!opened && attempt == 0 && mcp_bridged_check_params(b) != 0) {
-            return DONE;   /* refused: -32020 */
-        }
-        if (!opened && open_backend_stream(b, &why) != 0) {
-            return mcp_bridged_fail(b, HTTP_BAD_GATEWAY, apr_psprintf(r->pool, "Bad Gateway: the "
-                                 "era bridge has no backend session: %s", why));
+        if ((rc = open_backend_stream(b, attempt, &why)) != 0) {
+            return rc == DONE ? DONE
+                   : mcp_bridged_fail(b, HTTP_BAD_GATEWAY, apr_psprintf(r->pool, "Bad Gateway: "
+                                      "the era bridge has no backend session: %s", why));
         }
         mcp_bridged_server_info(b, b->pooled->server_info);
         status = forward(b, &err);
