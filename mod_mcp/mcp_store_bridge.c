@@ -52,11 +52,10 @@ static void read_pooled(apr_pool_t *p, PGresult *res, const char *principal,
 
 mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const char *principal,
                                            const char *backend_url, const char *caps_key,
-                                           const char *tool, mcp_store_session_t **out,
-                                           mcp_store_bridge_tools_t *tools)
+                                           mcp_store_session_t **out)
 {
     static const char sql[] = POOLED;
-    const char *args[] = { backend_url, caps_key, principal, tool };
+    const char *args[] = { backend_url, caps_key, principal, NULL };   /* no tool */
     mcp_store_status_t rv;
     PGresult *res;
 
@@ -65,7 +64,7 @@ mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const
     if (rv != MCP_STORE_OK) {
         return rv;
     }
-    read_pooled(p, res, principal, backend_url, out, tools);
+    read_pooled(p, res, principal, backend_url, out, NULL);
     return MCP_STORE_OK;
 }
 

@@ -21,13 +21,11 @@ typedef struct mcp_store_bridge_tools_t {
 } mcp_store_bridge_tools_t;
 
 /* The live pooled session of principal (NULL: none) for backend_url and capabilities_key: its
- * id, backend session id (NULL for a stateless backend), protocol version and serverInfo, in p;
- * with tool (not NULL) and tools (not NULL), what its cached tool list says of that tool.
+ * id, backend session id (NULL for a stateless backend), protocol version and serverInfo, in p.
  * NOT_FOUND when there is none (terminated and idle ones are not). */
 mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const char *principal,
                                            const char *backend_url, const char *caps_key,
-                                           const char *tool, mcp_store_session_t **out,
-                                           mcp_store_bridge_tools_t *tools);
+                                           mcp_store_session_t **out);
 
 /* A bridged call's backend stream, as the pooled session gets it. */
 typedef struct mcp_store_bridge_open_t {

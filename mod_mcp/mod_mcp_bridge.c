@@ -225,15 +225,11 @@ mcp_store_session_t *mcp_bridged_pool(bridge_t *b, int fresh, const char **why)
     const char *key = mcp_bridge_caps_key(q->r->pool, b->msg->obj);
     mcp_store_session_t *s = NULL;
     mcp_store_status_t st;
-    const char *tool = NULL;
 
-    memset(&b->tools, 0, sizeof(b->tools));   /* a new session: no list read yet */
+    memset(&b->tools, 0, sizeof(b->tools));   /* a new session: no tool list read yet */
     if (!fresh) {
-        if (mcp_jsonrpc_target(b->msg, &tool) != MCP_TARGET_TOOL) {
-            tool = NULL;
-        }
         st = mcp_store_bridge_pooled(mcp_req_db(q), q->r->pool, q->r->user,
-                                     q->conf->backend_spec, key, tool, &s, &b->tools);
+                                     q->conf->backend_spec, key, &s);
         if (st == MCP_STORE_OK) {
             return s;
         }
