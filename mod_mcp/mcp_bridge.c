@@ -535,6 +535,43 @@ const char *mcp_bridge_pong(apr_pool_t *p, json_object *ping)
     return text_of(p, out);
 }
 
+apr_array_header_t *mcp_bridge_url_elicitations(apr_pool_t *p, json_object *response)
+{
+    json_object *error, *code, *data, *list;
+    apr_array_header_t *out;
+    size_t i;
+
+    if (!json_object_object_get_ex(response, "error", &error)
+        || !json_object_object_get_ex(error, "code", &code)
+        || json_object_get_int(code) != MCP_BRIDGE_URL_ELICITATION_REQUIRED
+        || !json_object_object_get_ex(error, "data", &data)
+        || !json_object_object_get_ex(data, "elicitations", &list)
+        || !json_object_is_type(list, json_type_array)) {
+        return NULL;
+    }
+    out = apr_array_make(p, 2, sizeof(json_object *));
+    for (i = 0; i < json_object_array_length(list); i++) {
+        json_object *e = json_object_array_get_idx(list, i), *id = NULL, *req, *params;
+
+        if (!json_object_is_type(e, json_type_object)) {
+            continue;
+        }
+        params = NULL;
+        json_object_deep_copy(e, &params, NULL);
+        json_object_object_add(params, "mode", json_object_new_string("url"));
+        req = mcp_jsonrpc_parse_value(p, "{\"jsonrpc\":\"2.0\"}", 17);   /* released with p */
+        json_object_object_get_ex(e, "elicitationId", &id);
+        json_object_object_add(req, "id", id && json_object_is_type(id, json_type_string)
+                                          ? json_object_get(id)
+                                          : json_object_new_string(apr_psprintf(p, "url-%d",
+                                                                                (int)i + 1)));
+        json_object_object_add(req, "method", json_object_new_string("elicitation/create"));
+        json_object_object_add(req, "params", params);
+        APR_ARRAY_PUSH(out, json_object *) = req;
+    }
+    return out->nelts > 0 ? out : NULL;
+}
+
 const char *mcp_bridge_cancelled(apr_pool_t *p, apr_int64_t backend_id, const char *reason)
 {
     json_object *n = json_object_new_object(), *params = json_object_new_object();

@@ -13,7 +13,9 @@
  *              result gets resultType "complete", ttlMs/cacheScope on list/read/discover
  *              results (when the backend gave none: 0 and "private", a pooled session being
  *              the principal's), and _meta["io.modelcontextprotocol/serverInfo"]; retired
- *              error codes are mapped (-32002 -> -32602, -32042 -> -32602 with a message);
+ *              error codes are mapped (-32002 -> -32602, -32042 -> -32602 with a message
+ *              when it names no elicitation: one that does becomes a round,
+ *              mcp_bridge_url_elicitations);
  *              notifications/message passes only at or above the logLevel the request asked
  *              for (the pooled session is set to debug when the backend logs at all);
  *   discover   server/discover's result from the backend's InitializeResult;
@@ -161,6 +163,16 @@ const char *mcp_bridge_listen_ack(apr_pool_t *p, json_object *msg, const char *i
  * NULL (everything else: logs, progress, requests, responses). */
 const char *mcp_bridge_listen_pass(apr_pool_t *p, json_object *msg, const char *acked,
                                    json_object *listen_id);
+
+/* The 2025-11-25 error a backend answers when the call needs URL-mode elicitations first. */
+#define MCP_BRIDGE_URL_ELICITATION_REQUIRED (-32042)
+
+/* A backend's -32042 response (parsed) as a round: for each object of error.data.elicitations,
+ * an elicitation/create request (json_object *, in p) {"jsonrpc":"2.0","id":<its elicitationId,
+ * else "url-<n>">,"method":"elicitation/create","params":<the elicitation, mode "url">}, in an
+ * array for mcp_bridge_input_required. NULL when the response is not -32042 or names none (it
+ * is then mapped to -32602 as mcp_bridge_response_out does). */
+apr_array_header_t *mcp_bridge_url_elicitations(apr_pool_t *p, json_object *response);
 
 /* The answer to a backend's ping request (parsed): {"jsonrpc":"2.0","id":<its id>,"result":{}}. */
 const char *mcp_bridge_pong(apr_pool_t *p, json_object *ping);

@@ -1,4 +1,5 @@
 /* mcp_era — see mcp_era.h. */
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -6,6 +7,7 @@
 
 #include "mcp_era.h"
 #include "mcp_protocol.h"
+#include "mcp_text.h"
 
 const char *mcp_era_claim(json_object *msg, int *present)
 {
@@ -62,8 +64,10 @@ static int b64_value(char c)
     return c == '+' ? 62 : c == '/' ? 63 : -1;
 }
 
-/* Strict base64 (padding optional); NULL when invalid or when it decodes to a NUL byte. */
-static const char *b64_decode(apr_pool_t *p, const char *in, apr_size_t len)
+/* Strict base64 (padding optional unless canonical: then the length is a multiple of four,
+ * padded, as RFC 4648 section 4 writes it); NULL when invalid or when it decodes to a NUL
+ * byte. */
+static const char *b64_decode(apr_pool_t *p, const char *in, apr_size_t len, int canonical)
 {
     char *out = apr_palloc(p, len / 4 * 3 + 4), *o = out;
     unsigned int acc = 0;
@@ -74,7 +78,7 @@ static const char *b64_decode(apr_pool_t *p, const char *in, apr_size_t len)
         len--;
         pad++;
     }
-    if ((len + pad) % 4 == 1 || (pad && (len + pad) % 4 != 0)) {
+    if ((len + pad) % 4 == 1 || ((pad || canonical) && (len + pad) % 4 != 0)) {
         return NULL;
     }
     for (i = 0; i < len; i++) {
@@ -97,7 +101,7 @@ static const char *b64_decode(apr_pool_t *p, const char *in, apr_size_t len)
     return out;
 }
 
-const char *mcp_era_header_value(apr_pool_t *p, const char *raw)
+static const char *header_value(apr_pool_t *p, const char *raw, int canonical)
 {
     apr_size_t len;
 
@@ -113,9 +117,14 @@ const char *mcp_era_header_value(apr_pool_t *p, const char *raw)
     }
     if (len >= 12 && strncasecmp(raw, "=?base64?", 9) == 0 && raw[len - 2] == '?'
         && raw[len - 1] == '=') {
-        return b64_decode(p, raw + 9, len - 11);
+        return b64_decode(p, raw + 9, len - 11, canonical);
     }
     return apr_pstrmemdup(p, raw, len);
+}
+
+const char *mcp_era_header_value(apr_pool_t *p, const char *raw)
+{
+    return header_value(p, raw, 0);
 }
 
 /* ---- the rules of a modern request -------------------------------------------------------- */
@@ -223,6 +232,191 @@ int mcp_era_check(apr_pool_t *p, const mcp_jsonrpc_msg_t *msg, const mcp_era_hea
         }
         if (check_header(p, out, "Mcp-Name", h->name, json_object_get_string(named)) != 0) {
             return out->code;
+        }
+    }
+    return 0;
+}
+
+/* ---- Mcp-Param-* headers: a tool's x-mcp-header arguments ----------------------------------- */
+
+/* An RFC 9110 token (1*tchar): what a header name may be. */
+static int is_token(const char *s)
+{
+    if (!*s) {
+        return 0;
+    }
+    for (; *s; s++) {
+        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')
+              || strchr("!#$%&'*+-.^_`|~", *s))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Walks schema's properties (at any depth, through "properties" only: the only places the
+ * annotation may be) and adds {"header","type","path"} to out for each annotated one. */
+static void collect_decls(json_object *schema, json_object *path, json_object *out)
+{
+    json_object *props;
+
+    if (!json_object_is_type(schema, json_type_object)
+        || !json_object_object_get_ex(schema, "properties", &props)
+        || !json_object_is_type(props, json_type_object)) {
+        return;
+    }
+    json_object_object_foreach(props, key, child) {
+        json_object *here, *header, *type, *decl;
+        size_t i;
+
+        if (!json_object_is_type(child, json_type_object)) {
+            continue;
+        }
+        here = json_object_new_array();
+        for (i = 0; i < json_object_array_length(path); i++) {
+            json_object_array_add(here, json_object_get(json_object_array_get_idx(path, i)));
+        }
+        json_object_array_add(here, json_object_new_string(key));
+        if (json_object_object_get_ex(child, MCP_ERA_X_MCP_HEADER, &header)
+            && json_object_is_type(header, json_type_string)
+            && is_token(json_object_get_string(header))) {
+            decl = json_object_new_object();
+            json_object_object_add(decl, "header", json_object_get(header));
+            json_object_object_add(decl, "type", json_object_new_string(
+                json_object_object_get_ex(child, "type", &type)
+                && json_object_is_type(type, json_type_string)
+                ? json_object_get_string(type) : ""));
+            json_object_object_add(decl, "path", json_object_get(here));
+            json_object_array_add(out, decl);
+        }
+        collect_decls(child, here, out);
+        json_object_put(here);
+    }
+}
+
+int mcp_era_param_decls(json_object *tools, json_object *into)
+{
+    size_t i;
+    int n = 0;
+
+    if (!json_object_is_type(tools, json_type_array)) {
+        return 0;
+    }
+    for (i = 0; i < json_object_array_length(tools); i++) {
+        json_object *t = json_object_array_get_idx(tools, i), *name, *schema, *decls;
+
+        if (!json_object_object_get_ex(t, "name", &name)
+            || !json_object_is_type(name, json_type_string)) {
+            continue;
+        }
+        decls = json_object_new_array();
+        if (json_object_object_get_ex(t, "inputSchema", &schema)) {
+            json_object *root = json_object_new_array();
+            collect_decls(schema, root, decls);
+            json_object_put(root);
+        }
+        json_object_object_add(into, json_object_get_string(name), decls);
+        n++;
+    }
+    return n;
+}
+
+/* The argument at path (a JSON array of member names) in arguments, or NULL. */
+static json_object *value_at(json_object *arguments, json_object *path)
+{
+    json_object *node = arguments;
+    size_t i;
+
+    for (i = 0; node && i < json_object_array_length(path); i++) {
+        json_object *key = json_object_array_get_idx(path, i), *next = NULL;
+
+        if (!json_object_is_type(node, json_type_object)
+            || !json_object_object_get_ex(node, json_object_get_string(key), &next)) {
+            return NULL;
+        }
+        node = next;
+    }
+    return node;
+}
+
+/* "-?digits(.digits)?" */
+static int is_decimal(const char *s)
+{
+    const char *d;
+
+    s += *s == '-';
+    for (d = s; *d >= '0' && *d <= '9'; d++) {
+    }
+    if (d == s) {
+        return 0;
+    }
+    if (*d == '.') {
+        s = ++d;
+        for (; *d >= '0' && *d <= '9'; d++) {
+        }
+        if (d == s) {
+            return 0;
+        }
+    }
+    return *d == '\0';
+}
+
+/* Whether the header's value (decoded) stands for the body's primitive v (a string as it is,
+ * a boolean as true/false, a number in decimal; numerically for integer/number properties). */
+static int param_equal(const char *type, json_object *v, const char *got)
+{
+    if (json_object_is_type(v, json_type_string)) {
+        return strcmp(got, json_object_get_string(v)) == 0;
+    }
+    if (json_object_is_type(v, json_type_boolean)) {
+        return strcmp(got, json_object_get_boolean(v) ? "true" : "false") == 0;
+    }
+    if ((strcmp(type, "integer") == 0 || strcmp(type, "number") == 0) && is_decimal(got)) {
+        return strtod(got, NULL) == json_object_get_double(v);   /* 42.0 stands for 42 */
+    }
+    return strcmp(got, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN)) == 0;
+}
+
+int mcp_era_param_check(apr_pool_t *p, json_object *decls, json_object *arguments,
+                        apr_table_t *headers, mcp_era_verdict_t *out)
+{
+    size_t i;
+
+    memset(out, 0, sizeof(*out));
+    for (i = 0; json_object_is_type(decls, json_type_array) && i < json_object_array_length(decls);
+         i++) {
+        json_object *d = json_object_array_get_idx(decls, i), *header, *type, *path, *v;
+        const char *name, *raw, *got, *body;
+
+        if (!json_object_object_get_ex(d, "header", &header)
+            || !json_object_object_get_ex(d, "path", &path)
+            || !(v = value_at(arguments, path))
+            || !(json_object_is_type(v, json_type_string) || json_object_is_type(v, json_type_int)
+                 || json_object_is_type(v, json_type_double)
+                 || json_object_is_type(v, json_type_boolean))) {
+            continue;   /* absent, null or not a primitive: no header is expected */
+        }
+        name = apr_pstrcat(p, "Mcp-Param-", json_object_get_string(header), NULL);
+        body = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN
+                                                 | JSON_C_TO_STRING_NOSLASHESCAPE);
+        if (!(raw = apr_table_get(headers, name))) {
+            return verdict(out, MCP_ERA_HEADER_MISMATCH,
+                           apr_psprintf(p, "Header mismatch: the %s header is required (the "
+                                        "body's argument is %s)", name, body));
+        }
+        if (!(got = header_value(p, raw, 1)) || !mcp_text_is_utf8(got, strlen(got))) {
+            return verdict(out, MCP_ERA_HEADER_MISMATCH,
+                           apr_psprintf(p, "Header mismatch: the %s header's =?base64?...?= "
+                                        "value is not canonical base64 of UTF-8 text", name));
+        }
+        if (!param_equal(json_object_object_get_ex(d, "type", &type)
+                         ? json_object_get_string(type) : "", v, got)) {
+            return verdict(out, MCP_ERA_HEADER_MISMATCH,
+                           apr_psprintf(p, "Header mismatch: %s is '%s' but the body's argument "
+                                        "is %s%s", name, got, body,
+                                        strstr(raw, ", ") ? " (a header sent twice arrives "
+                                                            "joined with ', ' and is refused)"
+                                                          : ""));
         }
     }
     return 0;

@@ -20,6 +20,7 @@
 #define MCP_ERA_H
 
 #include <apr_pools.h>
+#include <apr_tables.h>
 #include <json-c/json.h>
 
 #include "mcp_jsonrpc.h"
@@ -82,6 +83,27 @@ int mcp_era_check(apr_pool_t *p, const mcp_jsonrpc_msg_t *msg, const mcp_era_hea
 /* The methods whose Mcp-Name header is required, and the params member it names ("name" or
  * "uri"); NULL for other methods. */
 const char *mcp_era_name_member(const char *method);
+
+/* The JSON Schema annotation of a tool argument that the client mirrors in a header. */
+#define MCP_ERA_X_MCP_HEADER "x-mcp-header"
+
+/* The x-mcp-header declarations of tools (a tools/list result's "tools" array): for each tool
+ * with a name, into[name] = an array of {"header": <the annotation, an RFC 9110 token>, "type":
+ * <the property's JSON Schema type or "">, "path": [<member names from arguments down>]}, found
+ * through "properties" at any depth (the only places the annotation counts); [] for a tool that
+ * declares none. Returns how many tools were added. */
+int mcp_era_param_decls(json_object *tools, json_object *into);
+
+/* Checks a tools/call's Mcp-Param-* headers (headers: the request's, looked up
+ * case-insensitively) against its arguments, for the tool's declarations decls (an array as
+ * mcp_era_param_decls makes them): for every declared argument that the body carries as a
+ * primitive (a string, number or boolean; absent, null, objects and arrays expect no header),
+ * Mcp-Param-<header> must be present and decode (surrounding whitespace removed; a
+ * "=?base64?...?=" value must be canonical, padded base64 of UTF-8 text) to the argument's value
+ * (a string as it is, booleans as true/false, numbers in decimal, compared numerically for
+ * integer/number properties). Returns 0, or -32020 with out->message saying which header. */
+int mcp_era_param_check(apr_pool_t *p, json_object *decls, json_object *arguments,
+                        apr_table_t *headers, mcp_era_verdict_t *out);
 
 /* Non-zero when version is one of the comma-separated list (", " separated, exact match). */
 int mcp_era_listed(const char *list, const char *version);

@@ -777,9 +777,7 @@ mcp_store_status_t mcp_store_exec_row(mcp_store_t *db, apr_pool_t *p, const char
 
 /* A session's activity, recorded at most once a second: last_seen_at is indexed, so an update
  * that changes it can never be HOT (new index entries, more WAL); one that keeps it can. */
-#define TOUCH_SESSION \
-    "last_seen_at = CASE WHEN last_seen_at < now() - interval '1 second' THEN now()" \
-    " ELSE last_seen_at END"
+#define TOUCH_SESSION MCP_STORE_TOUCH_SESSION
 
 
 mcp_store_status_t mcp_store_session_touch(mcp_store_t *db, apr_pool_t *p, const char *id,
@@ -1138,6 +1136,49 @@ mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p
     args[5] = status;
     return exec_as(db, p, "storing a stream's last messages and its end", sql, NARGS(args), args,
                    NULL, stream_id);
+}
+
+mcp_store_status_t mcp_store_events_append_finish2(mcp_store_t *db, apr_pool_t *p,
+                                                   const mcp_store_session_t *session_a,
+                                                   apr_int64_t stream_a, apr_int64_t first_a,
+                                                   const char *messages_a,
+                                                   const mcp_store_session_t *session_b,
+                                                   apr_int64_t stream_b, apr_int64_t first_b,
+                                                   const char *messages_b, const char *status)
+{
+    /* Each side as in mcp_store_events_append_finish; one UPDATE ends both (rows locked in id
+     * order, as the expiry locks them). */
+    static const char sql[] =
+        "WITH ins AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
+        "                          message, principal)"
+        "  SELECT x.session_id, x.stream_id, x.first + t.ord - 1, 'out', 'message',"
+        "         t.value::text, mcp.audit_jsonb(t.value::text), x.principal"
+        "    FROM (VALUES ($1, $2::bigint, $3::bigint, $4, $5::json),"
+        "                 ($6, $7::bigint, $8::bigint, $9, $10::json))"
+        "         AS x(session_id, stream_id, first, principal, messages),"
+        "         json_array_elements(x.messages) WITH ORDINALITY AS t(value, ord)"
+        "   WHERE EXISTS (SELECT 1 FROM mcp.streams WHERE id = x.stream_id AND status = 'open')"
+        "   ORDER BY x.stream_id, t.ord"
+        "  ON CONFLICT (stream_id, seq) DO NOTHING"
+        ")"
+        "UPDATE mcp.streams SET status = $11, completed_at = now()"
+        " WHERE id IN ($2::bigint, $7::bigint) AND status = 'open'";
+    const char *args[11];
+
+    args[0] = session_a ? session_a->id : NULL;
+    args[1] = i64(p, stream_a);
+    args[2] = i64(p, first_a);
+    args[3] = session_a ? session_a->principal : NULL;
+    args[4] = messages_a;
+    args[5] = session_b ? session_b->id : NULL;
+    args[6] = i64(p, stream_b);
+    args[7] = i64(p, first_b);
+    args[8] = session_b ? session_b->principal : NULL;
+    args[9] = messages_b;
+    args[10] = status;
+    return mcp_store_exec(db, p, "storing two streams' last messages and their end", sql,
+                          NARGS(args), args, NULL);
 }
 
 #define STREAM_COLUMNS \

@@ -113,7 +113,13 @@ void mcp_store_init(mcp_store_t *db, const mcp_store_lender_t *lender, void *bat
 
 /* The schema version this build's statements are written for (sql/schema.sql records it in
  * mcp.schema_version; sql/upgrade.sql brings an older database to it). */
-#define MCP_STORE_SCHEMA_VERSION 7
+/* The SET clause that marks a session seen (at most once a second), for statements that touch
+ * one. */
+#define MCP_STORE_TOUCH_SESSION \
+    "last_seen_at = CASE WHEN last_seen_at < now() - interval '1 second' THEN now()" \
+    " ELSE last_seen_at END"
+
+#define MCP_STORE_SCHEMA_VERSION 8
 
 /* The schema version of the database conn (a connection db's lender is lending) is connected to:
  * the highest in mcp.schema_version; 1 when that table does not exist but mcp.sessions does, 0
@@ -212,6 +218,17 @@ mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p
                                                   const mcp_store_session_t *session,
                                                   apr_int64_t stream_id, apr_int64_t first_seq,
                                                   const char *messages, const char *status);
+
+/* mcp_store_events_append_finish for two streams at once, in one statement (both or neither):
+ * stream_a of session_a from first_a with messages_a, and stream_b likewise, both ended with
+ * status. (The era bridge ends a call's backend stream and client stream together.) */
+mcp_store_status_t mcp_store_events_append_finish2(mcp_store_t *db, apr_pool_t *p,
+                                                   const mcp_store_session_t *session_a,
+                                                   apr_int64_t stream_a, apr_int64_t first_a,
+                                                   const char *messages_a,
+                                                   const mcp_store_session_t *session_b,
+                                                   apr_int64_t stream_b, apr_int64_t first_b,
+                                                   const char *messages_b, const char *status);
 
 /* Stores messages (a JSON array's text holding n of them) in one statement. With stream_id > 0
  * they take seq first_seq, first_seq+1, ... on that stream (NOT_FOUND, nothing stored, when the

@@ -1,4 +1,6 @@
 /* mcp_store_bridge — see mcp_store_bridge.h. */
+#include <stdlib.h>
+
 #include <apr_strings.h>
 
 #include "mcp_store_bridge.h"
@@ -10,20 +12,50 @@ static const char *i64(apr_pool_t *p, apr_int64_t v)
     return apr_psprintf(p, "%" APR_INT64_T_FMT, v);
 }
 
+/* The live pooled session of principal $3 for backend $1 and capabilities key $2 (its id,
+ * backend session id, protocol version, serverInfo: columns 0-3), and what its cached tool
+ * list says of tool $4 (a list was read, its age in seconds, the tool's declarations: 4-6);
+ * more columns in extra. */
+#define POOLED_AND(extra) \
+    "SELECT s.id, s.backend_session_id, s.protocol_version, s.server_info::text," \
+    "       b.tools_fetched_at IS NOT NULL," \
+    "       extract(epoch FROM now() - b.tools_fetched_at), (b.tool_headers -> $4)::text" \
+    extra \
+    "  FROM mcp.bridge_sessions b JOIN mcp.sessions s ON s.id = b.session_id" \
+    " WHERE b.backend_url = $1 AND b.capabilities_key = $2" \
+    "   AND b.principal IS NOT DISTINCT FROM $3 AND s.terminated_at IS NULL" \
+    "   AND (coalesce(s.idle_timeout_secs, 0) = 0" \
+    "        OR s.last_seen_at > now() - make_interval(secs => s.idle_timeout_secs))" \
+    " ORDER BY b.created_at DESC LIMIT 1"
+#define POOLED POOLED_AND("")
+
+/* Columns 0-6 of POOLED's row. */
+static void read_pooled(apr_pool_t *p, PGresult *res, const char *principal,
+                        const char *backend_url, mcp_store_session_t **out,
+                        mcp_store_bridge_tools_t *tools)
+{
+    mcp_store_session_t *s = apr_pcalloc(p, sizeof(*s));
+
+    s->id = mcp_store_cell(res, 0, 0);
+    s->backend_session_id = mcp_store_cell(res, 0, 1);
+    s->protocol_version = mcp_store_cell(res, 0, 2);
+    s->server_info = mcp_store_cell(res, 0, 3);
+    s->principal = principal;
+    s->backend_url = backend_url;
+    *out = s;
+    if (tools) {
+        tools->cached = *PQgetvalue(res, 0, 4) == 't';
+        tools->age = tools->cached ? strtod(PQgetvalue(res, 0, 5), NULL) : 0;
+        tools->decls = mcp_store_cell(res, 0, 6);
+    }
+}
+
 mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const char *principal,
                                            const char *backend_url, const char *caps_key,
                                            mcp_store_session_t **out)
 {
-    static const char sql[] =
-        "SELECT s.id, s.backend_session_id, s.protocol_version, s.server_info::text"
-        "  FROM mcp.bridge_sessions b JOIN mcp.sessions s ON s.id = b.session_id"
-        " WHERE b.backend_url = $1 AND b.capabilities_key = $2"
-        "   AND b.principal IS NOT DISTINCT FROM $3 AND s.terminated_at IS NULL"
-        "   AND (coalesce(s.idle_timeout_secs, 0) = 0"
-        "        OR s.last_seen_at > now() - make_interval(secs => s.idle_timeout_secs))"
-        " ORDER BY b.created_at DESC LIMIT 1";
-    const char *args[] = { backend_url, caps_key, principal };
-    mcp_store_session_t *s;
+    static const char sql[] = POOLED;
+    const char *args[] = { backend_url, caps_key, principal, NULL };   /* no tool */
     mcp_store_status_t rv;
     PGresult *res;
 
@@ -32,14 +64,72 @@ mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const
     if (rv != MCP_STORE_OK) {
         return rv;
     }
-    *out = s = apr_pcalloc(p, sizeof(*s));
-    s->id = mcp_store_cell(res, 0, 0);
-    s->backend_session_id = mcp_store_cell(res, 0, 1);
-    s->protocol_version = mcp_store_cell(res, 0, 2);
-    s->server_info = mcp_store_cell(res, 0, 3);
-    s->principal = principal;
-    s->backend_url = backend_url;
+    read_pooled(p, res, principal, backend_url, out, NULL);
     return MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
+                                              const mcp_store_bridge_open_t *call,
+                                              mcp_store_session_t **out,
+                                              mcp_store_bridge_tools_t *tools,
+                                              apr_int64_t *stream_id)
+{
+    /* The pool's look-up (as mcp_store_bridge_pooled), then what
+     * mcp_store_stream_open_request_admitted does without limits (the bridge admits its
+     * backend streams unlimited: the client's stream was admitted), then the link. */
+    static const char sql[] =
+        "WITH p AS (" POOLED_AND(
+        ", ($4 IS NULL OR (b.tools_fetched_at > now() - make_interval(secs => $5::float8)"
+        "                  AND coalesce(b.tool_headers -> $4, '[]') = '[]')) AS go")
+        "), se AS ("
+        "  UPDATE mcp.sessions SET " MCP_STORE_TOUCH_SESSION
+        "   WHERE id = (SELECT id FROM p WHERE go) AND terminated_at IS NULL"
+        "  RETURNING id, principal"
+        "), s AS ("
+        "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner,"
+        "                           lease_until, holder)"
+        "  SELECT se.id, 'request', $6, mcp.audit_jsonb($6::text), $7, $8,"
+        "         now() + make_interval(secs => $9::int), $10 FROM se"
+        "  RETURNING id, session_id"
+        "), e AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
+        "                          message, principal)"
+        "  SELECT s.session_id, s.id, 0, 'in', 'message', $11, mcp.audit_jsonb($11::text),"
+        "         se.principal FROM s, se"
+        "  UNION ALL"
+        "  SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, NULL, se.principal FROM s, se"
+        "), l AS ("
+        "  UPDATE mcp.streams c SET bridged_to = s.id FROM s WHERE c.id = $12"
+        ")"
+        "SELECT p.*, s.id FROM p LEFT JOIN s ON true";
+    const char *args[] = {
+        call->backend_url, call->caps_key, call->principal, call->tool,
+        apr_psprintf(p, "%.3f", call->tools_ttl), call->request_id, call->method, call->owner,
+        apr_itoa(p, call->lease_secs), call->holder, call->sent, i64(p, call->client_stream)
+    };
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    rv = mcp_store_exec_row(db, p, "opening a bridged call's backend stream", sql, NARGS(args),
+                            args, &res);
+    if (rv != MCP_STORE_OK) {
+        return rv;
+    }
+    read_pooled(p, res, call->principal, call->backend_url, out, tools);
+    *stream_id = PQgetisnull(res, 0, 8) ? 0 : apr_atoi64(PQgetvalue(res, 0, 8));
+    return MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_bridge_tools_set(mcp_store_t *db, apr_pool_t *p,
+                                              const char *session_id, const char *headers)
+{
+    static const char sql[] =
+        "UPDATE mcp.bridge_sessions SET tool_headers = $2::jsonb, tools_fetched_at = now()"
+        " WHERE session_id = $1";
+    const char *args[] = { session_id, headers };
+
+    return mcp_store_exec(db, p, "caching a pooled session's tool list", sql, NARGS(args), args,
+                          NULL);
 }
 
 mcp_store_status_t mcp_store_bridge_pool_add(mcp_store_t *db, apr_pool_t *p,
@@ -85,6 +175,35 @@ mcp_store_status_t mcp_store_bridge_link(mcp_store_t *db, apr_pool_t *p,
 
     return mcp_store_exec(db, p, "linking a bridged call's streams", sql, NARGS(args), args,
                           NULL);
+}
+
+mcp_store_status_t mcp_store_bridge_call_of(mcp_store_t *db, apr_pool_t *p, const char *principal,
+                                            const char *request_id, int max_age_secs,
+                                            mcp_store_bridge_call_t *out)
+{
+    static const char sql[] =
+        "SELECT s.id, s.backend_session_id, s.protocol_version, b.id, b.request_id #>> '{}'"
+        "  FROM mcp.streams c"
+        "  JOIN mcp.streams b ON b.id = c.bridged_to AND b.status = 'open'"
+        "  JOIN mcp.sessions s ON s.id = b.session_id"
+        " WHERE c.session_id IS NULL AND c.request_id = $1::jsonb"
+        "   AND c.principal IS NOT DISTINCT FROM $2"
+        "   AND c.created_at > now() - make_interval(secs => $3::int)"
+        " ORDER BY c.id DESC LIMIT 1";
+    const char *args[] = { request_id, principal, apr_itoa(p, max_age_secs) };
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    rv = mcp_store_exec_row(db, p, "finding a bridged call", sql, NARGS(args), args, &res);
+    if (rv != MCP_STORE_OK) {
+        return rv;
+    }
+    out->session_id = mcp_store_cell(res, 0, 0);
+    out->backend_session_id = mcp_store_cell(res, 0, 1);
+    out->protocol_version = mcp_store_cell(res, 0, 2);
+    out->stream_id = apr_atoi64(PQgetvalue(res, 0, 3));
+    out->backend_request_id = apr_atoi64(PQgetvalue(res, 0, 4));
+    return MCP_STORE_OK;
 }
 
 mcp_store_status_t mcp_store_bridge_round_add(mcp_store_t *db, apr_pool_t *p, const char *state,

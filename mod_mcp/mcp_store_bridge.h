@@ -12,12 +12,53 @@
 
 #include "mcp_store.h"
 
+/* What a pooled session's cached tool list (mcp.bridge_sessions.tool_headers) says of one tool. */
+typedef struct mcp_store_bridge_tools_t {
+    int          cached;   /* a list was read                                                  */
+    double       age;      /* seconds since                                                    */
+    const char  *decls;    /* the tool's x-mcp-header declarations (a JSON array's text, as
+                            * mcp_era_param_decls makes them), NULL when the list lacks it      */
+} mcp_store_bridge_tools_t;
+
 /* The live pooled session of principal (NULL: none) for backend_url and capabilities_key: its
  * id, backend session id (NULL for a stateless backend), protocol version and serverInfo, in p.
  * NOT_FOUND when there is none (terminated and idle ones are not). */
 mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const char *principal,
                                            const char *backend_url, const char *caps_key,
                                            mcp_store_session_t **out);
+
+/* A bridged call's backend stream, as the pooled session gets it. */
+typedef struct mcp_store_bridge_open_t {
+    const char  *principal;        /* the pool's key: r->user (NULL: none) ...            */
+    const char  *backend_url;      /* ... the backend ...                                 */
+    const char  *caps_key;         /* ... and the client's canonical capabilities         */
+    const char  *tool;             /* tools/call: the tool called, else NULL              */
+    double       tools_ttl;        /* seconds a cached tool list is trusted               */
+    apr_int64_t  client_stream;    /* the call's client stream (linked to the new one)    */
+    const char  *request_id;       /* the backend-side id (JSON text)                     */
+    const char  *method;
+    const char  *sent;             /* the request as it goes upstream                     */
+    const char  *owner;            /* the stream's owner and lease, and its holder        */
+    int          lease_secs;
+    const char  *holder;
+} mcp_store_bridge_open_t;
+
+/* One statement for what a bridged call needs of the store before the backend is asked: the
+ * pooled session (as mcp_store_bridge_pooled: *out, *tools), touched, and — unless the call's
+ * Mcp-Param-* headers must be checked first (a tool whose cached declarations are not known to
+ * be none, or whose list is older than tools_ttl) — its backend stream opened on it (the request
+ * and the priming row stored) and linked to the client stream: *stream_id, else 0 (the caller
+ * checks, then opens the stream itself). NOT_FOUND when there is no pooled session. */
+mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
+                                              const mcp_store_bridge_open_t *call,
+                                              mcp_store_session_t **out,
+                                              mcp_store_bridge_tools_t *tools,
+                                              apr_int64_t *stream_id);
+
+/* Caches the x-mcp-header declarations of every tool (a JSON object's text: tool name ->
+ * declarations) as pooled session session_id's tool list, read now. */
+mcp_store_status_t mcp_store_bridge_tools_set(mcp_store_t *db, apr_pool_t *p,
+                                              const char *session_id, const char *headers);
 
 /* Puts a new session (stored already) in the pool, and records the backend's InitializeResult
  * (JSON text) as its newest, in one statement. */
@@ -33,6 +74,22 @@ mcp_store_status_t mcp_store_bridge_init_result(mcp_store_t *db, apr_pool_t *p,
 /* Records that client_stream is served by backend_stream (the audit's link). */
 mcp_store_status_t mcp_store_bridge_link(mcp_store_t *db, apr_pool_t *p,
                                          apr_int64_t client_stream, apr_int64_t backend_stream);
+
+/* A bridged call still running upstream, as a client's notification names it. */
+typedef struct mcp_store_bridge_call_t {
+    const char  *session_id;          /* the pooled session (mcp.sessions)                  */
+    const char  *backend_session_id;  /* ... as the backend knows it                         */
+    const char  *protocol_version;    /* ... its revision                                    */
+    apr_int64_t  stream_id;           /* the backend stream, open                            */
+    apr_int64_t  backend_request_id;  /* the call's id on the backend side                    */
+} mcp_store_bridge_call_t;
+
+/* The newest call of principal whose client request id was request_id (JSON text) and whose
+ * backend stream is still open, made within the last max_age_secs (the longest a call can
+ * run). NOT_FOUND when there is none (never made, answered, another principal's). */
+mcp_store_status_t mcp_store_bridge_call_of(mcp_store_t *db, apr_pool_t *p, const char *principal,
+                                            const char *request_id, int max_age_secs,
+                                            mcp_store_bridge_call_t *out);
 
 /* An input-required round: where it stands. */
 typedef struct mcp_store_bridge_round_t {

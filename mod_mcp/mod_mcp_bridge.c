@@ -82,6 +82,16 @@ void mcp_bridged_pong(bridge_t *b, const mcp_store_session_t *s, json_object *pi
     }
 }
 
+/* DELETEs pooled session s upstream, at its own protocol version (not the client's 2026-07-28,
+ * which a 2025 backend refuses with 400). */
+void mcp_bridged_end_session(bridge_t *b, mcp_store_session_t *s, const char *why)
+{
+    mcp_req_t q = *b->q;
+
+    q.session = s;
+    mcp_req_end_backend_session(&q, s->backend_session_id, why);
+}
+
 /* Tells the backend (best effort) that the call is cancelled. */
 void mcp_bridged_cancel(bridge_t *b, const mcp_store_session_t *s, apr_int64_t backend_id,
                         const char *reason)
@@ -177,7 +187,7 @@ static mcp_store_session_t *pool_new(bridge_t *b, const char *caps_key, const ch
     initialized = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
     if (mcp_bridged_post(q, s->backend_session_id, s->protocol_version, initialized, &x, &messages,
                          &err) != MCP_BACKEND_OK || x.response.status >= 300) {
-        mcp_req_end_backend_session(q, s->backend_session_id, "bridge initialize failed");
+        mcp_bridged_end_session(b, s, "bridge initialize failed");
         *why = apr_psprintf(r->pool, "notifications/initialized failed: %s",
                             err ? err : apr_psprintf(r->pool, "HTTP %ld", x.response.status));
         return NULL;
@@ -197,7 +207,7 @@ static mcp_store_session_t *pool_new(bridge_t *b, const char *caps_key, const ch
                                            member_text(r->pool, response, "result"));
     }
     if (stored != MCP_STORE_OK) {
-        mcp_req_end_backend_session(q, s->backend_session_id, "bridge: not stored");
+        mcp_bridged_end_session(b, s, "bridge: not stored");
         *why = apr_psprintf(r->pool, "the pooled session was not stored: %s",
                             mcp_req_db(q)->error);
         return NULL;
@@ -216,6 +226,7 @@ mcp_store_session_t *mcp_bridged_pool(bridge_t *b, int fresh, const char **why)
     mcp_store_session_t *s = NULL;
     mcp_store_status_t st;
 
+    memset(&b->tools, 0, sizeof(b->tools));   /* a new session: no tool list read yet */
     if (!fresh) {
         st = mcp_store_bridge_pooled(mcp_req_db(q), q->r->pool, q->r->user,
                                      q->conf->backend_spec, key, &s);
@@ -359,11 +370,17 @@ static int on_message(void *baton, const char *json, apr_size_t len)
         client_sse(b);
         return mcp_stream_add(&b->st, json, len);
     }
+    if (kind == MCP_BRIDGE_FINAL
+        && (b->url_round = mcp_bridge_url_elicitations(b->q->r->pool, obj)) != NULL) {
+        b->parked = 1;   /* the client's answer is the round's (url_round) */
+        return 0;
+    }
     if (kind == MCP_BRIDGE_FINAL) {
         const char *out = mcp_bridge_response_out(b->q->r->pool, obj, b->msg->id,
                                                   b->msg->method, b->server_info);
         b->final_out = out;
         b->final_code = error_code_of(obj);
+        mcp_bridged_tools_seen(b, obj);
         return mcp_stream_add(&b->st, out, strlen(out));
     }
     if (kind == MCP_BRIDGE_INPUT_REQUEST) {
@@ -394,9 +411,11 @@ static void finish_both(bridge_t *b, const char *status)
         return;
     }
     b->finished = 1;
-    mcp_stream_finish(&b->bs, status);
-    if (!b->parked) {
-        mcp_stream_finish(&b->st, status);
+    if (b->parked) {
+        mcp_stream_finish(&b->bs, status);
+    }
+    else {
+        mcp_stream_finish_pair(&b->bs, &b->st, status);   /* one statement for both ends */
     }
 }
 
@@ -460,37 +479,91 @@ static void bridge_init(bridge_t *b, mcp_req_t *q)
     b->log_min = mcp_bridge_request_log_level(b->msg->obj);
 }
 
-/* Opens the backend stream on the pooled session, linked to the client's. */
-static int open_backend_stream(bridge_t *b, const char **why)
+/* The backend stream id (stored) is the call's: b->bs set up to relay the backend's answer. */
+static void backend_stream_start(bridge_t *b, const char *sent, apr_int64_t id)
+{
+    b->bq = *b->q;
+    b->bq.session = b->pooled;
+    b->bq.raw = sent;
+    b->bq.raw_len = strlen(sent);
+    mcp_stream_init(&b->bs, &b->bq, id, MCP_STORE_SEQ_PRIMING + 1);
+    b->bs.mode = MCP_STREAM_JSON;
+    mcp_stream_own(&b->bs);
+}
+
+/* The pooled session of the call's key (the newest live one), touched, and — unless check is
+ * set and the call's Mcp-Param-* headers must be checked first — its backend stream opened on
+ * it (the request and the priming row stored) and linked to the client's stream, all in one
+ * statement (mcp_store_bridge_open_call). *opened: the stream is. NOT_FOUND when the pool has
+ * no session for the key; -1 with *why on a failure. */
+static int open_call(bridge_t *b, int check, int *opened, const char **why)
 {
     mcp_req_t *q = b->q;
     request_rec *r = q->r;
     const char *sent = mcp_bridge_request_in(r->pool, b->msg->obj, b->backend_id);
-    mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
-    mcp_store_limits_t none;
+    mcp_store_bridge_open_t call;
+    mcp_store_status_t st;
     apr_int64_t id = 0;
 
-    memset(&none, 0, sizeof(none));
-    none.holder = mcp_req_holder(q);
-    b->bq = *q;
-    b->bq.session = b->pooled;
-    b->bq.raw = sent;
-    b->bq.raw_len = strlen(sent);
-    if (mcp_store_stream_open_request_admitted(mcp_req_db(q), r->pool, b->pooled,
-                                               mcp_req_idle_secs(q),
-                                               apr_psprintf(r->pool, "%" APR_INT64_T_FMT,
-                                                            b->backend_id),
-                                               b->msg->method, sent, mcp_child.owner,
-                                               mcp_req_lease_secs(q), &none, &id, &refused)
-            != MCP_STORE_OK
-        || mcp_store_bridge_link(mcp_req_db(q), r->pool, b->st.id, id) != MCP_STORE_OK) {
-        *why = apr_psprintf(r->pool, "the backend stream was not stored: %s",
-                            mcp_req_db(q)->error ? mcp_req_db(q)->error : "session gone");
+    memset(&call, 0, sizeof(call));
+    call.principal = r->user;
+    call.backend_url = q->conf->backend_spec;
+    call.caps_key = mcp_bridge_caps_key(r->pool, b->msg->obj);
+    if (!check || mcp_jsonrpc_target(b->msg, &call.tool) != MCP_TARGET_TOOL) {
+        call.tool = NULL;
+    }
+    call.tools_ttl = (double)apr_time_as_msec(q->conf->bridge_tools_ttl) / 1000.0;
+    call.client_stream = b->st.id;
+    call.request_id = apr_psprintf(r->pool, "%" APR_INT64_T_FMT, b->backend_id);
+    call.method = b->msg->method;
+    call.sent = sent;
+    call.owner = mcp_child.owner;
+    call.lease_secs = mcp_req_lease_secs(q);
+    call.holder = mcp_req_holder(q);
+    *opened = 0;
+    st = mcp_store_bridge_open_call(mcp_req_db(q), r->pool, &call, &b->pooled, &b->tools, &id);
+    if (st == MCP_STORE_NOT_FOUND) {
+        return MCP_STORE_NOT_FOUND;
+    }
+    if (st != MCP_STORE_OK) {
+        *why = apr_psprintf(r->pool, "the pool could not be read: %s", mcp_req_db(q)->error);
         return -1;
     }
-    mcp_stream_init(&b->bs, &b->bq, id, MCP_STORE_SEQ_PRIMING + 1);
-    b->bs.mode = MCP_STREAM_JSON;
-    mcp_stream_own(&b->bs);
+    if (id) {
+        backend_stream_start(b, sent, id);
+        *opened = 1;
+    }
+    return 0;
+}
+
+/* The call's backend stream on the pool's session for it, opened (a session initialized when
+ * the pool has none, or when fresh: the backend lost the last one); on the first attempt the
+ * call's Mcp-Param-* headers are checked before it is opened. 0; DONE when the call was
+ * refused (answered); -1 with *why. */
+static int open_backend_stream(bridge_t *b, int attempt, const char **why)
+{
+    int opened = 0, rc = attempt == 0 ? open_call(b, 1, &opened, why) : MCP_STORE_NOT_FOUND;
+
+    if (rc == MCP_STORE_NOT_FOUND) {
+        if (!(b->pooled = mcp_bridged_pool(b, 1, why))) {
+            return -1;
+        }
+        rc = 0;
+    }
+    if (rc != 0 || opened) {
+        return rc;
+    }
+    if (attempt == 0 && mcp_bridged_check_params(b) != 0) {
+        return DONE;   /* refused: -32020 */
+    }
+    rc = open_call(b, 0, &opened, why);
+    if (rc == 0 && !opened) {
+        rc = -1;
+    }
+    if (rc != 0) {
+        *why = rc == MCP_STORE_NOT_FOUND ? "the pooled session ended meanwhile" : *why;
+        return -1;
+    }
     return 0;
 }
 
@@ -561,20 +634,38 @@ int mcp_bridged_refuse(bridge_t *b, const mcp_store_session_t *s, const char *ca
     return b->st.mode == MCP_STREAM_SSE ? DONE : mcp_bridged_json(b, HTTP_BAD_REQUEST, json);
 }
 
-static int relay_call(bridge_t *b)
+/* The backend answered -32042 (URL elicitations needed): the call ended upstream, and the
+ * client gets a round of elicitation/create requests in URL mode; its retry sends the request
+ * again (MCP_BRIDGE_ROUND_URL). */
+static int url_round(bridge_t *b)
+{
+    const char *cap = mcp_bridge_missing_capability(b->msg->obj,
+                                                    APR_ARRAY_IDX(b->url_round, 0, json_object *));
+
+    if (!b->finished) {
+        b->finished = 1;
+        mcp_stream_finish(&b->bs, "complete");
+    }
+    if (cap) {
+        return mcp_bridged_refuse(b, b->pooled, cap);
+    }
+    return mcp_bridged_round_start(b, b->pooled, b->bs.id, MCP_BRIDGE_ROUND_URL, b->url_round);
+}
+
+int mcp_bridged_relay(bridge_t *b)
 {
     mcp_req_t *q = b->q;
     request_rec *r = q->r;
     const char *err = NULL, *why = NULL, *json;
     mcp_backend_status_t status;
     apr_size_t len;
-    int attempt;
+    int attempt, rc;
 
     for (attempt = 0;; attempt++) {
-        if (!(b->pooled = mcp_bridged_pool(b, attempt > 0, &why))
-            || open_backend_stream(b, &why) != 0) {
-            return mcp_bridged_fail(b, HTTP_BAD_GATEWAY, apr_psprintf(r->pool, "Bad Gateway: the "
-                                 "era bridge has no backend session: %s", why));
+        if ((rc = open_backend_stream(b, attempt, &why)) != 0) {
+            return rc == DONE ? DONE
+                   : mcp_bridged_fail(b, HTTP_BAD_GATEWAY, apr_psprintf(r->pool, "Bad Gateway: "
+                                      "the era bridge has no backend session: %s", why));
         }
         mcp_bridged_server_info(b, b->pooled->server_info);
         status = forward(b, &err);
@@ -607,6 +698,9 @@ static int relay_call(bridge_t *b)
                       b->cancelled ? "the client closed its response" : "round abandoned");
         return DONE;
     }
+    if (b->url_round) {
+        return url_round(b);
+    }
     if (b->parked) {
         if (!b->finished) {
             mcp_stream_finish(&b->bs, b->answered ? "complete" : "failed");
@@ -620,6 +714,9 @@ static int relay_call(bridge_t *b)
     }
     if (status == MCP_BACKEND_OK && !b->x.sse && (json = mcp_exchange_body(&b->x, &len))) {
         on_message(b, json, len);
+        if (b->url_round) {
+            return url_round(b);
+        }
         if (b->answered && b->final_out) {
             finish_both(b, "complete");
             return mcp_bridged_json(b, final_status(b), b->final_out);
@@ -639,6 +736,45 @@ static int relay_call(bridge_t *b)
 }
 
 /* ---- entry ----------------------------------------------------------------------------------- */
+
+/* A client's notifications/cancelled for a call still running upstream (its client request id,
+ * this principal's): forwarded to the pooled session with the call's backend-side id (the relay
+ * then ends when the backend ends the call's stream). 2026-07-28 cancels by closing the
+ * response, but a client may also say it; nothing else a 2026-07-28 client notifies has a
+ * meaning upstream (no roots/list_changed, no initialized; its progress would be for server
+ * requests, which the bridge turns into rounds): stored, answered 202, not forwarded. */
+static void forward_cancelled(bridge_t *b)
+{
+    request_rec *r = b->q->r;
+    json_object *params = NULL, *id = NULL;
+    mcp_store_bridge_call_t call;
+    mcp_store_session_t s;
+    const char *reason;
+    int max_age = (int)apr_time_sec(b->q->conf->stream_timeout
+                                    + b->q->conf->bridge_input_timeout) + 1;
+
+    if (strcmp(b->msg->method, "notifications/cancelled") != 0
+        || !json_object_object_get_ex(b->msg->obj, "params", &params)
+        || !json_object_object_get_ex(params, "requestId", &id)
+        || !(json_object_is_type(id, json_type_string) || json_object_is_type(id, json_type_int))
+        || mcp_store_bridge_call_of(mcp_req_db(b->q), r->pool, r->user,
+                                    mcp_jsonrpc_to_string(r->pool, id, NULL), max_age, &call)
+           != MCP_STORE_OK) {
+        return;
+    }
+    memset(&s, 0, sizeof(s));
+    s.id = call.session_id;
+    s.backend_session_id = call.backend_session_id;
+    s.protocol_version = call.protocol_version;
+    s.principal = r->user;
+    s.backend_url = b->q->conf->backend_spec;
+    reason = mcp_jsonrpc_get_string(params, "reason");
+    mcp_bridged_cancel(b, &s, call.backend_request_id, reason ? reason
+                       : "the client sent notifications/cancelled");
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "era bridge: the client cancelled request %s: "
+                  "notifications/cancelled sent upstream for backend stream %" APR_INT64_T_FMT,
+                  mcp_jsonrpc_to_string(r->pool, id, NULL), call.stream_id);
+}
 
 static int discover(bridge_t *b)
 {
@@ -677,11 +813,14 @@ int mcp_bridge_post(mcp_req_t *q, const char *version)
     bridge_t b;
 
     if (msg->kind == MCP_MSG_NOTIFICATION) {
-        /* Cancellation is the close of a response in this revision; nothing else is owed. */
         stored = mcp_store_events_append(mcp_req_db(q), r->pool, q->session, 0, 0, "in",
                                          apr_pstrcat(r->pool, "[", q->raw, "]", NULL));
-        return stored == MCP_STORE_OK ? mcp_req_empty(q, HTTP_ACCEPTED)
-                                      : mcp_req_store_failed(q, stored);
+        if (stored != MCP_STORE_OK) {
+            return mcp_req_store_failed(q, stored);
+        }
+        bridge_init(&b, q);
+        forward_cancelled(&b);
+        return mcp_req_empty(q, HTTP_ACCEPTED);
     }
     if (mcp_bridge_method_is_gone(msg->method)) {
         return mcp_req_error(q, HTTP_NOT_FOUND, MCP_JSONRPC_METHOD_NOT_FOUND, "Method not found: "
@@ -711,5 +850,7 @@ int mcp_bridge_post(mcp_req_t *q, const char *version)
                              "inputResponses without a requestState (the era bridge always "
                              "issues one)");
     }
-    return relay_call(&b);
+    rc = mcp_bridged_relay(&b);
+    mcp_bridged_tools_cache(&b);
+    return rc;
 }

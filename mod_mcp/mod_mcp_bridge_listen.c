@@ -123,7 +123,39 @@ static mcp_backend_status_t listen_on(bridge_t *b, listen_t *l, const char **err
     return mcp_exchange_perform(&b->x, &call, err);
 }
 
+/* A pooled session of the listen's own (a second listen's) ends with the listen: terminated
+ * here and DELETEd upstream (no call is given it; the idle sweep would only do it later). */
+static void end_own(bridge_t *b)
+{
+    request_rec *r = b->q->r;
+
+    if (mcp_store_session_terminate(mcp_req_db(b->q), r->pool, b->pooled->id, r->user, "client")
+        != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "era bridge: stream %" APR_INT64_T_FMT
+                      ": the listen's own pooled session %s was not ended (the idle sweep will): "
+                      "%s", b->st.id, b->pooled->id, mcp_req_db(b->q)->error);
+        return;
+    }
+    mcp_bridged_end_session(b, b->pooled, "bridge: its listen ended");
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "era bridge: stream %" APR_INT64_T_FMT ": the "
+                  "listen ended, and with it its own pooled session %s", b->st.id,
+                  b->pooled->id);
+}
+
+static int listen_relay(bridge_t *b, int *own);
+
 int mcp_bridged_listen(bridge_t *b)
+{
+    int own = 0, rc = listen_relay(b, &own);
+
+    if (own) {
+        end_own(b);
+    }
+    return rc;
+}
+
+/* The listen itself; *own when it got a pooled session of its own. */
+static int listen_relay(bridge_t *b, int *own)
 {
     mcp_req_t *q = b->q;
     request_rec *r = q->r;
@@ -150,6 +182,7 @@ int mcp_bridged_listen(bridge_t *b)
                                  "era bridge has no backend session for a second listen: %s",
                                  why));
         }
+        *own = 1;
         status = listen_on(b, &l, &err);
     }
     if (b->st.client_gone) {

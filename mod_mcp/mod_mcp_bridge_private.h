@@ -1,6 +1,7 @@
 /* mod_mcp_bridge_private — what the era bridge's files share (mod_mcp_bridge.c: the entry,
  * the pool and a call relayed by the process that made it; mod_mcp_bridge_round.c: the
- * input-required rounds and their retries; mod_mcp_bridge_listen.c: subscriptions/listen).
+ * input-required rounds and their retries; mod_mcp_bridge_listen.c: subscriptions/listen;
+ * mod_mcp_bridge_tools.c: Mcp-Param-* checked against the backend's tool list).
  * Not for other files: mod_mcp_bridge.h is the bridge's face.
  */
 #ifndef MOD_MCP_BRIDGE_PRIVATE_H
@@ -36,6 +37,9 @@ typedef struct bridge_t {
     apr_int64_t              round_pos;  /* seq of the last of them                           */
     const char              *refused_cap; /* a request needs a capability the client lacks  */
     int                      final_code; /* the backend's error code on the response, or 0    */
+    mcp_store_bridge_tools_t tools;      /* the pooled session's cached list, of the called tool */
+    const char              *tools_seen; /* a client's whole tools/list: declarations to cache   */
+    apr_array_header_t      *url_round;  /* json_object *: the URL elicitations of a -32042     */
 } bridge_t;
 
 /* One short POST of body to the backend (session: its id, or NULL), its answer's messages
@@ -48,6 +52,9 @@ mcp_backend_status_t mcp_bridged_post(mcp_req_t *q, const char *session_id, cons
  * notification as an inbound event of the pooled session s. */
 void mcp_bridged_cancel(bridge_t *b, const mcp_store_session_t *s, apr_int64_t backend_id,
                         const char *reason);
+
+/* DELETEs pooled session s upstream (best effort; logged), at the session's protocol version. */
+void mcp_bridged_end_session(bridge_t *b, mcp_store_session_t *s, const char *why);
 
 /* Answers the backend's ping request (parsed) on pooled session s on the client's behalf (stored
  * as an inbound event of s; best effort, logged). */
@@ -81,8 +88,30 @@ int mcp_bridged_round_start(bridge_t *b, const mcp_store_session_t *s, apr_int64
  * data.requiredCapabilities (HTTP 400 unless its response is SSE already). Returns DONE. */
 int mcp_bridged_refuse(bridge_t *b, const mcp_store_session_t *s, const char *cap);
 
-/* A retry carrying requestState state: claimed, answered upstream, followed. Returns DONE. */
+/* The position of a round that holds a backend's -32042 URL elicitations: the call ended
+ * upstream, so its retry sends the request again (the URL flows complete out of band). */
+#define MCP_BRIDGE_ROUND_URL (-1)
+
+/* The call relayed on a pooled session (found or initialized; sent again once on a backend
+ * 404). Returns DONE. */
+int mcp_bridged_relay(bridge_t *b);
+
+/* A retry carrying requestState state: claimed, answered upstream, followed (a URL round's:
+ * the request sent again). Returns DONE. */
 int mcp_bridged_round_retry(bridge_t *b, const char *state);
+
+/* A tools/call's Mcp-Param-* headers checked against the called tool's x-mcp-header
+ * arguments (b->pooled and b->tools found): 0 when the call may go on, else DONE (answered 400,
+ * -32020, stored on the client's stream). */
+int mcp_bridged_check_params(bridge_t *b);
+
+/* The backend's response (parsed) to a client's tools/list: when it is the whole list (no
+ * cursor asked, none given), its declarations are kept for mcp_bridged_tools_cache. */
+void mcp_bridged_tools_seen(bridge_t *b, json_object *response);
+
+/* Caches what mcp_bridged_tools_seen kept as the pooled session's tool list (after the
+ * answer: it costs the client nothing). */
+void mcp_bridged_tools_cache(bridge_t *b);
 
 /* subscriptions/listen on the pooled session's GET stream. Returns DONE. */
 int mcp_bridged_listen(bridge_t *b);

@@ -256,6 +256,15 @@ int mcp_bridged_round_retry(bridge_t *b, const char *state)
         return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_PARAMS, "Invalid params: "
                              "requestState %s", refusal_words(verdict));
     }
+    if (round.position == MCP_BRIDGE_ROUND_URL) {
+        /* The URL flows complete out of band; the answers say the client is done with them. */
+        if ((bad = mcp_bridge_input_responses(r->pool, b->msg->obj, round.pending, &answers))) {
+            mcp_stream_finish(&b->st, "failed");
+            return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_PARAMS, "Invalid "
+                                 "params: %s (the round is used up)", bad);
+        }
+        return mcp_bridged_relay(b);
+    }
     b->backend_id = round.backend_request_id;
     s = apr_pcalloc(r->pool, sizeof(*s));
     s->id = round.session_id;

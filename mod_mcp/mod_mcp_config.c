@@ -41,6 +41,7 @@ void *mcp_config_create_dir(apr_pool_t *p, char *dir)
     conf->max_batch_size = UNSET;
     conf->era_bridge = UNSET;
     conf->bridge_input_timeout = UNSET;
+    conf->bridge_tools_ttl = UNSET;
     conf->shim_max_rounds = UNSET;
     return conf;
 }
@@ -81,6 +82,7 @@ void *mcp_config_merge_dir(apr_pool_t *p, void *basev, void *addv)
     MERGE(oauth_scopes, NULL);
     MERGE(era_bridge, UNSET);
     MERGE(bridge_input_timeout, UNSET);
+    MERGE(bridge_tools_ttl, UNSET);
     return merged;
 }
 
@@ -110,6 +112,7 @@ const mcp_dir_conf_t *mcp_config_get(request_rec *r)
     DEFAULT(max_batch_size, MCP_DEFAULT_MAX_BATCH_SIZE);
     DEFAULT(era_bridge, 1);
     DEFAULT(bridge_input_timeout, MCP_DEFAULT_BRIDGE_INPUT_TIMEOUT);
+    DEFAULT(bridge_tools_ttl, MCP_DEFAULT_BRIDGE_TOOLS_TTL);
     DEFAULT(shim_max_rounds, MCP_SHIM_DEFAULT_MAX_ROUNDS);
     if (!conf->backend_protocols) {
         conf->backend_protocols = mcp_protocol_list(MCP_ERA_2025);
@@ -477,6 +480,10 @@ const command_rec mcp_config_cmds[] = {
                   "How long an input-required round of the era bridge waits for the client's "
                   "retry before its requestState expires and the backend call is cancelled "
                   "(default 300s)"),
+    AP_INIT_TAKE1("MCPEraBridgeToolsTTL", set_interval, AT(bridge_tools_ttl), CONTEXT,
+                  "How long the era bridge trusts a pooled session's tool list (read with "
+                  "tools/list, for checking Mcp-Param-* headers against x-mcp-header arguments) "
+                  "before a tools/call reads it again (default 60s)"),
     AP_INIT_TAKE1("MCPProtectedResource", mcp_oauth_set_resource, NULL, ACCESS_CONF,
                   "This endpoint's OAuth resource identifier (an https URL, RFC 9728): its "
                   "metadata is served at /.well-known/oauth-protected-resource<path>, and "

@@ -30,6 +30,7 @@
 #define MCP_DEFAULT_MAX_STREAM_FOLLOWERS    4
 #define MCP_DEFAULT_MAX_BATCH_SIZE          100
 #define MCP_DEFAULT_BRIDGE_INPUT_TIMEOUT    apr_time_from_sec(300)
+#define MCP_DEFAULT_BRIDGE_TOOLS_TTL        apr_time_from_sec(60)
 
 typedef struct mcp_dir_conf_t {
     const char                 *backend_spec;    /* MCPBackend as written                     */
@@ -66,6 +67,9 @@ typedef struct mcp_dir_conf_t {
     apr_interval_time_t         bridge_input_timeout;  /* MCPEraBridgeInputTimeout: how long an
                                                         * input-required round waits for its
                                                         * retry                                */
+    apr_interval_time_t         bridge_tools_ttl;      /* MCPEraBridgeToolsTTL: how long a
+                                                        * pooled session's cached tool list
+                                                        * (x-mcp-header) is trusted            */
 } mcp_dir_conf_t;
 
 #define MCP_DEFAULT_SWEEP_INTERVAL          apr_time_from_sec(30)

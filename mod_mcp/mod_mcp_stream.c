@@ -402,9 +402,25 @@ void mcp_stream_end_early(mcp_stream_t *st)
                   "a retry hint; the client resumes with Last-Event-ID", st->id);
 }
 
+/* The end of st is stored with its n queued messages: they are the stream's, sent, woken. */
+static void finished(mcp_stream_t *st, int n)
+{
+    int i;
+
+    mcp_status_stored(st->batch, n);
+    for (i = 0; i < n; i++) {
+        put_event(st, st->batch_pool, st->next_seq + i, APR_ARRAY_IDX(st->batch, i, const char *),
+                  -1);
+    }
+    st->next_seq += n;
+    st->batch->nelts = 0;
+    mcp_stream_flush(st);
+    mcp_router_notify(mcp_child.router, st->id);
+}
+
 void mcp_stream_finish(mcp_stream_t *st, const char *status)
 {
-    int i, n = taken_over(st) ? 0 : st->batch->nelts;
+    int n = taken_over(st) ? 0 : st->batch->nelts;
     mcp_store_status_t rv;
 
     /* Ending it: the keeper must not take the end for someone else's. */
@@ -413,29 +429,41 @@ void mcp_stream_finish(mcp_stream_t *st, const char *status)
                                         st->next_seq, n ? queued_messages(st) : "[]", status);
     if (rv == MCP_STORE_REFUSED && n > 0 && store_one_by_one(st) == MCP_STORE_OK) {
         /* What could be stored is; the end comes on its own. */
-        n = st->batch->nelts;
-        mcp_status_stored(st->batch, n);
-        for (i = 0; i < n; i++) {
-            put_event(st, st->batch_pool, st->next_seq + i,
-                      APR_ARRAY_IDX(st->batch, i, const char *), -1);
-        }
-        st->next_seq += n;
+        finished(st, st->batch->nelts);
         n = 0;
         rv = mcp_store_events_append_finish(st->db, st->batch_pool, st->q->session, st->id,
                                             st->next_seq, "[]", status);
     }
     if (rv != MCP_STORE_OK) {
         log_store_failure(st, rv);
+        n = 0;
     }
-    else {
-        mcp_status_stored(st->batch, n);
-        for (i = 0; i < n; i++) {
-            put_event(st, st->batch_pool, st->next_seq + i,
-                      APR_ARRAY_IDX(st->batch, i, const char *), -1);
-        }
-        st->next_seq += n;
+    finished(st, n);
+}
+
+void mcp_stream_finish_pair(mcp_stream_t *a, mcp_stream_t *b, const char *status)
+{
+    int na, nb;
+
+    if (taken_over(a) || taken_over(b)) {
+        mcp_stream_finish(a, status);
+        mcp_stream_finish(b, status);
+        return;
     }
-    st->batch->nelts = 0;
-    mcp_stream_flush(st);
-    mcp_router_notify(mcp_child.router, st->id);
+    na = a->batch->nelts;
+    nb = b->batch->nelts;
+    mcp_stream_disown(a);
+    mcp_stream_disown(b);
+    if (mcp_store_events_append_finish2(a->db, a->batch_pool, a->q->session, a->id, a->next_seq,
+                                        na ? queued_messages(a) : "[]", b->q->session, b->id,
+                                        b->next_seq, nb ? queued_messages(b) : "[]", status)
+        != MCP_STORE_OK) {
+        /* Nothing was stored: each on its own (a message PostgreSQL refuses, say, is then
+         * stored as mcp_stream_finish does it). */
+        mcp_stream_finish(a, status);
+        mcp_stream_finish(b, status);
+        return;
+    }
+    finished(a, na);
+    finished(b, nb);
 }

@@ -105,4 +105,8 @@ int mcp_stream_should_hand_over(const mcp_stream_t *st);
  * in one transaction; then writes the queued messages and wakes this process's followers. */
 void mcp_stream_finish(mcp_stream_t *st, const char *status);
 
+/* mcp_stream_finish of a and b, with one statement when it can (both stored or neither; when
+ * that statement fails, each is finished on its own). */
+void mcp_stream_finish_pair(mcp_stream_t *a, mcp_stream_t *b, const char *status);
+
 #endif

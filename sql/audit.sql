@@ -11,8 +11,13 @@
 
 -- One row per tools/call request (batched calls of 2025-03-26 are not broken out), of both eras:
 -- a 2026-07-28 call has no session (session_id NULL) and outcome 'cancelled' when its client
--- closed the response first.
--- outcome: ok | tool error (result.isError) | error (JSON-RPC error) | running | no response
+-- closed the response first. A call served by the era bridge is counted once, as its client
+-- sent it (the client's stream); the request the gateway made of the backend for it on a pooled
+-- session (mcp.bridge_sessions) is that row's backend_stream_id, not a row of its own. A bridged
+-- call answered with an InputRequiredResult has outcome 'input required'; its retry (a new
+-- request) is a row of its own.
+-- outcome: ok | tool error (result.isError) | error (JSON-RPC error) | input required | running
+--          | cancelled | no response
 CREATE OR REPLACE VIEW mcp.tool_calls AS
 SELECT s.id                                   AS stream_id,
        s.session_id,
@@ -25,6 +30,7 @@ SELECT s.id                                   AS stream_id,
            WHEN resp.message_text IS NULL THEN 'no response'
            WHEN resp.message ? 'error' THEN 'error'
            WHEN resp.message -> 'result' -> 'isError' = 'true'::jsonb THEN 'tool error'
+           WHEN resp.message -> 'result' ->> 'resultType' = 'input_required' THEN 'input required'
            ELSE 'ok'
        END                                    AS outcome,
        resp.message -> 'result'               AS result,
@@ -33,7 +39,8 @@ SELECT s.id                                   AS stream_id,
        coalesce(resp.created_at, s.completed_at) AS finished_at,
        coalesce(resp.created_at, s.completed_at) - s.created_at AS duration,
        req.message_text                       AS request_text,
-       resp.message_text                      AS response_text
+       resp.message_text                      AS response_text,
+       s.bridged_to                           AS backend_stream_id
   FROM mcp.streams s
   LEFT JOIN mcp.sessions ses ON ses.id = s.session_id   -- none for 2026-07-28 requests
   JOIN mcp.events req ON req.stream_id = s.id AND req.seq = 0 AND req.direction = 'in'
@@ -45,7 +52,8 @@ SELECT s.id                                   AS stream_id,
            AND (e.message ? 'result' OR e.message ? 'error')
          ORDER BY e.seq
          LIMIT 1) resp ON true
- WHERE s.kind = 'request' AND s.method = 'tools/call' AND jsonb_typeof(s.request_id) <> 'array';
+ WHERE s.kind = 'request' AND s.method = 'tools/call' AND jsonb_typeof(s.request_id) <> 'array'
+   AND NOT EXISTS (SELECT 1 FROM mcp.bridge_sessions b WHERE b.session_id = s.session_id);
 
 -- Every message of every session, both directions, with its stream position and SSE event id.
 CREATE OR REPLACE VIEW mcp.session_transcript AS

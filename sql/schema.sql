@@ -31,7 +31,8 @@ INSERT INTO mcp.schema_version (version, description) VALUES
     (4, 'each session''s idle timeout; mcp.json_pg_safe'),
     (5, 'notify only followed streams (mcp.streams.followed)'),
     (6, 'stateless 2026-07-28 requests: streams and events without a session'),
-    (7, 'the era bridge: pooled backend sessions, InitializeResults, input-required rounds');
+    (7, 'the era bridge: pooled backend sessions, InitializeResults, input-required rounds'),
+    (8, 'the era bridge: each pooled session''s x-mcp-header declarations');
 
 -- One row per gateway session. The id is what clients send in Mcp-Session-Id;
 -- backend_session_id is what the backend issued (NULL for a stateless backend).
@@ -183,6 +184,9 @@ CREATE TABLE mcp.bridge_rounds (
 );
 CREATE INDEX bridge_rounds_stream_idx ON mcp.bridge_rounds (stream_id, position);
 ALTER TABLE mcp.streams ADD COLUMN bridged_to bigint REFERENCES mcp.streams (id) ON DELETE SET NULL;
+-- (sql/migrations/008-bridge-tool-headers.sql)
+ALTER TABLE mcp.bridge_sessions ADD COLUMN tool_headers jsonb;
+ALTER TABLE mcp.bridge_sessions ADD COLUMN tools_fetched_at timestamptz;
 
 \ir functions.sql
 -- Partitions and retention; the partitions of today and the next days.

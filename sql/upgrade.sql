@@ -48,6 +48,10 @@ SELECT :mcp_version < 7 AS mcp_need \gset
 \if :mcp_need
     \ir migrations/007-era-bridge.sql
 \endif
+SELECT :mcp_version < 8 AS mcp_need \gset
+\if :mcp_need
+    \ir migrations/008-bridge-tool-headers.sql
+\endif
 
 BEGIN;
 \ir functions.sql

@@ -309,6 +309,36 @@ START_TEST(listen_filter)
 }
 END_TEST
 
+START_TEST(url_elicitations)
+{
+    apr_array_header_t *reqs;
+    json_object *r0, *r1;
+
+    reqs = mcp_bridge_url_elicitations(pool, parse(
+        "{\"jsonrpc\":\"2.0\",\"id\":3,\"error\":{\"code\":-32042,\"message\":\"auth\","
+        "\"data\":{\"elicitations\":[{\"mode\":\"url\",\"elicitationId\":\"e-1\","
+        "\"url\":\"https://example.com/a\",\"message\":\"Authorize\"},{\"url\":\"https://x/\"},7]}}}"));
+    ck_assert_ptr_nonnull(reqs);
+    ck_assert_int_eq(reqs->nelts, 2);
+    r0 = APR_ARRAY_IDX(reqs, 0, json_object *);
+    r1 = APR_ARRAY_IDX(reqs, 1, json_object *);
+    ck_assert_str_eq(mcp_jsonrpc_to_string(pool, r0, NULL),
+                     "{\"jsonrpc\":\"2.0\",\"id\":\"e-1\",\"method\":\"elicitation/create\","
+                     "\"params\":{\"mode\":\"url\",\"elicitationId\":\"e-1\","
+                     "\"url\":\"https://example.com/a\",\"message\":\"Authorize\"}}");
+    ck_assert_str_eq(mcp_bridge_input_key(pool, r1, 2), "url-2");
+    ck_assert_str_eq(mcp_bridge_input_capability(r1), "elicitation");
+    /* not -32042, or nothing to elicit: none (mapped to -32602 on the way out) */
+    ck_assert_ptr_null(mcp_bridge_url_elicitations(pool, parse(
+        "{\"jsonrpc\":\"2.0\",\"id\":3,\"error\":{\"code\":-32042,\"message\":\"x\"}}")));
+    ck_assert_ptr_null(mcp_bridge_url_elicitations(pool, parse(
+        "{\"jsonrpc\":\"2.0\",\"id\":3,\"error\":{\"code\":-32602,\"message\":\"x\","
+        "\"data\":{\"elicitations\":[{}]}}}")));
+    ck_assert_ptr_null(mcp_bridge_url_elicitations(pool, parse(
+        "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}")));
+}
+END_TEST
+
 static Suite *bridge_suite(void)
 {
     Suite *s = suite_create("mcp_bridge");
@@ -326,6 +356,7 @@ static Suite *bridge_suite(void)
     tcase_add_test(tc, round_keys);
     tcase_add_test(tc, retry_members_and_cancel);
     tcase_add_test(tc, listen_filter);
+    tcase_add_test(tc, url_elicitations);
     suite_add_tcase(s, tc);
     return s;
 }

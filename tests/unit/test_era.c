@@ -3,6 +3,7 @@
 
 #include <check.h>
 
+#include "unit_json.h"
 #include "unit_main.h"
 #include "unit_pool.h"
 
@@ -128,6 +129,100 @@ START_TEST(lists)
 }
 END_TEST
 
+/* The conformance suite's tool: region (string) mirrored in Mcp-Param-Region; a nested one. */
+#define TOOLS "[{\"name\":\"echo\",\"inputSchema\":{\"type\":\"object\"}}," \
+              "{\"name\":\"test_custom_header\",\"inputSchema\":{\"type\":\"object\"," \
+              "\"properties\":{\"region\":{\"type\":\"string\",\"x-mcp-header\":\"Region\"}," \
+              "\"n\":{\"type\":\"integer\",\"x-mcp-header\":\"N\"}," \
+              "\"on\":{\"type\":\"boolean\",\"x-mcp-header\":\"On\"}," \
+              "\"deep\":{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"string\"," \
+              "\"x-mcp-header\":\"Deep-K\"}}}," \
+              "\"list\":{\"type\":\"array\",\"items\":{\"type\":\"string\"," \
+              "\"x-mcp-header\":\"Never\"}}," \
+              "\"bad\":{\"type\":\"string\",\"x-mcp-header\":\"not a token\"}}}}," \
+              "{\"inputSchema\":{}}]"
+
+static int param_check(const char *args, const char *h1, const char *v1, const char *h2,
+                       const char *v2, mcp_era_verdict_t *v)
+{
+    json_object *into = json_object_new_object(), *decls = NULL;
+    apr_table_t *headers = apr_table_make(pool, 4);
+    int rc;
+
+    ck_assert_int_eq(mcp_era_param_decls(parse(TOOLS), into), 2);
+    ck_assert(json_object_object_get_ex(into, "test_custom_header", &decls));
+    if (h1) {
+        apr_table_set(headers, h1, v1);
+    }
+    if (h2) {
+        apr_table_set(headers, h2, v2);
+    }
+    rc = mcp_era_param_check(pool, decls, parse(args), headers, v);
+    json_object_put(into);
+    return rc;
+}
+
+START_TEST(param_declarations)
+{
+    json_object *into = json_object_new_object(), *decls = NULL;
+
+    ck_assert_int_eq(mcp_era_param_decls(parse(TOOLS), into), 2);
+    ck_assert(json_object_object_get_ex(into, "echo", &decls));
+    ck_assert_int_eq((int)json_object_array_length(decls), 0);
+    ck_assert(json_object_object_get_ex(into, "test_custom_header", &decls));
+    /* region, n, on, deep.k; not under items, not a name that is no token */
+    ck_assert_str_eq(json_object_to_json_string_ext(decls, JSON_C_TO_STRING_PLAIN),
+                     "[{\"header\":\"Region\",\"type\":\"string\",\"path\":[\"region\"]},"
+                     "{\"header\":\"N\",\"type\":\"integer\",\"path\":[\"n\"]},"
+                     "{\"header\":\"On\",\"type\":\"boolean\",\"path\":[\"on\"]},"
+                     "{\"header\":\"Deep-K\",\"type\":\"string\",\"path\":[\"deep\",\"k\"]}]");
+    ck_assert_int_eq(mcp_era_param_decls(parse("{}"), into), 0);
+    json_object_put(into);
+}
+END_TEST
+
+START_TEST(param_headers)
+{
+    mcp_era_verdict_t v;
+
+    /* valid base64 of the body's value; a literal; whitespace; case-insensitive names */
+    ck_assert_int_eq(param_check("{\"region\":\"Hello\"}", "Mcp-Param-Region",
+                                 "=?base64?SGVsbG8=?=", NULL, NULL, &v), 0);
+    ck_assert_int_eq(param_check("{\"region\":\"SGVsbG8=\"}", "mcp-param-region", " SGVsbG8= ",
+                                 NULL, NULL, &v), 0);
+    ck_assert_int_eq(param_check("{\"region\":\"=?base64?SGVsbG8=\"}", "Mcp-Param-Region",
+                                 "=?base64?SGVsbG8=", NULL, NULL, &v), 0);
+    /* numbers compare numerically, booleans as true/false; nested paths */
+    ck_assert_int_eq(param_check("{\"n\":42,\"on\":true}", "Mcp-Param-N", "42.0", "Mcp-Param-On",
+                                 "true", &v), 0);
+    ck_assert_int_eq(param_check("{\"deep\":{\"k\":\"x\"}}", "Mcp-Param-Deep-K", "x", NULL, NULL,
+                                 &v), 0);
+    /* absent, null or not primitive: nothing expected */
+    ck_assert_int_eq(param_check("{\"region\":null,\"deep\":{}}", NULL, NULL, NULL, NULL, &v), 0);
+    ck_assert_int_eq(param_check("{\"region\":{\"a\":1}}", NULL, NULL, NULL, NULL, &v), 0);
+    /* missing */
+    ck_assert_int_eq(param_check("{\"region\":\"test-value\"}", NULL, NULL, NULL, NULL, &v),
+                     MCP_ERA_HEADER_MISMATCH);
+    ck_assert_ptr_nonnull(strstr(v.message, "Mcp-Param-Region header is required"));
+    /* unpadded, or not of the alphabet: refused */
+    ck_assert_int_eq(param_check("{\"region\":\"Hello\"}", "Mcp-Param-Region",
+                                 "=?base64?SGVsbG8?=", NULL, NULL, &v), MCP_ERA_HEADER_MISMATCH);
+    ck_assert_ptr_nonnull(strstr(v.message, "not canonical base64"));
+    ck_assert_int_eq(param_check("{\"region\":\"Hello\"}", "Mcp-Param-Region",
+                                 "=?base64?SGVs!!!bG8=?=", NULL, NULL, &v), MCP_ERA_HEADER_MISMATCH);
+    ck_assert_int_eq(param_check("{\"region\":\"x\"}", "Mcp-Param-Region", "=?base64?/w==?=",
+                                 NULL, NULL, &v), MCP_ERA_HEADER_MISMATCH);   /* not UTF-8 */
+    /* different values */
+    ck_assert_int_eq(param_check("{\"region\":\"eu\"}", "Mcp-Param-Region", "us", NULL, NULL,
+                                 &v), MCP_ERA_HEADER_MISMATCH);
+    ck_assert_ptr_nonnull(strstr(v.message, "Mcp-Param-Region is 'us'"));
+    ck_assert_int_eq(param_check("{\"n\":42}", "Mcp-Param-N", "43", NULL, NULL, &v),
+                     MCP_ERA_HEADER_MISMATCH);
+    ck_assert_int_eq(param_check("{\"on\":false}", "Mcp-Param-On", "False", NULL, NULL, &v),
+                     MCP_ERA_HEADER_MISMATCH);
+}
+END_TEST
+
 static Suite *era_suite(void)
 {
     Suite *s = suite_create("mcp_era");
@@ -138,6 +233,8 @@ static Suite *era_suite(void)
     tcase_add_test(tc, header_values);
     tcase_add_test(tc, rules);
     tcase_add_test(tc, lists);
+    tcase_add_test(tc, param_declarations);
+    tcase_add_test(tc, param_headers);
     suite_add_tcase(s, tc);
     return s;
 }
