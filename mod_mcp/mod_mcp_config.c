@@ -480,7 +480,7 @@ const command_rec mcp_config_cmds[] = {
                   "How long an input-required round of the era bridge waits for the client's "
                   "retry before its requestState expires and the backend call is cancelled "
                   "(default 300s)"),
-    AP_INIT_TAKE1("MCPEraBridgeToolsTTL", set_interval, AT(bridge_tools_ttl), CONTEXT,
+    AP_INIT_TAKE1("MCPEraBridgeToolsTTL", set_duration, INTERVAL(bridge_tools_ttl), CONTEXT,
                   "How long the era bridge trusts a pooled session's tool list (read with "
                   "tools/list, for checking Mcp-Param-* headers against x-mcp-header arguments) "
                   "before a tools/call reads it again (default 60s)"),
