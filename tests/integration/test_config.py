@@ -48,6 +48,8 @@ CASES = [
     ("MCPRetryInterval 10ms", None),
     ("MCPRetryInterval 5ms", "MCPRetryInterval: '5ms' is too short (10ms at least)"),
     ("MCPStreamLease 0", "MCPStreamLease: '0' is too short (10ms at least)"),
+    ("MCPEraBridgeToolsTTL 5m", None),
+    ("MCPEraBridgeToolsTTL 0", "MCPEraBridgeToolsTTL: '0' is too short (10ms at least)"),
     # lists and flags
     ("MCPAllowedHosts a.example b.example", None),
     ("MCPAllowedOrigins self ftp://x/y",
