@@ -1,4 +1,5 @@
 /* mod_mcp_config — see mod_mcp_config.h. */
+#include <apr_lib.h>
 #include <apr_strings.h>
 #include <httpd.h>
 #include <http_log.h>
@@ -258,8 +259,14 @@ static const char *add_word(cmd_parms *cmd, void *dconf, const char *arg)
 static const char *parse_duration(cmd_parms *cmd, const char *arg, apr_interval_time_t *out)
 {
     apr_interval_time_t t;
+    apr_size_t len = strlen(arg);
+    const char *spelled = arg;
 
-    if (ap_timeout_parameter_parse(arg, &t, "s") != APR_SUCCESS || t < 0) {
+    /* httpd's parser spells minutes "min"; the README (and MCPRetention) also take "m". */
+    if (len >= 2 && arg[len - 1] == 'm' && apr_isdigit(arg[len - 2])) {
+        spelled = apr_pstrcat(cmd->temp_pool, arg, "in", NULL);
+    }
+    if (ap_timeout_parameter_parse(spelled, &t, "s") != APR_SUCCESS || t < 0) {
         return apr_psprintf(cmd->pool, "%s: '%s' is not a duration (e.g. 30, 30s, 500ms, 5m)",
                             cmd->cmd->name, arg);
     }

@@ -49,6 +49,9 @@ CASES = [
     ("MCPRetryInterval 5ms", "MCPRetryInterval: '5ms' is too short (10ms at least)"),
     ("MCPStreamLease 0", "MCPStreamLease: '0' is too short (10ms at least)"),
     ("MCPEraBridgeToolsTTL 5m", None),
+    ("MCPSessionIdleTimeout 90min", None),
+    ("MCPSessionIdleTimeout 2h", None),
+    ("MCPStreamLease 5x", "MCPStreamLease: '5x' is not a duration (e.g. 30, 30s, 500ms, 5m)"),
     ("MCPEraBridgeToolsTTL 0", "MCPEraBridgeToolsTTL: '0' is too short (10ms at least)"),
     # lists and flags
     ("MCPAllowedHosts a.example b.example", None),
