@@ -234,14 +234,23 @@ def wire(stack) -> Wire:
     return Wire("http1", stack)
 
 
-@pytest.fixture(params=_wanted_modes())
-def any_wire(request, stack) -> Wire:
-    mode = request.param
+def wire_of(mode: str, stack: dict[str, str]) -> Wire:
+    """The Wire of mode for stack (a stack.env's values through plain_endpoints); skips the test
+    when the stack cannot serve that mode. A module with a stack of its own (own_stack, with
+    --tls --http2) parametrizes its own wire fixture over wanted_modes() with it."""
     if mode != "http1" and not stack.get("MCP_HTTP2"):
         pytest.skip(f"{mode}: the stack was started without --http2")
     if mode == "h2tls" and not stack.get("MCP_HTTPS_URLS"):
         pytest.skip("h2tls: the stack was started without --tls")
     return Wire(mode, stack)
+
+
+wanted_modes = _wanted_modes
+
+
+@pytest.fixture(params=_wanted_modes())
+def any_wire(request, stack) -> Wire:
+    return wire_of(request.param, stack)
 
 
 @pytest.fixture

@@ -22,12 +22,14 @@ import json
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg2
 import pytest
 import requests
 
-from conftest import own_stack, run_dir
+from conftest import own_stack, plain_endpoints, run_dir, wanted_modes, wire_of
+from mcp_client import iter_sse
 from waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,8 +44,11 @@ CAPS = {"elicitation": {}, "sampling": {}}
 @pytest.fixture(scope="module")
 def bridge():
     d = run_dir("mcp-bridge.")
-    with own_stack(d, "--httpd", "2", "--conf",
+    # --tls --http2: the wire tests (below) reach it over h2c and h2 over TLS
+    # too; the tests here use the plain http:// endpoints.
+    with own_stack(d, "--httpd", "2", "--tls", "--http2", "--conf",
                    str(Path(__file__).resolve().parent / "gateway-bridge.conf")) as env:
+        env = plain_endpoints(env)
         urls = env["MCP_URLS"].split()
         env.update(URL=urls[0], URL2=urls[1], AUTH_URL=env["MCP_AUTH_URLS"].split()[0],
                    SHORT_URL=urls[0].rsplit("/", 1)[0] + "/mcp-bridge-short",
@@ -67,16 +72,22 @@ def meta(caps=None, **more):
     return m
 
 
-def call(url, rid, method, params=None, name=None, auth=None, stream=False, caps=None, **meta_more):
+def call_parts(rid, method, params=None, name=None, caps=None, **meta_more):
+    """The body and headers of a 2026-07-28 request."""
     params = dict(params or {})
     params["_meta"] = meta(caps, **meta_more)
     h = {"Content-Type": "application/json", "Accept": ACCEPT, "MCP-Protocol-Version": V,
          "Mcp-Method": method}
     if name is not None:
         h["Mcp-Name"] = name
-    return requests.post(url, data=json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
-                                               "params": params}),
-                         headers=h, auth=auth, stream=stream, timeout=30)
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}), h
+
+
+def call(url, rid, method, params=None, name=None, auth=None, stream=False, caps=None, http=None,
+         **meta_more):
+    body, h = call_parts(rid, method, params, name, caps, **meta_more)
+    # http: requests (HTTP/1.1), or a wire's client (`via` below: HTTP/2 too).
+    return (http or requests).post(url, data=body, headers=h, auth=auth, stream=stream, timeout=30)
 
 
 def tool(url, rid, name, arguments=None, **kw):
@@ -562,3 +573,112 @@ def test_log_messages_follow_the_requests_log_level(bridge):
     assert len(got) == 3 and all(m["params"]["level"] == "info" for m in got)
     assert logs("g-2") == []
     assert logs("g-3", **{"io.modelcontextprotocol/logLevel": "error"}) == []
+
+
+# ---- over every wire: HTTP/1.1, h2c, h2 over TLS (the stack has --tls --http2) ------------------
+#
+# Real sites run mod_http2 and mod_ssl: under HTTP/2 the client's request is one stream of a
+# connection (a secondary connection in httpd), its close a RST_STREAM the handler learns of only
+# through c->aborted and failed writes.
+
+
+@pytest.fixture(params=wanted_modes())
+def via(request, bridge):
+    """One client of the bridge over a wire mode (one HTTP/2 connection per instance)."""
+    w = wire_of(request.param, bridge)
+    s = w.session()
+    s.mode = request.param
+    s.url_of = w.url
+    yield s
+    s.close()
+
+
+def sse_messages(resp):
+    """The JSON-RPC messages of a streamed answer as they arrive (either client's response)."""
+    for ev in iter_sse(resp):
+        if ev.data:
+            yield json.loads(ev.data)
+
+
+def cancelled_upstream(url, rid):
+    """The backend's ids of the calls it got notifications/cancelled for (session_info)."""
+    return session_info(url, rid)["cancelled"]
+
+
+def test_wire_main_paths(via, bridge, db):
+    url, url2 = via.url_of(0), via.url_of(1)
+    r = call(url, f"{via.mode}-d", "server/discover", http=via.http)
+    assert r.status_code == 200, r.text
+    assert r.json()["result"]["serverInfo"]["name"] == "mcp-test-backend"
+    # tools/call with progress, as the events arrive.
+    r = tool(url, f"{via.mode}-p", "test_tool_with_progress", http=via.http, stream=True,
+             progressToken="wire")
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/event-stream")
+    msgs = list(sse_messages(r))
+    assert [m["params"]["progress"] for m in msgs[:-1]] == [0, 50, 100]
+    assert msgs[-1]["id"] == f"{via.mode}-p" and msgs[-1]["result"]["resultType"] == "complete"
+    # A round on the first instance, its retry on the second.
+    result = elicitation_round(url, f"{via.mode}-e1", http=via.http)
+    (key,) = result["inputRequests"]
+    r = retry(url2, f"{via.mode}-e2", result["requestState"], {key: ANSWER}, http=via.http)
+    assert r.status_code == 200, r.text
+    assert "al@example.com" in final(r)["result"]["content"][0]["text"]
+    # subscriptions/listen (a pooled session of this mode's own: one GET per 2025 session).
+    caps = {"roots": {"listChanged": True}, "experimental": {"wire": {"mode": via.mode}}}
+    uri = "test://watched-resource"
+    lr = call(url, f"{via.mode}-L", "subscriptions/listen",
+              {"notifications": {"resourceSubscriptions": [uri]}}, caps=caps, stream=True,
+              http=via.http)
+    assert lr.status_code == 200, lr.text
+    listen = sse_messages(lr)
+    assert next(listen)["method"] == "notifications/subscriptions/acknowledged"
+    assert final(tool(url2, f"{via.mode}-t", "touch_resource", {"uri": uri}, caps=caps,
+                      http=via.http))["result"]
+    update = next(listen)
+    assert update["method"] == "notifications/resources/updated" and update["params"]["uri"] == uri
+    lr.close()   # HTTP/2: RST_STREAM; HTTP/1.1: the connection closes
+    lid = client_stream(db, f"{via.mode}-L")[0]
+    wait_for(lambda: stream_status(db, lid) == "closed", timeout=10, what="the listen to close")
+    # The connection (HTTP/2) still serves.
+    assert final(tool(url, f"{via.mode}-after", "echo", {"text": "still"}, http=via.http)
+                 )["result"]["content"][0]["text"] == "still"
+
+
+def test_wire_a_reset_mid_call_cancels_that_call_only(via, bridge, db):
+    m = via.mode
+    a = tool(via.url_of(0), f"{m}-ra", "slow", {"count": 50, "interval_ms": 100}, http=via.http,
+             stream=True, progressToken=f"{m}-ra")
+    b = tool(via.url_of(0), f"{m}-rb", "slow", {"count": 8, "interval_ms": 100}, http=via.http,
+             stream=True, progressToken=f"{m}-rb")
+    assert a.status_code == b.status_code == 200
+    am, bm = sse_messages(a), sse_messages(b)
+    assert next(am)["method"] == "notifications/progress"
+    a.close()   # HTTP/2: RST_STREAM (CANCEL) of this stream only
+    rest = list(bm)
+    assert len(rest) == 9 and rest[-1]["id"] == f"{m}-rb", rest   # 8 progress, the result
+    assert rest[-1]["result"]["content"][0]["text"] == "slow done: 8 steps"
+    cid, _, bid = client_stream(db, f"{m}-ra")
+    wait_for(lambda: stream_status(db, cid) == "cancelled", timeout=10, what="the call cancelled")
+    wait_for(lambda: stream_status(db, bid) == "cancelled", timeout=10, what="its backend stream")
+    assert cid in cancelled_upstream(bridge["URL"], f"{m}-ri")
+    assert client_stream(db, f"{m}-rb")[1] == "complete"
+
+
+def test_wire_a_reset_before_the_answer_began_cancels(via, bridge, db):
+    # No progress token: nothing is relayed before the response, so the client's answer has not
+    # begun (it may still be plain JSON, status line included) when the client resets it.
+    if via.mode == "http1":
+        pytest.skip("HTTP/1.1: test_closing_the_response_cancels_the_backend_call's close")
+    m = via.mode
+    url = via.url_of(0)
+    body, h = call_parts(f"{m}-rj", "tools/call", {"name": "slow", "arguments": {
+        "count": 60, "interval_ms": 100}}, name="slow")
+    conn = via.http.connection(url)
+    st = conn.open_stream("POST", urlsplit(url).path, h, body.encode())
+    wait_for(lambda: (row := client_stream(db, f"{m}-rj")) and row[2], timeout=10,
+             what="the call to reach the backend")
+    conn.finish(st, reset=True)   # RST_STREAM before any response header
+    cid, _, bid = client_stream(db, f"{m}-rj")
+    wait_for(lambda: stream_status(db, cid) == "cancelled", timeout=10, what="the call cancelled")
+    wait_for(lambda: stream_status(db, bid) == "cancelled", timeout=10, what="its backend stream")
+    assert cid in cancelled_upstream(bridge["URL"], f"{m}-rji")
