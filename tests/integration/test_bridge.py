@@ -682,3 +682,109 @@ def test_wire_a_reset_before_the_answer_began_cancels(via, bridge, db):
     wait_for(lambda: stream_status(db, cid) == "cancelled", timeout=10, what="the call cancelled")
     wait_for(lambda: stream_status(db, bid) == "cancelled", timeout=10, what="its backend stream")
     assert cid in cancelled_upstream(bridge["URL"], f"{m}-rji")
+
+
+def sse_body(*messages):
+    """A raw SSE answer of the fault backend: the head, then each message as an event."""
+    return SSE_HEAD + "".join(f"data: {m if isinstance(m, str) else json.dumps(m)}\n\n"
+                              for m in messages)
+
+
+ELICIT = {"jsonrpc": "2.0", "id": "ask-1", "method": "elicitation/create",
+          "params": {"message": "n?", "requestedSchema": {"type": "object", "properties": {}}}}
+
+
+def pooled_cancels(db, backend_id):
+    """notifications/cancelled the bridge sent upstream for backend id (stored on the pool)."""
+    with db.cursor() as cur:
+        cur.execute("SELECT count(*) FROM mcp.events WHERE stream_id IS NULL AND direction = 'in' "
+                    "AND message->>'method' = 'notifications/cancelled' "
+                    "AND message->'params'->>'requestId' = %s", (str(backend_id),))
+        return cur.fetchone()[0]
+
+
+def test_wire_a_reset_mid_round_cancels_the_call_and_its_backend_stream(via, faults, db):
+    """The retry follows the stored backend stream (on the other instance) while the first one
+    still reads it; the retry's client resets: the call is cancelled upstream, and the backend
+    stream and its transfer end then, not at MCPStreamTimeout."""
+    m = via.mode
+    url, url2 = via.url_of(0, "/mcp-bridge-faults-short"), via.url_of(1, "/mcp-bridge-faults-short")
+    args = {"parts": [[sse_body(ELICIT), 1]], "then": "hang", "delay_ms": 0}
+    r = tool(url, f"{m}-R1", "raw", args, http=via.http)
+    result = final(r)["result"]
+    assert result["resultType"] == "input_required", result
+    again = tool(url2, f"{m}-R2", "raw", args, http=via.http, stream=True,
+                 extra={"requestState": result["requestState"],
+                        "inputResponses": {"ask-1": {"action": "accept", "content": {}}}})
+    assert again.status_code == 200
+    cid2, _, bid = wait_for(lambda: (row := client_stream(db, f"{m}-R2")) and row[2] and row,
+                            timeout=10, what="the retry to follow the backend stream")
+    again.close()
+    wait_for(lambda: stream_status(db, cid2) == "cancelled", timeout=10,
+             what="the retry's stream cancelled")
+    with db.cursor() as cur:
+        cur.execute("SELECT backend_request_id FROM mcp.bridge_rounds WHERE state = %s",
+                    (result["requestState"],))
+        backend_id = cur.fetchone()[0]
+    assert pooled_cancels(db, backend_id) == 1
+    # The first instance, which reads the backend's stream, lets go of it at once (MCPStreamTimeout
+    # is 4 s there).
+    wait_for(lambda: stream_status(db, bid) == "cancelled", timeout=3,
+             what="the backend stream to be cancelled")
+
+
+def stored_count(db, stream_id):
+    with db.cursor() as cur:
+        cur.execute("SELECT count(*) FROM mcp.events WHERE stream_id = %s", (stream_id,))
+        return cur.fetchone()[0]
+
+
+def test_wire_a_client_that_does_not_read_holds_back_a_flooding_backend(via, faults, bridge, db):
+    """A backend floods 3,000 progress notifications of 4 KiB (12 MB); the client reads nothing
+    for a while: the relay stops storing and reading (bounded queue, blocked flush) well before
+    the end, others are served meanwhile; then the client reads it all, nothing lost."""
+    m, n = via.mode, 3000
+    token = f"{m}-flood"
+    note = {"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": token, "progress": 1, "message": "x" * 4000}}
+    end = '{"jsonrpc":"2.0","id":{{id}},"result":{"content":[{"type":"text","text":"flooded"}]}}'
+    args = {"parts": [[SSE_HEAD, 1], [f"data: {json.dumps(note)}\n\n", n], [f"data: {end}\n\n", 1]],
+            "then": "close", "delay_ms": 0}
+    r = tool(via.url_of(0, "/mcp-bridge-faults"), f"{m}-F", "raw", args, http=via.http,
+             stream=True, progressToken=token)
+    assert r.status_code == 200
+    cid = wait_for(lambda: (row := client_stream(db, f"{m}-F")) and row[0], timeout=10,
+                   what="the call's stream")
+    counts = []
+
+    def settled():
+        counts.append(stored_count(db, cid))
+        return len(counts) > 10 and counts[-1] == counts[-11] and counts[-1]
+    held = wait_for(settled, timeout=30, interval=0.1, what="the relay to stop while the client reads nothing")
+    print(f"{m}: {held} of {n} events stored while the client read nothing")
+    assert held < n / 2, f"{held} of {n} events stored while the client read nothing"
+    # Others are served meanwhile, on another connection.
+    assert final(tool(bridge["URL2"], f"{m}-F2", "echo", {"text": "served"}))["result"]
+    got = list(sse_messages(r))
+    assert len(got) == n + 1 and got[-1]["result"]["content"][0]["text"] == "flooded"
+    wait_for(lambda: stream_status(db, cid) == "complete", timeout=10, what="the call to complete")
+
+
+def test_wire_many_concurrent_streams_on_one_connection(via, bridge, db):
+    m, k = via.mode, 24
+    ids = [f"{m}-c{i}" for i in range(k)]
+    with ThreadPoolExecutor(k) as pool:
+        answers = list(pool.map(lambda rid: tool(via.url_of(0), rid, "slow",
+                                                 {"count": 3, "interval_ms": 100},
+                                                 http=via.http, progressToken=rid), ids))
+    for rid, r in zip(ids, answers):
+        assert r.status_code == 200, r.text
+        msgs = messages_of(r)
+        assert [p["params"]["progressToken"] for p in msgs[:-1]] == [rid] * 3
+        assert msgs[-1]["id"] == rid and msgs[-1]["result"]["content"][0]["text"] == "slow done: 3 steps"
+    if via.mode != "http1":
+        assert len({r.stream_id for r in answers}) == k   # one connection, k streams
+    with db.cursor() as cur:
+        cur.execute("SELECT count(*) FROM mcp.streams WHERE session_id IS NULL AND status = 'complete' "
+                    "AND request_id_text = ANY(%s)", ([json.dumps(i) for i in ids],))
+        assert cur.fetchone()[0] == k
