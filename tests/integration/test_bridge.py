@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -788,3 +789,151 @@ def test_wire_many_concurrent_streams_on_one_connection(via, bridge, db):
         cur.execute("SELECT count(*) FROM mcp.streams WHERE session_id IS NULL AND status = 'complete' "
                     "AND request_id_text = ANY(%s)", ([json.dumps(i) for i in ids],))
         assert cur.fetchone()[0] == k
+
+
+# ---- misbehaving backends behind the bridge (the fault backend, short bounds) -------------------
+
+HEAD_JSON = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+FINAL = '{"jsonrpc":"2.0","id":{{id}},"result":{"content":[{"type":"text","text":"end"}]}}'
+
+
+def bad_gateway(r, words, status=502):
+    """The client's answer to a backend fault: HTTP status (JSON), or an SSE stream that ends with
+    the error; -32603 naming the fault either way."""
+    msgs = messages_of(r)
+    err = msgs[-1].get("error")
+    assert err and err["code"] == -32603 and words in err["message"], (r.status_code, msgs)
+    if not r.headers.get("Content-Type", "").startswith("text/event-stream"):
+        assert r.status_code == status, r.text
+    return msgs
+
+
+def rows_failed(db, rid):
+    cid, status, bid = client_stream(db, rid)
+    assert status == "failed" and stream_status(db, bid) == "failed", (status, stream_status(db, bid))
+
+
+def faulty(via, rid, parts, then="close", **kw):
+    return tool(via.url_of(0, "/mcp-bridge-faults-short"), rid, "raw",
+                {"parts": parts, "then": then, "delay_ms": 0}, http=via.http, **kw)
+
+
+def test_wire_a_garbage_answer_is_502(via, faults, db):
+    m = via.mode
+    bad_gateway(faulty(via, f"{m}-g1", [[HEAD_JSON + "this is not JSON", 1]]),
+                "without a response to the request")
+    rows_failed(db, f"{m}-g1")
+    bad_gateway(faulty(via, f"{m}-g2", [[SSE_HEAD + "data: {not json\n\n", 1]]),
+                "without a response to the request")
+    rows_failed(db, f"{m}-g2")
+    bad_gateway(faulty(via, f"{m}-g3", [["HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                                         "Content-Length: 5\r\n\r\n\xff\xfe\x00\x01", 1]]), "")
+    rows_failed(db, f"{m}-g3")
+
+
+def test_wire_a_backend_closing_mid_event_fails_the_call(via, faults, db):
+    m = via.mode
+    note = {"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": f"{m}-x", "progress": 1}}
+    msgs = bad_gateway(faulty(via, f"{m}-x1", [[sse_body(note), 1], ['data: {"jsonrpc":"2.0","id":', 1]],
+                              progressToken=f"{m}-x"), "without a response to the request")
+    assert msgs[0]["method"] == "notifications/progress", msgs   # relayed before the fault
+    rows_failed(db, f"{m}-x1")
+
+
+def test_a_backend_that_never_answers_is_504_at_mcpstreamtimeout(via, faults, db):
+    if via.mode != "h2tls":
+        pytest.skip("one wire is enough for a 4 s timeout")
+    r = faulty(via, "t-never", [], then="hang")
+    assert r.status_code == 504, r.text
+    assert r.json()["error"]["code"] == -32603 and "Gateway Timeout" in r.json()["error"]["message"]
+    rows_failed(db, "t-never")
+
+
+def test_wire_ten_thousand_events_are_relayed_and_stored(via, faults, db):
+    m, n = via.mode, 10000
+    note = {"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": f"{m}-10k", "progress": 1}}
+    r = faulty(via, f"{m}-10k", [[SSE_HEAD, 1], [f"data: {json.dumps(note)}\n\n", n],
+                                  [f"data: {FINAL}\n\n", 1]], stream=True, progressToken=f"{m}-10k")
+    got = list(sse_messages(r))
+    assert len(got) == n + 1 and got[-1]["result"]["content"][0]["text"] == "end"
+    cid, status, bid = client_stream(db, f"{m}-10k")
+    assert status == "complete"
+    assert stored_count(db, cid) >= n + 2 and stored_count(db, bid) >= n + 2
+
+
+def test_wire_endless_backend_requests_make_rounds_of_bounded_size(via, faults, db):
+    """The backend sends elicitation requests without end: the client gets a round (of what came
+    in one piece), the process stores what comes while parked until MCPStreamTimeout, and serves."""
+    m = via.mode
+    ask = dict(ELICIT, id="{{id}}")
+    r = faulty(via, f"{m}-ask", [[SSE_HEAD, 1], [f"data: {json.dumps(ask)}\n\n", -1]])
+    assert r.status_code == 200, r.text
+    result = final(r)["result"]
+    assert result["resultType"] == "input_required" and len(result["inputRequests"]) >= 1
+    assert len(r.content) < 1024 * 1024
+    cid, status, bid = client_stream(db, f"{m}-ask")
+    assert status == "complete"
+    wait_for(lambda: stream_status(db, bid) != "open", timeout=15, what="the backend stream to end")
+    assert final(tool(via.url_of(0), f"{m}-ask-after", "echo", {"text": "x"}, http=via.http))["result"]
+
+
+def test_two_hundred_abandoned_rounds_are_all_reaped(bridge, db):
+    """A client opens 200 rounds (25 at a time, on both instances) and retries none: each expires
+    (MCPEraBridgeInputTimeout 2 here), its backend call is cancelled, its streams end; the
+    processes serve on. (HTTP/1.1: each round's response ends its connection, so the parked
+    relays hold worker threads, not the client's connection; see the HTTP/2 test below.)"""
+    n = 200
+    ids = [f"A-{i}" for i in range(n)]
+    caps = {"elicitation": {}, "sampling": {}, "experimental": {"a": {}}}
+    short2 = bridge["URL2"].rsplit("/", 1)[0] + "/mcp-bridge-short"
+    with db.cursor() as cur:
+        def left(batch):
+            cur.execute("SELECT count(*) FILTER (WHERE b.status = 'open'), "
+                        "count(*) FILTER (WHERE b.status = 'cancelled') FROM mcp.streams c "
+                        "JOIN mcp.streams b ON b.id = c.bridged_to "
+                        "WHERE c.session_id IS NULL AND c.request_id_text = ANY(%s)",
+                        ([json.dumps(i) for i in batch],))
+            return cur.fetchone()
+        states = []
+        # In batches of 50: the parked rounds' backend streams count against
+        # MCPMaxStreamsPerPrincipal (64 here) until they are reaped.
+        for k in range(0, n, 50):
+            batch = ids[k:k + 50]
+            with ThreadPoolExecutor(25) as pool:
+                states += [r["requestState"] for r in pool.map(lambda rid: elicitation_round(
+                    bridge["SHORT_URL"] if int(rid[2:]) % 2 else short2, rid, caps=caps), batch)]
+            wait_for(lambda: left(batch) == (0, len(batch)), timeout=30, interval=0.25,
+                     what="every abandoned round's backend call to be cancelled")
+        assert len(set(states)) == n
+        cur.execute("SELECT count(*) FROM mcp.bridge_rounds WHERE state = ANY(%s) "
+                    "AND used_at IS NULL AND expires_at < now()", (states,))
+        assert cur.fetchone()[0] == n
+        cur.execute("SELECT count(*) FROM mcp.streams c WHERE c.session_id IS NULL "
+                    "AND c.request_id_text = ANY(%s) AND c.status <> 'complete'",
+                    ([json.dumps(i) for i in ids],))
+        assert cur.fetchone()[0] == 0
+    refused(retry(bridge["SHORT_URL"], "A-late", states[0], {"input-1": ANSWER}, caps=caps),
+            "expired")
+    assert final(tool(bridge["URL"], "A-after", "echo", {"text": "x"}))["result"]
+
+
+@pytest.mark.xfail(strict=True, reason="a parked round holds its request (an HTTP/2 stream in "
+                   "process) until its retry or expiry, and mod_http2 processes at most 6 streams "
+                   "of a connection at first: the 7th request on the connection, the retry "
+                   "included, waits for a round to expire (not fixed: see the report)")
+def test_more_than_six_rounds_pending_on_one_http2_connection_do_not_stall_it(bridge):
+    w = wire_of("h2c", bridge)
+    s = w.session()
+    short = w.url(0, "/mcp-bridge-short")   # rounds expire after 2 s
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            list(pool.map(lambda i: elicitation_round(short, f"six-{i}", http=s.http), range(6)))
+        t = time.monotonic()
+        # (Before the fix this waits for the rounds to expire, 2 s and their tick.)
+        assert final(tool(w.url(0), "six-after", "echo", {"text": "x"}, http=s.http))["result"]
+        took = time.monotonic() - t
+    finally:
+        s.close()
+    assert took < 1.5, f"the 7th request on the connection took {took:.1f} s"
