@@ -622,3 +622,37 @@ def test_a_malformed_server_discover_fails_initialize_precisely(shim, faults):
     err = r.json()["error"]
     assert "server/discover result is malformed: its supportedVersions is missing or not an array" \
         in err["message"], err
+
+
+def test_wire_shim_a_client_that_does_not_read_holds_back_a_flooding_backend(via, shim, faults, db):
+    """A 2026 backend floods 1,500 progress notifications of 4 KiB (6 MB) on a shimmed call; the
+    HTTP/2 client reads nothing for a while: the relay stops (bounded queue, blocked flush) well
+    before the end, other clients are served meanwhile; then it all arrives."""
+    if via.mode == "http1":
+        pytest.skip("HTTP/1.1: the sockets' buffers hold megabytes (test_streams' bounded relay)")
+    n = 1500
+    c = Client(via.url_of(0, "/mcp-shim-faults"), http=via.http)
+    note = {"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": "f", "progress": 1, "message": "x" * 4000}}
+    end = '{"jsonrpc":"2.0","id":{{id}},"result":{"content":[{"type":"text","text":"flooded"}]}}'
+    rid, r = c.call("raw", {"parts": [[SSE_HEAD, 1], [f"data: {json.dumps(note)}\n\n", n],
+                                      [f"data: {end}\n\n", 1]], "then": "close", "delay_ms": 0},
+                    stream=True, progressToken="f")
+    assert r.status_code == 200
+    cur = db.cursor()
+    counts = []
+
+    def settled():
+        cur.execute("SELECT count(*) FROM mcp.events e JOIN mcp.streams s ON s.id = e.stream_id "
+                    "WHERE s.session_id = %s AND s.request_id = %s::jsonb", (c.sid, json.dumps(rid)))
+        counts.append(cur.fetchone()[0])
+        return len(counts) > 10 and counts[-1] == counts[-11] and counts[-1]
+    held = wait_for(settled, timeout=30, interval=0.1, what="the relay to stop while the client reads nothing")
+    assert held < n / 2, f"{held} of {n} events stored while the client read nothing"
+    # Another client is served meanwhile (not another stream of this connection: this client
+    # acknowledges data as it reads it, so the unread stream holds the connection's window).
+    other = Client(shim["URLS"][0])
+    assert other.request("ping")[1].json()["result"] == {}
+    msgs = [m for _, m in data_events(r)]
+    assert len(msgs) == n + 1 and msgs[-1]["result"]["content"][0]["text"] == "flooded"
+    wait_for(lambda: stream_row(db, c.sid, rid) == "complete", timeout=10, what="the call to complete")
