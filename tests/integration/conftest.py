@@ -181,6 +181,46 @@ def own_stack(d: Path, *args: str, sanitized: bool = True):
                                f"{down.stdout}{down.stderr}")
 
 
+@contextlib.contextmanager
+def fault_backend(stack_dir: str | os.PathLike):
+    """tests/backend/mcp-fault-backend on STACK_DIR/faults.sock (where the gateway .confs' fault
+    locations point), its stderr in STACK_DIR/faults.log; stopped at the end."""
+    binary = REPO / "tests" / "backend" / "mcp-fault-backend"
+    if not binary.is_file():
+        pytest.fail(f"{binary} is missing: run scripts/build", pytrace=False)
+    d = Path(stack_dir)
+    with open(d / "faults.log", "ab") as log:
+        proc = subprocess.Popen([str(binary), "--unix", str(d / "faults.sock")],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == b"ready", f"mcp-fault-backend did not start: {line!r}"
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+
+
+@contextlib.contextmanager
+def wire_client(mode: str, stack: dict[str, str]):
+    """An McpSession of the Wire of mode (wire_of) for a module's own stack, with .mode and
+    .url_of(instance, path); its .http posts and gets like requests (HTTP/2: one connection per
+    instance). Closed at the end."""
+    w = wire_of(mode, stack)
+    s = w.session()
+    s.mode = mode
+    s.url_of = w.url
+    try:
+        yield s
+    finally:
+        s.close()
+
+
 @pytest.fixture(scope="session")
 def stack():
     given = os.environ.get("MCP_STACK_ENV")

@@ -19,7 +19,6 @@ independent httpd instances ("hosts") of its own (tests/integration/gateway-brid
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,7 +28,7 @@ import psycopg2
 import pytest
 import requests
 
-from conftest import own_stack, plain_endpoints, run_dir, wanted_modes, wire_of
+from conftest import fault_backend, own_stack, plain_endpoints, run_dir, wanted_modes, wire_client, wire_of
 from mcp_client import iter_sse
 from waiting import wait_for
 
@@ -312,20 +311,8 @@ def test_an_unknown_method_is_404(bridge):
 @pytest.fixture(scope="module")
 def faults(bridge):
     """The fault backend on the socket /mcp-bridge-faults points at; stopped after the module."""
-    binary = REPO / "tests" / "backend" / "mcp-fault-backend"
-    if not binary.is_file():
-        pytest.fail(f"{binary} is missing: run scripts/build", pytrace=False)
-    d = Path(bridge["MCP_STACK_DIR"])
-    with open(d / "faults.log", "ab") as log:
-        proc = subprocess.Popen([str(binary), "--unix", str(d / "faults.sock")],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
-    try:
-        line = proc.stdout.readline()
-        assert line.strip() == b"ready", f"mcp-fault-backend did not start: {line!r}"
+    with fault_backend(bridge["MCP_STACK_DIR"]):
         yield bridge["URL"].rsplit("/", 1)[0] + "/mcp-bridge-faults"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_a_backends_ping_on_a_calls_stream_is_answered_by_the_bridge(faults, db):
@@ -586,12 +573,8 @@ def test_log_messages_follow_the_requests_log_level(bridge):
 @pytest.fixture(params=wanted_modes())
 def via(request, bridge):
     """One client of the bridge over a wire mode (one HTTP/2 connection per instance)."""
-    w = wire_of(request.param, bridge)
-    s = w.session()
-    s.mode = request.param
-    s.url_of = w.url
-    yield s
-    s.close()
+    with wire_client(request.param, bridge) as s:
+        yield s
 
 
 def sse_messages(resp):
@@ -905,8 +888,13 @@ def test_two_hundred_abandoned_rounds_are_all_reaped(bridge, db):
         states = []
         # In batches of 50: the parked rounds' backend streams count against
         # MCPMaxStreamsPerPrincipal (64 here) until they are reaped.
+        def room():   # what other tests' streams left open counts too
+            cur.execute("SELECT count(*) FROM mcp.streams WHERE status = 'open' "
+                        "AND holder = 'addr:127.0.0.1'")
+            return cur.fetchone()[0] <= 64 - 50
         for k in range(0, n, 50):
             batch = ids[k:k + 50]
+            wait_for(room, timeout=30, interval=0.25, what="room under MCPMaxStreamsPerPrincipal")
             with ThreadPoolExecutor(25) as pool:
                 states += [r["requestState"] for r in pool.map(lambda rid: elicitation_round(
                     bridge["SHORT_URL"] if int(rid[2:]) % 2 else short2, rid, caps=caps), batch)]

@@ -19,14 +19,14 @@ PostgreSQL (tests/integration/gateway-shim.conf):
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import psycopg2
 import pytest
 import requests
 
-from conftest import node_backend, own_stack, plain_endpoints, run_dir, wanted_modes, wire_of
+from conftest import (fault_backend, node_backend, own_stack, plain_endpoints, run_dir, wanted_modes,
+                      wire_client)
 from mcp_client import iter_sse
 from test_node_peers import node22, run_node_script  # noqa: F401  (a fixture, and a helper)
 from waiting import wait_for
@@ -319,6 +319,15 @@ def legacy_free_cancelled(shim):
     return json.loads(events(r)[-1]["result"]["content"][0]["text"])
 
 
+def listen_acknowledged(db, sid):
+    """Whether the backend's acknowledgement of the session's GET (subscriptions/listen) is stored."""
+    with db.cursor() as cur:
+        cur.execute("SELECT 1 FROM mcp.streams s JOIN mcp.events e ON e.stream_id = s.id "
+                    "WHERE s.session_id = %s AND s.kind = 'standalone' AND e.direction = 'in' "
+                    "AND e.message->>'method' = 'notifications/subscriptions/acknowledged'", (sid,))
+        return cur.fetchone() is not None
+
+
 def test_get_stream_is_subscriptions_listen(shim, db):
     c = Client(shim["URLS"][0])
     g = requests.get(c.url, headers=c.headers(Accept="text/event-stream"), stream=True, timeout=30)
@@ -328,15 +337,8 @@ def test_get_stream_is_subscriptions_listen(shim, db):
     assert priming.id and not priming.data
 
     # The backend acknowledged the listen (stored as the backend side of the stream).
-    cur = db.cursor()
-
-    def acknowledged():
-        cur.execute("SELECT 1 FROM mcp.streams s JOIN mcp.events e ON e.stream_id = s.id "
-                    "WHERE s.session_id = %s AND s.kind = 'standalone' AND e.direction = 'in' "
-                    "AND e.message->>'method' = 'notifications/subscriptions/acknowledged'", (c.sid,))
-        return cur.fetchone() is not None
-
-    wait_for(acknowledged, timeout=20, what="the backend's acknowledgement of subscriptions/listen")
+    wait_for(lambda: listen_acknowledged(db, c.sid), timeout=20,
+             what="the backend's acknowledgement of subscriptions/listen")
     _, r = c.call("test_trigger_tool_change", url=shim["URLS"][1])
     assert events(r)[-1]["result"]["content"][0]["text"] == "tools changed"
     got = json.loads(next(e for e in it if e.data).data)
@@ -407,12 +409,8 @@ def test_delete_during_a_round_ends_the_call(shim, db):
 @pytest.fixture(params=wanted_modes())
 def via(request, shim):
     """One client of the shim over a wire mode (one HTTP/2 connection per instance)."""
-    w = wire_of(request.param, shim)
-    s = w.session()
-    s.mode = request.param
-    s.url_of = w.url
-    yield s
-    s.close()
+    with wire_client(request.param, shim) as s:
+        yield s
 
 
 def data_events(resp):
@@ -468,13 +466,8 @@ def test_wire_shim_main_paths(via, db):
     listen = iter_sse(g, include_empty=True)
     assert next(listen).id   # the priming event
     cur = db.cursor()
-
-    def acknowledged():
-        cur.execute("SELECT 1 FROM mcp.streams s JOIN mcp.events e ON e.stream_id = s.id "
-                    "WHERE s.session_id = %s AND s.kind = 'standalone' AND e.direction = 'in' "
-                    "AND e.message->>'method' = 'notifications/subscriptions/acknowledged'", (c.sid,))
-        return cur.fetchone() is not None
-    wait_for(acknowledged, timeout=20, what="the backend's acknowledgement of subscriptions/listen")
+    wait_for(lambda: listen_acknowledged(db, c.sid), timeout=20,
+             what="the backend's acknowledgement of subscriptions/listen")
     _, r = c.call("test_trigger_tool_change", url=url2)
     assert json.loads(next(e for e in listen if e.data).data)["method"] == "notifications/tools/list_changed"
     g.close()
@@ -523,20 +516,9 @@ def test_wire_shim_a_reset_mid_round_leaves_the_round_open(via, db):
 
 @pytest.fixture(scope="module")
 def faults(shim):
-    binary = REPO / "tests" / "backend" / "mcp-fault-backend"
-    if not binary.is_file():
-        pytest.fail(f"{binary} is missing: run scripts/build", pytrace=False)
-    d = Path(shim["MCP_STACK_DIR"])
-    with open(d / "faults.log", "ab") as log:
-        proc = subprocess.Popen([str(binary), "--unix", str(d / "faults.sock")],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
-    try:
-        line = proc.stdout.readline()
-        assert line.strip() == b"ready", f"mcp-fault-backend did not start: {line!r}"
+    """The fault backend on the socket the /mcp-shim-faults locations point at."""
+    with fault_backend(shim["MCP_STACK_DIR"]):
         yield
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 HEAD_JSON = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
