@@ -878,36 +878,43 @@ def test_wire_endless_backend_requests_make_rounds_of_bounded_size(via, faults, 
 def test_two_hundred_abandoned_rounds_are_all_reaped(bridge, db):
     """A client opens 200 rounds (25 at a time, on both instances) and retries none: each expires
     (MCPEraBridgeInputTimeout 2 here), its backend call is cancelled, its streams end; the
-    processes serve on. (HTTP/1.1: each round's response ends its connection, so the parked
-    relays hold worker threads, not the client's connection; see the HTTP/2 test below.)"""
+    processes serve on. A parked round's backend stream counts against MCPMaxStreamsPerPrincipal
+    (64 here) until it is reaped: beyond it the client is told 429, precisely, and tries again.
+    (HTTP/1.1: each round's response ends its connection; see the HTTP/2 test below.)"""
     n = 200
     ids = [f"A-{i}" for i in range(n)]
     caps = {"elicitation": {}, "sampling": {}, "experimental": {"a": {}}}
     short2 = bridge["URL2"].rsplit("/", 1)[0] + "/mcp-bridge-short"
+    refusals = []
+
+    def open_round(rid):
+        deadline = time.monotonic() + 60
+        while True:
+            r = tool(bridge["SHORT_URL"] if int(rid[2:]) % 2 else short2, rid, "test_elicitation",
+                     {"message": "Who are you?"}, caps=caps)
+            if r.status_code != 429 or time.monotonic() > deadline:
+                break
+            assert r.json()["error"]["data"]["limit"] == "MCPMaxStreamsPerPrincipal", r.text
+            refusals.append(rid)
+            time.sleep(0.2)
+        assert r.status_code == 200, r.text
+        result = final(r)["result"]
+        assert result["resultType"] == "input_required", result
+        return result["requestState"]
+
+    with ThreadPoolExecutor(25) as pool:
+        states = list(pool.map(open_round, ids))
+    assert len(set(states)) == n
     with db.cursor() as cur:
-        def left(batch):
+        def left():
             cur.execute("SELECT count(*) FILTER (WHERE b.status = 'open'), "
                         "count(*) FILTER (WHERE b.status = 'cancelled') FROM mcp.streams c "
                         "JOIN mcp.streams b ON b.id = c.bridged_to "
                         "WHERE c.session_id IS NULL AND c.request_id_text = ANY(%s)",
-                        ([json.dumps(i) for i in batch],))
+                        ([json.dumps(i) for i in ids],))
             return cur.fetchone()
-        states = []
-        # In batches of 50: the parked rounds' backend streams count against
-        # MCPMaxStreamsPerPrincipal (64 here) until they are reaped.
-        def room():   # what other tests' streams left open counts too
-            cur.execute("SELECT count(*) FROM mcp.streams WHERE status = 'open' "
-                        "AND holder = 'addr:127.0.0.1'")
-            return cur.fetchone()[0] <= 64 - 50
-        for k in range(0, n, 50):
-            batch = ids[k:k + 50]
-            wait_for(room, timeout=30, interval=0.25, what="room under MCPMaxStreamsPerPrincipal")
-            with ThreadPoolExecutor(25) as pool:
-                states += [r["requestState"] for r in pool.map(lambda rid: elicitation_round(
-                    bridge["SHORT_URL"] if int(rid[2:]) % 2 else short2, rid, caps=caps), batch)]
-            wait_for(lambda: left(batch) == (0, len(batch)), timeout=30, interval=0.25,
-                     what="every abandoned round's backend call to be cancelled")
-        assert len(set(states)) == n
+        wait_for(lambda: left() == (0, n), timeout=30, interval=0.25,
+                 what="every abandoned round's backend call to be cancelled")
         cur.execute("SELECT count(*) FROM mcp.bridge_rounds WHERE state = ANY(%s) "
                     "AND used_at IS NULL AND expires_at < now()", (states,))
         assert cur.fetchone()[0] == n
@@ -915,6 +922,7 @@ def test_two_hundred_abandoned_rounds_are_all_reaped(bridge, db):
                     "AND c.request_id_text = ANY(%s) AND c.status <> 'complete'",
                     ([json.dumps(i) for i in ids],))
         assert cur.fetchone()[0] == 0
+    print(f"200 rounds: {len(refusals)} refusals (429) on the way")
     refused(retry(bridge["SHORT_URL"], "A-late", states[0], {"input-1": ANSWER}, caps=caps),
             "expired")
     assert final(tool(bridge["URL"], "A-after", "echo", {"text": "x"}))["result"]
