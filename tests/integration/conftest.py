@@ -24,7 +24,10 @@ For a test module that needs a stack of its own (another gateway .conf, another 
 run_dir(prefix) a fresh directory under /tmp; node_backend(node, d, script, *args) a
 tests/node script that prints "listening PORT" (yields the port); own_stack(d, *args) a stack
 started with `tests/stack up --dir d/stack ARGS $MCP_TEST_STACK_ARGS` (so the sanitizer pass
-runs it with its module too), stopped at the end, failing loudly when `down` does.
+runs it with its module too), stopped at the end, failing loudly when `down` does. Such a stack
+started with --tls --http2 is reached over every wire too: parametrize a fixture over
+wanted_modes() and take wire_client(mode, env) (or wire_of). fault_backend(stack_dir) runs
+tests/backend/mcp-fault-backend on STACK_DIR/faults.sock, where the .confs' fault locations point.
 
 Run with Debian's interpreter: /usr/bin/python3 -m pytest -v tests/integration
 """
