@@ -798,8 +798,8 @@ def rows_failed(db, rid):
     assert status == "failed" and stream_status(db, bid) == "failed", (status, stream_status(db, bid))
 
 
-def faulty(via, rid, parts, then="close", **kw):
-    return tool(via.url_of(0, "/mcp-bridge-faults-short"), rid, "raw",
+def faulty(via, rid, parts, then="close", path="/mcp-bridge-faults-short", **kw):
+    return tool(via.url_of(0, path), rid, "raw",
                 {"parts": parts, "then": then, "delay_ms": 0}, http=via.http, **kw)
 
 
@@ -841,8 +841,11 @@ def test_wire_ten_thousand_events_are_relayed_and_stored(via, faults, db):
     m, n = via.mode, 10000
     note = {"jsonrpc": "2.0", "method": "notifications/progress",
             "params": {"progressToken": f"{m}-10k", "progress": 1}}
+    # Default bounds: relaying 10,000 events may take longer than a short MCPStreamTimeout on a
+    # loaded machine.
     r = faulty(via, f"{m}-10k", [[SSE_HEAD, 1], [f"data: {json.dumps(note)}\n\n", n],
-                                  [f"data: {FINAL}\n\n", 1]], stream=True, progressToken=f"{m}-10k")
+                                  [f"data: {FINAL}\n\n", 1]], path="/mcp-bridge-faults",
+               stream=True, progressToken=f"{m}-10k")
     got = list(sse_messages(r))
     assert len(got) == n + 1 and got[-1]["result"]["content"][0]["text"] == "end"
     cid, status, bid = client_stream(db, f"{m}-10k")

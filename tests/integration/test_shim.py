@@ -563,7 +563,7 @@ def test_shim_a_backend_that_never_answers_ends_at_mcpstreamtimeout(via, faults,
 def test_shim_ten_thousand_events(via, faults, db):
     if via.mode != "h2c":
         pytest.skip("one wire is enough for 10,000 events")
-    c = Client(via.url_of(0, "/mcp-shim-faults"), http=via.http)
+    c = Client(via.url_of(0, "/mcp-shim-faults-long"), http=via.http)
     n = 10000
     note = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": 1}}
     end = '{"jsonrpc":"2.0","id":{{id}},"result":{"content":[{"type":"text","text":"end"}]}}'
@@ -613,7 +613,7 @@ def test_wire_shim_a_client_that_does_not_read_holds_back_a_flooding_backend(via
     if via.mode == "http1":
         pytest.skip("HTTP/1.1: the sockets' buffers hold megabytes (test_streams' bounded relay)")
     n = 1500
-    c = Client(via.url_of(0, "/mcp-shim-faults"), http=via.http)
+    c = Client(via.url_of(0, "/mcp-shim-faults-long"), http=via.http)
     note = {"jsonrpc": "2.0", "method": "notifications/progress",
             "params": {"progressToken": "f", "progress": 1, "message": "x" * 4000}}
     end = '{"jsonrpc":"2.0","id":{{id}},"result":{"content":[{"type":"text","text":"flooded"}]}}'
