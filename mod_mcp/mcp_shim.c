@@ -65,6 +65,37 @@ json_object *mcp_shim_initialize_result(json_object *discover, const char *clien
     return out;
 }
 
+const char *mcp_shim_discover_problem(json_object *discover)
+{
+    json_object *versions, *v;
+    size_t i, n;
+
+    if (!discover || !json_object_is_type(discover, json_type_object)) {
+        return "the result is not an object";
+    }
+    if (!(versions = member(discover, "supportedVersions", json_type_array))) {
+        return "its supportedVersions is missing or not an array";
+    }
+    n = json_object_array_length(versions);
+    for (i = 0; i < n; i++) {
+        v = json_object_array_get_idx(versions, i);
+        if (!json_object_is_type(v, json_type_string)) {
+            return "its supportedVersions holds something other than strings";
+        }
+        if (strcmp(json_object_get_string(v), MCP_SHIM_VERSION) == 0) {
+            break;
+        }
+    }
+    if (i == n) {
+        return "its supportedVersions does not list " MCP_SHIM_VERSION;
+    }
+    if (json_object_object_get_ex(discover, "capabilities", &v)
+        && !json_object_is_type(v, json_type_object)) {
+        return "its capabilities is not an object";
+    }
+    return NULL;
+}
+
 long mcp_shim_discover_ttl(json_object *discover, long dflt_ms)
 {
     json_object *v = member(discover, "ttlMs", json_type_int);

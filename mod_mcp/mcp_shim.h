@@ -39,6 +39,11 @@
 json_object *mcp_shim_initialize_result(json_object *discover, const char *client_version,
                                         const char **negotiated);
 
+/* What makes a server/discover result unusable by the shim, or NULL when it is usable: an
+ * object whose supportedVersions (an array of strings) lists 2026-07-28, whose capabilities, when
+ * present, is an object. The reason is a static string. */
+const char *mcp_shim_discover_problem(json_object *discover);
+
 /* The time a discover result may be reused, in milliseconds: its ttlMs when positive, else
  * dflt_ms; never more than an hour. */
 long mcp_shim_discover_ttl(json_object *discover, long dflt_ms);

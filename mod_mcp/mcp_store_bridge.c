@@ -206,6 +206,18 @@ mcp_store_status_t mcp_store_bridge_call_of(mcp_store_t *db, apr_pool_t *p, cons
     return MCP_STORE_OK;
 }
 
+mcp_store_status_t mcp_store_bridge_cancel(mcp_store_t *db, apr_pool_t *p, apr_int64_t stream_id)
+{
+    static const char sql[] =
+        "WITH c AS (UPDATE mcp.streams SET status = 'cancelled', completed_at = now()"
+        "            WHERE id = $1 AND status = 'open' RETURNING id)"
+        "SELECT pg_notify('mcp_events', id::text) FROM c";
+    const char *args[] = { i64(p, stream_id) };
+
+    return mcp_store_exec(db, p, "cancelling a bridged backend stream", sql, NARGS(args), args,
+                          NULL);
+}
+
 mcp_store_status_t mcp_store_bridge_round_add(mcp_store_t *db, apr_pool_t *p, const char *state,
                                               const char *principal, const char *digest,
                                               const mcp_store_bridge_round_t *round,

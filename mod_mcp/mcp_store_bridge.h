@@ -133,4 +133,8 @@ mcp_store_status_t mcp_store_bridge_round_claimed(mcp_store_t *db, apr_pool_t *p
                                                   apr_int64_t stream_id, apr_int64_t position,
                                                   int *claimed);
 
+/* A retry's client cancelled the call: the backend stream, when still open, is marked cancelled
+ * (its relay, parked in another process perhaps, is woken and lets go of the backend's answer). */
+mcp_store_status_t mcp_store_bridge_cancel(mcp_store_t *db, apr_pool_t *p, apr_int64_t stream_id);
+
 #endif

@@ -16,6 +16,7 @@ APLOG_USE_MODULE(mcp);
 /* How long a backend may keep the stream open after the response before the gateway cuts it. */
 #define ANSWERED_GRACE apr_time_from_sec(1)
 /* A round's expiry is looked at this long after it passed (its retry may just be starting). */
+#define WATCH_INTERVAL apr_time_from_sec(5)
 #define ROUND_GRACE apr_time_from_sec(1)
 /* The JSON-RPC id of the initialize request sent on the client's behalf. */
 #define INITIALIZE_ID 0
@@ -328,6 +329,7 @@ static void cut_round(bridge_t *b)
     mcp_stream_commit(&b->bs);   /* stored before the round names its position */
     client_sse(b);   /* the relay reads on after the client's response ended: SSE can end early */
     b->parked = 1;
+    b->watch = mcp_router_subscribe(mcp_child.router, b->bs.id);
     b->pending_seq = b->round_pos;
     b->pending_since = apr_time_now();
     mcp_bridged_round_start(b, b->pooled, b->bs.id, b->round_pos, b->round);
@@ -340,7 +342,7 @@ static int on_message(void *baton, const char *json, apr_size_t len)
     mcp_bridge_kind_t kind;
     json_object *obj;
 
-    if (b->answered || b->abandoned) {
+    if (b->answered || b->abandoned || b->ended_elsewhere) {
         return 0;
     }
     apr_pool_clear(b->scratch);
@@ -454,12 +456,36 @@ static int round_abandoned(bridge_t *b)
     return b->abandoned;
 }
 
+/* Parked: was the backend stream ended by another process (a retry whose client cancelled the
+ * call)? Read from the table when woken for it, or every WATCH_INTERVAL. */
+static int backend_ended_elsewhere(bridge_t *b)
+{
+    apr_time_t now = apr_time_now();
+    mcp_store_stream_t state;
+
+    if (!mcp_router_wait(b->watch, 0) && now - b->watched < WATCH_INTERVAL) {
+        return 0;
+    }
+    b->watched = now;
+    if (mcp_store_stream_get(mcp_req_db(b->q), b->scratch, b->bs.id, &state) == MCP_STORE_OK
+        && strcmp(state.status, "open") != 0) {
+        ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, b->q->r, "era bridge: backend stream %"
+                      APR_INT64_T_FMT " ended elsewhere (%s); its answer is let go of",
+                      b->bs.id, state.status);
+        b->ended_elsewhere = 1;
+    }
+    return b->ended_elsewhere;
+}
+
 static int on_tick(void *baton)
 {
     bridge_t *b = baton;
 
     if (b->answered) {
         return apr_time_now() - b->answered > ANSWERED_GRACE;
+    }
+    if (b->parked && backend_ended_elsewhere(b)) {
+        return 1;
     }
     if (mcp_stream_tick(&b->bs)) {
         return 1;
@@ -681,6 +707,12 @@ int mcp_bridged_relay(bridge_t *b)
         break;
     }
     cut_round(b);   /* requests in a last piece that no after_chunk saw */
+    mcp_router_unsubscribe(b->watch);
+    b->watch = NULL;
+    if (b->ended_elsewhere) {
+        mcp_stream_disown(&b->bs);   /* cancelled by the retry, which told the backend */
+        return DONE;
+    }
     if (b->refused_cap && !b->answered) {   /* (answered anyway: the response wins) */
         return mcp_bridged_refuse(b, b->pooled, b->refused_cap);
     }

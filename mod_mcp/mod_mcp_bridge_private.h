@@ -31,6 +31,9 @@ typedef struct bridge_t {
     int                      parked;     /* the client got an InputRequiredResult            */
     int                      cancelled;  /* the client closed its response first             */
     int                      abandoned;  /* a round was not claimed in time                  */
+    int                      ended_elsewhere; /* parked: the retry's client cancelled the call */
+    mcp_router_sub_t        *watch;      /* parked: wake-ups for the backend stream           */
+    apr_time_t               watched;    /* parked: its status was last read then             */
     apr_int64_t              pending_seq;   /* the last input request's seq (parked)          */
     apr_time_t               pending_since;
     apr_array_header_t      *round;      /* json_object *: the backend's requests not yet cut */

@@ -193,6 +193,8 @@ static int follow(bridge_t *b, const mcp_store_session_t *s, apr_int64_t stream_
         if (b->st.client_gone) {
             mcp_bridged_cancel(b, s, b->backend_id, "the client closed its response (2026-07-28: "
                             "cancellation)");
+            /* The relay reading the backend's answer (parked, on any process) lets go of it. */
+            mcp_store_bridge_cancel(db, pool, stream_id);
             mcp_stream_finish(&b->st, "cancelled");
             break;
         }

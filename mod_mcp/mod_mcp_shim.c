@@ -303,6 +303,7 @@ static json_object *discover(mcp_req_t *q, const char **why)
     static const char ask[] = "{\"jsonrpc\":\"2.0\",\"id\":\"" MCP_SHIM_ID_PREFIX "discover\","
                               "\"method\":\"server/discover\"}";
     const char *text = discover_cached(r->pool, q->conf->backend_spec), *err = NULL, *body;
+    const char *problem;
     json_object *request, *result;
     shim_call_t c;
     discover_t d;
@@ -331,6 +332,11 @@ static json_object *discover(mcp_req_t *q, const char **why)
     }
     if (!(result = mcp_jsonrpc_parse_value(r->pool, d.result, strlen(d.result)))) {
         *why = "the backend's server/discover result does not parse";
+        return NULL;
+    }
+    if ((problem = mcp_shim_discover_problem(result))) {
+        *why = apr_psprintf(r->pool, "the backend's server/discover result is malformed: %s",
+                            problem);
         return NULL;
     }
     discover_keep(q->conf->backend_spec, d.result, mcp_shim_discover_ttl(result,
@@ -577,7 +583,10 @@ static void run_rounds(shim_call_t *c, shim_req_t *s, const mcp_shim_client_t *c
             return;
         }
         if (!s->input_required) {
-            fail_call(c, s, MCP_JSONRPC_BACKEND_ERROR, status != MCP_BACKEND_OK
+            fail_call(c, s, MCP_JSONRPC_BACKEND_ERROR, status == MCP_BACKEND_TIMEOUT
+                      ? apr_psprintf(r->pool, "Gateway Timeout: no complete answer from the "
+                                     "backend within MCPStreamTimeout: %s", err ? err : "?")
+                      : status != MCP_BACKEND_OK
                       ? apr_psprintf(r->pool, "Bad Gateway: the exchange with the backend "
                                      "failed: %s", err ? err : "?")
                       : apr_psprintf(r->pool, "Bad Gateway: the backend answered HTTP %ld "

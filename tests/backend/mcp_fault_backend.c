@@ -6,7 +6,8 @@
  * just enough MCP to be a backend: initialize (issues an Mcp-Session-Id), notifications (202),
  * DELETE (200, remembered), GET (an SSE stream kept open), and tools/call, whose tool name picks
  * the behaviour (an initialize whose clientInfo.name is "bad-session-id" gets a session id
- * ending in the byte 0xFF):
+ * ending in the byte 0xFF). server/discover (the era shim's, of a 2026-07-28 backend) gets a
+ * DiscoverResult listing 2026-07-28, a malformed one when the request's path is /bad-discover:
  *
  *   echo      a well-formed JSON result ({"content":[{"type":"text","text":"ok"}]})
  *   raw       arguments {"delay_ms": N, "parts": [[TEXT, COUNT], ...], "then": "close"|"hang"}:
@@ -66,6 +67,7 @@ static char hanging[MAX_GETS][64];   /* the sessions of raw answers that hang no
 
 typedef struct request_t {
     char method[16];
+    char path[256];
     char session[64];
     char *body;
     size_t body_len;
@@ -165,7 +167,7 @@ static int read_request(int fd, request_t *rq)
             return -1;
         }
     }
-    sscanf(head, "%15s", rq->method);
+    sscanf(head, "%15s %255s", rq->method, rq->path);
     header_value(head, "Mcp-Session-Id", rq->session, sizeof(rq->session));
     if (header_value(head, "Content-Length", value, sizeof(value))) {
         clen = strtoul(value, NULL, 10);
@@ -456,6 +458,15 @@ static void serve_post(int fd, const request_t *rq)
         snprintf(extra, sizeof(extra), "Mcp-Session-Id: fault-%lu-%ld%s\r\n", n, (long)getpid(),
                  bad_session_id(params) ? "\xff" : "");
         reply_result(fd, id, result, extra);
+    }
+    else if (strcmp(method, "server/discover") == 0) {
+        /* A 2026-07-28 backend's discover (for the era shim); malformed at /bad-discover. */
+        json_object *result = json_tokener_parse(
+            strcmp(rq->path, "/bad-discover") == 0
+            ? "{\"supportedVersions\":\"2026-07-28\",\"capabilities\":[]}"
+            : "{\"supportedVersions\":[\"2026-07-28\"],\"capabilities\":{\"tools\":{}},"
+              "\"serverInfo\":{\"name\":\"mcp-fault-backend\",\"version\":\"1\"}}");
+        reply_result(fd, id, result, NULL);
     }
     else if (strcmp(method, "tools/call") == 0) {
         if (params && json_object_object_get_ex(params, "name", &v)) {

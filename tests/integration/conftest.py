@@ -24,7 +24,10 @@ For a test module that needs a stack of its own (another gateway .conf, another 
 run_dir(prefix) a fresh directory under /tmp; node_backend(node, d, script, *args) a
 tests/node script that prints "listening PORT" (yields the port); own_stack(d, *args) a stack
 started with `tests/stack up --dir d/stack ARGS $MCP_TEST_STACK_ARGS` (so the sanitizer pass
-runs it with its module too), stopped at the end, failing loudly when `down` does.
+runs it with its module too), stopped at the end, failing loudly when `down` does. Such a stack
+started with --tls --http2 is reached over every wire too: parametrize a fixture over
+wanted_modes() and take wire_client(mode, env) (or wire_of). fault_backend(stack_dir) runs
+tests/backend/mcp-fault-backend on STACK_DIR/faults.sock, where the .confs' fault locations point.
 
 Run with Debian's interpreter: /usr/bin/python3 -m pytest -v tests/integration
 """
@@ -180,6 +183,46 @@ def own_stack(d: Path, *args: str):
                                f"{down.stdout}{down.stderr}")
 
 
+@contextlib.contextmanager
+def fault_backend(stack_dir: str | os.PathLike):
+    """tests/backend/mcp-fault-backend on STACK_DIR/faults.sock (where the gateway .confs' fault
+    locations point), its stderr in STACK_DIR/faults.log; stopped at the end."""
+    binary = REPO / "tests" / "backend" / "mcp-fault-backend"
+    if not binary.is_file():
+        pytest.fail(f"{binary} is missing: run scripts/build", pytrace=False)
+    d = Path(stack_dir)
+    with open(d / "faults.log", "ab") as log:
+        proc = subprocess.Popen([str(binary), "--unix", str(d / "faults.sock")],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == b"ready", f"mcp-fault-backend did not start: {line!r}"
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+
+
+@contextlib.contextmanager
+def wire_client(mode: str, stack: dict[str, str]):
+    """An McpSession of the Wire of mode (wire_of) for a module's own stack, with .mode and
+    .url_of(instance, path); its .http posts and gets like requests (HTTP/2: one connection per
+    instance). Closed at the end."""
+    w = wire_of(mode, stack)
+    s = w.session()
+    s.mode = mode
+    s.url_of = w.url
+    try:
+        yield s
+    finally:
+        s.close()
+
+
 @pytest.fixture(scope="session")
 def stack():
     given = os.environ.get("MCP_STACK_ENV")
@@ -233,14 +276,23 @@ def wire(stack) -> Wire:
     return Wire("http1", stack)
 
 
-@pytest.fixture(params=_wanted_modes())
-def any_wire(request, stack) -> Wire:
-    mode = request.param
+def wire_of(mode: str, stack: dict[str, str]) -> Wire:
+    """The Wire of mode for stack (a stack.env's values through plain_endpoints); skips the test
+    when the stack cannot serve that mode. A module with a stack of its own (own_stack, with
+    --tls --http2) parametrizes its own wire fixture over wanted_modes() with it."""
     if mode != "http1" and not stack.get("MCP_HTTP2"):
         pytest.skip(f"{mode}: the stack was started without --http2")
     if mode == "h2tls" and not stack.get("MCP_HTTPS_URLS"):
         pytest.skip("h2tls: the stack was started without --tls")
     return Wire(mode, stack)
+
+
+wanted_modes = _wanted_modes
+
+
+@pytest.fixture(params=_wanted_modes())
+def any_wire(request, stack) -> Wire:
+    return wire_of(request.param, stack)
 
 
 @pytest.fixture

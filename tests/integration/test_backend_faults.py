@@ -29,11 +29,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from conftest import fault_backend
 from mcp_client import McpError, McpSession
 from waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-FAULT_BACKEND = REPO / "tests" / "backend" / "mcp-fault-backend"
 
 STREAM_TIMEOUT = 4.0          # MCPStreamTimeout of /mcp-faults
 MAX_MESSAGE = 65536           # MCPMaxMessageSize of /mcp-faults
@@ -52,26 +52,9 @@ TIMED = STREAM_TIMEOUT + 2.0  # faults only a timeout ends (a backend that never
 @pytest.fixture(scope="module")
 def faults(stack):
     """The fault backend, listening where /mcp-faults expects it; stopped after the module."""
-    if not FAULT_BACKEND.is_file():
-        pytest.fail(f"{FAULT_BACKEND} is missing: run scripts/build", pytrace=False)
-    d = Path(stack["MCP_STACK_DIR"])
-    sock = d / "faults.sock"
-    log = open(d / "faults.log", "ab")
-    proc = subprocess.Popen([str(FAULT_BACKEND), "--unix", str(sock)], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=log)
-    try:
-        line = proc.stdout.readline()
-        assert line.strip() == b"ready", f"mcp-fault-backend did not start: {line!r}"
+    with fault_backend(stack["MCP_STACK_DIR"]):
         base = urlsplit(stack["MCP_URL"])
         yield f"{base.scheme}://{base.netloc}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 @pytest.fixture

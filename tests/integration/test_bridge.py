@@ -19,15 +19,17 @@ independent httpd instances ("hosts") of its own (tests/integration/gateway-brid
 from __future__ import annotations
 
 import json
-import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg2
 import pytest
 import requests
 
-from conftest import own_stack, run_dir
+from conftest import fault_backend, own_stack, plain_endpoints, run_dir, wanted_modes, wire_client, wire_of
+from mcp_client import iter_sse
 from waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,8 +44,11 @@ CAPS = {"elicitation": {}, "sampling": {}}
 @pytest.fixture(scope="module")
 def bridge():
     d = run_dir("mcp-bridge.")
-    with own_stack(d, "--httpd", "2", "--conf",
+    # --tls --http2: the wire tests (below) reach it over h2c and h2 over TLS
+    # too; the tests here use the plain http:// endpoints.
+    with own_stack(d, "--httpd", "2", "--tls", "--http2", "--conf",
                    str(Path(__file__).resolve().parent / "gateway-bridge.conf")) as env:
+        env = plain_endpoints(env)
         urls = env["MCP_URLS"].split()
         env.update(URL=urls[0], URL2=urls[1], AUTH_URL=env["MCP_AUTH_URLS"].split()[0],
                    SHORT_URL=urls[0].rsplit("/", 1)[0] + "/mcp-bridge-short",
@@ -67,16 +72,22 @@ def meta(caps=None, **more):
     return m
 
 
-def call(url, rid, method, params=None, name=None, auth=None, stream=False, caps=None, **meta_more):
+def call_parts(rid, method, params=None, name=None, caps=None, **meta_more):
+    """The body and headers of a 2026-07-28 request."""
     params = dict(params or {})
     params["_meta"] = meta(caps, **meta_more)
     h = {"Content-Type": "application/json", "Accept": ACCEPT, "MCP-Protocol-Version": V,
          "Mcp-Method": method}
     if name is not None:
         h["Mcp-Name"] = name
-    return requests.post(url, data=json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
-                                               "params": params}),
-                         headers=h, auth=auth, stream=stream, timeout=30)
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}), h
+
+
+def call(url, rid, method, params=None, name=None, auth=None, stream=False, caps=None, http=None,
+         **meta_more):
+    body, h = call_parts(rid, method, params, name, caps, **meta_more)
+    # http: requests (HTTP/1.1), or a wire's client (`via` below: HTTP/2 too).
+    return (http or requests).post(url, data=body, headers=h, auth=auth, stream=stream, timeout=30)
 
 
 def tool(url, rid, name, arguments=None, **kw):
@@ -300,20 +311,8 @@ def test_an_unknown_method_is_404(bridge):
 @pytest.fixture(scope="module")
 def faults(bridge):
     """The fault backend on the socket /mcp-bridge-faults points at; stopped after the module."""
-    binary = REPO / "tests" / "backend" / "mcp-fault-backend"
-    if not binary.is_file():
-        pytest.fail(f"{binary} is missing: run scripts/build", pytrace=False)
-    d = Path(bridge["MCP_STACK_DIR"])
-    with open(d / "faults.log", "ab") as log:
-        proc = subprocess.Popen([str(binary), "--unix", str(d / "faults.sock")],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
-    try:
-        line = proc.stdout.readline()
-        assert line.strip() == b"ready", f"mcp-fault-backend did not start: {line!r}"
+    with fault_backend(bridge["MCP_STACK_DIR"]):
         yield bridge["URL"].rsplit("/", 1)[0] + "/mcp-bridge-faults"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_a_backends_ping_on_a_calls_stream_is_answered_by_the_bridge(faults, db):
@@ -562,3 +561,384 @@ def test_log_messages_follow_the_requests_log_level(bridge):
     assert len(got) == 3 and all(m["params"]["level"] == "info" for m in got)
     assert logs("g-2") == []
     assert logs("g-3", **{"io.modelcontextprotocol/logLevel": "error"}) == []
+
+
+# ---- over every wire: HTTP/1.1, h2c, h2 over TLS (the stack has --tls --http2) ------------------
+#
+# Real sites run mod_http2 and mod_ssl: under HTTP/2 the client's request is one stream of a
+# connection (a secondary connection in httpd), its close a RST_STREAM the handler learns of only
+# through c->aborted and failed writes.
+
+
+@pytest.fixture(params=wanted_modes())
+def via(request, bridge):
+    """One client of the bridge over a wire mode (one HTTP/2 connection per instance)."""
+    with wire_client(request.param, bridge) as s:
+        yield s
+
+
+def sse_messages(resp):
+    """The JSON-RPC messages of a streamed answer as they arrive (either client's response)."""
+    for ev in iter_sse(resp):
+        if ev.data:
+            yield json.loads(ev.data)
+
+
+def cancelled_upstream(url, rid):
+    """The backend's ids of the calls it got notifications/cancelled for (session_info)."""
+    return session_info(url, rid)["cancelled"]
+
+
+def test_wire_main_paths(via, bridge, db):
+    url, url2 = via.url_of(0), via.url_of(1)
+    r = call(url, f"{via.mode}-d", "server/discover", http=via.http)
+    assert r.status_code == 200, r.text
+    assert r.json()["result"]["serverInfo"]["name"] == "mcp-test-backend"
+    # tools/call with progress, as the events arrive.
+    r = tool(url, f"{via.mode}-p", "test_tool_with_progress", http=via.http, stream=True,
+             progressToken="wire")
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/event-stream")
+    msgs = list(sse_messages(r))
+    assert [m["params"]["progress"] for m in msgs[:-1]] == [0, 50, 100]
+    assert msgs[-1]["id"] == f"{via.mode}-p" and msgs[-1]["result"]["resultType"] == "complete"
+    # A round on the first instance, its retry on the second.
+    result = elicitation_round(url, f"{via.mode}-e1", http=via.http)
+    (key,) = result["inputRequests"]
+    r = retry(url2, f"{via.mode}-e2", result["requestState"], {key: ANSWER}, http=via.http)
+    assert r.status_code == 200, r.text
+    assert "al@example.com" in final(r)["result"]["content"][0]["text"]
+    # subscriptions/listen (a pooled session of this mode's own: one GET per 2025 session).
+    caps = {"roots": {"listChanged": True}, "experimental": {"wire": {"mode": via.mode}}}
+    uri = "test://watched-resource"
+    lr = call(url, f"{via.mode}-L", "subscriptions/listen",
+              {"notifications": {"resourceSubscriptions": [uri]}}, caps=caps, stream=True,
+              http=via.http)
+    assert lr.status_code == 200, lr.text
+    listen = sse_messages(lr)
+    assert next(listen)["method"] == "notifications/subscriptions/acknowledged"
+    assert final(tool(url2, f"{via.mode}-t", "touch_resource", {"uri": uri}, caps=caps,
+                      http=via.http))["result"]
+    update = next(listen)
+    assert update["method"] == "notifications/resources/updated" and update["params"]["uri"] == uri
+    lr.close()   # HTTP/2: RST_STREAM; HTTP/1.1: the connection closes
+    lid = client_stream(db, f"{via.mode}-L")[0]
+    wait_for(lambda: stream_status(db, lid) == "closed", timeout=10, what="the listen to close")
+    # The connection (HTTP/2) still serves.
+    assert final(tool(url, f"{via.mode}-after", "echo", {"text": "still"}, http=via.http)
+                 )["result"]["content"][0]["text"] == "still"
+
+
+def test_wire_a_reset_mid_call_cancels_that_call_only(via, bridge, db):
+    m = via.mode
+    a = tool(via.url_of(0), f"{m}-ra", "slow", {"count": 50, "interval_ms": 100}, http=via.http,
+             stream=True, progressToken=f"{m}-ra")
+    b = tool(via.url_of(0), f"{m}-rb", "slow", {"count": 8, "interval_ms": 100}, http=via.http,
+             stream=True, progressToken=f"{m}-rb")
+    assert a.status_code == b.status_code == 200
+    am, bm = sse_messages(a), sse_messages(b)
+    assert next(am)["method"] == "notifications/progress"
+    a.close()   # HTTP/2: RST_STREAM (CANCEL) of this stream only
+    rest = list(bm)
+    assert len(rest) == 9 and rest[-1]["id"] == f"{m}-rb", rest   # 8 progress, the result
+    assert rest[-1]["result"]["content"][0]["text"] == "slow done: 8 steps"
+    cid, _, bid = client_stream(db, f"{m}-ra")
+    wait_for(lambda: stream_status(db, cid) == "cancelled", timeout=10, what="the call cancelled")
+    wait_for(lambda: stream_status(db, bid) == "cancelled", timeout=10, what="its backend stream")
+    assert cid in cancelled_upstream(bridge["URL"], f"{m}-ri")
+    assert client_stream(db, f"{m}-rb")[1] == "complete"
+
+
+def test_wire_a_reset_before_the_answer_began_cancels(via, bridge, db):
+    # No progress token: nothing is relayed before the response, so the client's answer has not
+    # begun (it may still be plain JSON, status line included) when the client resets it.
+    if via.mode == "http1":
+        pytest.skip("HTTP/1.1: test_closing_the_response_cancels_the_backend_call's close")
+    m = via.mode
+    url = via.url_of(0)
+    body, h = call_parts(f"{m}-rj", "tools/call", {"name": "slow", "arguments": {
+        "count": 60, "interval_ms": 100}}, name="slow")
+    conn = via.http.connection(url)
+    st = conn.open_stream("POST", urlsplit(url).path, h, body.encode())
+    wait_for(lambda: (row := client_stream(db, f"{m}-rj")) and row[2], timeout=10,
+             what="the call to reach the backend")
+    conn.finish(st, reset=True)   # RST_STREAM before any response header
+    cid, _, bid = client_stream(db, f"{m}-rj")
+    wait_for(lambda: stream_status(db, cid) == "cancelled", timeout=10, what="the call cancelled")
+    wait_for(lambda: stream_status(db, bid) == "cancelled", timeout=10, what="its backend stream")
+    assert cid in cancelled_upstream(bridge["URL"], f"{m}-rji")
+
+
+def sse_body(*messages):
+    """A raw SSE answer of the fault backend: the head, then each message as an event."""
+    return SSE_HEAD + "".join(f"data: {m if isinstance(m, str) else json.dumps(m)}\n\n"
+                              for m in messages)
+
+
+ELICIT = {"jsonrpc": "2.0", "id": "ask-1", "method": "elicitation/create",
+          "params": {"message": "n?", "requestedSchema": {"type": "object", "properties": {}}}}
+
+
+def pooled_cancels(db, backend_id):
+    """notifications/cancelled the bridge sent upstream for backend id (stored on the pool)."""
+    with db.cursor() as cur:
+        cur.execute("SELECT count(*) FROM mcp.events WHERE stream_id IS NULL AND direction = 'in' "
+                    "AND message->>'method' = 'notifications/cancelled' "
+                    "AND message->'params'->>'requestId' = %s", (str(backend_id),))
+        return cur.fetchone()[0]
+
+
+def test_wire_a_reset_mid_round_cancels_the_call_and_its_backend_stream(via, faults, db):
+    """The retry follows the stored backend stream (on the other instance) while the first one
+    still reads it; the retry's client resets: the call is cancelled upstream, and the backend
+    stream and its transfer end then, not at MCPStreamTimeout."""
+    m = via.mode
+    url, url2 = via.url_of(0, "/mcp-bridge-faults-short"), via.url_of(1, "/mcp-bridge-faults-short")
+    args = {"parts": [[sse_body(ELICIT), 1]], "then": "hang", "delay_ms": 0}
+    r = tool(url, f"{m}-R1", "raw", args, http=via.http)
+    result = final(r)["result"]
+    assert result["resultType"] == "input_required", result
+    again = tool(url2, f"{m}-R2", "raw", args, http=via.http, stream=True,
+                 extra={"requestState": result["requestState"],
+                        "inputResponses": {"ask-1": {"action": "accept", "content": {}}}})
+    assert again.status_code == 200
+    cid2, _, bid = wait_for(lambda: (row := client_stream(db, f"{m}-R2")) and row[2] and row,
+                            timeout=10, what="the retry to follow the backend stream")
+    again.close()
+    wait_for(lambda: stream_status(db, cid2) == "cancelled", timeout=10,
+             what="the retry's stream cancelled")
+    with db.cursor() as cur:
+        cur.execute("SELECT backend_request_id FROM mcp.bridge_rounds WHERE state = %s",
+                    (result["requestState"],))
+        backend_id = cur.fetchone()[0]
+    assert pooled_cancels(db, backend_id) == 1
+    # The first instance, which reads the backend's stream, lets go of it at once (MCPStreamTimeout
+    # is 4 s there).
+    wait_for(lambda: stream_status(db, bid) == "cancelled", timeout=3,
+             what="the backend stream to be cancelled")
+
+
+def stored_count(db, stream_id):
+    with db.cursor() as cur:
+        cur.execute("SELECT count(*) FROM mcp.events WHERE stream_id = %s", (stream_id,))
+        return cur.fetchone()[0]
+
+
+def test_wire_a_client_that_does_not_read_holds_back_a_flooding_backend(via, faults, bridge, db):
+    """A backend floods 1,500 progress notifications of 4 KiB (6 MB); the HTTP/2 client reads
+    nothing for a while (its stream's window is 64 KiB): the relay stops storing and reading (bounded queue, blocked flush) well before
+    the end, others are served meanwhile; then the client reads it all, nothing lost."""
+    if via.mode == "http1":
+        pytest.skip("HTTP/1.1: the sockets' buffers hold megabytes (test_streams' bounded relay)")
+    m, n = via.mode, 1500
+    token = f"{m}-flood"
+    note = {"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": token, "progress": 1, "message": "x" * 4000}}
+    end = '{"jsonrpc":"2.0","id":{{id}},"result":{"content":[{"type":"text","text":"flooded"}]}}'
+    args = {"parts": [[SSE_HEAD, 1], [f"data: {json.dumps(note)}\n\n", n], [f"data: {end}\n\n", 1]],
+            "then": "close", "delay_ms": 0}
+    r = tool(via.url_of(0, "/mcp-bridge-faults"), f"{m}-F", "raw", args, http=via.http,
+             stream=True, progressToken=token)
+    assert r.status_code == 200
+    cid = wait_for(lambda: (row := client_stream(db, f"{m}-F")) and row[0], timeout=10,
+                   what="the call's stream")
+    counts = []
+
+    def settled():
+        counts.append(stored_count(db, cid))
+        return len(counts) > 10 and counts[-1] == counts[-11] and counts[-1]
+    held = wait_for(settled, timeout=30, interval=0.1, what="the relay to stop while the client reads nothing")
+    print(f"{m}: {held} of {n} events stored while the client read nothing")
+    assert held < n / 2, f"{held} of {n} events stored while the client read nothing"
+    # Others are served meanwhile, on another connection.
+    assert final(tool(bridge["URL2"], f"{m}-F2", "echo", {"text": "served"}))["result"]
+    got = list(sse_messages(r))
+    assert len(got) == n + 1 and got[-1]["result"]["content"][0]["text"] == "flooded"
+    wait_for(lambda: stream_status(db, cid) == "complete", timeout=10, what="the call to complete")
+
+
+def test_wire_many_concurrent_streams_on_one_connection(via, bridge, db):
+    m, k = via.mode, 24
+    ids = [f"{m}-c{i}" for i in range(k)]
+    with ThreadPoolExecutor(k) as pool:
+        answers = list(pool.map(lambda rid: tool(via.url_of(0), rid, "slow",
+                                                 {"count": 3, "interval_ms": 100},
+                                                 http=via.http, progressToken=rid), ids))
+    for rid, r in zip(ids, answers):
+        assert r.status_code == 200, r.text
+        msgs = messages_of(r)
+        assert [p["params"]["progressToken"] for p in msgs[:-1]] == [rid] * 3
+        assert msgs[-1]["id"] == rid and msgs[-1]["result"]["content"][0]["text"] == "slow done: 3 steps"
+    if via.mode != "http1":
+        assert len({r.stream_id for r in answers}) == k   # one connection, k streams
+    with db.cursor() as cur:
+        cur.execute("SELECT count(*) FROM mcp.streams WHERE session_id IS NULL AND status = 'complete' "
+                    "AND request_id_text = ANY(%s)", ([json.dumps(i) for i in ids],))
+        assert cur.fetchone()[0] == k
+
+
+# ---- misbehaving backends behind the bridge (the fault backend, short bounds) -------------------
+
+HEAD_JSON = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+FINAL = '{"jsonrpc":"2.0","id":{{id}},"result":{"content":[{"type":"text","text":"end"}]}}'
+
+
+def bad_gateway(r, words, status=502):
+    """The client's answer to a backend fault: HTTP status (JSON), or an SSE stream that ends with
+    the error; -32603 naming the fault either way."""
+    msgs = messages_of(r)
+    err = msgs[-1].get("error")
+    assert err and err["code"] == -32603 and words in err["message"], (r.status_code, msgs)
+    if not r.headers.get("Content-Type", "").startswith("text/event-stream"):
+        assert r.status_code == status, r.text
+    return msgs
+
+
+def rows_failed(db, rid):
+    cid, status, bid = client_stream(db, rid)
+    assert status == "failed" and stream_status(db, bid) == "failed", (status, stream_status(db, bid))
+
+
+def faulty(via, rid, parts, then="close", path="/mcp-bridge-faults-short", **kw):
+    return tool(via.url_of(0, path), rid, "raw",
+                {"parts": parts, "then": then, "delay_ms": 0}, http=via.http, **kw)
+
+
+def test_wire_a_garbage_answer_is_502(via, faults, db):
+    m = via.mode
+    bad_gateway(faulty(via, f"{m}-g1", [[HEAD_JSON + "this is not JSON", 1]]),
+                "without a response to the request")
+    rows_failed(db, f"{m}-g1")
+    bad_gateway(faulty(via, f"{m}-g2", [[SSE_HEAD + "data: {not json\n\n", 1]]),
+                "without a response to the request")
+    rows_failed(db, f"{m}-g2")
+    bad_gateway(faulty(via, f"{m}-g3", [["HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                                         "Content-Length: 5\r\n\r\n\xff\xfe\x00\x01", 1]]), "")
+    rows_failed(db, f"{m}-g3")
+
+
+def test_wire_a_backend_closing_mid_event_fails_the_call(via, faults, db):
+    m = via.mode
+    note = {"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": f"{m}-x", "progress": 1}}
+    msgs = bad_gateway(faulty(via, f"{m}-x1", [[sse_body(note), 1], ['data: {"jsonrpc":"2.0","id":', 1]],
+                              progressToken=f"{m}-x"), "without a response to the request")
+    assert msgs[0]["method"] == "notifications/progress", msgs   # relayed before the fault
+    rows_failed(db, f"{m}-x1")
+
+
+def test_a_backend_that_never_answers_is_504_at_mcpstreamtimeout(via, faults, db):
+    if via.mode != "h2tls":
+        pytest.skip("one wire is enough for a 4 s timeout")
+    r = faulty(via, "t-never", [], then="hang")
+    assert r.status_code == 504, r.text
+    assert r.json()["error"]["code"] == -32603 and "Gateway Timeout" in r.json()["error"]["message"]
+    rows_failed(db, "t-never")
+
+
+def test_wire_ten_thousand_events_are_relayed_and_stored(via, faults, db):
+    if via.mode != "h2tls":
+        pytest.skip("one wire is enough for 10,000 events")
+    m, n = via.mode, 10000
+    note = {"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": f"{m}-10k", "progress": 1}}
+    # Default bounds: relaying 10,000 events may take longer than a short MCPStreamTimeout on a
+    # loaded machine.
+    r = faulty(via, f"{m}-10k", [[SSE_HEAD, 1], [f"data: {json.dumps(note)}\n\n", n],
+                                  [f"data: {FINAL}\n\n", 1]], path="/mcp-bridge-faults",
+               stream=True, progressToken=f"{m}-10k")
+    got = list(sse_messages(r))
+    assert len(got) == n + 1 and got[-1]["result"]["content"][0]["text"] == "end"
+    cid, status, bid = client_stream(db, f"{m}-10k")
+    assert status == "complete"
+    assert stored_count(db, cid) >= n + 2 and stored_count(db, bid) >= n + 2
+
+
+def test_wire_endless_backend_requests_make_rounds_of_bounded_size(via, faults, db):
+    """The backend sends elicitation requests without end: the client gets a round (of what came
+    in one piece), the process stores what comes while parked until MCPStreamTimeout, and serves."""
+    if via.mode != "h2c":
+        pytest.skip("one wire is enough for a stream that ends at MCPStreamTimeout")
+    m = via.mode
+    ask = dict(ELICIT, id="{{id}}")
+    r = faulty(via, f"{m}-ask", [[SSE_HEAD, 1], [f"data: {json.dumps(ask)}\n\n", -1]])
+    assert r.status_code == 200, r.text
+    result = final(r)["result"]
+    assert result["resultType"] == "input_required" and len(result["inputRequests"]) >= 1
+    assert len(r.content) < 1024 * 1024
+    cid, status, bid = client_stream(db, f"{m}-ask")
+    assert status == "complete"
+    wait_for(lambda: stream_status(db, bid) != "open", timeout=15, what="the backend stream to end")
+    assert final(tool(via.url_of(0), f"{m}-ask-after", "echo", {"text": "x"}, http=via.http))["result"]
+
+
+def test_two_hundred_abandoned_rounds_are_all_reaped(bridge, db):
+    """A client opens 200 rounds (25 at a time, on both instances) and retries none: each expires
+    (MCPEraBridgeInputTimeout 2 here), its backend call is cancelled, its streams end; the
+    processes serve on. A parked round's backend stream counts against MCPMaxStreamsPerPrincipal
+    (64 here) until it is reaped: beyond it the client is told 429, precisely, and tries again.
+    (HTTP/1.1: each round's response ends its connection; see the HTTP/2 test below.)"""
+    n = 200
+    ids = [f"A-{i}" for i in range(n)]
+    caps = {"elicitation": {}, "sampling": {}, "experimental": {"a": {}}}
+    short2 = bridge["URL2"].rsplit("/", 1)[0] + "/mcp-bridge-short"
+    refusals = []
+
+    def open_round(rid):
+        deadline = time.monotonic() + 60
+        while True:
+            r = tool(bridge["SHORT_URL"] if int(rid[2:]) % 2 else short2, rid, "test_elicitation",
+                     {"message": "Who are you?"}, caps=caps)
+            if r.status_code != 429 or time.monotonic() > deadline:
+                break
+            assert r.json()["error"]["data"]["limit"] == "MCPMaxStreamsPerPrincipal", r.text
+            refusals.append(rid)
+            time.sleep(0.2)
+        assert r.status_code == 200, r.text
+        result = final(r)["result"]
+        assert result["resultType"] == "input_required", result
+        return result["requestState"]
+
+    with ThreadPoolExecutor(25) as pool:
+        states = list(pool.map(open_round, ids))
+    assert len(set(states)) == n
+    with db.cursor() as cur:
+        def left():
+            cur.execute("SELECT count(*) FILTER (WHERE b.status = 'open'), "
+                        "count(*) FILTER (WHERE b.status = 'cancelled') FROM mcp.streams c "
+                        "JOIN mcp.streams b ON b.id = c.bridged_to "
+                        "WHERE c.session_id IS NULL AND c.request_id_text = ANY(%s)",
+                        ([json.dumps(i) for i in ids],))
+            return cur.fetchone()
+        wait_for(lambda: left() == (0, n), timeout=30, interval=0.25,
+                 what="every abandoned round's backend call to be cancelled")
+        cur.execute("SELECT count(*) FROM mcp.bridge_rounds WHERE state = ANY(%s) "
+                    "AND used_at IS NULL AND expires_at < now()", (states,))
+        assert cur.fetchone()[0] == n
+        cur.execute("SELECT count(*) FROM mcp.streams c WHERE c.session_id IS NULL "
+                    "AND c.request_id_text = ANY(%s) AND c.status <> 'complete'",
+                    ([json.dumps(i) for i in ids],))
+        assert cur.fetchone()[0] == 0
+    print(f"200 rounds: {len(refusals)} refusals (429) on the way")
+    refused(retry(bridge["SHORT_URL"], "A-late", states[0], {"input-1": ANSWER}, caps=caps),
+            "expired")
+    assert final(tool(bridge["URL"], "A-after", "echo", {"text": "x"}))["result"]
+
+
+@pytest.mark.xfail(strict=True, reason="a parked round holds its request (an HTTP/2 stream in "
+                   "process) until its retry or expiry, and mod_http2 processes at most 6 streams "
+                   "of a connection at first: the 7th request on the connection, the retry "
+                   "included, waits for a round to expire (not fixed: see the report)")
+def test_more_than_six_rounds_pending_on_one_http2_connection_do_not_stall_it(bridge):
+    w = wire_of("h2c", bridge)
+    s = w.session()
+    short = w.url(0, "/mcp-bridge-short")   # rounds expire after 2 s
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            list(pool.map(lambda i: elicitation_round(short, f"six-{i}", http=s.http), range(6)))
+        t = time.monotonic()
+        # (Before the fix this waits for the rounds to expire, 2 s and their tick.)
+        assert final(tool(w.url(0), "six-after", "echo", {"text": "x"}, http=s.http))["result"]
+        took = time.monotonic() - t
+    finally:
+        s.close()
+    assert took < 1.5, f"the 7th request on the connection took {took:.1f} s"

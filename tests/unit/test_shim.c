@@ -42,6 +42,19 @@ START_TEST(initialize_from_discover)
     ck_assert_str_eq(text(r), "{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},"
                      "\"serverInfo\":{\"name\":\"mcp-backend\",\"version\":\"unknown\"}}");
     json_object_put(r);
+    ck_assert_ptr_null(mcp_shim_discover_problem(d));
+    ck_assert_str_eq(mcp_shim_discover_problem(parse("\"x\"")), "the result is not an object");
+    ck_assert_str_eq(mcp_shim_discover_problem(parse("{}")),
+                     "its supportedVersions is missing or not an array");
+    ck_assert_str_eq(mcp_shim_discover_problem(parse("{\"supportedVersions\":\"2026-07-28\"}")),
+                     "its supportedVersions is missing or not an array");
+    ck_assert_str_eq(mcp_shim_discover_problem(parse("{\"supportedVersions\":[7]}")),
+                     "its supportedVersions holds something other than strings");
+    ck_assert_str_eq(mcp_shim_discover_problem(parse("{\"supportedVersions\":[\"2025-11-25\"]}")),
+                     "its supportedVersions does not list 2026-07-28");
+    ck_assert_str_eq(mcp_shim_discover_problem(parse("{\"supportedVersions\":[\"2026-07-28\"],"
+                                                     "\"capabilities\":[]}")),
+                     "its capabilities is not an object");
     ck_assert_int_eq(mcp_shim_discover_ttl(d, 60000), 5000);
     ck_assert_int_eq(mcp_shim_discover_ttl(parse("{\"ttlMs\":0}"), 60000), 60000);
     ck_assert_int_eq(mcp_shim_discover_ttl(parse("{\"ttlMs\":99999999999}"), 1), 3600000);
