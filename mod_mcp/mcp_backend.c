@@ -118,7 +118,21 @@ typedef struct exchange_t {
     mcp_backend_response_t     *response;
     int                         headers_delivered;
     int                         aborted;
+    apr_time_t                  deadline;   /* timeout_ms from the start; 0: none            */
+    int                         timed_out;  /* the deadline passed while data kept coming    */
 } exchange_t;
+
+/* libcurl looks at CURLOPT_TIMEOUT_MS between rounds of reading, and a round reads what the
+ * socket holds (up to a hundred buffers): a backend that floods keeps it reading, and the
+ * callbacks' work on each piece (parsing, storing) delays the check by seconds. The deadline is
+ * therefore also checked here, once per piece and per progress tick. */
+static int past_deadline(exchange_t *x)
+{
+    if (x->deadline && apr_time_now() > x->deadline) {
+        x->timed_out = 1;
+    }
+    return x->timed_out;
+}
 
 static int deliver_headers(exchange_t *x)
 {
@@ -187,6 +201,9 @@ static size_t on_body(char *buf, size_t size, size_t n, void *data)
     if (!x->headers_delivered && deliver_headers(x) != 0) {
         return 0;
     }
+    if (past_deadline(x)) {
+        return 0;
+    }
     if (len && x->call->on_body && x->call->on_body(x->call->baton, buf, len) != 0) {
         x->aborted = 1;
         return 0;
@@ -203,6 +220,9 @@ static int on_progress(void *data, curl_off_t dltotal, curl_off_t dlnow, curl_of
     (void)dlnow;
     (void)ultotal;
     (void)ulnow;
+    if (past_deadline(x)) {
+        return 1;
+    }
     if (x->call->on_tick(x->call->baton) != 0) {
         x->aborted = 1;
         return 1;
@@ -304,8 +324,9 @@ mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
         curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, call->method);
     }
 
+    x.deadline = call->timeout_ms > 0 ? apr_time_now() + apr_time_from_msec(call->timeout_ms) : 0;
     rc = curl_easy_perform(h);
-    status = x.aborted ? MCP_BACKEND_ABORTED : classify(rc);
+    status = x.aborted ? MCP_BACKEND_ABORTED : x.timed_out ? MCP_BACKEND_TIMEOUT : classify(rc);
     if (status == MCP_BACKEND_OK && !x.headers_delivered) {
         /* The blank line that ends a header block was never seen (it is seen even when no body
          * follows, as for 202): the connection closed in the middle of the headers, which
@@ -316,7 +337,9 @@ mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
     }
     else if (status != MCP_BACKEND_OK) {
         *err = x.aborted ? "stopped by the gateway"
-                         : apr_pstrdup(p, errbuf[0] ? errbuf : curl_easy_strerror(rc));
+             : x.timed_out ? apr_psprintf(p, "the answer did not end within %ld milliseconds",
+                                          call->timeout_ms)
+             : apr_pstrdup(p, errbuf[0] ? errbuf : curl_easy_strerror(rc));
     }
     /* The handle outlives this frame in the cache: drop every pointer into it. */
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);

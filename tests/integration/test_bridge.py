@@ -860,6 +860,7 @@ def test_wire_endless_backend_requests_make_rounds_of_bounded_size(via, faults, 
         pytest.skip("one wire is enough for a stream that ends at MCPStreamTimeout")
     m = via.mode
     ask = dict(ELICIT, id="{{id}}")
+    t0 = time.monotonic()
     r = faulty(via, f"{m}-ask", [[SSE_HEAD, 1], [f"data: {json.dumps(ask)}\n\n", -1]])
     assert r.status_code == 200, r.text
     result = final(r)["result"]
@@ -867,7 +868,13 @@ def test_wire_endless_backend_requests_make_rounds_of_bounded_size(via, faults, 
     assert len(r.content) < 1024 * 1024
     cid, status, bid = client_stream(db, f"{m}-ask")
     assert status == "complete"
-    wait_for(lambda: stream_status(db, bid) != "open", timeout=15, what="the backend stream to end")
+    wait_for(lambda: stream_status(db, bid) != "open", timeout=15, interval=0.02,
+             what="the backend stream to end")
+    # At MCPStreamTimeout (4 s; 3 s more for the call's set-up under a sanitizer), not long after:
+    # libcurl alone noticed its timeout late while the backend flooded (18.5 s in the ASan pass).
+    took = time.monotonic() - t0
+    print(f"{m}: the flooding backend's stream ended after {took:.2f} s")
+    assert took < 7, f"the backend stream ended {took:.1f} s after the call began"
     assert final(tool(via.url_of(0), f"{m}-ask-after", "echo", {"text": "x"}, http=via.http))["result"]
 
 
