@@ -781,6 +781,18 @@ mcp_store_status_t mcp_store_exec_row(mcp_store_t *db, apr_pool_t *p, const char
     "last_seen_at = CASE WHEN last_seen_at < now() - interval '1 second' THEN now()" \
     " ELSE last_seen_at END"
 
+/* Ending a session (terminated_at set) locks its row FOR UPDATE first, not with the UPDATE's
+ * own NO KEY UPDATE: the lock conflicts with the FOR KEY SHARE that a request's record-then-
+ * dispatch holds on a fresh session (mcp_store_stream_open_request_admitted), so the two are
+ * serialised: a request admitted first has its stream committed before the session ends (and
+ * ended with it), one that comes later re-checks the row after the end and is refused. */
+#define SESSION_END_LOCK "FOR UPDATE"
+
+/* Live for principal $2 at backend $3, active within $4 seconds (0: no idle limit). */
+#define SESSION_LIVE \
+    "terminated_at IS NULL AND principal IS NOT DISTINCT FROM $2 AND backend_url = $3" \
+    " AND ($4::int = 0 OR last_seen_at > now() - make_interval(secs => $4::int))"
+
 
 mcp_store_status_t mcp_store_session_touch(mcp_store_t *db, apr_pool_t *p, const char *id,
                                            const char *principal, int idle_secs,
@@ -818,7 +830,10 @@ mcp_store_status_t mcp_store_session_terminate(mcp_store_t *db, apr_pool_t *p, c
 {
     static const char sql[] =
         "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = $1"
-        " WHERE id = $2 AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM $3";
+        " WHERE id = (SELECT id FROM mcp.sessions"
+        "              WHERE id = $2 AND terminated_at IS NULL"
+        "                AND principal IS NOT DISTINCT FROM $3 " SESSION_END_LOCK ")"
+        "   AND terminated_at IS NULL";
     const char *args[3];
     mcp_store_status_t rv;
     PGresult *res;
@@ -839,8 +854,12 @@ mcp_store_status_t mcp_store_session_expire(mcp_store_t *db, apr_pool_t *p, cons
 {
     static const char sql[] =
         "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'expired'"
-        " WHERE id = $1 AND backend_url = $2 AND terminated_at IS NULL AND $3::int > 0"
-        "   AND last_seen_at <= now() - make_interval(secs => $3::int)"
+        " WHERE id = (SELECT id FROM mcp.sessions"
+        "              WHERE id = $1 AND backend_url = $2 AND terminated_at IS NULL"
+        "                AND $3::int > 0"
+        "                AND last_seen_at <= now() - make_interval(secs => $3::int) "
+        SESSION_END_LOCK ")"
+        "   AND terminated_at IS NULL"
         " RETURNING backend_session_id";
     const char *args[3];
     mcp_store_status_t rv;
@@ -862,7 +881,8 @@ mcp_store_status_t mcp_store_sessions_expire_idle(mcp_store_t *db, apr_pool_t *p
                                                   mcp_store_expired_fn *fn, void *baton,
                                                   long *expired)
 {
-    /* SKIP LOCKED: sweeps on several hosts share the work instead of waiting for each other. */
+    /* SKIP LOCKED: sweeps on several hosts share the work instead of waiting for each other
+     * (and pass over a session a request holds: it is in use). FOR UPDATE: SESSION_END_LOCK. */
     static const char sql[] =
         "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'expired'"
         " WHERE id IN (SELECT id FROM mcp.sessions"
@@ -1313,14 +1333,29 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
     mcp_store_refusal_t *refused)
 {
-    /* The admission comes between the session's check and the stream's insert. */
+    /* The admission comes between the session's check and the stream's insert. The session's
+     * row is locked in one mode only, chosen from a plain read: an UPDATE (the touch) when its
+     * activity is over a second old, else FOR KEY SHARE, the lock the stream's foreign key
+     * takes anyway (no new row version, none of the row's CHECKs, no second lock). Either waits
+     * for a termination in flight (SESSION_END_LOCK) and re-checks the row after it, and a
+     * termination waits for either. A transaction that never upgrades a lock it holds on the
+     * row cannot deadlock with another on it; other requests' KEY SHARE (their foreign keys,
+     * their statement 2, grouped or not) never blocks this UPDATE. A stale read makes the
+     * UPDATE, which waits for the lock instead of skipping: a session in use is touched. */
     static const char sql[] =
-        "WITH se AS ("
-        "  UPDATE mcp.sessions SET " TOUCH_SESSION
-        "   WHERE id = $1 AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM $2"
-        "     AND backend_url = $3"
-        "     AND ($4::int = 0 OR last_seen_at > now() - make_interval(secs => $4::int))"
+        "WITH cur AS ("
+        "  SELECT last_seen_at < now() - interval '1 second' AS stale FROM mcp.sessions"
+        "   WHERE id = $1"
+        "), touched AS ("
+        "  UPDATE mcp.sessions SET last_seen_at = now()"
+        "   WHERE id = $1 AND (SELECT stale FROM cur) AND " SESSION_LIVE
         "  RETURNING id, principal, backend_session_id, protocol_version"
+        "), held AS ("
+        "  SELECT id, principal, backend_session_id, protocol_version FROM mcp.sessions"
+        "   WHERE id = $1 AND (SELECT stale FROM cur) IS FALSE AND " SESSION_LIVE
+        "     FOR KEY SHARE"
+        "), se AS ("
+        "  SELECT * FROM touched UNION ALL SELECT * FROM held"
         "), a AS ("
         "  SELECT mcp.admit_stream(se.id, $5, 0, $6::int, $7::int, 0) AS refused FROM se"
         "), s AS ("
