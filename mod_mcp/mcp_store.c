@@ -1330,8 +1330,8 @@ mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
 mcp_store_status_t mcp_store_stream_open_request_admitted(
     mcp_store_t *db, apr_pool_t *p, mcp_store_session_t *session, int idle_secs,
     const char *request_id, const char *method, const char *inbound, const char *owner,
-    int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
-    mcp_store_refusal_t *refused)
+    int lease_secs, const mcp_store_limits_t *limits, int n_primed, const char *const *primed,
+    apr_int64_t *stream_id, mcp_store_refusal_t *refused)
 {
     /* The admission comes between the session's check and the stream's insert. The session's
      * row is locked in one mode only, chosen from a plain read: an UPDATE (the touch) when its
@@ -1372,10 +1372,11 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
         "         se.principal FROM s, se"
         "  UNION ALL"
         "  SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, NULL, se.principal FROM s, se"
+        "   WHERE se.protocol_version = ANY ($13::text[])"
         ")"
         "SELECT s.id, se.backend_session_id, se.protocol_version, a.refused"
         "  FROM se CROSS JOIN a LEFT JOIN s ON true";
-    const char *args[12];
+    const char *args[13];
     mcp_store_status_t rv;
     PGresult *res;
 
@@ -1392,6 +1393,7 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     args[9] = owner;
     args[10] = int_text(p, lease_secs);
     args[11] = inbound;
+    args[12] = text_array(p, n_primed, primed);
     if ((rv = mcp_store_exec_row(db, p, "storing the request and its stream", sql, NARGS(args),
                                  args, &res)) != MCP_STORE_OK) {
         return rv;

@@ -468,6 +468,7 @@ static int open_backend_stream(bridge_t *b, const char **why)
     const char *sent = mcp_bridge_request_in(r->pool, b->msg->obj, b->backend_id);
     mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
     mcp_store_limits_t none;
+    const char *primed[8];
     apr_int64_t id = 0;
 
     memset(&none, 0, sizeof(none));
@@ -481,7 +482,9 @@ static int open_backend_stream(bridge_t *b, const char **why)
                                                apr_psprintf(r->pool, "%" APR_INT64_T_FMT,
                                                             b->backend_id),
                                                b->msg->method, sent, mcp_child.owner,
-                                               mcp_req_lease_secs(q), &none, &id, &refused)
+                                               mcp_req_lease_secs(q), &none,
+                                               mcp_protocol_primed(primed, 8), primed, &id,
+                                               &refused)
             != MCP_STORE_OK
         || mcp_store_bridge_link(mcp_req_db(q), r->pool, b->st.id, id) != MCP_STORE_OK) {
         *why = apr_psprintf(r->pool, "the backend stream was not stored: %s",
