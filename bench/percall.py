@@ -59,7 +59,8 @@ class Target:
         self.notifies = bench.NotifyCounter(self.env["MCP_PG"])
         bench.PROTO = proto
         self.sessions = os.path.join(work, f"t{idx}.sessions")
-        bench.mcp_sessions(self.url, 32, self.sessions)
+        # The sessions negotiate proto (mcp_sessions' default is bound at import: 2025-11-25).
+        bench.mcp_sessions(self.url, 32, self.sessions, proto=proto)
         sid = open(self.sessions).readline().strip()
         bench.mcp_call(self.url, sid, "echo", {"text": "hello"})
 

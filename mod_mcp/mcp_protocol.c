@@ -69,6 +69,22 @@ const char *mcp_protocol_served_list(void)
     return mcp_protocol_list(MCP_ERA_2025);
 }
 
+int mcp_protocol_primed(const char **out, int max)
+{
+    size_t i;
+    int n = 0;
+
+    for (i = 0; i < N_REVISIONS && n < max; i++) {
+        if (revisions[i].served && revisions[i].era == MCP_ERA_2025 && revisions[i].priming) {
+            out[n++] = revisions[i].version;
+        }
+    }
+    if (n < max) {
+        out[n] = NULL;
+    }
+    return n;
+}
+
 int mcp_protocol_is_modern(const char *v)
 {
     const mcp_protocol_t *rev = mcp_protocol_find(v);

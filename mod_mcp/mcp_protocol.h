@@ -49,6 +49,11 @@ const char *mcp_protocol_list(mcp_era_t era);
 /* The same as mcp_protocol_list(MCP_ERA_2025): the revisions served with sessions. */
 const char *mcp_protocol_served_list(void);
 
+/* The revisions served with sessions whose request streams begin with a priming event, newest
+ * first: at most max of them into out (NULL after the last when there is room); returns how
+ * many. A stream of another revision never sends one, so the store keeps no priming row for it. */
+int mcp_protocol_primed(const char **out, int max);
+
 /* Non-zero when v looks like a revision of the stateless era: known as such, or a date after
  * the newest revision of the 2025 era (so a future version header is not read as legacy). */
 int mcp_protocol_is_modern(const char *v);

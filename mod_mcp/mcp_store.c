@@ -10,6 +10,7 @@
 #include <apr_thread_mutex.h>
 
 #include "mcp_store.h"
+#include "mcp_text.h"
 
 /* ---- running statements ------------------------------------------------------------------ */
 
@@ -779,6 +780,18 @@ mcp_store_status_t mcp_store_exec_row(mcp_store_t *db, apr_pool_t *p, const char
  * that changes it can never be HOT (new index entries, more WAL); one that keeps it can. */
 #define TOUCH_SESSION MCP_STORE_TOUCH_SESSION
 
+/* Ending a session (terminated_at set) locks its row FOR UPDATE first, not with the UPDATE's
+ * own NO KEY UPDATE: the lock conflicts with the FOR KEY SHARE that a request's record-then-
+ * dispatch holds on a fresh session (mcp_store_stream_open_request_admitted), so the two are
+ * serialised: a request admitted first has its stream committed before the session ends (and
+ * ended with it), one that comes later re-checks the row after the end and is refused. */
+#define SESSION_END_LOCK "FOR UPDATE"
+
+/* Live for principal $2 at backend $3, active within $4 seconds (0: no idle limit). */
+#define SESSION_LIVE \
+    "terminated_at IS NULL AND principal IS NOT DISTINCT FROM $2 AND backend_url = $3" \
+    " AND ($4::int = 0 OR last_seen_at > now() - make_interval(secs => $4::int))"
+
 
 mcp_store_status_t mcp_store_session_touch(mcp_store_t *db, apr_pool_t *p, const char *id,
                                            const char *principal, int idle_secs,
@@ -816,7 +829,10 @@ mcp_store_status_t mcp_store_session_terminate(mcp_store_t *db, apr_pool_t *p, c
 {
     static const char sql[] =
         "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = $1"
-        " WHERE id = $2 AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM $3";
+        " WHERE id = (SELECT id FROM mcp.sessions"
+        "              WHERE id = $2 AND terminated_at IS NULL"
+        "                AND principal IS NOT DISTINCT FROM $3 " SESSION_END_LOCK ")"
+        "   AND terminated_at IS NULL";
     const char *args[3];
     mcp_store_status_t rv;
     PGresult *res;
@@ -837,8 +853,12 @@ mcp_store_status_t mcp_store_session_expire(mcp_store_t *db, apr_pool_t *p, cons
 {
     static const char sql[] =
         "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'expired'"
-        " WHERE id = $1 AND backend_url = $2 AND terminated_at IS NULL AND $3::int > 0"
-        "   AND last_seen_at <= now() - make_interval(secs => $3::int)"
+        " WHERE id = (SELECT id FROM mcp.sessions"
+        "              WHERE id = $1 AND backend_url = $2 AND terminated_at IS NULL"
+        "                AND $3::int > 0"
+        "                AND last_seen_at <= now() - make_interval(secs => $3::int) "
+        SESSION_END_LOCK ")"
+        "   AND terminated_at IS NULL"
         " RETURNING backend_session_id";
     const char *args[3];
     mcp_store_status_t rv;
@@ -860,7 +880,8 @@ mcp_store_status_t mcp_store_sessions_expire_idle(mcp_store_t *db, apr_pool_t *p
                                                   mcp_store_expired_fn *fn, void *baton,
                                                   long *expired)
 {
-    /* SKIP LOCKED: sweeps on several hosts share the work instead of waiting for each other. */
+    /* SKIP LOCKED: sweeps on several hosts share the work instead of waiting for each other
+     * (and pass over a session a request holds: it is in use). FOR UPDATE: SESSION_END_LOCK. */
     static const char sql[] =
         "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'expired'"
         " WHERE id IN (SELECT id FROM mcp.sessions"
@@ -889,6 +910,20 @@ mcp_store_status_t mcp_store_sessions_expire_idle(mcp_store_t *db, apr_pool_t *p
 }
 
 /* ---- streams and events ------------------------------------------------------------------ */
+
+/* The jsonb copies of messages known to be valid JSON: a statement comes in two texts, one with
+ * a plain cast for texts that certainly cast (mcp_text_jsonb_plain), one with mcp.audit_jsonb,
+ * which never fails a statement but costs a plpgsql call and a subtransaction per message (~20
+ * us each: bench/results.md, issue 12, fourth pass). Two texts, not a CASE on a parameter: with
+ * one, PostgreSQL re-plans the prepared statement on every call (a custom plan folds the CASE,
+ * so it always looks cheaper than the generic one). */
+#define JSONB_PLAIN(param)   param "::text::jsonb"
+#define JSONB_AUDITED(param) "mcp.audit_jsonb(" param "::text)"
+
+static int plain_jsonb(const char *json)
+{
+    return json && mcp_text_jsonb_plain(json, strlen(json));
+}
 
 /* A PostgreSQL array literal of n strings. */
 static const char *text_array(apr_pool_t *p, int n, const char *const *v)
@@ -1066,31 +1101,33 @@ mcp_store_status_t mcp_store_events_append(mcp_store_t *db, apr_pool_t *p,
 {
     mcp_store_status_t rv;
     PGresult *res;
-    static const char sql[] =
-        /* The stream row under the lock a follower's registration waits for (see the schema:
-         * a follower registered before this lock is seen, one after it reads these rows). */
-        "WITH st AS ("
-        "  SELECT status = 'open' AS open, followed FROM mcp.streams"
-        "   WHERE id = $2::bigint FOR KEY SHARE"
-        "), open AS ("
-        "  SELECT $2::bigint = 0 OR coalesce((SELECT st.open FROM st), false) AS yes"
-        "), wake AS ("
-        "  SELECT pg_notify('mcp_events', $2::text) FROM st"
-        "   WHERE st.open AND st.followed AND $4::text = 'out'"
-        "), ins AS ("
-        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
-        "                          message, principal)"
-        "  SELECT $1, nullif($2::bigint, 0),"
-        "         CASE WHEN $2::bigint = 0 THEN NULL ELSE $3::bigint + t.ord - 1 END,"
-        "         $4, 'message', t.value::text, mcp.audit_jsonb(t.value::text), $5"
-        "    FROM json_array_elements($6::json) WITH ORDINALITY AS t(value, ord), open"
-        "   WHERE open.yes"
-        "   ORDER BY t.ord"
-        /* A retry after a statement whose outcome was unknown (the connection broke after the
-         * server got it) finds its rows there: the same seq holds the same message. */
-        "  ON CONFLICT (stream_id, seq) DO NOTHING"
-        ")"
-        "SELECT yes, (SELECT count(*) FROM wake) FROM open";
+    /* The stream row under the lock a follower's registration waits for (see the schema: a
+     * follower registered before this lock is seen, one after it reads these rows). */
+#define SQL(JSONB) \
+        "WITH st AS (" \
+        "  SELECT status = 'open' AS open, followed FROM mcp.streams" \
+        "   WHERE id = $2::bigint FOR KEY SHARE" \
+        "), open AS (" \
+        "  SELECT $2::bigint = 0 OR coalesce((SELECT st.open FROM st), false) AS yes" \
+        "), wake AS (" \
+        "  SELECT pg_notify('mcp_events', $2::text) FROM st" \
+        "   WHERE st.open AND st.followed AND $4::text = 'out'" \
+        "), ins AS (" \
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text," \
+        "                          message, principal)" \
+        "  SELECT $1, nullif($2::bigint, 0)," \
+        "         CASE WHEN $2::bigint = 0 THEN NULL ELSE $3::bigint + t.ord - 1 END," \
+        "         $4, 'message', t.value::text, " JSONB("t.value") ", $5" \
+        "    FROM json_array_elements($6::json) WITH ORDINALITY AS t(value, ord), open" \
+        "   WHERE open.yes" \
+        "   ORDER BY t.ord" \
+        /* A retry after a statement whose outcome was unknown (the connection broke after the \
+         * server got it) finds its rows there: the same seq holds the same message. */ \
+        "  ON CONFLICT (stream_id, seq) DO NOTHING" \
+        ")" \
+        "SELECT yes, (SELECT count(*) FROM wake) FROM open"
+    static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
+#undef SQL
     const char *args[6];
 
     args[0] = session->id;
@@ -1099,8 +1136,10 @@ mcp_store_status_t mcp_store_events_append(mcp_store_t *db, apr_pool_t *p,
     args[3] = direction;
     args[4] = session->principal;
     args[5] = messages;
-    /* In the child's group: its locks are its own stream row's (and none for stream 0). */
-    if ((rv = exec_as(db, p, "storing events", sql, NARGS(args), args, &res, stream_id))
+    /* In the child's group: its locks are its own stream row's (and none for stream 0).
+     * messages is valid JSON ($6::json refuses it otherwise). */
+    if ((rv = exec_as(db, p, "storing events", plain_jsonb(messages) ? plain : audited,
+                      NARGS(args), args, &res, stream_id))
         != MCP_STORE_OK) {
         return rv;
     }
@@ -1113,19 +1152,21 @@ mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p
                                                   apr_int64_t stream_id, apr_int64_t first_seq,
                                                   const char *messages, const char *status)
 {
-    static const char sql[] =
-        "WITH ins AS ("
-        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
-        "                          message, principal)"
-        "  SELECT $1, $2::bigint, $3::bigint + t.ord - 1, 'out', 'message', t.value::text,"
-        "         mcp.audit_jsonb(t.value::text), $4"
-        "    FROM json_array_elements($5::json) WITH ORDINALITY AS t(value, ord)"
-        "   WHERE EXISTS (SELECT 1 FROM mcp.streams WHERE id = $2::bigint AND status = 'open')"
-        "   ORDER BY t.ord"
-        "  ON CONFLICT (stream_id, seq) DO NOTHING"
-        ")"
-        "UPDATE mcp.streams SET status = $6, completed_at = now()"
-        " WHERE id = $2::bigint AND status = 'open'";
+#define SQL(JSONB) \
+        "WITH ins AS (" \
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text," \
+        "                          message, principal)" \
+        "  SELECT $1, $2::bigint, $3::bigint + t.ord - 1, 'out', 'message', t.value::text," \
+        "         " JSONB("t.value") ", $4" \
+        "    FROM json_array_elements($5::json) WITH ORDINALITY AS t(value, ord)" \
+        "   WHERE EXISTS (SELECT 1 FROM mcp.streams WHERE id = $2::bigint AND status = 'open')" \
+        "   ORDER BY t.ord" \
+        "  ON CONFLICT (stream_id, seq) DO NOTHING" \
+        ")" \
+        "UPDATE mcp.streams SET status = $6, completed_at = now()" \
+        " WHERE id = $2::bigint AND status = 'open'"
+    static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
+#undef SQL
     const char *args[6];
 
     args[0] = session->id;
@@ -1134,8 +1175,9 @@ mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p
     args[3] = session->principal;
     args[4] = messages;
     args[5] = status;
-    return exec_as(db, p, "storing a stream's last messages and its end", sql, NARGS(args), args,
-                   NULL, stream_id);
+    /* messages is valid JSON ($5::json refuses it otherwise). */
+    return exec_as(db, p, "storing a stream's last messages and its end",
+                   plain_jsonb(messages) ? plain : audited, NARGS(args), args, NULL, stream_id);
 }
 
 mcp_store_status_t mcp_store_events_append_finish2(mcp_store_t *db, apr_pool_t *p,
@@ -1351,37 +1393,55 @@ mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
 mcp_store_status_t mcp_store_stream_open_request_admitted(
     mcp_store_t *db, apr_pool_t *p, mcp_store_session_t *session, int idle_secs,
     const char *request_id, const char *method, const char *inbound, const char *owner,
-    int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
-    mcp_store_refusal_t *refused)
+    int lease_secs, const mcp_store_limits_t *limits, int n_primed, const char *const *primed,
+    apr_int64_t *stream_id, mcp_store_refusal_t *refused)
 {
-    /* The admission comes between the session's check and the stream's insert. */
-    static const char sql[] =
-        "WITH se AS ("
-        "  UPDATE mcp.sessions SET " TOUCH_SESSION
-        "   WHERE id = $1 AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM $2"
-        "     AND backend_url = $3"
-        "     AND ($4::int = 0 OR last_seen_at > now() - make_interval(secs => $4::int))"
-        "  RETURNING id, principal, backend_session_id, protocol_version"
-        "), a AS ("
-        "  SELECT mcp.admit_stream(se.id, $5, 0, $6::int, $7::int, 0) AS refused FROM se"
-        "), s AS ("
-        "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner,"
-        "                           lease_until, holder)"
-        "  SELECT se.id, 'request', $8, mcp.audit_jsonb($8::text), $9, $10,"
-        "         now() + make_interval(secs => $11::int), $5"
-        "    FROM se, a WHERE a.refused IS NULL"
-        "  RETURNING id, session_id"
-        "), e AS ("
-        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
-        "                          message, principal)"
-        "  SELECT s.session_id, s.id, 0, 'in', 'message', $12, mcp.audit_jsonb($12::text),"
-        "         se.principal FROM s, se"
-        "  UNION ALL"
-        "  SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, NULL, se.principal FROM s, se"
-        ")"
-        "SELECT s.id, se.backend_session_id, se.protocol_version, a.refused"
-        "  FROM se CROSS JOIN a LEFT JOIN s ON true";
-    const char *args[12];
+    /* The admission comes between the session's check and the stream's insert. The session's
+     * row is locked in one mode only, chosen from a plain read: an UPDATE (the touch) when its
+     * activity is over a second old, else FOR KEY SHARE, the lock the stream's foreign key
+     * takes anyway (no new row version, none of the row's CHECKs, no second lock). Either waits
+     * for a termination in flight (SESSION_END_LOCK) and re-checks the row after it, and a
+     * termination waits for either. A transaction that never upgrades a lock it holds on the
+     * row cannot deadlock with another on it; other requests' KEY SHARE (their foreign keys,
+     * their statement 2, grouped or not) never blocks this UPDATE. A stale read makes the
+     * UPDATE, which waits for the lock instead of skipping: a session in use is touched. */
+#define SQL(JSONB) \
+        "WITH cur AS (" \
+        "  SELECT last_seen_at < now() - interval '1 second' AS stale FROM mcp.sessions" \
+        "   WHERE id = $1" \
+        "), touched AS (" \
+        "  UPDATE mcp.sessions SET last_seen_at = now()" \
+        "   WHERE id = $1 AND (SELECT stale FROM cur) AND " SESSION_LIVE \
+        "  RETURNING id, principal, backend_session_id, protocol_version" \
+        "), held AS (" \
+        "  SELECT id, principal, backend_session_id, protocol_version FROM mcp.sessions" \
+        "   WHERE id = $1 AND (SELECT stale FROM cur) IS FALSE AND " SESSION_LIVE \
+        "     FOR KEY SHARE" \
+        "), se AS (" \
+        "  SELECT * FROM touched UNION ALL SELECT * FROM held" \
+        "), a AS (" \
+        "  SELECT mcp.admit_stream(se.id, $5, 0, $6::int, $7::int, 0) AS refused FROM se" \
+        "), s AS (" \
+        "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner," \
+        "                           lease_until, holder)" \
+        "  SELECT se.id, 'request', $8, " JSONB("$8") ", $9, $10," \
+        "         now() + make_interval(secs => $11::int), $5" \
+        "    FROM se, a WHERE a.refused IS NULL" \
+        "  RETURNING id, session_id" \
+        "), e AS (" \
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text," \
+        "                          message, principal)" \
+        "  SELECT s.session_id, s.id, 0, 'in', 'message', $12, " JSONB("$12") "," \
+        "         se.principal FROM s, se" \
+        "  UNION ALL" \
+        "  SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, NULL, se.principal FROM s, se" \
+        "   WHERE se.protocol_version = ANY ($13::text[])" \
+        ")" \
+        "SELECT s.id, se.backend_session_id, se.protocol_version, a.refused" \
+        "  FROM se CROSS JOIN a LEFT JOIN s ON true"
+    static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
+#undef SQL
+    const char *args[13];
     mcp_store_status_t rv;
     PGresult *res;
 
@@ -1398,8 +1458,11 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     args[9] = owner;
     args[10] = int_text(p, lease_secs);
     args[11] = inbound;
-    if ((rv = mcp_store_exec_row(db, p, "storing the request and its stream", sql, NARGS(args),
-                                 args, &res)) != MCP_STORE_OK) {
+    args[12] = text_array(p, n_primed, primed);
+    /* request_id and inbound are valid JSON (the caller parsed them). */
+    if ((rv = mcp_store_exec_row(db, p, "storing the request and its stream",
+                                 plain_jsonb(request_id) && plain_jsonb(inbound) ? plain : audited,
+                                 NARGS(args), args, &res)) != MCP_STORE_OK) {
         return rv;
     }
     session->backend_session_id = mcp_store_cell(res, 0, 1);

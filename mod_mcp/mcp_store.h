@@ -313,8 +313,10 @@ mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
 /* Record, then dispatch: in one statement, checks that session->id is live, belongs to
  * session->principal and session->backend_url and was active within idle_secs (0: no limit), records
  * the activity, admits one more stream (limits), creates the request stream (owned by owner,
- * leased for lease_secs, held by limits->holder), stores the inbound message (seq 0) and the
- * priming row (seq 1). The first outbound message takes seq 2. request_id is JSON (an array for a
+ * leased for lease_secs, held by limits->holder), stores the inbound message (seq 0) and, when
+ * the session's protocol version is one of n_primed primed versions (mcp_protocol_primed: the
+ * revisions whose streams begin with a priming event), the priming row (seq 1); a stream of any
+ * other never sends one. The first outbound message takes seq 2 either way. request_id is JSON (an array for a
  * batch). On OK and LIMIT, session->backend_session_id and ->protocol_version are filled in;
  * NOT_FOUND when the session is not live for that principal and backend; LIMIT (*refused says
  * which) when the session or the holder holds its maximum of streams. Nothing is stored but the
@@ -322,8 +324,8 @@ mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
 mcp_store_status_t mcp_store_stream_open_request_admitted(
     mcp_store_t *db, apr_pool_t *p, mcp_store_session_t *session, int idle_secs,
     const char *request_id, const char *method, const char *inbound, const char *owner,
-    int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
-    mcp_store_refusal_t *refused);
+    int lease_secs, const mcp_store_limits_t *limits, int n_primed,
+    const char *const *primed, apr_int64_t *stream_id, mcp_store_refusal_t *refused);
 
 /* Record, then dispatch, for a 2026-07-28 (stateless) request: in one statement, admits one
  * more stream for limits->holder (MCPMaxStreamsPerPrincipal: such a stream has no session),

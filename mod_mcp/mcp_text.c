@@ -42,6 +42,36 @@ static apr_size_t char_len(const unsigned char *s, apr_size_t n)
     return len;
 }
 
+int mcp_text_jsonb_plain(const char *s, apr_size_t len)
+{
+    apr_size_t i, digits = 0;
+
+    if (!s || len >= ((apr_size_t)64 << 20)) {
+        return 0;
+    }
+    for (i = 0; i < len; i++) {
+        char c = s[i];
+
+        if (c >= '0' && c <= '9') {
+            if (++digits > 100) {
+                return 0;
+            }
+            continue;
+        }
+        if ((c == 'e' || c == 'E') && digits > 0) {
+            return 0;
+        }
+        if (c == '\\' && i + 1 < len && s[i + 1] == 'u') {
+            return 0;
+        }
+        if (c == '\\') {
+            i++;   /* an escaped character: never the start of another escape */
+        }
+        digits = 0;
+    }
+    return 1;
+}
+
 int mcp_text_is_utf8(const char *s, apr_size_t len)
 {
     const unsigned char *u = (const unsigned char *)s;

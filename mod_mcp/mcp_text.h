@@ -25,4 +25,11 @@ int mcp_text_is_utf8(const char *s, apr_size_t len);
  * was cut (max 0: no limit). NULL s gives "". */
 const char *mcp_text_quote(apr_pool_t *p, const char *s, apr_size_t len, apr_size_t max);
 
+/* Non-zero when the valid JSON text s[0..len) (RFC 8259, as a parser or PostgreSQL's json type
+ * accepted it) certainly casts to PostgreSQL's jsonb as it is: it holds no \u escape (jsonb
+ * refuses \u0000 and lone surrogates), no digit followed by 'e' or 'E' (a number's exponent
+ * may exceed numeric's range), no run of more than 100 digits, and is under 64 MiB. Texts it
+ * refuses may cast too: mcp.audit_jsonb decides for them (a call, and a subtransaction). */
+int mcp_text_jsonb_plain(const char *s, apr_size_t len);
+
 #endif

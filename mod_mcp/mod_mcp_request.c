@@ -90,6 +90,7 @@ int mcp_req_open_request(mcp_req_t *q, const char *ids, const char *method,
     mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
     mcp_store_limits_t limits;
     mcp_store_status_t stored;
+    const char *primed[8];
     int rc;
 
     if (!q->session) {
@@ -106,7 +107,8 @@ int mcp_req_open_request(mcp_req_t *q, const char *ids, const char *method,
     stored = mcp_store_stream_open_request_admitted(mcp_req_db(q), r->pool, q->session,
                                                     mcp_req_idle_secs(q), ids, method, q->raw,
                                                     mcp_child.owner, mcp_req_lease_secs(q),
-                                                    &limits, stream_id, &refused);
+                                                    &limits, mcp_protocol_primed(primed, 8),
+                                                    primed, stream_id, &refused);
     if (stored == MCP_STORE_LIMIT) {
         return mcp_req_refused(q, refused);
     }

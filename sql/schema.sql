@@ -98,7 +98,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS streams_one_standalone_idx
 
 -- Every message in both directions. Messages on a stream have its order (seq): for a request
 -- stream seq 0 is the inbound request, seq 1 the priming row (stored before the request goes to
--- the backend), then what the client is sent. The SSE event id of a row is '<stream_id>-<seq>'.
+-- the backend; only for sessions whose revision sends priming events, 2025-11-25), then what the
+-- client is sent (from seq 2). The SSE event id of a row is '<stream_id>-<seq>'.
 -- Inbound notifications and responses, and the initialize exchange, belong to no stream.
 -- Partitioned by stream (sql/retention.sql): no primary key (it would have to hold stream_id,
 -- which may be NULL); ids come from the sequence. A stream's rows are unique by (stream_id, seq).

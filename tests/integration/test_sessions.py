@@ -5,12 +5,15 @@ and the C test backend behind them.
 """
 
 import json
+import os
 import re
+import threading
 import time
 
 import requests
 
-from mcp_client import ACCEPT_BOTH
+from mcp_client import ACCEPT_BOTH, McpError
+from waiting import wait_for
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{32}$")
 
@@ -193,3 +196,98 @@ def test_unauthenticated_request_on_protected_endpoint_is_401(stack):
     r = requests.post(stack["MCP_AUTH_URL"], data="{}", headers={"Accept": ACCEPT_BOTH,
                       "Content-Type": "application/json"}, timeout=10)
     assert r.status_code == 401
+
+
+def test_concurrent_calls_on_one_session_touch_it_and_race_its_delete(mcp, stack, pg, wire):
+    """Many calls at once on one session over both instances, a DELETE racing them. Record,
+    then dispatch locks the session's row in one mode only (an UPDATE that touches it when its
+    activity is over a second old, FOR KEY SHARE otherwise; a termination takes FOR UPDATE
+    first): no deadlock (PostgreSQL breaks one after deadlock_timeout and logs it, the store's
+    retry hides it from the client; the calls stall meanwhile), and no touch lost (a call
+    started after the activity was made stale records its own)."""
+    log = stack["MCP_PG_LOG"]
+    log_from = os.path.getsize(log)
+    with pg.cursor() as cur:   # a broken lock order fails the test, never hangs it
+        cur.execute("SET statement_timeout = '20s'")
+    first = mcp(wire.url(0), timeout=15)
+    first.initialize()
+    sid = first.session_id
+
+    def clone(instance):
+        c = mcp(wire.url(instance), timeout=15)
+        c.session_id, c.protocol_version, c.initialized = sid, first.protocol_version, True
+        return c
+
+    clients = [clone(i % 2) for i in range(12)]
+    lock = threading.Lock()
+    outcomes = []          # (started, finished, status, JSON-RPC answer or None)
+    stop = threading.Event()
+
+    def worker(c):
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                answer, status = c.request("tools/call", {"name": "echo", "arguments": {"text": "x"}}), 200
+            except McpError as e:
+                status = e.response.status_code if e.response is not None else 0
+                answer = e.response.json() if status == 404 else str(e)
+            except requests.RequestException as e:
+                answer, status = str(e), 0
+            with lock:
+                outcomes.append((started, time.monotonic(), status, answer))
+
+    def done_after(t):
+        with lock:
+            return any(o[0] > t and o[2] == 200 for o in outcomes)
+
+    threads = [threading.Thread(target=worker, args=(c,), daemon=True) for c in clients]
+    for t in threads:
+        t.start()
+    try:
+        # The activity made stale (10 s ago) again and again: a call that starts after that
+        # must leave it fresh, whatever the other calls hold at that moment.
+        for _ in range(8):
+            with pg.cursor() as cur:
+                cur.execute("UPDATE mcp.sessions SET last_seen_at = now() - interval '10 s'"
+                            " WHERE id = %s RETURNING last_seen_at", (sid,))
+                stale = cur.fetchone()[0]
+            mark = time.monotonic()
+            wait_for(lambda: done_after(mark), timeout=20, what="a call after the reset")
+            # (A touch records its transaction's start: one begun just before the reset and
+            # committed after it may record a time a little before the reset's, not before
+            # the stale value.)
+            with pg.cursor() as cur:
+                cur.execute("SELECT last_seen_at > %s FROM mcp.sessions WHERE id = %s",
+                            (stale, sid))
+                assert cur.fetchone()[0], "a call on a stale session did not touch it"
+        # The DELETE, with every worker still calling.
+        deleted_at = time.monotonic()
+        assert first.delete().status_code == 200
+        deleted = time.monotonic()
+        wait_for(lambda: sum(1 for o in outcomes if o[0] > deleted) >= len(clients), timeout=20,
+                 what="calls after the DELETE")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+
+    before = [o for o in outcomes if o[1] < deleted_at]
+    after = [o for o in outcomes if o[0] > deleted]
+    assert len(before) > 50
+    assert all(o[2] == 200 and o[3].get("result") for o in before), \
+        [o for o in before if o[2] != 200 or not o[3].get("result")][:3]
+    # Once the DELETE was answered, the session is gone for every call, on both instances.
+    assert after and all(o[2] == 404 and o[3]["error"]["code"] == -32001 for o in after), \
+        [o for o in after if o[2] != 404][:3]
+    # Calls overlapping it were answered before it (200 with their result) or refused
+    # (404), or their stream was ended by it (a JSON-RPC error on the 200 stream).
+    assert all(o[2] in (200, 404) for o in outcomes), [o for o in outcomes if o[2] not in (200, 404)][:3]
+    with pg.cursor() as cur:
+        cur.execute("SELECT count(*) FILTER (WHERE status = 'open'), count(*)"
+                    "  FROM mcp.streams WHERE session_id = %s", (sid,))
+        still_open, streams = cur.fetchone()
+    assert still_open == 0 and streams >= len(before)
+    with open(log, errors="replace") as f:
+        f.seek(log_from)
+        assert "deadlock detected" not in f.read()

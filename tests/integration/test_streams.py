@@ -82,16 +82,26 @@ def test_older_clients_get_no_priming_but_resumable_ids(mcp, pg):
     evs = list(s.request_stream("tools/call", slow_params(2, 50), include_empty=True))
     assert all(ev.data != "" for ev in evs), "a priming event was sent to a 2025-06-18 client"
     assert [ev.id.split("-")[1] for ev in evs] == ["2", "3", "4"]
+    # No priming event is ever sent on an older session's stream: none is stored (seq 1 stays
+    # free), and the stream resumes from any event the client got.
+    stream_id = stream_of(evs[0].id)
+    assert [(r[1], r[2], r[3]) for r in stream_rows(pg, stream_id)] == [
+        (0, "in", "message"), (2, "out", "message"), (3, "out", "message"), (4, "out", "message")]
+    replay = list(s.get_stream(last_event_id=evs[0].id))
+    assert [(e.id, e.json) for e in replay] == [(ev.id, ev.json) for ev in evs[1:]]
     # A JSON answer from the backend stays JSON for an older client, and is stored.
     r = s.post_raw(json.dumps({"jsonrpc": "2.0", "id": "e1", "method": "tools/call",
                                "params": {"name": "echo", "arguments": {"text": "old"}}}))
     assert r.headers["Content-Type"].startswith("application/json")
     assert r.json()["result"]["content"][0]["text"] == "old"
     with pg.cursor() as cur:
-        cur.execute("""SELECT e.message FROM mcp.events e JOIN mcp.streams s ON s.id = e.stream_id
-                        WHERE s.session_id = %s AND s.request_id = '"e1"' AND e.direction = 'out'
-                          AND e.kind = 'message'""", (s.session_id,))
-        assert cur.fetchone()[0] == r.json()
+        cur.execute("""SELECT e.seq, e.direction, e.kind, e.message
+                         FROM mcp.events e JOIN mcp.streams s ON s.id = e.stream_id
+                        WHERE s.session_id = %s AND s.request_id = '"e1"' ORDER BY e.seq""",
+                    (s.session_id,))
+        rows = cur.fetchall()
+    assert [r[:3] for r in rows] == [(0, "in", "message"), (2, "out", "message")]
+    assert rows[1][3] == r.json()
 
 
 def test_json_backend_answer_becomes_a_resumable_stream_for_new_clients(session, pg):

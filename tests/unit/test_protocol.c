@@ -62,6 +62,17 @@ START_TEST(served_list_matches_table)
 }
 END_TEST
 
+START_TEST(primed_revisions)
+{
+    const char *v[4];
+
+    ck_assert_int_eq(mcp_protocol_primed(v, 4), 1);
+    ck_assert_str_eq(v[0], "2025-11-25");
+    ck_assert_ptr_null(v[1]);
+    ck_assert_int_eq(mcp_protocol_primed(v, 0), 0);
+}
+END_TEST
+
 static Suite *protocol_suite(void)
 {
     Suite *s = suite_create("mcp_protocol");
@@ -70,6 +81,7 @@ static Suite *protocol_suite(void)
     tcase_add_test(tc, served_revisions);
     tcase_add_test(tc, rules_per_revision);
     tcase_add_test(tc, served_list_matches_table);
+    tcase_add_test(tc, primed_revisions);
     suite_add_tcase(s, tc);
     return s;
 }

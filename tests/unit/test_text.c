@@ -30,6 +30,32 @@ START_TEST(test_is_utf8)
 }
 END_TEST
 
+START_TEST(test_jsonb_plain)
+{
+#define PLAIN(t) mcp_text_jsonb_plain(t, strlen(t))
+    char big[160];
+
+    ck_assert(PLAIN("{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"x\":[1.5,-2,true,null]}}"));
+    ck_assert(PLAIN("\"a \\\" quote, a \\\\ backslash, \\n\""));
+    ck_assert(PLAIN("\"\\\\u0000 is text here\""));   /* an escaped backslash, then u0000 */
+    ck_assert(PLAIN("\"caf\xc3\xa9\""));
+    ck_assert(!PLAIN("\"\\u0000\""));                  /* jsonb refuses it */
+    ck_assert(!PLAIN("\"\\ud800\""));                  /* a lone surrogate */
+    ck_assert(!PLAIN("\"\\u00e9\""));                  /* any \u: the cast function decides */
+    ck_assert(!PLAIN("1e1000000"));
+    ck_assert(!PLAIN("[2.5E+3]"));
+    ck_assert(!PLAIN("\"3e\""));                         /* refused, harmlessly */
+    ck_assert(PLAIN("\"e1\""));
+    memset(big, '9', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    ck_assert(!PLAIN(big));
+    big[100] = '\0';
+    ck_assert(PLAIN(big));
+    ck_assert(!mcp_text_jsonb_plain(NULL, 0));
+#undef PLAIN
+}
+END_TEST
+
 START_TEST(test_quote)
 {
     ck_assert_str_eq(mcp_text_quote(pool, "text/html\xff", 10, 0), "text/html\\xff");
@@ -80,6 +106,7 @@ static Suite *text_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_is_utf8);
     tcase_add_test(tc, test_quote);
+    tcase_add_test(tc, test_jsonb_plain);
     tcase_add_test(tc, test_quote_is_always_utf8_and_bounded);
     tcase_add_test(tc, test_quote_cuts_at_character_boundary);
     suite_add_tcase(s, tc);
