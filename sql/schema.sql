@@ -32,7 +32,8 @@ INSERT INTO mcp.schema_version (version, description) VALUES
     (5, 'notify only followed streams (mcp.streams.followed)'),
     (6, 'stateless 2026-07-28 requests: streams and events without a session'),
     (7, 'the era bridge: pooled backend sessions, InitializeResults, input-required rounds'),
-    (8, 'the era bridge: each pooled session''s x-mcp-header declarations');
+    (8, 'the era bridge: each pooled session''s x-mcp-header declarations'),
+    (9, 'indexes for the foreign keys of mcp.streams.bridged_to and mcp.bridge_rounds.session_id');
 
 -- One row per gateway session. The id is what clients send in Mcp-Session-Id;
 -- backend_session_id is what the backend issued (NULL for a stateless backend).
@@ -188,6 +189,11 @@ ALTER TABLE mcp.streams ADD COLUMN bridged_to bigint REFERENCES mcp.streams (id)
 -- (sql/migrations/008-bridge-tool-headers.sql)
 ALTER TABLE mcp.bridge_sessions ADD COLUMN tool_headers jsonb;
 ALTER TABLE mcp.bridge_sessions ADD COLUMN tools_fetched_at timestamptz;
+-- (sql/migrations/009-foreign-key-indexes.sql) every foreign key has an index on its referencing
+-- columns: a deleted stream or session must not scan a whole table.
+CREATE INDEX IF NOT EXISTS streams_bridged_to_idx ON mcp.streams (bridged_to)
+    WHERE bridged_to IS NOT NULL;
+CREATE INDEX IF NOT EXISTS bridge_rounds_session_idx ON mcp.bridge_rounds (session_id);
 
 \ir functions.sql
 -- Partitions and retention; the partitions of today and the next days.

@@ -52,6 +52,10 @@ SELECT :mcp_version < 8 AS mcp_need \gset
 \if :mcp_need
     \ir migrations/008-bridge-tool-headers.sql
 \endif
+SELECT :mcp_version < 9 AS mcp_need \gset
+\if :mcp_need
+    \ir migrations/009-foreign-key-indexes.sql
+\endif
 
 BEGIN;
 \ir functions.sql
