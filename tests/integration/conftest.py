@@ -15,7 +15,8 @@ wire    how the session factory `mcp` talks to the stack: plain HTTP/1.1 by defa
         of WIRE_MODES: "http1" (HTTP/1.1, plain), "h2c" (HTTP/2 with prior knowledge on the
         plain port), "h2tls" (HTTP/2 over TLS, ALPN). MCP_TEST_MODES (comma-separated) limits
         the modes; those the stack cannot serve (no --http2, no --tls) are skipped.
-pg      a psycopg2 connection (autocommit) to MCP_PG, closed after the test.
+pg      a psycopg2 connection (autocommit) to MCP_PG, closed after the test (database(env)
+        gives the same for any stack's env).
 mcp     factory: mcp(url=None, auth=None, **kw) -> McpSession (not yet initialized) speaking
         the wire's mode, by default to the wire's first endpoint; every session made is closed
         after the test.
@@ -261,14 +262,22 @@ def stack():
             shutil.rmtree(d / "pg" / "data", ignore_errors=True)
 
 
-@pytest.fixture
-def pg(stack):
-    conn = psycopg2.connect(stack["MCP_PG"])
+@contextlib.contextmanager
+def database(env: dict[str, str]):
+    """An autocommit psycopg2 connection to a stack's database (env["MCP_PG"]), closed at the
+    end: the `pg` fixture of the main stack, and the `db` fixtures of modules with their own."""
+    conn = psycopg2.connect(env["MCP_PG"])
     conn.autocommit = True
     try:
         yield conn
     finally:
         conn.close()
+
+
+@pytest.fixture
+def pg(stack):
+    with database(stack) as conn:
+        yield conn
 
 
 @pytest.fixture

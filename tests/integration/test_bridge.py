@@ -24,11 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import psycopg2
 import pytest
 import requests
 
-from conftest import fault_backend, own_stack, plain_endpoints, run_dir, wanted_modes, wire_client, wire_of
+from conftest import database, fault_backend, own_stack, plain_endpoints, run_dir, wanted_modes, wire_client, wire_of
 from mcp_client import iter_sse
 from waiting import wait_for
 
@@ -58,10 +57,8 @@ def bridge():
 
 @pytest.fixture
 def db(bridge):
-    conn = psycopg2.connect(bridge["MCP_PG"])
-    conn.autocommit = True
-    yield conn
-    conn.close()
+    with database(bridge) as conn:
+        yield conn
 
 
 def meta(caps=None, **more):

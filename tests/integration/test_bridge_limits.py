@@ -21,11 +21,10 @@ import json
 import subprocess
 from pathlib import Path
 
-import psycopg2
 import pytest
 import requests
 
-from conftest import own_stack, run_dir
+from conftest import database, own_stack, run_dir
 from waiting import wait_for
 
 V = "2026-07-28"
@@ -42,10 +41,8 @@ def bridge():
 
 @pytest.fixture
 def db(bridge):
-    conn = psycopg2.connect(bridge["MCP_PG"])
-    conn.autocommit = True
-    yield conn
-    conn.close()
+    with database(bridge) as conn:
+        yield conn
 
 
 def caps_of(tag):

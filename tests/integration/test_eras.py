@@ -29,11 +29,10 @@ import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import psycopg2
 import pytest
 import requests
 
-from conftest import node_backend, own_stack, run_dir
+from conftest import database, node_backend, own_stack, run_dir
 from mcp_client import iter_sse
 from test_node_peers import node22, run_node_script  # noqa: F401  (a fixture, and a helper)
 from waiting import wait_for
@@ -100,10 +99,8 @@ def eras(node22):  # noqa: F811  (the fixture imported above)
 
 @pytest.fixture
 def db(eras):
-    conn = psycopg2.connect(eras["MCP_PG"])
-    conn.autocommit = True
-    yield conn
-    conn.close()
+    with database(eras) as conn:
+        yield conn
 
 
 def stream_of(db, rid):

@@ -21,11 +21,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import psycopg2
 import pytest
 import requests
 
-from conftest import (fault_backend, node_backend, own_stack, plain_endpoints, run_dir, wanted_modes,
+from conftest import (database, fault_backend, node_backend, own_stack, plain_endpoints, run_dir, wanted_modes,
                       wire_client)
 from mcp_client import iter_sse
 from test_node_peers import node22, run_node_script  # noqa: F401  (a fixture, and a helper)
@@ -56,10 +55,8 @@ def shim(node22):  # noqa: F811
 
 @pytest.fixture
 def db(shim):
-    conn = psycopg2.connect(shim["MCP_PG"])
-    conn.autocommit = True
-    yield conn
-    conn.close()
+    with database(shim) as conn:
+        yield conn
 
 
 class Client:
