@@ -204,9 +204,15 @@ static size_t on_body(char *buf, size_t size, size_t n, void *data)
     if (past_deadline(x)) {
         return 0;
     }
-    if (len && x->call->on_body && x->call->on_body(x->call->baton, buf, len) != 0) {
-        x->aborted = 1;
-        return 0;
+    if (len && x->call->on_body) {
+        int rv = x->call->on_body(x->call->baton, buf, len);
+        if (rv == MCP_BACKEND_BODY_PAUSE) {
+            return CURL_WRITEFUNC_PAUSE;   /* the same bytes come again once resumed */
+        }
+        if (rv != 0) {
+            x->aborted = 1;
+            return 0;
+        }
     }
     return len;
 }
@@ -249,31 +255,30 @@ static mcp_backend_status_t classify(CURLcode rc)
     }
 }
 
-mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
-                                         const mcp_backend_call_t *call,
-                                         mcp_backend_response_t *response, const char **err)
+/* Everything one exchange needs beside the caller's call: with perform, on its stack; with a
+ * multi handle (mcp_backend_async_t), in the transfer's own pool. */
+typedef struct prepared_t {
+    exchange_t          x;
+    struct curl_slist  *hdrs;
+    char                errbuf[CURL_ERROR_SIZE];
+} prepared_t;
+
+/* Sets up h for call: its headers, options and callbacks, all pointing into pr. */
+static void prepare(prepared_t *pr, CURL *h, apr_pool_t *p, const mcp_backend_call_t *call,
+                    mcp_backend_response_t *response)
 {
-    char errbuf[CURL_ERROR_SIZE];
     struct curl_slist *hdrs = NULL;
-    exchange_t x;
-    CURLcode rc;
-    mcp_backend_status_t status;
-    CURL *h = handle_get(bp);
+    exchange_t *x = &pr->x;
     int i;
 
-    *err = NULL;
     memset(response, 0, sizeof(*response));
     response->headers = apr_table_make(p, 16);
-    if (!h) {
-        *err = "cannot create an HTTP client handle";
-        return MCP_BACKEND_FAILED;
-    }
-    memset(&x, 0, sizeof(x));
-    x.pool = p;
-    x.curl = h;
-    x.call = call;
-    x.response = response;
-    errbuf[0] = '\0';
+    memset(x, 0, sizeof(*x));
+    x->pool = p;
+    x->curl = h;
+    x->call = call;
+    x->response = response;
+    pr->errbuf[0] = '\0';
 
     hdrs = curl_slist_append(hdrs, "Accept: application/json, text/event-stream");
     /* No "Expect: 100-continue" round trip for larger bodies. */
@@ -295,6 +300,7 @@ mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
     for (i = 0; call->headers && i < call->headers->nelts; i++) {
         hdrs = curl_slist_append(hdrs, APR_ARRAY_IDX(call->headers, i, const char *));
     }
+    pr->hdrs = hdrs;
 
     curl_easy_setopt(h, CURLOPT_URL, call->target->url);
     if (call->target->unix_socket) {
@@ -304,17 +310,20 @@ mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, pr->errbuf);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, call->connect_timeout_ms);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, call->timeout_ms);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header_line);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
     if (call->on_tick) {
         curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
         curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-        curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, x);
+    }
+    else {
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 1L);
     }
     if (call->body) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, call->body);
@@ -323,33 +332,109 @@ mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
     if (strcmp(call->method, "POST") != 0) {
         curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, call->method);
     }
+    x->deadline = call->timeout_ms > 0 ? apr_time_now() + apr_time_from_msec(call->timeout_ms)
+                                       : 0;
+}
 
-    x.deadline = call->timeout_ms > 0 ? apr_time_now() + apr_time_from_msec(call->timeout_ms) : 0;
-    rc = curl_easy_perform(h);
-    status = x.aborted ? MCP_BACKEND_ABORTED : x.timed_out ? MCP_BACKEND_TIMEOUT : classify(rc);
-    if (status == MCP_BACKEND_OK && !x.headers_delivered) {
+/* The transfer ended with rc: its status and cause; the handle goes back to the cache. */
+static mcp_backend_status_t conclude(prepared_t *pr, mcp_backend_pool_t *bp, CURLcode rc,
+                                     const char **err)
+{
+    exchange_t *x = &pr->x;
+    CURL *h = x->curl;
+    const mcp_backend_call_t *call = x->call;
+    mcp_backend_status_t status;
+
+    status = x->aborted ? MCP_BACKEND_ABORTED : x->timed_out ? MCP_BACKEND_TIMEOUT : classify(rc);
+    if (status == MCP_BACKEND_OK && !x->headers_delivered) {
         /* The blank line that ends a header block was never seen (it is seen even when no body
          * follows, as for 202): the connection closed in the middle of the headers, which
          * libcurl takes for a complete response. */
-        deliver_headers(&x);
+        deliver_headers(x);
         status = MCP_BACKEND_FAILED;
         *err = "the connection closed in the middle of the response headers";
     }
     else if (status != MCP_BACKEND_OK) {
-        *err = x.aborted ? "stopped by the gateway"
-             : x.timed_out ? apr_psprintf(p, "the answer did not end within %ld milliseconds",
-                                          call->timeout_ms)
-             : apr_pstrdup(p, errbuf[0] ? errbuf : curl_easy_strerror(rc));
+        *err = x->aborted ? "stopped by the gateway"
+             : x->timed_out ? apr_psprintf(x->pool, "the answer did not end within %ld "
+                                           "milliseconds", call->timeout_ms)
+             : apr_pstrdup(x->pool, pr->errbuf[0] ? pr->errbuf : curl_easy_strerror(rc));
     }
-    /* The handle outlives this frame in the cache: drop every pointer into it. */
+    /* The handle outlives the exchange in the cache: drop every pointer into it. */
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, NULL);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, NULL);
     curl_easy_setopt(h, CURLOPT_XFERINFODATA, NULL);
-    curl_slist_free_all(hdrs);
+    curl_slist_free_all(pr->hdrs);
+    pr->hdrs = NULL;
     handle_put(bp, h);
     return status;
+}
+
+mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
+                                         const mcp_backend_call_t *call,
+                                         mcp_backend_response_t *response, const char **err)
+{
+    prepared_t pr;
+    CURL *h = handle_get(bp);
+
+    *err = NULL;
+    if (!h) {
+        memset(response, 0, sizeof(*response));
+        response->headers = apr_table_make(p, 16);
+        *err = "cannot create an HTTP client handle";
+        return MCP_BACKEND_FAILED;
+    }
+    prepare(&pr, h, p, call, response);
+    return conclude(&pr, bp, curl_easy_perform(h), err);
+}
+
+/* ---- an exchange on someone else's multi handle ------------------------------------------ */
+
+struct mcp_backend_async_t {
+    prepared_t              pr;
+    mcp_backend_pool_t     *bp;
+    mcp_backend_call_t      call;
+    mcp_backend_response_t  response;
+    int                     finished;
+};
+
+mcp_backend_async_t *mcp_backend_async_create(mcp_backend_pool_t *bp, apr_pool_t *p,
+                                              const mcp_backend_call_t *call, const char **err)
+{
+    mcp_backend_async_t *a = apr_pcalloc(p, sizeof(*a));
+    CURL *h = handle_get(bp);
+
+    *err = NULL;
+    if (!h) {
+        *err = "cannot create an HTTP client handle";
+        return NULL;
+    }
+    a->bp = bp;
+    a->call = *call;
+    prepare(&a->pr, h, p, &a->call, &a->response);
+    return a;
+}
+
+void *mcp_backend_async_curl(mcp_backend_async_t *a)
+{
+    return a->pr.x.curl;
+}
+
+const mcp_backend_response_t *mcp_backend_async_response(const mcp_backend_async_t *a)
+{
+    return &a->response;
+}
+
+mcp_backend_status_t mcp_backend_async_finish(mcp_backend_async_t *a, int rc, const char **err)
+{
+    *err = NULL;
+    if (a->finished) {
+        return MCP_BACKEND_FAILED;
+    }
+    a->finished = 1;
+    return conclude(&a->pr, a->bp, (CURLcode)rc, err);
 }
 
 mcp_backend_status_t mcp_backend_delete_session(mcp_backend_pool_t *bp, apr_pool_t *p,

@@ -39,8 +39,11 @@ typedef struct mcp_backend_response_t {
 
 /* Called once, before the first body byte (or at the end for an empty body). Non-zero aborts. */
 typedef int mcp_backend_headers_fn(void *baton, const mcp_backend_response_t *response);
-/* Called for each piece of body as it arrives. Non-zero aborts the transfer. */
+/* Called for each piece of body as it arrives. Non-zero aborts the transfer, except
+ * MCP_BACKEND_BODY_PAUSE (on a multi handle only): the transfer pauses, and the same bytes come
+ * again once it is resumed (curl_easy_pause). */
 typedef int mcp_backend_body_fn(void *baton, const char *buf, apr_size_t len);
+#define MCP_BACKEND_BODY_PAUSE 2
 /* Called while the exchange is under way, at least about once a second even when nothing
  * arrives (keep-alives, lease renewals, shutdown checks). Non-zero aborts the transfer. */
 typedef int mcp_backend_tick_fn(void *baton);
@@ -75,6 +78,25 @@ typedef enum {
 mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
                                          const mcp_backend_call_t *call,
                                          mcp_backend_response_t *response, const char **err);
+
+/* An exchange driven by a curl multi handle (mcp_loop) instead of a blocking perform. call is
+ * copied, not what it points to (which must live as long as p); the transfer's bookkeeping is
+ * allocated in p, and call's callbacks run in the thread that drives the multi handle, which
+ * alone may use p until mcp_backend_async_finish. NULL, with *err, when no handle can be had. */
+typedef struct mcp_backend_async_t mcp_backend_async_t;
+mcp_backend_async_t *mcp_backend_async_create(mcp_backend_pool_t *bp, apr_pool_t *p,
+                                              const mcp_backend_call_t *call, const char **err);
+
+/* The easy handle (a CURL *) to add to the multi handle. */
+void *mcp_backend_async_curl(mcp_backend_async_t *a);
+
+/* The response as far as it came (status, headers): read it only once the headers callback ran,
+ * and only from a thread that synchronised with the driving thread since. */
+const mcp_backend_response_t *mcp_backend_async_response(const mcp_backend_async_t *a);
+
+/* After the multi handle reported the transfer done with rc (a CURLcode), or it was removed from
+ * it: the exchange's status, *err naming the cause (in p); the handle goes back to the cache. */
+mcp_backend_status_t mcp_backend_async_finish(mcp_backend_async_t *a, int rc, const char **err);
 
 /* DELETE of a backend session (its Mcp-Session-Id), the answer's body ignored: the backend is
  * told that the gateway's session ended. *http_status gets the status (0 when none came). */

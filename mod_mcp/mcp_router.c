@@ -19,6 +19,8 @@ struct mcp_router_sub_t {
     int                 in_use;
     int                 pending;    /* a wake-up not yet consumed by mcp_router_wait */
     int                 waiting;    /* a follower is inside mcp_router_wait on cond */
+    mcp_router_wake_fn *wake_fn;    /* set: a parked follower, woken by a call, not cond */
+    void               *wake_baton;
 };
 
 struct mcp_router_t {
@@ -48,7 +50,9 @@ static void wake(mcp_router_t *r, mcp_router_sub_t *s)
     r->notified++;
     /* Signalled under the mutex: the waiter cannot be between its check of pending and its
      * cond wait, because it holds the mutex for both. With nobody waiting the flag is enough. */
-    if (s->waiting)
+    if (s->wake_fn)
+        s->wake_fn(s->wake_baton);
+    else if (s->waiting)
         apr_thread_cond_signal(s->cond);
 }
 
@@ -84,6 +88,12 @@ mcp_router_t *mcp_router_create(apr_pool_t *p, int capacity)
 
 mcp_router_sub_t *mcp_router_subscribe(mcp_router_t *r, apr_int64_t stream_id)
 {
+    return mcp_router_subscribe_fn(r, stream_id, NULL, NULL);
+}
+
+mcp_router_sub_t *mcp_router_subscribe_fn(mcp_router_t *r, apr_int64_t stream_id,
+                                          mcp_router_wake_fn *wake_fn, void *baton)
+{
     mcp_router_sub_t *s;
 
     if (!r)
@@ -97,6 +107,8 @@ mcp_router_sub_t *mcp_router_subscribe(mcp_router_t *r, apr_int64_t stream_id)
         s->in_use = 1;
         s->pending = 0;
         s->waiting = 0;
+        s->wake_fn = wake_fn;
+        s->wake_baton = baton;
         s->prev = NULL;
         s->next = *b;
         if (*b)
@@ -125,6 +137,7 @@ void mcp_router_unsubscribe(mcp_router_sub_t *sub)
             sub->next->prev = sub->prev;
         sub->in_use = 0;
         sub->pending = 0;
+        sub->wake_fn = NULL;
         sub->prev = NULL;
         sub->next = r->free_list;
         r->free_list = sub;
@@ -234,6 +247,16 @@ mcp_router_sub_t *mcp_router_subscribe(mcp_router_t *r, apr_int64_t stream_id)
 {
     (void)r;
     (void)stream_id;
+    return NULL;
+}
+
+mcp_router_sub_t *mcp_router_subscribe_fn(mcp_router_t *r, apr_int64_t stream_id,
+                                          mcp_router_wake_fn *wake_fn, void *baton)
+{
+    (void)r;
+    (void)stream_id;
+    (void)wake_fn;
+    (void)baton;
     return NULL;
 }
 

@@ -59,6 +59,14 @@ mcp_router_t *mcp_router_create(apr_pool_t *p, int capacity);
  * NULL or every slot is taken: the caller then polls the table instead of waiting. */
 mcp_router_sub_t *mcp_router_subscribe(mcp_router_t *r, apr_int64_t stream_id);
 
+/* The same for a follower that does not wait on the router (a stream parked in the event loop,
+ * mcp_loop): every wake-up also calls wake_fn(baton), under the router's mutex, from the
+ * notifying thread — it must be short and must not call the router. The pending flag works as
+ * for any subscription (mcp_router_wait(sub, 0) consumes it). */
+typedef void mcp_router_wake_fn(void *baton);
+mcp_router_sub_t *mcp_router_subscribe_fn(mcp_router_t *r, apr_int64_t stream_id,
+                                          mcp_router_wake_fn *wake_fn, void *baton);
+
 /* Gives the slot back (a pending wake-up is dropped). NULL is ignored. */
 void mcp_router_unsubscribe(mcp_router_sub_t *sub);
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <mod_watchdog.h>
+#include <mpm_common.h>
 
 #include "mcp_backend.h"
 #include "mcp_id.h"
@@ -28,11 +29,14 @@
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_handler.h"
 #include "mod_mcp_lease.h"
+#include "mod_mcp_park.h"
 #include "mod_mcp_request.h"
 #include "mod_mcp_status.h"
 
 /* Idle backend connections kept per child for reuse. */
 #define MCP_BACKEND_IDLE_HANDLES 64
+/* Wake-up slots for parked streams per process (more are served with a thread each). */
+#define MCP_PARKED_STREAMS_MAX 20000
 
 /* The channel the schema's triggers notify (sql/schema.sql). */
 #define MCP_NOTIFY_CHANNEL "mcp_events"
@@ -329,9 +333,9 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
     listener_conf_t *listener;
 
     mcp_child.backends = mcp_backend_pool_create(pchild, MCP_BACKEND_IDLE_HANDLES);
-    /* Each follower of a stream holds the thread that runs its request, so a slot per such
-     * thread is enough. */
-    mcp_child.router = mcp_router_create(pchild, request_threads);
+    /* A follower of a stream holds the thread that runs its request, or is parked (two slots:
+     * the parked stream's and its backend half's). */
+    mcp_child.router = mcp_router_create(pchild, request_threads + 2 * MCP_PARKED_STREAMS_MAX);
     if (apr_gethostname(host, sizeof(host), pchild) != APR_SUCCESS) {
         apr_cpystrn(host, "localhost", sizeof(host));
     }
@@ -339,6 +343,7 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
     mcp_dbd_child_init(pchild, s);
     mcp_status_child_init(pchild, s);
     mcp_child.leases = mcp_lease_keeper_start(pchild, s);
+    mcp_park_child_init(pchild, s);
     listener = apr_pcalloc(pchild, sizeof(*listener));
     listener->s = s;
     listener->pool = pchild;
@@ -381,6 +386,12 @@ static int mcp_map_to_storage(request_rec *r)
     return apr_table_get(r->notes, mcp_endpoint_note) ? OK : DECLINED;
 }
 
+static void mcp_suspend_connection(conn_rec *c, request_rec *r)
+{
+    (void)r;
+    mcp_park_suspended(c);
+}
+
 static void mcp_register_hooks(apr_pool_t *p)
 {
     ap_hook_translate_name(mcp_translate_name, NULL, NULL, APR_HOOK_FIRST);
@@ -388,6 +399,7 @@ static void mcp_register_hooks(apr_pool_t *p)
     ap_hook_post_config(mcp_post_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_child_init(mcp_child_init, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_handler(mcp_handler, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_suspend_connection(mcp_suspend_connection, NULL, NULL, APR_HOOK_MIDDLE);
     mcp_status_register_hooks();
     mcp_authz_register_hooks(p);
     mcp_oauth_register_hooks();

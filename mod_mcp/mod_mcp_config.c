@@ -41,6 +41,7 @@ void *mcp_config_create_dir(apr_pool_t *p, char *dir)
     conf->max_stream_followers = UNSET;
     conf->max_batch_size = UNSET;
     conf->era_bridge = UNSET;
+    conf->async_streams = UNSET;
     conf->bridge_input_timeout = UNSET;
     conf->bridge_tools_ttl = UNSET;
     conf->shim_max_rounds = UNSET;
@@ -82,6 +83,7 @@ void *mcp_config_merge_dir(apr_pool_t *p, void *basev, void *addv)
     MERGE(oauth_servers, NULL);
     MERGE(oauth_scopes, NULL);
     MERGE(era_bridge, UNSET);
+    MERGE(async_streams, UNSET);
     MERGE(bridge_input_timeout, UNSET);
     MERGE(bridge_tools_ttl, UNSET);
     return merged;
@@ -112,6 +114,7 @@ const mcp_dir_conf_t *mcp_config_get(request_rec *r)
     DEFAULT(max_stream_followers, MCP_DEFAULT_MAX_STREAM_FOLLOWERS);
     DEFAULT(max_batch_size, MCP_DEFAULT_MAX_BATCH_SIZE);
     DEFAULT(era_bridge, 1);
+    DEFAULT(async_streams, 1);
     DEFAULT(bridge_input_timeout, MCP_DEFAULT_BRIDGE_INPUT_TIMEOUT);
     DEFAULT(bridge_tools_ttl, MCP_DEFAULT_BRIDGE_TOOLS_TTL);
     DEFAULT(shim_max_rounds, MCP_SHIM_DEFAULT_MAX_ROUNDS);
@@ -476,6 +479,12 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_ITERATE("MCPBackendProtocols", add_backend_protocol, NULL, CONTEXT,
                     "The protocol revisions the backend serves (default: 2025-11-25 2025-06-18 "
                     "2025-03-26); 2026-07-28 lets stateless requests through to it"),
+    AP_INIT_FLAG("MCPAsyncStreams", ap_set_flag_slot,
+                 (void *)APR_OFFSETOF(mcp_dir_conf_t, async_streams), CONTEXT,
+                 "Streams that only wait (standalone GET streams, Last-Event-ID followers) "
+                 "are parked in the process's event loop and hold no thread, where httpd "
+                 "allows it (event MPM, HTTP/1.x with or without TLS): On (default) or Off "
+                 "(every stream holds its thread, as on prefork, worker and HTTP/2)"),
     AP_INIT_FLAG("MCPEraBridge", ap_set_flag_slot,
                  (void *)APR_OFFSETOF(mcp_dir_conf_t, era_bridge), CONTEXT,
                  "The era bridge, both directions: serve 2026-07-28 (stateless) clients through "

@@ -70,6 +70,8 @@ typedef struct mcp_dir_conf_t {
     apr_interval_time_t         bridge_tools_ttl;      /* MCPEraBridgeToolsTTL: how long a
                                                         * pooled session's cached tool list
                                                         * (x-mcp-header) is trusted            */
+    int                         async_streams;         /* MCPAsyncStreams: park streams that
+                                                        * only wait (mod_mcp_park)             */
 } mcp_dir_conf_t;
 
 #define MCP_DEFAULT_SWEEP_INTERVAL          apr_time_from_sec(30)

@@ -76,25 +76,21 @@ void mcp_exchange_init(mcp_exchange_t *x, mcp_req_t *q, void *baton)
     x->body = apr_brigade_create(q->r->pool, q->r->connection->bucket_alloc);
 }
 
-mcp_backend_status_t mcp_exchange_perform(mcp_exchange_t *x, mcp_backend_call_t *call,
-                                          const char **err)
+void mcp_exchange_begin(mcp_exchange_t *x)
 {
-    mcp_req_t *q = x->q;
-    mcp_backend_status_t status;
-
-    call->target = q->conf->backend;
-    call->connect_timeout_ms = (long)apr_time_as_msec(q->conf->backend_connect_timeout);
-    call->on_headers = on_headers;
-    call->on_body = on_body;
-    call->on_tick = on_tick;
-    call->baton = x;
     x->sse = NULL;
     apr_brigade_cleanup(x->body);
     x->body_len = 0;
     x->too_large = 0;
     x->cut_mid_event = 0;
     x->answered = 0;
-    status = mcp_backend_perform(mcp_child.backends, q->r->pool, call, &x->response, err);
+}
+
+mcp_backend_status_t mcp_exchange_end(mcp_exchange_t *x, mcp_backend_status_t status,
+                                      const char **err)
+{
+    mcp_req_t *q = x->q;
+
     if (x->answered) {
         return MCP_BACKEND_OK;
     }
@@ -109,6 +105,39 @@ mcp_backend_status_t mcp_exchange_perform(mcp_exchange_t *x, mcp_backend_call_t 
                             APR_OFF_T_FMT " bytes)", q->conf->max_message_size);
     }
     return status;
+}
+
+int mcp_exchange_feed_headers(mcp_exchange_t *x, const mcp_backend_response_t *response)
+{
+    x->response = *response;
+    return on_headers(x, &x->response);
+}
+
+int mcp_exchange_feed_body(mcp_exchange_t *x, const char *buf, apr_size_t len)
+{
+    return on_body(x, buf, len);
+}
+
+void mcp_exchange_call_defaults(mcp_exchange_t *x, mcp_backend_call_t *call)
+{
+    call->target = x->q->conf->backend;
+    call->connect_timeout_ms = (long)apr_time_as_msec(x->q->conf->backend_connect_timeout);
+}
+
+mcp_backend_status_t mcp_exchange_perform(mcp_exchange_t *x, mcp_backend_call_t *call,
+                                          const char **err)
+{
+    mcp_req_t *q = x->q;
+    mcp_backend_status_t status;
+
+    mcp_exchange_call_defaults(x, call);
+    call->on_headers = on_headers;
+    call->on_body = on_body;
+    call->on_tick = on_tick;
+    call->baton = x;
+    mcp_exchange_begin(x);
+    status = mcp_backend_perform(mcp_child.backends, q->r->pool, call, &x->response, err);
+    return mcp_exchange_end(x, status, err);
 }
 
 mcp_backend_status_t mcp_exchange_post(mcp_exchange_t *x, const char *body, apr_size_t len,

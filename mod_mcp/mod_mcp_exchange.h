@@ -62,6 +62,18 @@ void mcp_exchange_init(mcp_exchange_t *x, mcp_req_t *q, void *baton);
 mcp_backend_status_t mcp_exchange_perform(mcp_exchange_t *x, mcp_backend_call_t *call,
                                           const char **err);
 
+/* The same exchange driven from outside, by a transfer on the event loop (mcp_loop): begin,
+ * then the headers and body pieces as they come (the caller's hooks run as with perform; a
+ * non-zero return asks to cut the transfer), then end with the transfer's status and error. */
+void mcp_exchange_begin(mcp_exchange_t *x);
+int mcp_exchange_feed_headers(mcp_exchange_t *x, const mcp_backend_response_t *response);
+int mcp_exchange_feed_body(mcp_exchange_t *x, const char *buf, apr_size_t len);
+mcp_backend_status_t mcp_exchange_end(mcp_exchange_t *x, mcp_backend_status_t status,
+                                      const char **err);
+
+/* Fills in call's target and connect timeout from the request's configuration. */
+void mcp_exchange_call_defaults(mcp_exchange_t *x, mcp_backend_call_t *call);
+
 /* A stateless POST of body with MCP-Protocol-Version version and headers ("Name: value" lines,
  * may be NULL), bounded by timeout (0: none): mcp_exchange_perform on such a call. */
 mcp_backend_status_t mcp_exchange_post(mcp_exchange_t *x, const char *body, apr_size_t len,

@@ -13,6 +13,7 @@
 #include "mcp_text.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_exchange.h"
+#include "mod_mcp_park.h"
 #include "mod_mcp_relay.h"
 #include "mod_mcp_status.h"
 #include "mod_mcp_stream.h"
@@ -45,6 +46,12 @@ typedef struct relay_t {
     int                     ended_elsewhere;
     apr_time_t              sent;          /* when the request went to the backend            */
     int                     relayed;       /* messages relayed so far                         */
+    mcp_park_half_t         half;          /* a parked standalone stream's backend half        */
+    int                     answered_headers; /* ... its transfer's headers came               */
+    int                     detached;      /* ... its client is served by the parked stream    */
+    int                     async_done;    /* ... its transfer ended                           */
+    mcp_backend_status_t    async_status;  /* ... how                                          */
+    const char             *async_err;
 } relay_t;
 
 /* ---- what the relay learns from each message --------------------------------------------- */
@@ -553,6 +560,123 @@ static int resume_ends(mcp_req_t *q, const char *why)
     return DONE;
 }
 
+/* ---- the standalone stream, parked: its backend GET on the event loop ---------------------- */
+
+/* The end of a parked standalone stream (the client side sees it at its next read). */
+static void parked_standalone_ends(relay_t *rl, const char *why)
+{
+    watch_stop(rl);
+    mcp_stream_finish(&rl->st, "closed");
+    ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, rl->q->r, "standalone stream %" APR_INT64_T_FMT
+                  " (parked) ended: %s", rl->st.id, why);
+}
+
+static int standalone_news(void *baton, const mcp_loop_news_t *news)
+{
+    relay_t *rl = baton;
+    int cut = 0;
+
+    if (news->headers) {
+        rl->answered_headers = 1;
+        cut = mcp_exchange_feed_headers(&rl->x, &news->response);
+        /* The SSE headers (and the priming event) are out: from now on the parked stream
+         * writes what this one stores. */
+        if (rl->st.mode == MCP_STREAM_SSE) {
+            mcp_stream_detach(&rl->st);
+            rl->detached = 1;
+        }
+    }
+    if (!cut && news->len) {
+        cut = mcp_exchange_feed_body(&rl->x, news->data, news->len);
+    }
+    if (!cut && !news->done) {
+        return 0;
+    }
+    rl->async_done = 1;
+    rl->async_err = news->err;
+    rl->async_status = mcp_exchange_end(&rl->x, cut ? MCP_BACKEND_ABORTED : news->status,
+                                        &rl->async_err);
+    if (rl->detached) {
+        parked_standalone_ends(rl, cut ? (rl->flooded ? "the backend flooded it"
+                                                      : "storing failed")
+                                       : rl->async_status == MCP_BACKEND_OK
+                                       ? "the backend ended it" : rl->async_err);
+    }
+    return 1;
+}
+
+static int standalone_tick(void *baton)
+{
+    relay_t *rl = baton;
+
+    if (ended_elsewhere(rl) || mcp_stream_tick(&rl->st)) {
+        parked_standalone_ends(rl, rl->ended_elsewhere ? "its session ended"
+                                                       : "its lease was taken over");
+        return 1;
+    }
+    return 0;
+}
+
+static void standalone_stop(void *baton, const char *why)
+{
+    relay_t *rl = baton;
+
+    if (rl->detached) {
+        parked_standalone_ends(rl, why);
+    }
+}
+
+static int standalone_detached(void *baton)
+{
+    return ((relay_t *)baton)->detached;
+}
+
+/* The standalone stream parked from its start. SUSPENDED once parked; DECLINED when it cannot
+ * be (the caller relays with its thread); DONE when the backend's answer was no stream
+ * (*status, *err, and rl->x as after forward). */
+static int standalone_parked(relay_t *rl, mcp_backend_status_t *status, const char **err)
+{
+    mcp_req_t *q = rl->q;
+    mcp_backend_call_t call;
+    mcp_park_t *pk = mcp_park_create(q, rl->st.id, 0, 0, 1);
+
+    if (!pk) {
+        return DECLINED;
+    }
+    memset(&call, 0, sizeof(call));
+    call.method = "GET";
+    call.session_id = q->session->backend_session_id;
+    call.protocol_version = q->session->protocol_version;
+    mcp_exchange_call_defaults(&rl->x, &call);
+    rl->half.on_news = standalone_news;
+    rl->half.on_tick = standalone_tick;
+    rl->half.on_stop = standalone_stop;
+    rl->half.baton = rl;
+    mcp_exchange_begin(&rl->x);
+    rl->sent = apr_time_now();
+    if (mcp_park_backend(pk, &call, &rl->half, err) != 0) {
+        mcp_park_abandon(pk);
+        return DECLINED;
+    }
+    /* The answer decides what the client is told: a stream is parked once its SSE headers are
+     * out (events stored meanwhile are read by the parked stream from seq 0, the priming
+     * row); anything else is read to its end here, as forward would. */
+    mcp_park_wait(pk, standalone_detached, q->conf->backend_timeout);
+    if (rl->detached) {
+        return mcp_park_go(pk, 0);
+    }
+    mcp_park_abandon(pk);
+    if (!rl->async_done) {
+        *status = MCP_BACKEND_TIMEOUT;
+        *err = apr_psprintf(q->r->pool, "no complete answer within MCPBackendTimeout (%"
+                            APR_TIME_T_FMT " s)", apr_time_sec(q->conf->backend_timeout));
+        return DONE;
+    }
+    *status = rl->async_status;
+    *err = rl->async_err;
+    return DONE;
+}
+
 /* resumed: the client resumed a standalone stream that had ended (a graceful restart or
  * MCPStreamCloseAfter cut its response, or its relay stopped when the client went): its SSE
  * response has begun with the replay, and a new standalone stream goes on from there; failures
@@ -561,12 +685,13 @@ static int relay_standalone(mcp_req_t *q, int resumed)
 {
     request_rec *r = q->r;
     const char *err = NULL;
-    mcp_backend_status_t status;
+    mcp_backend_status_t status = MCP_BACKEND_FAILED;
     mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
     mcp_store_limits_t limits;
     mcp_store_status_t stored;
     apr_int64_t stream_id = 0;
-    relay_t rl;
+    int parked;
+    relay_t *rl = apr_palloc(r->pool, sizeof(*rl));   /* a parked stream outlives this frame */
 
     if (resumed) {
         /* Still live? (A DELETE ends the session's streams: a resume must not revive it.) */
@@ -595,27 +720,33 @@ static int relay_standalone(mcp_req_t *q, int resumed)
         return resumed ? resume_ends(q, mcp_req_db(q)->error) : mcp_req_store_failed(q, stored);
     }
 
-    relay_init(&rl, q, stream_id, 1);
+    relay_init(rl, q, stream_id, 1);
     mcp_req_note_stream(r, stream_id);
-    mcp_stream_own(&rl.st);
-    rl.standalone = 1;
+    mcp_stream_own(&rl->st);
+    rl->standalone = 1;
     q->raw = NULL;
     q->raw_len = 0;
-    watch_start(&rl);
-    status = forward(&rl, "GET", 0, &err);
-    watch_stop(&rl);
-    mcp_stream_finish(&rl.st, "closed");
+    watch_start(rl);
+    parked = standalone_parked(rl, &status, &err);
+    if (parked == SUSPENDED) {
+        return SUSPENDED;
+    }
+    if (parked == DECLINED) {
+        status = forward(rl, "GET", 0, &err);
+    }
+    watch_stop(rl);
+    mcp_stream_finish(&rl->st, "closed");
     ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r,
                   "standalone stream %" APR_INT64_T_FMT " ended: %s", stream_id,
-                  rl.st.client_gone ? "the client went away"
-                  : rl.ended_elsewhere ? "its session ended"
+                  rl->st.client_gone ? "the client went away"
+                  : rl->ended_elsewhere ? "its session ended"
                   : status == MCP_BACKEND_OK ? "the backend ended it" : err);
-    if (rl.st.mode == MCP_STREAM_SSE) {
+    if (rl->st.mode == MCP_STREAM_SSE) {
         return DONE;
     }
     if (resumed) {
         return resume_ends(q, apr_psprintf(r->pool, "the backend's stream could not be opened "
-                                           "(HTTP %ld): %s", rl.x.response.status,
+                                           "(HTTP %ld): %s", rl->x.response.status,
                                            err ? err : "no stream"));
     }
     if (status != MCP_BACKEND_OK) {
@@ -623,17 +754,17 @@ static int relay_standalone(mcp_req_t *q, int resumed)
                              : HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
                              "Bad Gateway: the backend's stream could not be opened: %s", err);
     }
-    if (rl.x.response.status == HTTP_METHOD_NOT_ALLOWED) {
+    if (rl->x.response.status == HTTP_METHOD_NOT_ALLOWED) {
         apr_table_setn(r->headers_out, "Allow", "POST, DELETE");
         return mcp_req_error(q, HTTP_METHOD_NOT_ALLOWED, MCP_JSONRPC_SERVER_ERROR,
                              "Method Not Allowed: the backend offers no standalone stream (GET); "
                              "resuming a stream with Last-Event-ID works all the same");
     }
-    if (backend_lost_session(&rl)) {
+    if (backend_lost_session(rl)) {
         mcp_req_terminate_session(q, "backend");
         return mcp_req_session_not_found(q);
     }
-    if (rl.x.response.status == HTTP_CONFLICT) {
+    if (rl->x.response.status == HTTP_CONFLICT) {
         /* The backend still holds the session's previous GET stream (it has not noticed yet
          * that it ended). */
         return mcp_req_error(q, HTTP_CONFLICT, MCP_JSONRPC_SERVER_ERROR,
@@ -642,7 +773,7 @@ static int relay_standalone(mcp_req_t *q, int resumed)
     }
     return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
                          "Bad Gateway: the backend answered the stream request with HTTP %ld",
-                         rl.x.response.status);
+                         rl->x.response.status);
 }
 
 int mcp_relay_standalone(mcp_req_t *q)

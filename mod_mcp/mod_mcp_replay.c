@@ -9,6 +9,7 @@
 #include "mcp_id.h"
 #include "mcp_listener.h"
 #include "mcp_router.h"
+#include "mod_mcp_park.h"
 #include "mod_mcp_relay.h"
 #include "mod_mcp_replay.h"
 #include "mod_mcp_shim.h"
@@ -78,61 +79,76 @@ static int stream_state(follower_t *f, mcp_store_stream_t *state)
     return mcp_store_stream_get(mcp_req_db(f->q), f->pool, f->st.id, state);
 }
 
-/* The stream's owner died: finish it (unless another process or host just did) with a terminal
- * error for its request, which the next read then delivers. */
-static void finish_for_dead_owner(follower_t *f, const mcp_store_stream_t *state)
+void mcp_follower_owner_gone(mcp_req_t *q, apr_pool_t *p, apr_int64_t stream_id,
+                             const mcp_store_stream_t *state)
 {
-    mcp_store_t *db = mcp_req_db(f->q);
+    mcp_store_t *db = mcp_req_db(q);
     long finished = 0;
 
-    if (mcp_store_streams_expire(db, f->pool, f->st.id, MCP_OWNER_GONE_MESSAGE, &finished)
+    if (mcp_store_streams_expire(db, p, stream_id, MCP_OWNER_GONE_MESSAGE, &finished)
         != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, f->q->r, "stream %" APR_INT64_T_FMT ": finishing "
-                      "it failed: %s", f->st.id, db->error);
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "stream %" APR_INT64_T_FMT ": finishing "
+                      "it failed: %s", stream_id, db->error);
     }
     mcp_status_count(MCP_STAT_TAKEOVERS, (apr_uint64_t)finished);
-    ap_log_rerror(APLOG_MARK, finished ? APLOG_NOTICE : APLOG_DEBUG, 0, f->q->r,
+    ap_log_rerror(APLOG_MARK, finished ? APLOG_NOTICE : APLOG_DEBUG, 0, q->r,
                   "stream %" APR_INT64_T_FMT ": its owner %s stopped renewing its lease; %s",
-                  f->st.id, state->owner ? state->owner : "-",
+                  stream_id, state->owner ? state->owner : "-",
                   finished ? "finished it with an error response" : "already finished");
+}
+
+void mcp_follower_renew(mcp_req_t *q, apr_pool_t *p, apr_int64_t stream_id,
+                        apr_int64_t follower_id)
+{
+    mcp_store_t *db = mcp_req_db(q);
+    mcp_store_status_t st;
+
+    if (!follower_id) {
+        return;
+    }
+    st = mcp_store_follower_renew(db, p, follower_id, mcp_req_lease_secs(q));
+    if (st != MCP_STORE_OK) {
+        /* An outage is logged by the gate. */
+        ap_log_rerror(APLOG_MARK, st == MCP_STORE_UNAVAILABLE ? APLOG_DEBUG : APLOG_WARNING, 0,
+                      q->r, "stream %" APR_INT64_T_FMT ": follower's lease not renewed: %s",
+                      stream_id, db->error);
+    }
+}
+
+void mcp_follower_release(mcp_req_t *q, apr_pool_t *p, apr_int64_t stream_id,
+                          apr_int64_t follower_id)
+{
+    mcp_store_t *db = mcp_req_db(q);
+
+    if (!follower_id) {
+        return;
+    }
+    if (mcp_store_follower_release(db, p, follower_id) != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r, "stream %" APR_INT64_T_FMT
+                      ": follower not released (its lease runs out instead): %s", stream_id,
+                      db->error);
+    }
 }
 
 /* Keeps the follower counted (MCPMaxFollowersPerStream and the stream limits): its lease is
  * renewed every third of MCPStreamLease, like a stream's. */
 static void renew_follower(follower_t *f)
 {
-    mcp_store_t *db = mcp_req_db(f->q);
     apr_time_t now = apr_time_now();
-    mcp_store_status_t st;
 
     if (!f->follower_id || now - f->last_renew < f->q->conf->stream_lease / 3) {
         return;
     }
     f->last_renew = now;
     apr_pool_clear(f->pool);
-    st = mcp_store_follower_renew(db, f->pool, f->follower_id, mcp_req_lease_secs(f->q));
-    if (st != MCP_STORE_OK) {
-        /* An outage is logged by the gate. */
-        ap_log_rerror(APLOG_MARK, st == MCP_STORE_UNAVAILABLE ? APLOG_DEBUG : APLOG_WARNING, 0,
-                      f->q->r, "stream %" APR_INT64_T_FMT ": follower's lease not renewed: %s",
-                      f->st.id, db->error);
-    }
+    mcp_follower_renew(f->q, f->pool, f->st.id, f->follower_id);
 }
 
 /* The follower is done: it no longer counts against the limits. */
 static void release_follower(follower_t *f)
 {
-    mcp_store_t *db = mcp_req_db(f->q);
-
-    if (!f->follower_id) {
-        return;
-    }
     apr_pool_clear(f->pool);
-    if (mcp_store_follower_release(db, f->pool, f->follower_id) != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, f->q->r, "stream %" APR_INT64_T_FMT
-                      ": follower not released (its lease runs out instead): %s", f->st.id,
-                      db->error);
-    }
+    mcp_follower_release(f->q, f->pool, f->st.id, f->follower_id);
 }
 
 static apr_interval_time_t wake_up_timeout(follower_t *f)
@@ -184,7 +200,7 @@ static int follow(follower_t *f, mcp_router_sub_t *sub)
                 return !f->st.client_gone;
             }
             if (state.lease_expired) {
-                finish_for_dead_owner(f, &state);
+                mcp_follower_owner_gone(f->q, f->pool, f->st.id, &state);
                 continue;
             }
         }
@@ -199,6 +215,20 @@ static int follow(follower_t *f, mcp_router_sub_t *sub)
     }
 }
 
+/* Replays what is stored; non-zero when everything was sent and the stream is still open with
+ * a live owner, so that the client may wait parked for more. */
+static int caught_up(follower_t *f)
+{
+    mcp_store_stream_t state;
+    int n;
+
+    do {
+        n = read_more(f);
+    } while (n > 0 && f->more && !f->st.client_gone);
+    return n >= 0 && !f->st.client_gone && stream_state(f, &state) == MCP_STORE_OK
+        && strcmp(state.status, "open") == 0 && !state.lease_expired;
+}
+
 int mcp_replay(mcp_req_t *q, const char *last_event_id)
 {
     request_rec *r = q->r;
@@ -209,6 +239,7 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     mcp_store_status_t found;
     mcp_router_sub_t *sub;
     apr_int64_t follower_id = 0;
+    mcp_park_t *pk;
     follower_t f;
     int ended;
 
@@ -243,7 +274,20 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
     mcp_stream_init(&f.st, q, stream_id, 0);
     mcp_req_note_stream(r, stream_id);
     mcp_status_count(MCP_STAT_RESUMPTIONS, 1);
-    /* Subscribe before the first read: whatever is stored from now on wakes us. */
+    ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "resuming stream %" APR_INT64_T_FMT " after %s "
+                  "(%s, %s)", stream_id, last_event_id, stream.kind, stream.status);
+    /* Parked (no thread while it waits) once it has caught up, if it can be; the park
+     * subscribes before the first read, as the thread's follower does. */
+    pk = strcmp(stream.status, "open") == 0 ? mcp_park_create(q, stream_id, seq, follower_id, 0)
+                                            : NULL;
+    if (pk) {
+        mcp_stream_start_sse(&f.st, -1);
+        if (caught_up(&f)) {
+            return mcp_park_go(pk, f.cursor);
+        }
+        mcp_park_abandon(pk);
+    }
+    /* Subscribe before the (next) read: whatever is stored from now on wakes us. */
     sub = mcp_router_subscribe(mcp_child.router, stream_id);
     if (!sub) {
         int in_use = 0;
@@ -254,9 +298,9 @@ int mcp_replay(mcp_req_t *q, const char *last_event_id)
                       "instead", stream_id, in_use, mcp_child.router ? "" : ", no router",
                       (int)apr_time_as_msec(POLL_WITHOUT_LISTENER));
     }
-    mcp_stream_start_sse(&f.st, -1);
-    ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "resuming stream %" APR_INT64_T_FMT " after %s "
-                  "(%s, %s)", stream_id, last_event_id, stream.kind, stream.status);
+    if (!pk) {
+        mcp_stream_start_sse(&f.st, -1);
+    }
     ended = follow(&f, sub);
     if (sub) {
         mcp_router_unsubscribe(sub);

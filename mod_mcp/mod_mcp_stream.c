@@ -99,6 +99,11 @@ void mcp_stream_start_sse(mcp_stream_t *st, apr_int64_t priming_seq)
     mcp_stream_write(st, "", 0);
 }
 
+void mcp_stream_detach(mcp_stream_t *st)
+{
+    st->mode = MCP_STREAM_JSON;
+}
+
 /* Logs a failed store call of the stream (the gate logs the outage itself). */
 static void log_store_failure(mcp_stream_t *st, mcp_store_status_t rv)
 {

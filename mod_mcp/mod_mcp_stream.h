@@ -78,6 +78,10 @@ void mcp_stream_own(mcp_stream_t *st);
  * until then). */
 void mcp_stream_disown(mcp_stream_t *st);
 
+/* The stream's client is served by a parked stream (mod_mcp_park) from now on, which writes what
+ * it reads from the table: this one stores only (its SSE headers and priming event are out). */
+void mcp_stream_detach(mcp_stream_t *st);
+
 /* Periodic duties while waiting: a keep-alive comment after MCPKeepAliveInterval of silence
  * (SSE mode); for an owned stream, noticing that another process finished it (its lease ran
  * out), which breaks the stream at once. Returns non-zero when the stream is broken. */

@@ -1,0 +1,964 @@
+/* mcp_loop — see mcp_loop.h. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <apr_strings.h>
+#include <apr_thread_cond.h>
+#include <apr_thread_mutex.h>
+#include <apr_thread_proc.h>
+#include <curl/curl.h>
+
+#include "mcp_loop.h"
+
+#define MAX_WORKERS 64
+#define EVENTS_PER_WAIT 256
+
+/* What an epoll registration points to. */
+typedef enum { TAG_WAKE, TAG_SOURCE, TAG_CURL } tag_kind_t;
+
+typedef struct tag_t {
+    tag_kind_t     kind;
+    int            fd;
+    int            dead;     /* TAG_CURL: curl let go of the socket; freed after this batch */
+    struct tag_t  *next_dead;
+} tag_t;
+
+typedef enum { SRC_HELD, SRC_IDLE, SRC_QUEUED, SRC_RUNNING, SRC_DEAD } src_state_t;
+
+typedef struct xfer_t xfer_t;
+
+struct mcp_loop_src_t {
+    tag_t             tag;       /* first: epoll's pointer is the source's                  */
+    mcp_loop_t       *loop;
+    mcp_loop_run_fn  *run;
+    void             *baton;
+    src_state_t       state;
+    unsigned          pending;   /* events since the last run                               */
+    int               released;
+    int               fd_added;
+    apr_time_t        timer_at;
+    apr_time_t        go_at;     /* held: let go at the loop's first look after it (0: not yet) */
+    xfer_t           *xfer;
+    mcp_loop_src_t   *prev, *next;   /* every source                                        */
+    mcp_loop_src_t   *qnext;         /* the run queue, or the graveyard                     */
+};
+
+/* A backend transfer and what it brought that its source has not taken yet. Everything below
+ * `a` is guarded by the loop's mutex; the pool and the transfer are the loop thread's. */
+struct xfer_t {
+    apr_pool_t             *pool;      /* own allocator: only the loop thread allocates in it  */
+    mcp_backend_async_t    *a;
+    CURL                   *curl;
+    int                     in_multi;
+    mcp_loop_src_t         *src;       /* NULL once the source let go                        */
+    char                   *buf;       /* bytes not taken yet                                */
+    apr_size_t              len, cap, max;
+    int                     paused;    /* the write callback asked curl to wait for room     */
+    int                     headers;   /* the headers came and were not taken yet            */
+    int                     headers_taken;
+    int                     done;
+    mcp_backend_status_t    status;
+    const char             *err;       /* in pool                                            */
+};
+
+typedef enum { CMD_ADD, CMD_RESUME, CMD_CUT, CMD_FREE } cmd_kind_t;
+
+typedef struct cmd_t {
+    cmd_kind_t     kind;
+    xfer_t        *xfer;
+    struct cmd_t  *next;
+} cmd_t;
+
+struct mcp_loop_t {
+    apr_pool_t          *pool;
+    apr_thread_mutex_t  *mutex;
+    apr_thread_cond_t   *work;       /* a source was queued, or the workers must exit       */
+    apr_thread_cond_t   *gone;       /* a source was freed (mcp_loop_stop waits on it)      */
+    apr_thread_cond_t   *held;       /* an event for a held source (mcp_loop_src_wait)      */
+    int                  epfd;
+    tag_t                wake;       /* the eventfd                                          */
+    CURLM               *multi;
+    apr_time_t           curl_at;    /* when curl wants its timeout action (0: never)        */
+    apr_thread_t        *thread;
+    apr_thread_t        *workers[MAX_WORKERS];
+    int                  nworkers;
+    mcp_loop_src_t      *sources;
+    int                  nsources;
+    int                  ntransfers;
+    mcp_loop_src_t      *runq, *runq_tail;
+    mcp_loop_src_t      *graveyard;
+    cmd_t               *cmds, *cmds_tail;
+    tag_t               *dead_tags;
+    int                  stopping;   /* sources are told to go                               */
+    int                  told;       /* ... and have been                                    */
+    int                  exiting;    /* threads end                                          */
+};
+
+/* ---- small helpers (callers hold the mutex where it says so) ---------------------------- */
+
+static void poke(mcp_loop_t *loop)
+{
+    uint64_t one = 1;
+    ssize_t n = write(loop->wake.fd, &one, sizeof(one));
+    (void)n;   /* EAGAIN: the counter is already non-zero, the loop wakes anyway */
+}
+
+/* Mutex held. */
+static void enqueue(mcp_loop_src_t *src)
+{
+    mcp_loop_t *loop = src->loop;
+
+    src->state = SRC_QUEUED;
+    src->qnext = NULL;
+    if (loop->runq_tail) {
+        loop->runq_tail->qnext = src;
+    }
+    else {
+        loop->runq = src;
+    }
+    loop->runq_tail = src;
+    apr_thread_cond_signal(loop->work);
+}
+
+/* Mutex held. */
+static void mark(mcp_loop_src_t *src, unsigned events)
+{
+    if (src->released || src->state == SRC_DEAD) {
+        return;
+    }
+    src->pending |= events;
+    if (src->state == SRC_IDLE) {
+        enqueue(src);
+    }
+    else if (src->state == SRC_HELD) {
+        apr_thread_cond_broadcast(src->loop->held);
+    }
+}
+
+static void bury(mcp_loop_src_t *src);
+
+/* Mutex held: a held source starts its life in the loop. */
+static void let_go(mcp_loop_src_t *src)
+{
+    mcp_loop_t *loop = src->loop;
+
+    src->go_at = 0;
+    if (src->released) {
+        bury(src);
+    }
+    else if (src->pending || loop->stopping) {
+        src->pending |= loop->stopping ? MCP_LOOP_STOPPING : 0;
+        enqueue(src);
+    }
+    else {
+        src->state = SRC_IDLE;
+    }
+}
+
+/* Mutex held. */
+static void command(mcp_loop_t *loop, cmd_kind_t kind, xfer_t *xfer)
+{
+    cmd_t *c = calloc(1, sizeof(*c));
+
+    if (!c) {
+        return;   /* out of memory: the transfer is then finished when the loop stops */
+    }
+    c->kind = kind;
+    c->xfer = xfer;
+    if (loop->cmds_tail) {
+        loop->cmds_tail->next = c;
+    }
+    else {
+        loop->cmds = c;
+    }
+    loop->cmds_tail = c;
+    poke(loop);
+}
+
+/* Mutex held: the source goes to the graveyard (freed by the loop thread between batches). */
+static void bury(mcp_loop_src_t *src)
+{
+    mcp_loop_t *loop = src->loop;
+
+    src->state = SRC_DEAD;
+    if (src->prev) {
+        src->prev->next = src->next;
+    }
+    else {
+        loop->sources = src->next;
+    }
+    if (src->next) {
+        src->next->prev = src->prev;
+    }
+    loop->nsources--;
+    src->qnext = loop->graveyard;
+    loop->graveyard = src;
+    poke(loop);
+}
+
+/* ---- transfers (loop thread, except where it says otherwise) ---------------------------- */
+
+static void xfer_free(mcp_loop_t *loop, xfer_t *x)
+{
+    if (x->in_multi) {
+        const char *err;
+        curl_multi_remove_handle(loop->multi, x->curl);
+        x->in_multi = 0;
+        mcp_backend_async_finish(x->a, CURLE_ABORTED_BY_CALLBACK, &err);
+        loop->ntransfers--;
+    }
+    free(x->buf);
+    apr_pool_destroy(x->pool);
+}
+
+/* curl's write callback's baton: the body's bytes go to the buffer; past the bound, curl waits. */
+static int xfer_on_body(void *baton, const char *buf, apr_size_t len)
+{
+    xfer_t *x = baton;
+    mcp_loop_t *loop = x->src ? x->src->loop : NULL;
+    int rv = 0;
+
+    if (!loop) {
+        return 1;   /* the source let go: the transfer is being cut */
+    }
+    apr_thread_mutex_lock(loop->mutex);
+    if (x->len > 0 && x->len + len > x->max) {
+        x->paused = 1;
+        rv = MCP_BACKEND_BODY_PAUSE;
+    }
+    else {
+        if (x->len + len > x->cap) {
+            apr_size_t cap = x->cap ? x->cap : 4096;
+            char *b;
+            while (cap < x->len + len) {
+                cap *= 2;
+            }
+            b = realloc(x->buf, cap);
+            if (!b) {
+                apr_thread_mutex_unlock(loop->mutex);
+                return 1;
+            }
+            x->buf = b;
+            x->cap = cap;
+        }
+        memcpy(x->buf + x->len, buf, len);
+        x->len += len;
+        if (x->src) {
+            mark(x->src, MCP_LOOP_XFER);
+        }
+    }
+    apr_thread_mutex_unlock(loop->mutex);
+    return rv;
+}
+
+static int xfer_on_headers(void *baton, const mcp_backend_response_t *response)
+{
+    xfer_t *x = baton;
+    mcp_loop_t *loop = x->src ? x->src->loop : NULL;
+
+    (void)response;   /* the async transfer's own, read by the source once it takes them */
+    if (!loop) {
+        return 1;
+    }
+    apr_thread_mutex_lock(loop->mutex);
+    x->headers = 1;
+    if (x->src) {
+        mark(x->src, MCP_LOOP_XFER);
+    }
+    apr_thread_mutex_unlock(loop->mutex);
+    return 0;
+}
+
+/* The transfer ended (curl said so, or the loop cut it). */
+static void xfer_done(mcp_loop_t *loop, xfer_t *x, CURLcode rc, int cut)
+{
+    const char *err = NULL;
+    mcp_backend_status_t status;
+
+    if (!x->in_multi) {
+        return;
+    }
+    curl_multi_remove_handle(loop->multi, x->curl);
+    x->in_multi = 0;
+    loop->ntransfers--;
+    status = mcp_backend_async_finish(x->a, (int)rc, &err);
+    apr_thread_mutex_lock(loop->mutex);
+    x->done = 1;
+    x->status = cut ? MCP_BACKEND_ABORTED : status;
+    x->err = cut ? "stopped by the gateway" : err;
+    if (x->src) {
+        mark(x->src, MCP_LOOP_XFER);
+    }
+    apr_thread_mutex_unlock(loop->mutex);
+}
+
+static void run_commands(mcp_loop_t *loop)
+{
+    cmd_t *c, *next;
+
+    apr_thread_mutex_lock(loop->mutex);
+    c = loop->cmds;
+    loop->cmds = loop->cmds_tail = NULL;
+    apr_thread_mutex_unlock(loop->mutex);
+    for (; c; c = next) {
+        xfer_t *x = c->xfer;
+        next = c->next;
+        switch (c->kind) {
+        case CMD_ADD:
+            if (!x->done && curl_multi_add_handle(loop->multi, x->curl) == CURLM_OK) {
+                x->in_multi = 1;
+                loop->ntransfers++;
+            }
+            else {
+                apr_thread_mutex_lock(loop->mutex);
+                x->done = 1;
+                x->status = MCP_BACKEND_FAILED;
+                x->err = "the transfer could not be started";
+                if (x->src) {
+                    mark(x->src, MCP_LOOP_XFER);
+                }
+                apr_thread_mutex_unlock(loop->mutex);
+            }
+            break;
+        case CMD_RESUME:
+            if (x->in_multi) {
+                curl_easy_pause(x->curl, CURLPAUSE_CONT);
+            }
+            break;
+        case CMD_CUT:
+            xfer_done(loop, x, CURLE_ABORTED_BY_CALLBACK, 1);
+            break;
+        case CMD_FREE:
+            xfer_free(loop, x);
+            break;
+        }
+        free(c);
+    }
+}
+
+/* ---- curl's side of the multi handle ------------------------------------------------------ */
+
+static int on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
+{
+    mcp_loop_t *loop = userp;
+    tag_t *tag = socketp;
+    struct epoll_event ev;
+
+    (void)easy;
+    if (what == CURL_POLL_REMOVE) {
+        if (tag) {
+            epoll_ctl(loop->epfd, EPOLL_CTL_DEL, s, NULL);
+            curl_multi_assign(loop->multi, s, NULL);
+            tag->dead = 1;
+            tag->next_dead = loop->dead_tags;
+            loop->dead_tags = tag;
+        }
+        return 0;
+    }
+    memset(&ev, 0, sizeof(ev));
+    ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
+    if (!tag) {
+        tag = calloc(1, sizeof(*tag));
+        if (!tag) {
+            return -1;
+        }
+        tag->kind = TAG_CURL;
+        tag->fd = s;
+        ev.data.ptr = tag;
+        if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, s, &ev) != 0) {
+            free(tag);
+            return -1;
+        }
+        curl_multi_assign(loop->multi, s, tag);
+        return 0;
+    }
+    ev.data.ptr = tag;
+    return epoll_ctl(loop->epfd, EPOLL_CTL_MOD, s, &ev) == 0 ? 0 : -1;
+}
+
+static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+    mcp_loop_t *loop = userp;
+
+    (void)multi;
+    loop->curl_at = timeout_ms < 0 ? 0 : apr_time_now() + apr_time_from_msec(timeout_ms);
+    return 0;
+}
+
+static void curl_action(mcp_loop_t *loop, curl_socket_t s, int flags)
+{
+    int running = 0;
+    CURLMsg *msg;
+    int left;
+
+    curl_multi_socket_action(loop->multi, s, flags, &running);
+    while ((msg = curl_multi_info_read(loop->multi, &left))) {
+        if (msg->msg == CURLMSG_DONE) {
+            xfer_t *x = NULL;
+            CURLcode rc = msg->data.result;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+            if (x) {
+                xfer_done(loop, x, rc, 0);
+            }
+        }
+    }
+}
+
+/* ---- the loop thread ---------------------------------------------------------------------- */
+
+/* Timers due, and the stop order. */
+static void look_at_sources(mcp_loop_t *loop, apr_time_t now)
+{
+    mcp_loop_src_t *src, *next;
+
+    apr_thread_mutex_lock(loop->mutex);
+    for (src = loop->sources; src; src = next) {
+        next = src->next;
+        if (src->state == SRC_HELD && src->go_at && now >= src->go_at) {
+            let_go(src);
+        }
+        if (loop->stopping && !loop->told) {
+            mark(src, MCP_LOOP_STOPPING);
+        }
+        if (src->timer_at && now >= src->timer_at) {
+            src->timer_at = 0;
+            mark(src, MCP_LOOP_TIMER);
+        }
+    }
+    if (loop->stopping) {
+        loop->told = 1;
+    }
+    apr_thread_mutex_unlock(loop->mutex);
+}
+
+static void free_the_dead(mcp_loop_t *loop)
+{
+    mcp_loop_src_t *src, *next;
+    tag_t *tag, *tnext;
+
+    apr_thread_mutex_lock(loop->mutex);
+    src = loop->graveyard;
+    loop->graveyard = NULL;
+    apr_thread_mutex_unlock(loop->mutex);
+    for (; src; src = next) {
+        next = src->qnext;
+        free(src);
+        apr_thread_mutex_lock(loop->mutex);
+        apr_thread_cond_broadcast(loop->gone);
+        apr_thread_mutex_unlock(loop->mutex);
+    }
+    for (tag = loop->dead_tags; tag; tag = tnext) {
+        tnext = tag->next_dead;
+        free(tag);
+    }
+    loop->dead_tags = NULL;
+}
+
+static void *APR_THREAD_FUNC loop_main(apr_thread_t *thread, void *data)
+{
+    mcp_loop_t *loop = data;
+    struct epoll_event evs[EVENTS_PER_WAIT];
+    apr_time_t next_look = 0;
+
+    for (;;) {
+        apr_time_t now = apr_time_now(), until;
+        int i, n, ms;
+
+        free_the_dead(loop);
+        apr_thread_mutex_lock(loop->mutex);
+        if (loop->exiting) {
+            apr_thread_mutex_unlock(loop->mutex);
+            break;
+        }
+        apr_thread_mutex_unlock(loop->mutex);
+        if (now >= next_look) {
+            look_at_sources(loop, now);
+            next_look = now + MCP_LOOP_TICK;
+        }
+        until = next_look;
+        if (loop->curl_at && loop->curl_at < until) {
+            until = loop->curl_at;
+        }
+        ms = until > now ? (int)((until - now + 999) / 1000) : 0;
+        n = epoll_wait(loop->epfd, evs, EVENTS_PER_WAIT, ms);
+        for (i = 0; i < n; i++) {
+            tag_t *tag = evs[i].data.ptr;
+            if (tag->kind == TAG_WAKE) {
+                uint64_t count;
+                ssize_t r = read(loop->wake.fd, &count, sizeof(count));
+                (void)r;
+                run_commands(loop);
+            }
+            else if (tag->kind == TAG_SOURCE) {
+                mcp_loop_src_t *src = (mcp_loop_src_t *)tag;
+                unsigned what = 0;
+                if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+                    what |= MCP_LOOP_HANGUP;
+                }
+                if (evs[i].events & EPOLLOUT) {
+                    what |= MCP_LOOP_WRITABLE;
+                }
+                apr_thread_mutex_lock(loop->mutex);
+                mark(src, what);
+                apr_thread_mutex_unlock(loop->mutex);
+            }
+            else if (!tag->dead) {
+                int flags = (evs[i].events & EPOLLIN ? CURL_CSELECT_IN : 0)
+                          | (evs[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0)
+                          | (evs[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
+                curl_action(loop, tag->fd, flags);
+            }
+        }
+        if (loop->curl_at && apr_time_now() >= loop->curl_at) {
+            loop->curl_at = 0;
+            curl_action(loop, CURL_SOCKET_TIMEOUT, 0);
+        }
+    }
+    apr_thread_exit(thread, APR_SUCCESS);
+    return NULL;
+}
+
+/* ---- workers ------------------------------------------------------------------------------ */
+
+static void *APR_THREAD_FUNC worker_main(apr_thread_t *thread, void *data)
+{
+    mcp_loop_t *loop = data;
+
+    apr_thread_mutex_lock(loop->mutex);
+    for (;;) {
+        mcp_loop_src_t *src;
+        unsigned events;
+
+        while (!loop->runq && !loop->exiting) {
+            apr_thread_cond_wait(loop->work, loop->mutex);
+        }
+        if (!loop->runq) {
+            break;
+        }
+        src = loop->runq;
+        loop->runq = src->qnext;
+        if (!loop->runq) {
+            loop->runq_tail = NULL;
+        }
+        src->state = SRC_RUNNING;
+        events = src->pending;
+        src->pending = 0;
+        apr_thread_mutex_unlock(loop->mutex);
+
+        src->run(src, events, src->baton);
+
+        apr_thread_mutex_lock(loop->mutex);
+        if (src->released) {
+            bury(src);
+        }
+        else if (src->pending) {
+            enqueue(src);
+        }
+        else {
+            src->state = SRC_IDLE;
+        }
+    }
+    apr_thread_mutex_unlock(loop->mutex);
+    apr_thread_exit(thread, APR_SUCCESS);
+    return NULL;
+}
+
+/* ---- the face ----------------------------------------------------------------------------- */
+
+static apr_status_t loop_cleanup(void *data)
+{
+    mcp_loop_stop(data, apr_time_from_sec(2));
+    return APR_SUCCESS;
+}
+
+mcp_loop_t *mcp_loop_create(apr_pool_t *p, int workers, const char **err)
+{
+    mcp_loop_t *loop = apr_pcalloc(p, sizeof(*loop));
+    struct epoll_event ev;
+    int i;
+
+    *err = NULL;
+    if (workers < 1 || workers > MAX_WORKERS) {
+        *err = apr_psprintf(p, "workers must be 1..%d", MAX_WORKERS);
+        return NULL;
+    }
+    loop->pool = p;
+    loop->epfd = -1;
+    loop->wake.fd = -1;
+    loop->wake.kind = TAG_WAKE;
+    if (apr_thread_mutex_create(&loop->mutex, APR_THREAD_MUTEX_DEFAULT, p) != APR_SUCCESS
+        || apr_thread_cond_create(&loop->work, p) != APR_SUCCESS
+        || apr_thread_cond_create(&loop->gone, p) != APR_SUCCESS
+        || apr_thread_cond_create(&loop->held, p) != APR_SUCCESS) {
+        *err = "no mutex or condition variable";
+        return NULL;
+    }
+    loop->epfd = epoll_create1(EPOLL_CLOEXEC);
+    loop->wake.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (loop->epfd < 0 || loop->wake.fd < 0) {
+        *err = apr_psprintf(p, "epoll/eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    memset(&ev, 0, sizeof(ev));
+    ev.events = EPOLLIN;
+    ev.data.ptr = &loop->wake;
+    if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->wake.fd, &ev) != 0) {
+        *err = apr_psprintf(p, "epoll_ctl: %s", strerror(errno));
+        goto fail;
+    }
+    loop->multi = curl_multi_init();
+    if (!loop->multi) {
+        *err = "curl_multi_init failed";
+        goto fail;
+    }
+    curl_multi_setopt(loop->multi, CURLMOPT_SOCKETFUNCTION, on_curl_socket);
+    curl_multi_setopt(loop->multi, CURLMOPT_SOCKETDATA, loop);
+    curl_multi_setopt(loop->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
+    curl_multi_setopt(loop->multi, CURLMOPT_TIMERDATA, loop);
+    if (apr_thread_create(&loop->thread, NULL, loop_main, loop, p) != APR_SUCCESS) {
+        *err = "cannot start the loop thread";
+        goto fail;
+    }
+    for (i = 0; i < workers; i++) {
+        if (apr_thread_create(&loop->workers[i], NULL, worker_main, loop, p) != APR_SUCCESS) {
+            *err = "cannot start a worker thread";
+            break;
+        }
+        loop->nworkers++;
+    }
+    apr_pool_cleanup_register(p, loop, loop_cleanup, apr_pool_cleanup_null);
+    if (*err) {
+        mcp_loop_stop(loop, 0);
+        return NULL;
+    }
+    return loop;
+
+fail:
+    if (loop->multi) {
+        curl_multi_cleanup(loop->multi);
+    }
+    if (loop->epfd >= 0) {
+        close(loop->epfd);
+    }
+    if (loop->wake.fd >= 0) {
+        close(loop->wake.fd);
+    }
+    return NULL;
+}
+
+void mcp_loop_stop(mcp_loop_t *loop, apr_interval_time_t grace)
+{
+    apr_time_t deadline = apr_time_now() + grace;
+    apr_status_t rv;
+    mcp_loop_src_t *src;
+    int i;
+
+    if (!loop || loop->epfd < 0) {
+        return;
+    }
+    apr_thread_mutex_lock(loop->mutex);
+    loop->stopping = 1;
+    poke(loop);
+    apr_thread_cond_broadcast(loop->held);
+    while (loop->nsources > 0 && apr_time_now() < deadline) {
+        apr_thread_cond_timedwait(loop->gone, loop->mutex, apr_time_from_msec(20));
+    }
+    loop->exiting = 1;
+    apr_thread_cond_broadcast(loop->work);
+    poke(loop);
+    apr_thread_mutex_unlock(loop->mutex);
+    for (i = 0; i < loop->nworkers; i++) {
+        apr_thread_join(&rv, loop->workers[i]);
+    }
+    if (loop->thread) {
+        apr_thread_join(&rv, loop->thread);
+    }
+    /* Whatever is left is abandoned. */
+    run_commands(loop);
+    free_the_dead(loop);
+    while ((src = loop->sources)) {
+        loop->sources = src->next;
+        if (src->xfer) {
+            src->xfer->src = NULL;
+            xfer_free(loop, src->xfer);
+        }
+        free(src);
+    }
+    curl_multi_cleanup(loop->multi);
+    close(loop->epfd);
+    close(loop->wake.fd);
+    loop->epfd = -1;
+    apr_pool_cleanup_kill(loop->pool, loop, loop_cleanup);
+}
+
+mcp_loop_src_t *mcp_loop_src_add(mcp_loop_t *loop, mcp_loop_run_fn *run, void *baton)
+{
+    mcp_loop_src_t *src;
+
+    if (!loop) {
+        return NULL;
+    }
+    src = calloc(1, sizeof(*src));
+    if (!src) {
+        return NULL;
+    }
+    src->tag.kind = TAG_SOURCE;
+    src->tag.fd = -1;
+    src->loop = loop;
+    src->run = run;
+    src->baton = baton;
+    src->state = SRC_HELD;
+    apr_thread_mutex_lock(loop->mutex);
+    if (loop->stopping) {
+        apr_thread_mutex_unlock(loop->mutex);
+        free(src);
+        return NULL;
+    }
+    src->next = loop->sources;
+    if (loop->sources) {
+        loop->sources->prev = src;
+    }
+    loop->sources = src;
+    loop->nsources++;
+    apr_thread_mutex_unlock(loop->mutex);
+    return src;
+}
+
+void mcp_loop_src_go(mcp_loop_src_t *src, apr_time_t not_before)
+{
+    mcp_loop_t *loop = src->loop;
+
+    apr_thread_mutex_lock(loop->mutex);
+    if (src->state == SRC_HELD) {
+        if (not_before > 0) {
+            src->go_at = not_before;
+        }
+        else {
+            let_go(src);
+        }
+    }
+    apr_thread_mutex_unlock(loop->mutex);
+}
+
+unsigned mcp_loop_src_wait(mcp_loop_src_t *src, apr_interval_time_t timeout)
+{
+    mcp_loop_t *loop = src->loop;
+    apr_time_t deadline = apr_time_now() + timeout;
+    unsigned events;
+
+    apr_thread_mutex_lock(loop->mutex);
+    while (src->state == SRC_HELD && !src->pending && !loop->stopping) {
+        apr_time_t now = apr_time_now();
+        if (now >= deadline) {
+            break;
+        }
+        apr_thread_cond_timedwait(loop->held, loop->mutex, deadline - now);
+    }
+    events = src->pending | (loop->stopping ? MCP_LOOP_STOPPING : 0);
+    src->pending = 0;
+    apr_thread_mutex_unlock(loop->mutex);
+    return events;
+}
+
+void mcp_loop_src_fd(mcp_loop_src_t *src, int fd, int want_write)
+{
+    struct epoll_event ev;
+
+    if (fd < 0) {
+        if (src->fd_added) {
+            epoll_ctl(src->loop->epfd, EPOLL_CTL_DEL, src->tag.fd, NULL);
+            src->fd_added = 0;
+        }
+        src->tag.fd = -1;
+        return;
+    }
+    memset(&ev, 0, sizeof(ev));
+    ev.events = EPOLLRDHUP | EPOLLONESHOT | (want_write ? EPOLLOUT : 0);
+    ev.data.ptr = &src->tag;
+    if (src->fd_added && src->tag.fd == fd) {
+        epoll_ctl(src->loop->epfd, EPOLL_CTL_MOD, fd, &ev);
+        return;
+    }
+    if (src->fd_added) {
+        epoll_ctl(src->loop->epfd, EPOLL_CTL_DEL, src->tag.fd, NULL);
+    }
+    src->tag.fd = fd;
+    src->fd_added = epoll_ctl(src->loop->epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
+void mcp_loop_src_timer(mcp_loop_src_t *src, apr_time_t at)
+{
+    apr_thread_mutex_lock(src->loop->mutex);
+    src->timer_at = at;
+    apr_thread_mutex_unlock(src->loop->mutex);
+}
+
+void mcp_loop_wake(mcp_loop_src_t *src)
+{
+    apr_thread_mutex_lock(src->loop->mutex);
+    mark(src, MCP_LOOP_WOKEN);
+    apr_thread_mutex_unlock(src->loop->mutex);
+}
+
+int mcp_loop_src_start(mcp_loop_src_t *src, mcp_backend_pool_t *bp,
+                       const mcp_backend_call_t *call, apr_size_t max_buffered, const char **err)
+{
+    mcp_loop_t *loop = src->loop;
+    apr_allocator_t *alloc = NULL;
+    mcp_backend_call_t c = *call;
+    apr_pool_t *p = NULL;
+    xfer_t *x;
+
+    *err = NULL;
+    if (src->xfer) {
+        *err = "the source has a transfer already";
+        return -1;
+    }
+    /* A pool of its own allocator: the loop thread allocates in it (headers) while the source's
+     * owner allocates in its own pools. */
+    if (apr_allocator_create(&alloc) != APR_SUCCESS
+        || apr_pool_create_ex(&p, NULL, NULL, alloc) != APR_SUCCESS) {
+        if (alloc) {
+            apr_allocator_destroy(alloc);
+        }
+        *err = "out of memory";
+        return -1;
+    }
+    apr_allocator_owner_set(alloc, p);
+    x = apr_pcalloc(p, sizeof(*x));
+    x->pool = p;
+    x->max = max_buffered;
+    x->src = src;
+    c.on_headers = xfer_on_headers;
+    c.on_body = xfer_on_body;
+    c.on_tick = NULL;
+    c.baton = x;
+    x->a = mcp_backend_async_create(bp, p, &c, err);
+    if (!x->a) {
+        apr_pool_destroy(p);
+        return -1;
+    }
+    x->curl = mcp_backend_async_curl(x->a);
+    curl_easy_setopt(x->curl, CURLOPT_PRIVATE, (char *)x);
+    apr_thread_mutex_lock(loop->mutex);
+    src->xfer = x;
+    if (loop->stopping) {
+        x->done = 1;
+        x->status = MCP_BACKEND_ABORTED;
+        x->err = "the server is stopping";
+        mark(src, MCP_LOOP_XFER);
+    }
+    command(loop, CMD_ADD, x);
+    apr_thread_mutex_unlock(loop->mutex);
+    return 0;
+}
+
+int mcp_loop_src_take(mcp_loop_src_t *src, apr_pool_t *p, apr_pool_t *scratch,
+                      mcp_loop_news_t *news)
+{
+    mcp_loop_t *loop = src->loop;
+    xfer_t *x = src->xfer;
+    int any = 0;
+
+    memset(news, 0, sizeof(*news));
+    if (!x) {
+        return 0;
+    }
+    apr_thread_mutex_lock(loop->mutex);
+    if (x->headers && !x->headers_taken) {
+        const mcp_backend_response_t *from = mcp_backend_async_response(x->a);
+        const apr_array_header_t *arr = apr_table_elts(from->headers);
+        const apr_table_entry_t *e = (const apr_table_entry_t *)arr->elts;
+        int i;
+
+        x->headers_taken = 1;
+        news->headers = 1;
+        news->response.status = from->status;
+        news->response.content_type = from->content_type ? apr_pstrdup(p, from->content_type)
+                                                         : NULL;
+        news->response.session_id = from->session_id ? apr_pstrdup(p, from->session_id) : NULL;
+        news->response.headers = apr_table_make(p, arr->nelts > 0 ? arr->nelts : 1);
+        for (i = 0; i < arr->nelts; i++) {
+            apr_table_add(news->response.headers, e[i].key, e[i].val);
+        }
+        any = 1;
+    }
+    if (x->len) {
+        news->data = apr_pstrmemdup(scratch, x->buf, x->len);
+        news->len = x->len;
+        x->len = 0;
+        any = 1;
+        if (x->paused) {
+            x->paused = 0;
+            command(loop, CMD_RESUME, x);
+        }
+    }
+    if (x->done) {
+        news->done = 1;
+        news->status = x->status;
+        news->err = x->err ? apr_pstrdup(p, x->err) : NULL;
+        src->xfer = NULL;
+        x->src = NULL;
+        command(loop, CMD_FREE, x);
+        any = 1;
+    }
+    apr_thread_mutex_unlock(loop->mutex);
+    return any;
+}
+
+void mcp_loop_src_cut(mcp_loop_src_t *src)
+{
+    apr_thread_mutex_lock(src->loop->mutex);
+    if (src->xfer) {
+        command(src->loop, CMD_CUT, src->xfer);
+    }
+    apr_thread_mutex_unlock(src->loop->mutex);
+}
+
+void mcp_loop_src_release(mcp_loop_src_t *src)
+{
+    mcp_loop_t *loop = src->loop;
+
+    mcp_loop_src_fd(src, -1, 0);
+    apr_thread_mutex_lock(loop->mutex);
+    src->released = 1;
+    src->timer_at = 0;
+    src->pending = 0;
+    if (src->xfer) {
+        src->xfer->src = NULL;
+        command(loop, CMD_FREE, src->xfer);
+        src->xfer = NULL;
+    }
+    /* A held source is not run: it goes now. A running one goes when its run returns. */
+    if (src->state == SRC_HELD) {
+        bury(src);
+    }
+    apr_thread_mutex_unlock(loop->mutex);
+}
+
+int mcp_loop_stopping(const mcp_loop_t *loop)
+{
+    return !loop || loop->stopping;
+}
+
+void mcp_loop_stats(mcp_loop_t *loop, int *sources, int *transfers)
+{
+    int n = 0, t = 0;
+
+    if (loop) {
+        apr_thread_mutex_lock(loop->mutex);
+        n = loop->nsources;
+        t = loop->ntransfers;
+        apr_thread_mutex_unlock(loop->mutex);
+    }
+    if (sources) {
+        *sources = n;
+    }
+    if (transfers) {
+        *transfers = t;
+    }
+}

@@ -1,0 +1,569 @@
+/* mod_mcp_park — see mod_mcp_park.h. */
+#include <string.h>
+
+#include <apr_atomic.h>
+#include <apr_buckets.h>
+#include <apr_strings.h>
+#include <httpd.h>
+#include <http_config.h>
+#include <http_connection.h>
+#include <http_core.h>
+#include <http_log.h>
+#include <http_protocol.h>
+#include <http_request.h>
+#include <util_filter.h>
+#include <ap_mpm.h>
+
+#include "mcp_id.h"
+#include "mcp_listener.h"
+#include "mcp_router.h"
+#include "mcp_sse.h"
+#include "mod_mcp_dbd.h"
+#include "mod_mcp_park.h"
+#include "mod_mcp_replay.h"
+#include "mod_mcp_stream.h"
+
+APLOG_USE_MODULE(mcp);
+
+/* The httpd releases this was tested on (2.4.x, x in this range): it relies on how the event MPM
+ * counts suspended connections (see end_response). */
+#define TESTED_PATCH_MIN 62
+#define TESTED_PATCH_MAX 71
+
+/* Worker threads per process for parked streams' runs (reading the table, writing, storing). */
+#define PARK_WORKERS 4
+
+/* How often a parked stream looks around when nothing happens (hand-over, leases, the backend
+ * half's tick). */
+#define PARK_TICK apr_time_from_sec(1)
+
+/* Bytes handed to the filters at once: below the core output filter's flush threshold
+ * (FlushMaxThreshold, 64 KiB), above which it would block until the client took them. */
+#define WRITE_SLICE (32 * 1024)
+
+/* Rows read per look at the table at most. */
+#define READ_ROWS 256
+
+/* How long ending a response may wait for a client that does not read. */
+#define END_TIMEOUT apr_time_from_sec(1)
+
+struct mcp_park_t {
+    mcp_req_t             *q;
+    request_rec           *r;
+    conn_rec              *c;
+    mcp_loop_src_t        *src;
+    mcp_router_sub_t      *sub;
+    mcp_store_t           *db;          /* one try per statement: a run never waits out an outage */
+    apr_pool_t            *scratch;     /* cleared per run                                     */
+    apr_bucket_brigade    *out;         /* written, not handed to the filters yet              */
+    apr_bucket_brigade    *rest;
+    apr_int64_t            stream_id;
+    apr_int64_t            cursor;      /* seq of the last event written                       */
+    apr_int64_t            follower_id;
+    int                    owned;
+    int                    rows;
+    int                    more;        /* the last read stopped at a bound                    */
+    int                    gone;        /* the client went                                     */
+    int                    ended;       /* the stream ended and everything was read            */
+    const mcp_park_half_t *half;
+    int                    half_done;
+    apr_time_t             started;
+    apr_time_t             last_write;
+    apr_time_t             next_tick;
+    apr_time_t             last_renew;
+    int                    fd;
+};
+
+static mcp_loop_t *park_loop;            /* NULL: streams are not parked in this process */
+static apr_uint32_t parked;              /* streams parked now                            */
+
+/* ---- a metadata bucket that makes buffering filters pass on what they hold --------------- */
+
+/* mod_ssl's coalescing filter keeps small writes until a metadata bucket comes; FLUSH would make
+ * the core output filter block until the client took everything. This one does neither: every
+ * filter passes it on, and the core filter drops it. */
+static apr_status_t nudge_read(apr_bucket *b, const char **str, apr_size_t *len,
+                               apr_read_type_e block)
+{
+    (void)b;
+    (void)block;
+    *str = NULL;
+    *len = 0;
+    return APR_SUCCESS;
+}
+
+static const apr_bucket_type_t bucket_type_nudge = {
+    "MCP_NUDGE", 5, APR_BUCKET_METADATA,
+    apr_bucket_destroy_noop,
+    nudge_read,
+    apr_bucket_setaside_noop,
+    apr_bucket_split_notimpl,
+    apr_bucket_simple_copy
+};
+
+static apr_bucket *nudge_create(apr_bucket_alloc_t *list)
+{
+    apr_bucket *b = apr_bucket_alloc(sizeof(*b), list);
+
+    APR_BUCKET_INIT(b);
+    b->free = apr_bucket_free;
+    b->list = list;
+    b->length = 0;
+    b->start = 0;
+    b->data = NULL;
+    b->type = &bucket_type_nudge;
+    return b;
+}
+
+/* ---- writing without blocking ------------------------------------------------------------- */
+
+/* The core output filter with no new data: it writes what it holds as far as the socket takes
+ * it, keeps the rest and says so in c->data_in_output_filters (the event MPM's own write
+ * completion does the same). */
+static apr_status_t core_push(conn_rec *c)
+{
+    ap_filter_t *f = c->output_filters;
+
+    while (f->next) {
+        f = f->next;
+    }
+    return f->frec->filter_func.out_func(f, NULL);
+}
+
+static void went_away(mcp_park_t *pk, const char *how)
+{
+    if (!pk->gone) {
+        pk->gone = 1;
+        ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, pk->r, "stream %" APR_INT64_T_FMT " (parked): "
+                      "the client went away (%s); events are still stored for it to resume",
+                      pk->stream_id, how);
+    }
+}
+
+/* Hands what is written to the filters, a slice at a time, while the core filter holds nothing.
+ * Returns non-zero while output is pending (the caller waits for writability). */
+static int push(mcp_park_t *pk)
+{
+    conn_rec *c = pk->c;
+
+    while (!pk->gone) {
+        if (c->aborted) {
+            went_away(pk, "a write failed");
+            break;
+        }
+        if (!c->data_in_output_filters && !APR_BRIGADE_EMPTY(pk->out)) {
+            apr_bucket *cut = NULL;
+            apr_status_t rv;
+
+            if (apr_brigade_partition(pk->out, WRITE_SLICE, &cut) == APR_SUCCESS) {
+                apr_brigade_split_ex(pk->out, cut, pk->rest);
+            }
+            APR_BRIGADE_INSERT_TAIL(pk->out, nudge_create(c->bucket_alloc));
+            rv = ap_pass_brigade(pk->r->output_filters, pk->out);
+            apr_brigade_cleanup(pk->out);
+            APR_BRIGADE_CONCAT(pk->out, pk->rest);
+            if (rv != APR_SUCCESS || c->aborted) {
+                went_away(pk, "a write failed");
+                break;
+            }
+            pk->last_write = apr_time_now();
+        }
+        if (core_push(c) != APR_SUCCESS || c->aborted) {
+            went_away(pk, "a write failed");
+            break;
+        }
+        if (c->data_in_output_filters) {
+            return 1;
+        }
+        if (APR_BRIGADE_EMPTY(pk->out)) {
+            return 0;
+        }
+    }
+    apr_brigade_cleanup(pk->out);
+    return 0;
+}
+
+static void put_text(mcp_park_t *pk, const char *text, apr_size_t len)
+{
+    apr_brigade_write(pk->out, NULL, NULL, text, len);
+}
+
+static int put_stored(void *baton, apr_int64_t seq, const char *message)
+{
+    mcp_park_t *pk = baton;
+    apr_size_t len;
+    const char *text;
+
+    /* Priming rows carry no message: their only use was to give the client a cursor. */
+    if (message) {
+        text = mcp_sse_event_format(pk->scratch, mcp_id_event_format(pk->scratch, pk->stream_id,
+                                                                     seq),
+                                    NULL, message, -1, &len);
+        put_text(pk, text, len);
+    }
+    pk->cursor = seq;
+    return 0;
+}
+
+/* Reads what was stored after the cursor into pk->out (bounded by MCPStreamQueueBytes).
+ * Returns the rows read, or -1. */
+static int read_more(mcp_park_t *pk)
+{
+    int n = 0;
+
+    pk->more = 0;
+    if (mcp_store_events_after_bounded(pk->db, pk->scratch, pk->stream_id, pk->cursor, pk->rows,
+                                       pk->q->conf->stream_queue_bytes, put_stored, pk, &n,
+                                       &pk->more) != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, pk->r, "stream %" APR_INT64_T_FMT " (parked): "
+                      "reading it failed (tried again at the next tick): %s", pk->stream_id,
+                      pk->db->error);
+        return -1;
+    }
+    return n;
+}
+
+/* ---- the end of a parked stream ----------------------------------------------------------- */
+
+/* Ends the client's response and gives the connection back as the event MPM would have closed
+ * it: finalize and log the request (r->pool goes with it), close the connection, destroy its
+ * pool. The MPM counted the connection as suspended; its pool's cleanup uncounts it by the
+ * state it finds, so the state is set back to SUSPENDED before the pool goes. pk is gone after
+ * this. */
+static void end_response(mcp_park_t *pk, const char *why, int retry_hint)
+{
+    request_rec *r = pk->r;
+    conn_rec *c = pk->c;
+    apr_socket_t *sock = ap_get_conn_socket(c);
+
+    if (pk->half && !pk->half_done) {
+        pk->half_done = 1;
+        pk->half->on_stop(pk->half->baton, why);
+    }
+    mcp_router_unsubscribe(pk->sub);
+    pk->sub = NULL;
+    mcp_follower_release(pk->q, pk->scratch, pk->stream_id, pk->follower_id);
+    ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "stream %" APR_INT64_T_FMT " (parked): the "
+                  "response ends: %s", pk->stream_id, why);
+    if (retry_hint && !pk->gone) {
+        const char *hint = apr_psprintf(pk->scratch, "retry: %" APR_TIME_T_FMT "\n\n",
+                                        apr_time_as_msec(pk->q->conf->retry_interval));
+        put_text(pk, hint, strlen(hint));
+    }
+    mcp_loop_src_release(pk->src);
+    apr_atomic_dec32(&parked);
+    if (sock) {
+        apr_socket_timeout_set(sock, END_TIMEOUT);
+    }
+    if (!pk->gone) {
+        push(pk);
+    }
+    ap_finalize_request_protocol(r);
+    ap_process_request_after_handler(r);
+    /* r and pk are gone from here on. */
+    if (sock) {
+        ap_start_lingering_close(c);
+        apr_socket_close(sock);
+    }
+    if (c->cs) {
+        c->cs->state = CONN_STATE_SUSPENDED;
+    }
+    apr_pool_destroy(c->pool);
+}
+
+/* ---- a run -------------------------------------------------------------------------------- */
+
+static void half_news(mcp_park_t *pk)
+{
+    mcp_loop_news_t news;
+
+    while (!pk->half_done && mcp_loop_src_take(pk->src, pk->r->pool, pk->scratch, &news)) {
+        if (pk->half->on_news(pk->half->baton, &news)) {
+            pk->half_done = 1;
+            mcp_loop_src_cut(pk->src);
+        }
+        if (news.done) {
+            break;
+        }
+    }
+}
+
+/* The stream of a follower (not owned): has it ended? A dead owner's stream is finished here. */
+static void look_at_stream(mcp_park_t *pk)
+{
+    mcp_store_stream_t state;
+
+    if (mcp_store_stream_get(pk->db, pk->scratch, pk->stream_id, &state) != MCP_STORE_OK) {
+        return;
+    }
+    if (strcmp(state.status, "open") != 0) {
+        pk->ended = 1;
+    }
+    else if (state.lease_expired) {
+        mcp_follower_owner_gone(pk->q, pk->scratch, pk->stream_id, &state);
+    }
+}
+
+static void run(mcp_loop_src_t *src, unsigned events, void *baton)
+{
+    mcp_park_t *pk = baton;
+    apr_time_t now = apr_time_now(), at;
+    const mcp_dir_conf_t *conf = pk->q->conf;
+    int pending = 0, ticked = 0, n;
+
+    (void)src;
+    apr_pool_clear(pk->scratch);
+    if (events & MCP_LOOP_STOPPING) {
+        end_response(pk, "this process stops", 1);
+        return;
+    }
+    if (events & MCP_LOOP_HANGUP) {
+        went_away(pk, "it closed the connection");
+        end_response(pk, "the client went away", 0);
+        return;
+    }
+    if ((events & MCP_LOOP_XFER) && pk->half && !pk->half_done) {
+        half_news(pk);
+    }
+    if (now >= pk->next_tick) {
+        ticked = 1;
+        pk->next_tick = now + PARK_TICK;
+        if (pk->half && !pk->half_done && pk->half->on_tick(pk->half->baton)) {
+            pk->half_done = 1;
+            mcp_loop_src_cut(pk->src);
+        }
+        if (mcp_stream_server_stopping()) {
+            end_response(pk, "the server restarts or stops (the client resumes elsewhere)", 1);
+            return;
+        }
+        if (conf->stream_close_after > 0 && pk->q->rev && pk->q->rev->priming
+            && now - pk->started >= conf->stream_close_after) {
+            end_response(pk, "MCPStreamCloseAfter passed (the client resumes)", 1);
+            return;
+        }
+        if (pk->follower_id && now - pk->last_renew >= conf->stream_lease / 3) {
+            pk->last_renew = now;
+            mcp_follower_renew(pk->q, pk->scratch, pk->stream_id, pk->follower_id);
+        }
+    }
+    /* Reads only while the client takes what it was given: a slow client leaves its events in
+     * the table, not in memory. */
+    if (!pk->c->data_in_output_filters) {
+        do {
+            n = read_more(pk);
+            pending = push(pk);
+        } while (n > 0 && pk->more && !pending && !pk->gone);
+        if (n >= 0 && !pk->more && !pending) {
+            if (pk->owned) {
+                pk->ended = pk->half_done;
+            }
+            else if ((events & MCP_LOOP_WOKEN) || ticked) {
+                look_at_stream(pk);
+                /* It ended after the read above: what it stored before ending is read now. */
+                while (pk->ended && !pending && !pk->gone && read_more(pk) > 0) {
+                    pending = push(pk);
+                }
+            }
+        }
+    }
+    else {
+        pending = push(pk);
+    }
+    if (pk->gone) {
+        end_response(pk, "the client went away", 0);
+        return;
+    }
+    if (pk->ended && !pending && !pk->more) {
+        end_response(pk, "the stream ended", 0);
+        return;
+    }
+    if (!pending && now - pk->last_write >= conf->keepalive_interval) {
+        static const char keepalive[] = ": keepalive\n\n";
+        put_text(pk, keepalive, sizeof(keepalive) - 1);
+        pending = push(pk);
+    }
+    mcp_loop_src_fd(pk->src, pk->fd, pending);
+    at = pk->last_write + conf->keepalive_interval;
+    mcp_loop_src_timer(pk->src, at < pk->next_tick ? at : pk->next_tick);
+}
+
+/* ---- the face ----------------------------------------------------------------------------- */
+
+static void wake(void *baton)
+{
+    mcp_park_t *pk = baton;
+
+    mcp_loop_wake(pk->src);
+}
+
+/* Why this httpd cannot park streams, or NULL when it can. */
+static const char *unsupported(apr_pool_t *p)
+{
+    ap_version_t v;
+    int async = 0;
+
+    if (ap_mpm_query(AP_MPMQ_IS_ASYNC, &async) != APR_SUCCESS || !async
+        || strcmp(ap_show_mpm(), "event") != 0) {
+        return apr_psprintf(p, "the %s MPM cannot suspend connections (the event MPM can)",
+                            ap_show_mpm());
+    }
+    ap_get_server_revision(&v);
+    if (v.major != 2 || v.minor != 4 || v.patch < TESTED_PATCH_MIN
+        || v.patch > TESTED_PATCH_MAX) {
+        return apr_psprintf(p, "httpd %d.%d.%d is not a release this was tested on (2.4.%d to "
+                            "2.4.%d)", v.major, v.minor, v.patch, TESTED_PATCH_MIN,
+                            TESTED_PATCH_MAX);
+    }
+    return NULL;
+}
+
+void mcp_park_child_init(apr_pool_t *pchild, server_rec *s)
+{
+    const char *why = unsupported(pchild), *err = NULL;
+
+    park_loop = NULL;
+    if (!why) {
+        park_loop = mcp_loop_create(pchild, PARK_WORKERS, &err);
+        why = park_loop ? NULL : apr_pstrcat(pchild, "the event loop could not start: ", err,
+                                             NULL);
+    }
+    if (why) {
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "mod_mcp: waiting streams hold their thread "
+                     "in this process: %s", why);
+    }
+    else {
+        ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, s, "mod_mcp: waiting streams are parked in "
+                     "this process's event loop (%d workers) where MCPAsyncStreams is On",
+                     PARK_WORKERS);
+    }
+}
+
+int mcp_park_possible(const mcp_req_t *q)
+{
+    const request_rec *r = q->r;
+
+    return park_loop && q->conf->async_streams && !mcp_loop_stopping(park_loop)
+        && !r->main && !r->prev && !r->connection->master && r->connection->cs
+        && r->proto_num < 2000 && ap_get_conn_socket(r->connection)
+        && !mcp_stream_server_stopping();
+}
+
+mcp_park_t *mcp_park_create(mcp_req_t *q, apr_int64_t stream_id, apr_int64_t cursor,
+                            apr_int64_t follower_id, int owned)
+{
+    request_rec *r = q->r;
+    apr_os_sock_t fd;
+    mcp_park_t *pk;
+
+    if (!mcp_park_possible(q)
+        || apr_os_sock_get(&fd, ap_get_conn_socket(r->connection)) != APR_SUCCESS) {
+        return NULL;
+    }
+    pk = apr_pcalloc(r->pool, sizeof(*pk));
+    pk->q = q;
+    pk->r = r;
+    pk->c = r->connection;
+    pk->fd = fd;
+    pk->stream_id = stream_id;
+    pk->cursor = cursor;
+    pk->follower_id = follower_id;
+    pk->owned = owned;
+    pk->rows = READ_ROWS;
+    pk->started = pk->last_write = pk->last_renew = apr_time_now();
+    pk->next_tick = pk->started + PARK_TICK;
+    pk->db = mcp_db_request(r, 0);
+    apr_pool_create(&pk->scratch, r->pool);
+    pk->out = apr_brigade_create(r->pool, r->connection->bucket_alloc);
+    pk->rest = apr_brigade_create(r->pool, r->connection->bucket_alloc);
+    pk->src = mcp_loop_src_add(park_loop, run, pk);
+    if (!pk->src) {
+        return NULL;
+    }
+    /* Before the table is read again: whatever is stored from now on wakes it. */
+    pk->sub = mcp_router_subscribe_fn(mcp_child.router, stream_id, wake, pk);
+    if (!pk->sub) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "stream %" APR_INT64_T_FMT ": no wake-up "
+                      "slot to park it; it holds its thread", stream_id);
+        mcp_loop_src_release(pk->src);
+        return NULL;
+    }
+    return pk;
+}
+
+int mcp_park_backend(mcp_park_t *pk, const mcp_backend_call_t *call,
+                     const mcp_park_half_t *half, const char **err)
+{
+    pk->half = half;
+    return mcp_loop_src_start(pk->src, mcp_child.backends, call,
+                              (apr_size_t)pk->q->conf->stream_queue_bytes, err);
+}
+
+int mcp_park_wait(mcp_park_t *pk, int (*done)(void *baton), apr_interval_time_t timeout)
+{
+    apr_time_t deadline = apr_time_now() + timeout;
+
+    while (!pk->half_done && !done(pk->half->baton)) {
+        apr_time_t now = apr_time_now();
+        unsigned events;
+
+        if (now >= deadline) {
+            break;
+        }
+        events = mcp_loop_src_wait(pk->src, deadline - now);
+        if (events & MCP_LOOP_STOPPING) {
+            break;
+        }
+        apr_pool_clear(pk->scratch);
+        half_news(pk);
+    }
+    return pk->half_done;
+}
+
+int mcp_park_go(mcp_park_t *pk, apr_int64_t cursor)
+{
+    conn_rec *c = pk->c;
+    ap_filter_t *f, *next;
+
+    pk->cursor = cursor;
+    /* The connection ends with the stream; and nothing is read from it while parked. */
+    c->keepalive = AP_CONN_CLOSE;
+    for (f = c->input_filters; f; f = next) {
+        next = f->next;
+        if (strcasecmp(f->frec->name, "reqtimeout") == 0) {
+            ap_remove_input_filter(f);
+        }
+    }
+    ap_set_module_config(c->conn_config, &mcp_module, pk);
+    apr_atomic_inc32(&parked);
+    ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, pk->r, "stream %" APR_INT64_T_FMT ": parked after "
+                  "seq %" APR_INT64_T_FMT, pk->stream_id, pk->cursor);
+    return SUSPENDED;
+}
+
+void mcp_park_abandon(mcp_park_t *pk)
+{
+    mcp_router_unsubscribe(pk->sub);
+    pk->sub = NULL;
+    pk->half_done = 1;
+    mcp_loop_src_release(pk->src);
+}
+
+void mcp_park_suspended(conn_rec *c)
+{
+    mcp_park_t *pk = ap_get_module_config(c->conn_config, &mcp_module);
+
+    if (!pk) {
+        return;
+    }
+    ap_set_module_config(c->conn_config, &mcp_module, NULL);
+    mcp_loop_src_fd(pk->src, pk->fd, 0);
+    mcp_loop_src_timer(pk->src, pk->next_tick);
+    /* The MPM still writes a little of its own after this hook returns: the first run waits for
+     * the loop's next look. */
+    mcp_loop_src_go(pk->src, apr_time_now());
+}
+
+int mcp_park_count(void)
+{
+    return (int)apr_atomic_read32(&parked);
+}
