@@ -50,6 +50,7 @@ struct mcp_loop_src_t {
 /* A backend transfer and what it brought that its source has not taken yet. Everything below
  * `a` is guarded by the loop's mutex; the pool and the transfer are the loop thread's. */
 struct xfer_t {
+    mcp_loop_t             *loop;
     apr_pool_t             *pool;      /* own allocator: only the loop thread allocates in it  */
     mcp_backend_async_t    *a;
     CURL                   *curl;
@@ -219,14 +220,14 @@ static void xfer_free(mcp_loop_t *loop, xfer_t *x)
 static int xfer_on_body(void *baton, const char *buf, apr_size_t len)
 {
     xfer_t *x = baton;
-    mcp_loop_t *loop = x->src ? x->src->loop : NULL;
+    mcp_loop_t *loop = x->loop;
     int rv = 0;
 
-    if (!loop) {
-        return 1;   /* the source let go: the transfer is being cut */
-    }
     apr_thread_mutex_lock(loop->mutex);
-    if (x->len > 0 && x->len + len > x->max) {
+    if (!x->src) {
+        rv = 1;   /* the source let go: the transfer is being cut */
+    }
+    else if (x->len > 0 && x->len + len > x->max) {
         x->paused = 1;
         rv = MCP_BACKEND_BODY_PAUSE;
     }
@@ -258,19 +259,18 @@ static int xfer_on_body(void *baton, const char *buf, apr_size_t len)
 static int xfer_on_headers(void *baton, const mcp_backend_response_t *response)
 {
     xfer_t *x = baton;
-    mcp_loop_t *loop = x->src ? x->src->loop : NULL;
+    mcp_loop_t *loop = x->loop;
+    int rv = 1;   /* the source let go: the transfer is being cut */
 
     (void)response;   /* the async transfer's own, read by the source once it takes them */
-    if (!loop) {
-        return 1;
-    }
     apr_thread_mutex_lock(loop->mutex);
     x->headers = 1;
     if (x->src) {
         mark(x->src, MCP_LOOP_XFER);
+        rv = 0;
     }
     apr_thread_mutex_unlock(loop->mutex);
-    return 0;
+    return rv;
 }
 
 /* The transfer ended (curl said so, or the loop cut it). */
@@ -830,6 +830,7 @@ int mcp_loop_src_start(mcp_loop_src_t *src, mcp_backend_pool_t *bp,
     }
     apr_allocator_owner_set(alloc, p);
     x = apr_pcalloc(p, sizeof(*x));
+    x->loop = loop;
     x->pool = p;
     x->max = max_buffered;
     x->src = src;

@@ -681,8 +681,10 @@ static int standalone_parked(relay_t *rl, mcp_backend_status_t *status, const ch
  * MCPStreamCloseAfter cut its response, or its relay stopped when the client went): its SSE
  * response has begun with the replay, and a new standalone stream goes on from there; failures
  * end the response instead of answering with an error. */
-static int relay_standalone(mcp_req_t *q, int resumed)
+static int relay_standalone(mcp_req_t *handler_q, int resumed)
 {
+    /* A parked stream outlives the handler's frame, where its request lives. */
+    mcp_req_t *q = apr_pmemdup(handler_q->r->pool, handler_q, sizeof(*handler_q));
     request_rec *r = q->r;
     const char *err = NULL;
     mcp_backend_status_t status = MCP_BACKEND_FAILED;

@@ -229,8 +229,10 @@ static int caught_up(follower_t *f)
         && strcmp(state.status, "open") == 0 && !state.lease_expired;
 }
 
-int mcp_replay(mcp_req_t *q, const char *last_event_id)
+int mcp_replay(mcp_req_t *handler_q, const char *last_event_id)
 {
+    /* A parked follower outlives the handler's frame, where its request lives. */
+    mcp_req_t *q = apr_pmemdup(handler_q->r->pool, handler_q, sizeof(*handler_q));
     request_rec *r = q->r;
     apr_int64_t stream_id, seq;
     mcp_store_stream_t stream;
