@@ -21,6 +21,7 @@
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_park.h"
 #include "mod_mcp_replay.h"
+#include "mod_mcp_status.h"
 #include "mod_mcp_stream.h"
 
 APLOG_USE_MODULE(mcp);
@@ -252,6 +253,7 @@ static void end_response(mcp_park_t *pk, const char *why, int retry_hint)
     }
     mcp_loop_src_release(pk->src);
     apr_atomic_dec32(&parked);
+    mcp_status_parked(-1);
     if (sock) {
         apr_socket_timeout_set(sock, END_TIMEOUT);
     }
@@ -535,6 +537,7 @@ int mcp_park_go(mcp_park_t *pk, apr_int64_t cursor)
     }
     ap_set_module_config(c->conn_config, &mcp_module, pk);
     apr_atomic_inc32(&parked);
+    mcp_status_parked(1);
     ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, pk->r, "stream %" APR_INT64_T_FMT ": parked after "
                   "seq %" APR_INT64_T_FMT, pk->stream_id, pk->cursor);
     return SUSPENDED;

@@ -32,6 +32,7 @@ typedef struct child_slot_t {
     apr_time_t   last_wakeup;     /* last notification routed (0: none yet)                 */
     apr_uint64_t wakeups;         /* notifications routed                                   */
     apr_uint64_t db_in_use;       /* connections borrowed right now (a signed count)        */
+    apr_uint64_t parked;          /* streams parked in its event loop (a signed count)      */
 } child_slot_t;
 
 typedef struct shared_t {
@@ -147,6 +148,7 @@ void mcp_status_child_init(apr_pool_t *pchild, server_rec *s)
             slot->last_wakeup = 0;
             slot->wakeups = 0;
             slot->db_in_use = 0;
+            slot->parked = 0;
         }
     }
     if (!my_slot) {
@@ -202,6 +204,13 @@ void mcp_status_db_in_use(int delta)
     }
 }
 
+void mcp_status_parked(int delta)
+{
+    if (my_slot) {
+        mcp_metrics_add(&my_slot->parked, (apr_uint64_t)(apr_int64_t)delta);
+    }
+}
+
 void mcp_status_child_tick(void)
 {
     apr_uint64_t n;
@@ -226,6 +235,7 @@ typedef struct view_t {
     const char        *db_error;
     int                children, listening;
     apr_int64_t        db_in_use;
+    apr_int64_t        parked;
 } view_t;
 
 static void take_view(request_rec *r, view_t *v)
@@ -243,6 +253,7 @@ static void take_view(request_rec *r, view_t *v)
             v->children++;
             v->listening += __atomic_load_n(&slot->listener, __ATOMIC_RELAXED) == 1;
             v->db_in_use += (apr_int64_t)mcp_metrics_read(&slot->db_in_use);
+            v->parked += (apr_int64_t)mcp_metrics_read(&slot->parked);
         }
     }
 }
@@ -273,6 +284,7 @@ static void status_short(request_rec *r, const view_t *v)
     ap_rprintf(r, "MCPDatabase: %s\n", v->totals_ok ? "up" : "unavailable");
     ap_rprintf(r, "MCPChildren: %d\nMCPListenersConnected: %d\n", v->children, v->listening);
     ap_rprintf(r, "MCPDatabaseConnectionsInUse: %" APR_INT64_T_FMT "\n", v->db_in_use);
+    ap_rprintf(r, "MCPParkedStreams: %" APR_INT64_T_FMT "\n", v->parked);
     for (i = 0; i < MCP_STAT_COUNTERS; i++) {
         ap_rprintf(r, "%s: %" APR_UINT64_T_FMT "\n", counters[i].key,
                    mcp_metrics_read(&shared->counters[i]));
@@ -291,6 +303,8 @@ static void status_short(request_rec *r, const view_t *v)
             ap_rprintf(r, "MCPListener%" APR_PID_T_FMT ": %s\n", pid, listener_text(slot->listener));
             ap_rprintf(r, "MCPLastWakeupAgo%" APR_PID_T_FMT ": %s\n", pid,
                        ago(r->pool, slot->last_wakeup));
+            ap_rprintf(r, "MCPParkedStreams%" APR_PID_T_FMT ": %" APR_INT64_T_FMT "\n", pid,
+                       (apr_int64_t)mcp_metrics_read(&slot->parked));
         }
     }
 }
@@ -314,6 +328,8 @@ static void status_html(request_rec *r, const view_t *v)
     }
     ap_rprintf(r, "<dt>Database connections in use (this host): %" APR_INT64_T_FMT "</dt>\n",
                v->db_in_use);
+    ap_rprintf(r, "<dt>Streams parked, holding no thread (this host): %" APR_INT64_T_FMT
+               "</dt>\n", v->parked);
     for (i = 0; i < MCP_STAT_COUNTERS; i++) {
         ap_rprintf(r, "<dt>%s: %" APR_UINT64_T_FMT " <small>(%s)</small></dt>\n", counters[i].key,
                    mcp_metrics_read(&shared->counters[i]), counters[i].help);
@@ -326,7 +342,8 @@ static void status_html(request_rec *r, const view_t *v)
         }
     }
     ap_rputs("</dl>\n<table border=\"0\"><tr><th>PID</th><th>Listener</th>"
-             "<th>Last wake-up (s ago)</th><th>Wake-ups</th><th>DB connections in use</th></tr>\n",
+             "<th>Last wake-up (s ago)</th><th>Wake-ups</th><th>DB connections in use</th>"
+             "<th>Parked streams</th></tr>\n",
              r);
     for (i = 0; i < shared->nslots; i++) {
         child_slot_t *slot = &shared->slots[i];
@@ -334,10 +351,12 @@ static void status_html(request_rec *r, const view_t *v)
 
         if (alive(pid)) {
             ap_rprintf(r, "<tr><td>%" APR_PID_T_FMT "</td><td>%s</td><td>%s</td><td>%"
-                       APR_UINT64_T_FMT "</td><td>%" APR_INT64_T_FMT "</td></tr>\n", pid,
+                       APR_UINT64_T_FMT "</td><td>%" APR_INT64_T_FMT "</td><td>%"
+                       APR_INT64_T_FMT "</td></tr>\n", pid,
                        listener_text(slot->listener), ago(r->pool, slot->last_wakeup),
                        mcp_metrics_read(&slot->wakeups),
-                       (apr_int64_t)mcp_metrics_read(&slot->db_in_use));
+                       (apr_int64_t)mcp_metrics_read(&slot->db_in_use),
+                       (apr_int64_t)mcp_metrics_read(&slot->parked));
         }
     }
     ap_rputs("</table>\n", r);
@@ -405,6 +424,8 @@ static const char *metrics_text(request_rec *r, const view_t *v, apr_size_t *len
     gauge(t, "mcp_listeners_connected", "Processes whose LISTEN connection is up.", v->listening);
     gauge(t, "mcp_database_connections_in_use", "Database connections borrowed right now.",
           v->db_in_use);
+    gauge(t, "mcp_parked_streams", "Streams parked in an event loop (holding no thread).",
+          v->parked);
     gauge(t, "mcp_start_time_seconds", "When the counters started (Unix time).",
           apr_time_sec(shared->started));
     return mcp_metrics_text_get(t, len);

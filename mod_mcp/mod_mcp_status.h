@@ -61,6 +61,9 @@ void mcp_status_observe(mcp_hist_t which, apr_time_t since);
 /* A database connection of this child was borrowed (+1) or given back (-1). */
 void mcp_status_db_in_use(int delta);
 
+/* Streams parked in this child's event loop: +1 when one is parked, -1 when it ends. */
+void mcp_status_parked(int delta);
+
 /* Publishes this child's listener state (connected, last wake-up); called often by a
  * background thread of the child. */
 void mcp_status_child_tick(void);
