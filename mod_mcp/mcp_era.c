@@ -3,7 +3,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include <apr_hash.h>
+#include <apr_lib.h>
 #include <apr_strings.h>
+#include <apr_tables.h>
 
 #include "mcp_era.h"
 #include "mcp_protocol.h"
@@ -377,9 +380,42 @@ static int param_equal(const char *type, json_object *v, const char *got)
     return strcmp(got, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN)) == 0;
 }
 
+static const char *lower(apr_pool_t *p, const char *s)
+{
+    char *c = apr_pstrdup(p, s), *at;
+
+    for (at = c; *at; at++) {
+        *at = (char)apr_tolower(*at);
+    }
+    return c;
+}
+
+/* The request's Mcp-Param-* headers by lower-cased name (the first of a name, as apr_table_get
+ * finds it): one pass over the headers, so that checking d declarations against h headers costs
+ * d + h, not d * h. */
+static apr_hash_t *param_headers(apr_pool_t *p, apr_table_t *headers)
+{
+    const apr_array_header_t *elts = apr_table_elts(headers);
+    const apr_table_entry_t *e = (const apr_table_entry_t *)elts->elts;
+    apr_hash_t *h = apr_hash_make(p);
+    int i;
+
+    for (i = 0; i < elts->nelts; i++) {
+        if (e[i].key && strncasecmp(e[i].key, "Mcp-Param-", 10) == 0) {
+            const char *name = lower(p, e[i].key);
+
+            if (!apr_hash_get(h, name, APR_HASH_KEY_STRING)) {
+                apr_hash_set(h, name, APR_HASH_KEY_STRING, e[i].val);
+            }
+        }
+    }
+    return h;
+}
+
 int mcp_era_param_check(apr_pool_t *p, json_object *decls, json_object *arguments,
                         apr_table_t *headers, mcp_era_verdict_t *out)
 {
+    apr_hash_t *sent = NULL;
     size_t i;
 
     memset(out, 0, sizeof(*out));
@@ -399,7 +435,10 @@ int mcp_era_param_check(apr_pool_t *p, json_object *decls, json_object *argument
         name = apr_pstrcat(p, "Mcp-Param-", json_object_get_string(header), NULL);
         body = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN
                                                  | JSON_C_TO_STRING_NOSLASHESCAPE);
-        if (!(raw = apr_table_get(headers, name))) {
+        if (!sent) {
+            sent = param_headers(p, headers);
+        }
+        if (!(raw = apr_hash_get(sent, lower(p, name), APR_HASH_KEY_STRING))) {
             return verdict(out, MCP_ERA_HEADER_MISMATCH,
                            apr_psprintf(p, "Header mismatch: the %s header is required (the "
                                         "body's argument is %s)", name, body));

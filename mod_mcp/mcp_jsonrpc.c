@@ -108,6 +108,72 @@ static int parse_strict(const char *buf, apr_size_t len, json_object **out, cons
     return 0;
 }
 
+static int is_json_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+int mcp_jsonrpc_array_length(const char *buf, apr_size_t len, apr_size_t *n)
+{
+    char open[MCP_JSONRPC_MAX_DEPTH];
+    apr_size_t i = 0, commas = 0;
+    int depth = 0, in_string = 0, filled = 0;
+
+    *n = 0;
+    while (i < len && is_json_space(buf[i])) {
+        i++;
+    }
+    if (i == len || buf[i] != '[') {
+        return 0;
+    }
+    for (; i < len; i++) {
+        char c = buf[i];
+
+        if (in_string) {
+            if (c == '\\') {
+                i++;
+            }
+            else if (c == '"') {
+                in_string = 0;
+            }
+            continue;
+        }
+        if (depth == 1 && c != ',' && c != ']' && !is_json_space(c)) {
+            filled = 1;   /* the array has an element */
+        }
+        if (c == '"') {
+            in_string = 1;
+        }
+        else if (c == '[' || c == '{') {
+            if (depth == MCP_JSONRPC_MAX_DEPTH) {
+                return 0;
+            }
+            open[depth++] = c;
+        }
+        else if (c == ']' || c == '}') {
+            if (depth == 0 || open[depth - 1] != (c == ']' ? '[' : '{')) {
+                return 0;
+            }
+            if (--depth == 0) {
+                break;
+            }
+        }
+        else if (c == ',' && depth == 1) {
+            commas++;
+        }
+    }
+    if (depth != 0 || i == len) {
+        return 0;
+    }
+    for (i++; i < len; i++) {
+        if (!is_json_space(buf[i])) {
+            return 0;
+        }
+    }
+    *n = filled || commas ? commas + 1 : 0;
+    return 1;
+}
+
 /* The value of a JSON string as a C string; NULL when v is no string or holds a NUL ("\u0000"),
  * which a C string would silently cut: "initialize\u0000x" must not read as "initialize". */
 static const char *c_string(json_object *v)
@@ -245,11 +311,28 @@ static void count(mcp_jsonrpc_body_t *body, const mcp_jsonrpc_msg_t *msg)
 mcp_jsonrpc_status_t mcp_jsonrpc_parse(apr_pool_t *p, const char *buf, apr_size_t len,
                                        mcp_jsonrpc_body_t **out, const char **reason)
 {
+    return mcp_jsonrpc_parse_limited(p, buf, len, 0, out, reason);
+}
+
+mcp_jsonrpc_status_t mcp_jsonrpc_parse_limited(apr_pool_t *p, const char *buf, apr_size_t len,
+                                               int max_batch, mcp_jsonrpc_body_t **out,
+                                               const char **reason)
+{
     mcp_jsonrpc_body_t *body;
     json_object *root;
+    apr_size_t n;
     int i;
 
     *out = NULL;
+    if (max_batch > 0 && mcp_jsonrpc_array_length(buf, len, &n) && n > (apr_size_t)max_batch) {
+        body = apr_pcalloc(p, sizeof(*body));
+        body->is_batch = 1;
+        body->count = n > INT_MAX ? INT_MAX : (int)n;
+        *out = body;
+        *reason = apr_psprintf(p, "the batch holds %d messages, more than %d", body->count,
+                               max_batch);
+        return MCP_JSONRPC_ERR_TOO_LONG;
+    }
     if (parse_strict(buf, len, &root, reason) != 0) {
         return MCP_JSONRPC_ERR_PARSE;
     }
@@ -264,6 +347,11 @@ mcp_jsonrpc_status_t mcp_jsonrpc_parse(apr_pool_t *p, const char *buf, apr_size_
         if (body->count == 0) {
             *reason = "an empty batch is not a valid JSON-RPC message";
             return MCP_JSONRPC_ERR_INVALID;
+        }
+        if (max_batch > 0 && body->count > max_batch) {
+            *reason = apr_psprintf(p, "the batch holds %d messages, more than %d", body->count,
+                                   max_batch);
+            return MCP_JSONRPC_ERR_TOO_LONG;
         }
         body->msgs = apr_pcalloc(p, sizeof(*body->msgs) * body->count);
         for (i = 0; i < body->count; i++) {
@@ -288,6 +376,39 @@ mcp_jsonrpc_status_t mcp_jsonrpc_parse(apr_pool_t *p, const char *buf, apr_size_
     }
     *reason = NULL;
     return MCP_JSONRPC_OK;
+}
+
+static const char *method_word(const mcp_jsonrpc_msg_t *msg)
+{
+    return msg->method ? msg->method : msg->kind == MCP_MSG_INVALID ? "-" : "response";
+}
+
+const char *mcp_jsonrpc_methods_joined(apr_pool_t *p, const mcp_jsonrpc_body_t *body)
+{
+    apr_size_t total = 1, n;
+    char *out, *at;
+    int i;
+
+    if (!body || !body->msgs) {
+        return "";
+    }
+    for (i = 0; i < body->count; i++) {
+        total += strlen(method_word(&body->msgs[i])) + (i ? 2 : 0);
+    }
+    at = out = apr_palloc(p, total);
+    for (i = 0; i < body->count; i++) {
+        const char *w = method_word(&body->msgs[i]);
+
+        if (i) {
+            memcpy(at, ", ", 2);
+            at += 2;
+        }
+        n = strlen(w);
+        memcpy(at, w, n);
+        at += n;
+    }
+    *at = '\0';
+    return out;
 }
 
 int mcp_jsonrpc_find_method(const mcp_jsonrpc_body_t *body, const char *m)

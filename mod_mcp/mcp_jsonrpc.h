@@ -56,7 +56,8 @@ typedef struct mcp_jsonrpc_body_t {
 typedef enum {
     MCP_JSONRPC_OK = 0,
     MCP_JSONRPC_ERR_PARSE,     /* not JSON (or nested deeper than the limit) -> 400, -32700 */
-    MCP_JSONRPC_ERR_INVALID    /* JSON but not JSON-RPC                      -> 400, -32600 */
+    MCP_JSONRPC_ERR_INVALID,   /* JSON but not JSON-RPC                      -> 400, -32600 */
+    MCP_JSONRPC_ERR_TOO_LONG   /* a batch of more than max_batch messages    -> 413, -32600 */
 } mcp_jsonrpc_status_t;
 
 /* Parses and classifies len bytes. On MCP_JSONRPC_OK, *out is set and every message is valid.
@@ -65,8 +66,30 @@ typedef enum {
 mcp_jsonrpc_status_t mcp_jsonrpc_parse(apr_pool_t *p, const char *buf, apr_size_t len,
                                        mcp_jsonrpc_body_t **out, const char **reason);
 
+/* The same, refusing a batch of more than max_batch messages (0: no limit) as soon as its
+ * length is known, before any of its messages is parsed: MCP_JSONRPC_ERR_TOO_LONG, with *out set
+ * (is_batch, count; root and msgs NULL). The length comes from mcp_jsonrpc_array_length, one
+ * pass over the bytes without an allocation (json-c's tree costs about twenty times the text in
+ * memory and most of the time), so refusing costs far less than serving. Every step costs time
+ * linear in len. */
+mcp_jsonrpc_status_t mcp_jsonrpc_parse_limited(apr_pool_t *p, const char *buf, apr_size_t len,
+                                               int max_batch, mcp_jsonrpc_body_t **out,
+                                               const char **reason);
+
+/* The number of elements of the JSON array that buf holds, counted in one pass without an
+ * allocation: 1 and *n when buf is, but for leading and trailing whitespace, one array whose
+ * brackets and braces balance (outside strings) and nest no deeper than MCP_JSONRPC_MAX_DEPTH;
+ * 0 otherwise (not an array, or not JSON: the parser says why). The elements themselves are
+ * not checked: *n is what a parse finds when the text is JSON ("[1,,2]" counts 3). */
+int mcp_jsonrpc_array_length(const char *buf, apr_size_t len, apr_size_t *n);
+
 /* Classifies one already-parsed value (used for each batch element and for backend output). */
 void mcp_jsonrpc_classify(json_object *obj, mcp_jsonrpc_msg_t *msg);
+
+/* What the body's messages are, joined by ", " (a request's or notification's method,
+ * "response" for a response or error, "-" for an invalid message): the mcp-method note of a
+ * batch. Linear in the number of messages (one allocation). */
+const char *mcp_jsonrpc_methods_joined(apr_pool_t *p, const mcp_jsonrpc_body_t *body);
 
 /* Non-zero when the body is exactly one request whose method is m. */
 int mcp_jsonrpc_is_single_request(const mcp_jsonrpc_body_t *body, const char *m);

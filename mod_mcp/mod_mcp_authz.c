@@ -107,7 +107,8 @@ static authz_status check(request_rec *r, const char *require_line, const void *
     }
     body = mcp_body_read(r, conf->max_message_size);
     if (body->status != MCP_BODY_OK
-        || mcp_jsonrpc_parse(r->pool, body->raw, body->len, &rpc, &reason) != MCP_JSONRPC_OK) {
+        || mcp_jsonrpc_parse_limited(r->pool, body->raw, body->len, conf->max_batch_size, &rpc,
+                                     &reason) != MCP_JSONRPC_OK) {
         return AUTHZ_GRANTED;
     }
     for (i = 0; i < rpc->count; i++) {

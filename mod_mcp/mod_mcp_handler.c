@@ -96,10 +96,19 @@ static int read_body(mcp_req_t *q)
 static int parse_body(mcp_req_t *q)
 {
     const char *reason;
-    mcp_jsonrpc_status_t st = mcp_jsonrpc_parse(q->r->pool, q->raw, q->raw_len, &q->body, &reason);
+    mcp_jsonrpc_status_t st = mcp_jsonrpc_parse_limited(q->r->pool, q->raw, q->raw_len,
+                                                        q->conf->max_batch_size, &q->body,
+                                                        &reason);
 
     if (st == MCP_JSONRPC_ERR_PARSE) {
         return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_PARSE_ERROR, "Parse error: %s", reason);
+    }
+    if (st == MCP_JSONRPC_ERR_TOO_LONG) {
+        /* Refused before any of its messages is looked at: refusing costs the parse only. Not
+         * a 429: the same batch would never pass. */
+        return mcp_req_error(q, HTTP_REQUEST_ENTITY_TOO_LARGE, MCP_JSONRPC_INVALID_REQUEST,
+                             "Payload Too Large: the batch holds %d messages, more than "
+                             "MCPMaxBatchSize (%d)", q->body->count, q->conf->max_batch_size);
     }
     if (q->body && !q->body->is_batch) {
         q->id = mcp_jsonrpc_reply_id(&q->body->msgs[0]);
@@ -491,13 +500,6 @@ static int handle_post(mcp_req_t *q)
     if ((rc = check_version_header(q, mcp_jsonrpc_find_method(q->body, "initialize") >= 0))
         != OK) {
         return rc;
-    }
-    if (q->body->is_batch && q->conf->max_batch_size > 0
-        && q->body->count > q->conf->max_batch_size) {
-        /* Not a 429: the same batch would never pass. */
-        return mcp_req_error(q, HTTP_REQUEST_ENTITY_TOO_LARGE, MCP_JSONRPC_INVALID_REQUEST,
-                             "Payload Too Large: the batch holds %d messages, more than "
-                             "MCPMaxBatchSize (%d)", q->body->count, q->conf->max_batch_size);
     }
     q->session_header = apr_table_get(q->r->headers_in, "Mcp-Session-Id");
     if (mcp_jsonrpc_find_method(q->body, "initialize") >= 0) {

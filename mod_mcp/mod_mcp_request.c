@@ -360,7 +360,6 @@ void mcp_req_note_body(mcp_req_t *q)
     request_rec *r = q->r;
     const mcp_jsonrpc_body_t *body = q->body;
     const char *name = NULL;
-    int i;
 
     if (!body || body->count < 1) {
         return;
@@ -379,11 +378,9 @@ void mcp_req_note_body(mcp_req_t *q)
         }
         return;
     }
-    for (i = 0; i < body->count; i++) {
-        const char *m = body->msgs[i].method ? body->msgs[i].method
-                      : body->msgs[i].kind == MCP_MSG_INVALID ? "-" : "response";
-        apr_table_merge(r->notes, "mcp-method", m);
-    }
+    /* Joined once: merging message by message copies the growing list each time (quadratic
+     * in the batch's length). */
+    apr_table_setn(r->notes, "mcp-method", mcp_jsonrpc_methods_joined(r->pool, body));
 }
 
 void mcp_req_note_protocol(request_rec *r, const char *version)

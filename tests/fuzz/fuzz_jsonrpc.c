@@ -9,7 +9,12 @@
  *  3. a parsed body written out again (mcp_jsonrpc_to_string, as the gateway writes JSON)
  *     parses again to the same classification — what the gateway writes, it can read;
  *  4. every message's reply id makes an error body that parses as a JSON-RPC error carrying
- *     that id; find_method and is_single_request agree with the classification.
+ *     that id; find_method and is_single_request agree with the classification;
+ *  5. mcp_jsonrpc_array_length, the allocation-free pre-count, agrees with the parser: every
+ *     body that parses as an array is counted, with the parser's length; a body it counts is
+ *     refused by mcp_jsonrpc_parse_limited exactly when it counts more than the limit (and
+ *     then without a tree), and parsed as without a limit otherwise;
+ *  6. mcp_jsonrpc_methods_joined names each message once, joined by ", ".
  */
 
 #include "fuzz.h"
@@ -125,6 +130,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (i = 0; i < body->count; i++)
             FUZZ_CHECK(again->msgs[i].kind == body->msgs[i].kind);
         FUZZ_CHECK(json_object_equal(again->root, body->root));
+    }
+
+    /* the pre-count agrees with the parser, and the limit refuses by it alone */
+    {
+        apr_size_t n = 0;
+        int counted = mcp_jsonrpc_array_length((const char *)data, size, &n);
+        mcp_jsonrpc_body_t *lb = NULL;
+        const char *lr = NULL;
+        int limit = (int)(size % 7);   /* 0: no limit */
+
+        if (st != MCP_JSONRPC_ERR_PARSE && body->is_batch) {
+            FUZZ_CHECK(counted && n == json_object_array_length(body->root));
+        }
+        st2 = mcp_jsonrpc_parse_limited(p, (const char *)data, size, limit, &lb, &lr);
+        if (counted && limit > 0 && n > (apr_size_t)limit) {
+            FUZZ_CHECK(st2 == MCP_JSONRPC_ERR_TOO_LONG && lb && lb->is_batch
+                       && lb->count == (int)n && !lb->root && !lb->msgs && lr && *lr);
+        }
+        else {
+            FUZZ_CHECK(st2 == st && (!lb) == (!body));
+            FUZZ_CHECK(!lb || lb->count == body->count);
+        }
+        if (body && body->msgs) {
+            const char *joined = mcp_jsonrpc_methods_joined(p, body);
+            apr_size_t want = 0;
+
+            for (i = 0; i < body->count; i++) {
+                const mcp_jsonrpc_msg_t *m = &body->msgs[i];
+                want += (i ? 2 : 0) + strlen(m->method ? m->method
+                                             : m->kind == MCP_MSG_INVALID ? "-" : "response");
+            }
+            FUZZ_CHECK(strlen(joined) == want);
+        }
     }
 
     /* each element of a batch, classified on its own, is classified the same */

@@ -245,6 +245,24 @@ def test_batch_size_is_limited(mcp, stack):
     assert sorted(m["id"] for m in r.json()) == [0, 1, 2]
 
 
+def test_an_over_long_batch_is_refused_by_its_length_alone(mcp, stack):
+    """Counted before it is parsed (issue 21): the 413 does not depend on what its elements
+    are, and costs one pass over the body, however many messages it holds."""
+    s = mcp(base(stack) + "/mcp-limits", protocol_version="2025-03-26")
+    s.initialize()
+    r = s.post_raw('[1, "x", {"a": [2, 3]}, null]')   # four elements, none a message
+    assert r.status_code == 413 and r.json()["error"]["code"] == -32600, r.text
+    assert "holds 4 messages, more than MCPMaxBatchSize (3)" in r.json()["error"]["message"]
+    r = s.post_raw('[1, 2, 3, 4')   # not JSON: the parser says why
+    assert r.status_code == 400 and r.json()["error"]["code"] == -32700, r.text
+    r = s.post_raw('[1, 2]')   # within the limit: looked at, and not JSON-RPC
+    assert r.status_code == 400 and r.json()["error"]["code"] == -32600, r.text
+    # 40,000 pings (2 MB): the issue's case, refused at once (it took 10.8 s before).
+    r = s.post_raw(pings(40000))
+    assert r.status_code == 413, r.text
+    assert "holds 40000 messages" in r.json()["error"]["message"]
+
+
 def test_batch_with_a_repeated_id_is_400(mcp, stack, pg):
     s = mcp(protocol_version="2025-03-26")
     s.initialize()

@@ -54,6 +54,24 @@ def test_access_log_notes(stack, mcp):
     assert init and init[0]["protocol"] == s.protocol_version and init[0]["stream"] == "-"
 
 
+def test_a_batchs_note_joins_its_methods(stack, mcp):
+    """The mcp-method note of a batch: its methods joined by ", " (joined once: it was merged
+    message by message, quadratic in the batch's length)."""
+    s = mcp(stack["MCP_URLS"].split()[0], protocol_version="2025-03-26")
+    s.initialize()
+    r = s.post_raw('[{"jsonrpc":"2.0","id":"n1","method":"ping"},'
+                   '{"jsonrpc":"2.0","method":"notifications/progress",'
+                   '"params":{"progressToken":"t","progress":1}},'
+                   '{"jsonrpc":"2.0","id":"n2","method":"tools/list"}]')
+    assert r.status_code == 200, r.text
+
+    def line():
+        return next((p for p in _notes_lines(stack)
+                     if len(p) > 2 and p[2] == "ping, notifications/progress, tools/list"), None)
+
+    wait_for(line, what="the access-log line of the batch")
+
+
 def _auto(base: str) -> dict[str, str]:
     r = requests.get(base + "/server-status?auto", timeout=10)
     assert r.status_code == 200, r.text[:300]

@@ -1,6 +1,8 @@
 /* Unit tests for mcp_era: the per-request era routing and the 2026-07-28 request rules. */
 #include <string.h>
 
+#include <apr_strings.h>
+#include <apr_tables.h>
 #include <check.h>
 
 #include "unit_json.h"
@@ -223,6 +225,48 @@ START_TEST(param_headers)
 }
 END_TEST
 
+/* A tool with many x-mcp-header arguments, all sent (in mixed case), the first one twice: every
+ * one is found, the first value is the one compared, and one wrong value at the end is found. */
+START_TEST(many_param_headers)
+{
+    enum { N = 20000 };
+    json_object *tools = json_object_new_array(), *tool = json_object_new_object();
+    json_object *schema = json_object_new_object(), *props = json_object_new_object();
+    json_object *args = json_object_new_object(), *into = json_object_new_object(), *decls;
+    apr_table_t *headers = apr_table_make(pool, N + 1);
+    mcp_era_verdict_t v;
+    int i;
+
+    for (i = 0; i < N; i++) {
+        json_object *prop = json_object_new_object();
+        const char *name = apr_psprintf(pool, "p%d", i);
+
+        json_object_object_add(prop, "type", json_object_new_string("string"));
+        json_object_object_add(prop, "x-mcp-header", json_object_new_string(name));
+        json_object_object_add(props, name, prop);
+        json_object_object_add(args, name, json_object_new_string(apr_psprintf(pool, "v%d", i)));
+        apr_table_addn(headers, apr_psprintf(pool, i % 2 ? "MCP-PARAM-P%d" : "mcp-param-p%d", i),
+                       apr_psprintf(pool, "v%d", i));
+    }
+    apr_table_addn(headers, "Mcp-Param-P0", "other");   /* a second one: not the one found */
+    json_object_object_add(schema, "properties", props);
+    json_object_object_add(tool, "name", json_object_new_string("wide"));
+    json_object_object_add(tool, "inputSchema", schema);
+    json_object_array_add(tools, tool);
+    ck_assert_int_eq(mcp_era_param_decls(tools, into), 1);
+    ck_assert(json_object_object_get_ex(into, "wide", &decls));
+    ck_assert_int_eq(json_object_array_length(decls), N);
+    ck_assert_int_eq(mcp_era_param_check(pool, decls, args, headers, &v), 0);
+    apr_table_setn(headers, apr_psprintf(pool, "mcp-param-p%d", N - 1), "wrong");
+    ck_assert_int_eq(mcp_era_param_check(pool, decls, args, headers, &v),
+                     MCP_ERA_HEADER_MISMATCH);
+    ck_assert_ptr_nonnull(strstr(v.message, "'wrong'"));
+    json_object_put(tools);
+    json_object_put(args);
+    json_object_put(into);
+}
+END_TEST
+
 static Suite *era_suite(void)
 {
     Suite *s = suite_create("mcp_era");
@@ -235,6 +279,7 @@ static Suite *era_suite(void)
     tcase_add_test(tc, lists);
     tcase_add_test(tc, param_declarations);
     tcase_add_test(tc, param_headers);
+    tcase_add_test(tc, many_param_headers);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -3,6 +3,8 @@
 
 #include <apr_general.h>
 #include <apr_pools.h>
+#include <apr_tables.h>
+#include <apr_strings.h>
 #include <check.h>
 
 #include "unit_main.h"
@@ -310,6 +312,121 @@ START_TEST(target_names)
 }
 END_TEST
 
+static int array_length(const char *text, apr_size_t *n)
+{
+    return mcp_jsonrpc_array_length(text, strlen(text), n);
+}
+
+START_TEST(array_length_counts_top_level_elements)
+{
+    apr_size_t n = 99;
+
+    ck_assert(array_length("[]", &n) && n == 0);
+    ck_assert(array_length(" \n[ \t] \r\n", &n) && n == 0);
+    ck_assert(array_length("[1]", &n) && n == 1);
+    ck_assert(array_length("[[]]", &n) && n == 1);
+    ck_assert(array_length("[{}]", &n) && n == 1);
+    ck_assert(array_length("[1, [2, 3], {\"a\": [4, 5], \"b\": 6}, \"x,y]\"]", &n) && n == 4);
+    ck_assert(array_length("[\"\\\"],[\", 2]", &n) && n == 2);   /* an escaped quote */
+    ck_assert(array_length("[\"\\\\\", 2]", &n) && n == 2);      /* an escaped backslash */
+    ck_assert(array_length("[1,,2]", &n) && n == 3);              /* counted, not checked */
+    /* Not one balanced array: the parser says why. */
+    ck_assert(!array_length("", &n) && n == 0);
+    ck_assert(!array_length("{\"a\":[1,2]}", &n));
+    ck_assert(!array_length("[1,2", &n));
+    ck_assert(!array_length("[1,2}", &n));
+    ck_assert(!array_length("[{]}", &n));
+    ck_assert(!array_length("[\"]", &n));
+    ck_assert(!array_length("[\"\\", &n));
+    ck_assert(!array_length("[1] x", &n));
+    ck_assert(!array_length("[1][2]", &n));
+    ck_assert(!array_length("1", &n));
+}
+END_TEST
+
+START_TEST(array_length_depth_limit)
+{
+    char deep[2 * MCP_JSONRPC_MAX_DEPTH + 3];
+    apr_size_t n;
+    int i;
+
+    for (i = 0; i < MCP_JSONRPC_MAX_DEPTH; i++) {
+        deep[i] = '[';
+        deep[2 * MCP_JSONRPC_MAX_DEPTH - 1 - i] = ']';
+    }
+    deep[2 * MCP_JSONRPC_MAX_DEPTH] = '\0';
+    ck_assert(array_length(deep, &n) && n == 1);
+    memmove(deep + 1, deep, 2 * MCP_JSONRPC_MAX_DEPTH + 1);
+    deep[0] = '[';
+    strcat(deep, "]");
+    ck_assert(!array_length(deep, &n));
+}
+END_TEST
+
+static const char *pings(int n)
+{
+    apr_array_header_t *parts = apr_array_make(pool, n, sizeof(const char *));
+    int i;
+
+    for (i = 0; i < n; i++) {
+        APR_ARRAY_PUSH(parts, const char *) =
+            apr_psprintf(pool, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"ping\"}", i);
+    }
+    return apr_pstrcat(pool, "[", apr_array_pstrcat(pool, parts, ','), "]", NULL);
+}
+
+START_TEST(over_long_batch_refused_before_parsing)
+{
+    mcp_jsonrpc_body_t *body;
+    const char *reason, *text = pings(101);
+
+    ck_assert_int_eq(mcp_jsonrpc_parse_limited(pool, text, strlen(text), 100, &body, &reason),
+                     MCP_JSONRPC_ERR_TOO_LONG);
+    ck_assert(body && body->is_batch && body->count == 101);
+    ck_assert_ptr_null(body->root);   /* no tree was built */
+    ck_assert_ptr_null(body->msgs);
+    ck_assert_str_eq(reason, "the batch holds 101 messages, more than 100");
+    /* At the limit, and without one, it is parsed as before. */
+    ck_assert_int_eq(mcp_jsonrpc_parse_limited(pool, text, strlen(text), 101, &body, &reason),
+                     MCP_JSONRPC_OK);
+    ck_assert_int_eq(body->count, 101);
+    ck_assert_int_eq(body->n_requests, 101);
+    ck_assert_int_eq(mcp_jsonrpc_parse_limited(pool, text, strlen(text), 0, &body, &reason),
+                     MCP_JSONRPC_OK);
+    /* A balanced array of more elements than allowed is refused by its length, whatever they
+     * are; one that is not balanced is not JSON. */
+    ck_assert_int_eq(mcp_jsonrpc_parse_limited(pool, "[1,2,3]", 7, 2, &body, &reason),
+                     MCP_JSONRPC_ERR_TOO_LONG);
+    ck_assert_int_eq(mcp_jsonrpc_parse_limited(pool, "[1,2,3", 6, 2, &body, &reason),
+                     MCP_JSONRPC_ERR_PARSE);
+    /* Not a batch: the limit does not apply. */
+    text = "{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":{\"a\":[1,2,3]}}";
+    ck_assert_int_eq(mcp_jsonrpc_parse_limited(pool, text, strlen(text), 1, &body, &reason),
+                     MCP_JSONRPC_OK);
+}
+END_TEST
+
+START_TEST(methods_joined)
+{
+    mcp_jsonrpc_body_t *body;
+    const char *reason, *text;
+
+    text = "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},"
+           "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"},"
+           "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}},{\"jsonrpc\":\"1.0\"}]";
+    ck_assert_int_eq(parse(text, &body, &reason), MCP_JSONRPC_ERR_INVALID);
+    ck_assert_str_eq(mcp_jsonrpc_methods_joined(pool, body),
+                     "ping, notifications/x, response, -");
+    ck_assert_int_eq(parse("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", &body, &reason),
+                     MCP_JSONRPC_OK);
+    ck_assert_str_eq(mcp_jsonrpc_methods_joined(pool, body), "ping");
+    text = pings(50000);
+    ck_assert_int_eq(parse(text, &body, &reason), MCP_JSONRPC_OK);
+    ck_assert_int_eq(strlen(mcp_jsonrpc_methods_joined(pool, body)), 50000 * 6 - 2);
+    ck_assert_str_eq(mcp_jsonrpc_methods_joined(pool, NULL), "");
+}
+END_TEST
+
 static Suite *jsonrpc_suite(void)
 {
     Suite *s = suite_create("mcp_jsonrpc");
@@ -331,6 +448,10 @@ static Suite *jsonrpc_suite(void)
     tcase_add_test(tc, reply_id);
     tcase_add_test(tc, get_string);
     tcase_add_test(tc, target_names);
+    tcase_add_test(tc, array_length_counts_top_level_elements);
+    tcase_add_test(tc, array_length_depth_limit);
+    tcase_add_test(tc, over_long_batch_refused_before_parsing);
+    tcase_add_test(tc, methods_joined);
     suite_add_tcase(s, tc);
     return s;
 }
