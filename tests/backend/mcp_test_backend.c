@@ -61,7 +61,8 @@
 #define ENDPOINT          "/mcp"
 #define BROADCAST_PATH    "/broadcast" /* POST: a notification on every open GET stream */
 #define MAX_BODY          (4u * 1024 * 1024)
-#define MAX_SESSIONS      10000
+#define MAX_SESSIONS      100000
+#define SESSION_BUCKETS   65536  /* the session table: a hash of the id */
 #define MAX_QUEUE         100    /* messages waiting for a standalone stream */
 #define MAX_CANCELLED     1000   /* requestIds kept for session_info */
 #define MAX_METHOD_KEYS   1000   /* distinct notification methods counted */
@@ -103,6 +104,7 @@ static struct {
 struct session;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct session *g_sessions;  /* stateful sessions, newest first */
+static struct session *g_buckets[SESSION_BUCKETS]; /* the same, by id */
 static unsigned g_nsessions;
 static struct session *g_anon;      /* --stateless: one pseudo-session for all */
 static int g_stopping;              /* shutdown: every wait gives up */
@@ -614,7 +616,8 @@ struct queued {
 };
 
 struct session {
-    struct session *next;
+    struct session *next, *prev; /* g_sessions */
+    struct session *hnext;       /* g_buckets */
     char id[SESSION_ID_LEN + 1];
     int refs;
     int terminated;
@@ -682,22 +685,49 @@ static void session_wake_locked(struct session *s)
         wake_locked(c->w);
 }
 
+static struct session **session_bucket(const char *id)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *id; id++)
+        h = (h ^ (unsigned char)*id) * 16777619u;
+    return &g_buckets[h % SESSION_BUCKETS];
+}
+
 static struct session *session_find_locked(const char *id)
 {
-    for (struct session *s = g_sessions; s; s = s->next)
+    for (struct session *s = *session_bucket(id); s; s = s->hnext)
         if (!strcmp(s->id, id))
             return s;
     return NULL;
 }
 
+static void session_list_locked(struct session *s)
+{
+    struct session **b = session_bucket(s->id);
+    s->next = g_sessions;
+    s->prev = NULL;
+    if (g_sessions)
+        g_sessions->prev = s;
+    g_sessions = s;
+    s->hnext = *b;
+    *b = s;
+    g_nsessions++;
+}
+
 /* Unlists the session; streams still attached see `terminated` and end. */
 static void session_terminate_locked(struct session *s)
 {
-    struct session **pp = &g_sessions;
+    struct session **pp = session_bucket(s->id);
     while (*pp && *pp != s)
-        pp = &(*pp)->next;
+        pp = &(*pp)->hnext;
     if (*pp) {
-        *pp = s->next;
+        *pp = s->hnext;
+        if (s->prev)
+            s->prev->next = s->next;
+        else
+            g_sessions = s->next;
+        if (s->next)
+            s->next->prev = s->prev;
         g_nsessions--;
     }
     s->terminated = 1;
@@ -3356,9 +3386,7 @@ static enum MHD_Result post_initialize(struct request *rq, json_object *msg, jso
         }
         s = session_new();
         memcpy(s->id, sid, sizeof sid);
-        s->next = g_sessions;
-        g_sessions = s;
-        g_nsessions++;
+        session_list_locked(s);
         s->refs++; /* ours, besides the table's */
         pthread_mutex_unlock(&g_lock);
         memcpy(rq->issued, sid, sizeof sid);
