@@ -135,6 +135,7 @@ class Conn:
     def __init__(self, host, port, tls_ctx):
         self.host, self.port, self.tls = host, port, tls_ctx
         self.r = self.w = None
+        self.retries = 0
 
     async def open(self):
         self.r, self.w = await asyncio.open_connection(self.host, self.port, ssl=self.tls,
@@ -189,10 +190,24 @@ class Conn:
                 yield data
 
     async def request(self, method, path, headers, body=b""):
-        self.send(method, path, headers, body)
-        status, hdrs = await self.head()
+        status, hdrs = await self.exchange(method, path, headers, body)
         data = b"".join([c async for c in self.chunks(hdrs)])
         return status, hdrs, data
+
+    async def exchange(self, method, path, headers, body=b""):
+        """Sends a request and reads its head. A keep-alive connection the server closed before
+        answering (httpd's event MPM closes idle keep-alive connections when it runs short of
+        workers) is opened anew and the request sent once more, as HTTP clients do."""
+        for attempt in (1, 2):
+            try:
+                self.send(method, path, headers, body)
+                return await self.head()
+            except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError) as e:
+                if attempt == 2 or getattr(e, "partial", b""):
+                    raise
+                self.retries += 1
+                self.close()
+                await self.open()
 
 
 def messages(hdrs, data):
@@ -259,9 +274,9 @@ class Stream:
     async def setup(self):
         await self.c.open()
         self.sid, self.sh = await initialize(self.c, self.path)
-        self.c.send("GET", self.path, {"Accept": "text/event-stream", "Mcp-Session-Id": self.sid,
-                                       "MCP-Protocol-Version": PROTO})
-        self.status, hdrs = await self.c.head()
+        self.status, hdrs = await self.c.exchange(
+            "GET", self.path, {"Accept": "text/event-stream", "Mcp-Session-Id": self.sid,
+                               "MCP-Protocol-Version": PROTO})
         if self.status != 200:
             raise RuntimeError(f"GET: HTTP {self.status}")
         self.headers_at = time.monotonic()
@@ -380,6 +395,7 @@ async def measure(a, url, httpd_pids, backend_url):
         if not s.headers_at:
             errors[s.error] = errors.get(s.error, 0) + 1
     res["stream_failures"] = {k[:120]: v for k, v in sorted(errors.items(), key=lambda x: -x[1])[:5]}
+    res["reconnects"] = sum(s.c.retries for s in streams)
     log(f"  {len(ok)} of {a.streams} streams open in {res['open_seconds']} s; failures {res['stream_failures']}")
     await asyncio.sleep(2)   # let the gateway settle (backend streams, threads)
 
@@ -556,7 +572,8 @@ def report(r):
     c = r["config"]
     print(f"idle standalone streams: {c}")
     print(f"  streams with SSE headers:     {r['streams_open']} of {r['streams_requested']}"
-          f" (last after {r['open_seconds']} s){'; failures ' + str(r['stream_failures']) if r['stream_failures'] else ''}")
+          f" (last after {r['open_seconds']} s; {r['reconnects']} keep-alive connections closed by the"
+          f" server and opened anew){'; failures ' + str(r['stream_failures']) if r['stream_failures'] else ''}")
     n, o = r["fresh_none_open"], r["fresh_streams_open"]
     print(f"  fresh initialize+echo p50:    {n['p50_ms']} ms with none open ({n['answered']}/{n['tried']} answered);"
           f" {o['p50_ms']} ms with the streams open ({o['answered']}/{o['tried']} answered)"
