@@ -77,7 +77,6 @@
 #define RETRY_MS          1000   /* retry: hint of test_reconnection's priming event */
 #define RECONNECT_DELAY_MS 1500  /* test_reconnection's default delay_ms */
 #define KEEPALIVE_MS      15000
-#define POLL_SLICE_MS     250    /* how often a blocked stream checks its client */
 #define SESSION_ID_LEN    32
 #define JSON_FLAGS        (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 #define NELEM(a)          (sizeof(a) / sizeof((a)[0]))
