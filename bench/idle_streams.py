@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """bench/idle_streams.py — idle standalone SSE streams through the gateway (issue 20).
 
-    bench/idle_streams.py [--streams N] [--workers N] [--children N] [--tls]
+    bench/idle_streams.py [--streams N] [--workers N] [--children N (4)] [--tls]
                           [--open-timeout S] [--call-timeout S] [--samples K]
                           [--slow-calls N] [--keep DIR]
     bench/idle_streams.py --url URL [--pid PID] [--streams N] ...   (no stack: any MCP endpoint,
@@ -504,7 +504,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--streams", type=int, default=150)
     ap.add_argument("--workers", type=int, default=100, help="tests/stack up --workers")
-    ap.add_argument("--children", type=int, help="tests/stack up --children")
+    ap.add_argument("--children", type=int, default=4,
+                    help="tests/stack up --children (default 4, all started up front, so that the "
+                         "threads and RSS per stream are not those of children started meanwhile)")
     ap.add_argument("--tls", action="store_true")
     ap.add_argument("--open-timeout", type=float, default=60.0,
                     help="seconds for all streams to get their headers")
