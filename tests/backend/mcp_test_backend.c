@@ -15,10 +15,18 @@
  * logging levels and resource subscriptions.  Tools, prompts, resources and
  * completions are tables; each entry has a small handler.
  *
- * libmicrohttpd runs one thread per connection, so an SSE content reader may
- * simply block until its next event is due.  All shared state is guarded by
- * one mutex (g_lock); every wait is a condition variable on that mutex, so a
- * cancellation, a DELETE or shutdown can wake it.
+ * libmicrohttpd runs in epoll mode with a small fixed pool of threads
+ * (--threads, default 4), so nothing may block in its callbacks.  A stream or
+ * request with nothing to send yet is *parked*: its connection is suspended
+ * (MHD_suspend_connection) and its waiter is put in a timer heap (when its
+ * next event is due) and in an epoll set that watches its socket for a
+ * hang-up.  Whatever could give it something to do (a queued message, an
+ * answer, a cancellation, a DELETE, shutdown) resumes it; so do the timer
+ * thread, at its deadline, and a hang-up.  MHD then calls the content reader
+ * (or the access handler) again, which looks at the state, produces what is
+ * due or parks again.  Threads: main, the timer thread and the MHD pool,
+ * whatever the number of connections.  All shared state is guarded by one
+ * mutex (g_lock); parking and waking happen under it, so no wake-up is lost.
  */
 #define _GNU_SOURCE /* POLLRDHUP, strcasestr */
 #include <errno.h>
@@ -37,6 +45,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -48,8 +59,10 @@
  * Limits.  Everything a client can make us keep is bounded.
  * ------------------------------------------------------------------------ */
 #define ENDPOINT          "/mcp"
+#define BROADCAST_PATH    "/broadcast" /* POST: a notification on every open GET stream */
 #define MAX_BODY          (4u * 1024 * 1024)
-#define MAX_SESSIONS      10000
+#define MAX_SESSIONS      100000
+#define SESSION_BUCKETS   65536  /* the session table: a hash of the id */
 #define MAX_QUEUE         100    /* messages waiting for a standalone stream */
 #define MAX_CANCELLED     1000   /* requestIds kept for session_info */
 #define MAX_METHOD_KEYS   1000   /* distinct notification methods counted */
@@ -64,7 +77,6 @@
 #define RETRY_MS          1000   /* retry: hint of test_reconnection's priming event */
 #define RECONNECT_DELAY_MS 1500  /* test_reconnection's default delay_ms */
 #define KEEPALIVE_MS      15000
-#define POLL_SLICE_MS     250    /* how often a blocked stream checks its client */
 #define SESSION_ID_LEN    32
 #define JSON_FLAGS        (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 #define NELEM(a)          (sizeof(a) / sizeof((a)[0]))
@@ -91,11 +103,13 @@ static struct {
 struct session;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct session *g_sessions;  /* stateful sessions, newest first */
+static struct session *g_buckets[SESSION_BUCKETS]; /* the same, by id */
 static unsigned g_nsessions;
 static struct session *g_anon;      /* --stateless: one pseudo-session for all */
 static int g_stopping;              /* shutdown: every wait gives up */
 static unsigned long g_next_stream; /* numbers SSE streams (event ids), atomic */
 static unsigned long g_next_srv;    /* numbers our server->client requests, atomic */
+static int g_threads = 4;           /* MHD's thread pool (--threads) */
 
 /* ------------------------------------------------------------------------
  * Small utilities.  Allocation failure in a test server is fatal.
@@ -178,30 +192,191 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void cond_init(pthread_cond_t *c)
+/* ------------------------------------------------------------------------
+ * Parking.  A connection with nothing to send is suspended in MHD and its
+ * waiter is listed here (g_lock held throughout): in a min-heap by wake_at,
+ * and, by its socket, in g_epfd, which the timer thread watches for a
+ * hang-up (EPOLLRDHUP).  wake_locked() takes it out of both and resumes it.
+ * ------------------------------------------------------------------------ */
+struct waiter {
+    struct MHD_Connection *conn;
+    int fd;             /* the client socket, or -1 */
+    int parked;
+    int64_t wake_at;    /* when the timer thread resumes it */
+    size_t heap_idx;
+    uint32_t seq;       /* which parking: stale epoll events are ignored */
+};
+
+static struct waiter **g_heap;
+static size_t g_heap_n, g_heap_cap;
+static struct waiter **g_by_fd;     /* parked waiters by socket, for epoll events */
+static size_t g_by_fd_n;
+static int g_epfd = -1, g_evfd = -1; /* the timer thread's epoll set and its wake-up */
+static int g_timer_stop;
+static unsigned long g_nparked;
+#define EV_WAKEUP UINT64_MAX
+
+static void heap_swap(size_t a, size_t b)
 {
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(c, &a);
-    pthread_condattr_destroy(&a);
+    struct waiter *t = g_heap[a];
+    g_heap[a] = g_heap[b];
+    g_heap[b] = t;
+    g_heap[a]->heap_idx = a;
+    g_heap[b]->heap_idx = b;
 }
 
-/* Waits on cond (g_lock held) until woken or the deadline, but never longer
-   than POLL_SLICE_MS: the caller re-checks whether its client hung up. */
-static void timed_wait_locked(pthread_cond_t *cond, int64_t deadline)
+static void heap_up(size_t i)
 {
-    int64_t until = now_ms() + POLL_SLICE_MS;
-    struct timespec ts;
-    if (deadline < until)
-        until = deadline;
-    ts.tv_sec = until / 1000;
-    ts.tv_nsec = (long)(until % 1000) * 1000000;
-    pthread_cond_timedwait(cond, &g_lock, &ts);
+    while (i > 0 && g_heap[(i - 1) / 2]->wake_at > g_heap[i]->wake_at) {
+        heap_swap(i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
 }
 
-/* A blocked stream learns of a vanished client only by looking: MHD is not
-   watching the socket while our callback runs. */
+static void heap_down(size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < g_heap_n && g_heap[l]->wake_at < g_heap[m]->wake_at)
+            m = l;
+        if (r < g_heap_n && g_heap[r]->wake_at < g_heap[m]->wake_at)
+            m = r;
+        if (m == i)
+            return;
+        heap_swap(i, m);
+        i = m;
+    }
+}
+
+static void heap_push(struct waiter *w)
+{
+    if (g_heap_n == g_heap_cap) {
+        g_heap_cap = g_heap_cap ? 2 * g_heap_cap : 1024;
+        g_heap = xrealloc(g_heap, g_heap_cap * sizeof *g_heap);
+    }
+    w->heap_idx = g_heap_n;
+    g_heap[g_heap_n++] = w;
+    heap_up(w->heap_idx);
+}
+
+static void heap_remove(struct waiter *w)
+{
+    size_t i = w->heap_idx;
+    if (i >= g_heap_n || g_heap[i] != w)
+        return;
+    g_heap_n--;
+    if (i != g_heap_n) {
+        g_heap[i] = g_heap[g_heap_n];
+        g_heap[i]->heap_idx = i;
+        heap_down(i);
+        heap_up(i);
+    }
+}
+
+static void timer_kick(void)
+{
+    uint64_t one = 1;
+    if (write(g_evfd, &one, sizeof one) < 0 && errno != EAGAIN)
+        perror("mcp-test-backend: eventfd");
+}
+
+/* Takes a parked waiter out of the heap and the epoll set; no resume. */
+static void unpark_locked(struct waiter *w)
+{
+    if (!w->parked)
+        return;
+    heap_remove(w);
+    if (w->fd >= 0 && (size_t)w->fd < g_by_fd_n && g_by_fd[w->fd] == w) {
+        epoll_ctl(g_epfd, EPOLL_CTL_DEL, w->fd, NULL);
+        g_by_fd[w->fd] = NULL;
+    }
+    w->parked = 0;
+    g_nparked--;
+}
+
+/* Whatever may have given a parked connection something to do calls this. */
+static void wake_locked(struct waiter *w)
+{
+    if (!w || !w->parked)
+        return;
+    unpark_locked(w);
+    MHD_resume_connection(w->conn);
+}
+
+/* Called from an MHD callback of w's connection, which then returns without
+   data: suspends the connection until wake_locked(), at the latest at
+   wake_at.  -1 when shutting down (the caller gives up instead). */
+static int park_locked(struct waiter *w, int64_t wake_at)
+{
+    if (g_stopping)
+        return -1;
+    w->wake_at = wake_at;
+    w->parked = 1;
+    w->seq++;
+    g_nparked++;
+    heap_push(w);
+    if (w->fd >= 0 && (size_t)w->fd < g_by_fd_n) {
+        struct epoll_event ev = {.events = EPOLLRDHUP | EPOLLONESHOT,
+                                 .data.u64 = (uint64_t)w->fd << 32 | w->seq};
+        if (epoll_ctl(g_epfd, EPOLL_CTL_ADD, w->fd, &ev) == 0)
+            g_by_fd[w->fd] = w;
+    }
+    MHD_suspend_connection(w->conn);
+    if (w->heap_idx == 0)
+        timer_kick(); /* a new earliest deadline */
+    return 0;
+}
+
+/* The timer thread: resumes parked connections whose deadline has come and
+   those whose client hung up. */
+static void *timer_main(void *arg)
+{
+    struct epoll_event evs[256];
+    (void)arg;
+    pthread_mutex_lock(&g_lock);
+    while (!g_timer_stop) {
+        int64_t now = now_ms();
+        int timeout = -1, n;
+        while (g_heap_n && g_heap[0]->wake_at <= now)
+            wake_locked(g_heap[0]);
+        if (g_heap_n)
+            timeout = (int)(g_heap[0]->wake_at - now < 60000 ? g_heap[0]->wake_at - now : 60000);
+        pthread_mutex_unlock(&g_lock);
+        n = epoll_wait(g_epfd, evs, NELEM(evs), timeout);
+        pthread_mutex_lock(&g_lock);
+        for (int i = 0; i < n; i++) {
+            uint64_t v = evs[i].data.u64, drain;
+            size_t fd = (size_t)(v >> 32);
+            if (v == EV_WAKEUP) {
+                if (read(g_evfd, &drain, sizeof drain) < 0 && errno != EAGAIN)
+                    perror("mcp-test-backend: eventfd");
+            } else if (fd < g_by_fd_n && g_by_fd[fd] && g_by_fd[fd]->seq == (uint32_t)v) {
+                wake_locked(g_by_fd[fd]); /* the reader sees client_gone() */
+            }
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    return NULL;
+}
+
+static int timer_start(pthread_t *t, size_t max_fds)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_WAKEUP};
+    g_by_fd_n = max_fds;
+    g_by_fd = xcalloc(max_fds * sizeof *g_by_fd);
+    g_epfd = epoll_create1(EPOLL_CLOEXEC);
+    g_evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (g_epfd < 0 || g_evfd < 0 || epoll_ctl(g_epfd, EPOLL_CTL_ADD, g_evfd, &ev) ||
+        pthread_create(t, NULL, timer_main, NULL)) {
+        perror("mcp-test-backend: timer thread");
+        return -1;
+    }
+    return 0;
+}
+
+/* A stream learns of a vanished client by looking: MHD is not watching the
+   socket while our callback runs or the connection is parked (the timer
+   thread's epoll set resumes a parked one when its client hangs up). */
 static int client_gone(int fd)
 {
     struct pollfd p = {.fd = fd, .events = POLLRDHUP};
@@ -425,7 +600,7 @@ struct call {
     char srv_id[32];       /* asking tools: id of our request to the client */
     char *answer;          /* asking tools: JSON text of the client's response */
     int cancelled;
-    pthread_cond_t cond;
+    struct waiter *w;      /* the stream or request waiting for this call */
     /* Dialog fixtures (the 2026-07-28 section): our requests of the current
        round, whose ids are their keys, and the JSON text of each answer. */
     int nkeys;
@@ -440,7 +615,8 @@ struct queued {
 };
 
 struct session {
-    struct session *next;
+    struct session *next, *prev; /* g_sessions */
+    struct session *hnext;       /* g_buckets */
     char id[SESSION_ID_LEN + 1];
     int refs;
     int terminated;
@@ -459,7 +635,7 @@ struct session {
     int stream_open;            /* a standalone GET stream is attached */
     struct queued *q_head, *q_tail;
     int q_len;
-    pthread_cond_t stream_cond; /* queue push, termination, shutdown */
+    struct waiter *stream_w;    /* the standalone stream's, while it is open */
 };
 
 static struct session *session_new(void)
@@ -470,7 +646,6 @@ static struct session *session_new(void)
     s->cancelled = json_object_new_array();
     s->subscriptions = json_object_new_object();
     s->log_level = LOG_DEBUG; /* until the client says otherwise, everything */
-    cond_init(&s->stream_cond);
     return s;
 }
 
@@ -486,7 +661,6 @@ static void session_free(struct session *s)
     json_object_put(s->cancelled);
     json_object_put(s->subscriptions);
     free(s->protocol_header);
-    pthread_cond_destroy(&s->stream_cond);
     free(s);
 }
 
@@ -505,27 +679,54 @@ static void session_release(struct session *s)
 
 static void session_wake_locked(struct session *s)
 {
-    pthread_cond_broadcast(&s->stream_cond);
+    wake_locked(s->stream_w);
     for (struct call *c = s->calls; c; c = c->next)
-        pthread_cond_broadcast(&c->cond);
+        wake_locked(c->w);
+}
+
+static struct session **session_bucket(const char *id)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *id; id++)
+        h = (h ^ (unsigned char)*id) * 16777619u;
+    return &g_buckets[h % SESSION_BUCKETS];
 }
 
 static struct session *session_find_locked(const char *id)
 {
-    for (struct session *s = g_sessions; s; s = s->next)
+    for (struct session *s = *session_bucket(id); s; s = s->hnext)
         if (!strcmp(s->id, id))
             return s;
     return NULL;
 }
 
+static void session_list_locked(struct session *s)
+{
+    struct session **b = session_bucket(s->id);
+    s->next = g_sessions;
+    s->prev = NULL;
+    if (g_sessions)
+        g_sessions->prev = s;
+    g_sessions = s;
+    s->hnext = *b;
+    *b = s;
+    g_nsessions++;
+}
+
 /* Unlists the session; streams still attached see `terminated` and end. */
 static void session_terminate_locked(struct session *s)
 {
-    struct session **pp = &g_sessions;
+    struct session **pp = session_bucket(s->id);
     while (*pp && *pp != s)
-        pp = &(*pp)->next;
+        pp = &(*pp)->hnext;
     if (*pp) {
-        *pp = s->next;
+        *pp = s->hnext;
+        if (s->prev)
+            s->prev->next = s->next;
+        else
+            g_sessions = s->next;
+        if (s->next)
+            s->next->prev = s->prev;
         g_nsessions--;
     }
     s->terminated = 1;
@@ -555,14 +756,15 @@ static int random_hex(char *out, size_t nbytes)
     return 0;
 }
 
-static struct call *call_new_locked(struct session *s, json_object *req_id, int asks)
+static struct call *call_new_locked(struct session *s, json_object *req_id, int asks,
+                                    struct waiter *w)
 {
     struct call *c = xcalloc(sizeof *c);
     c->req_id = xstrdup(req_id ? json_text(req_id) : "null");
     if (asks)
         snprintf(c->srv_id, sizeof c->srv_id, "srv-%lu",
                  __atomic_add_fetch(&g_next_srv, 1, __ATOMIC_RELAXED));
-    cond_init(&c->cond);
+    c->w = w;
     c->next = s->calls;
     s->calls = c;
     return c;
@@ -575,7 +777,6 @@ static void call_free_locked(struct session *s, struct call *c)
         pp = &(*pp)->next;
     if (*pp)
         *pp = c->next;
-    pthread_cond_destroy(&c->cond);
     for (int i = 0; i < c->nkeys; i++) {
         free(c->keys[i]);
         free(c->key_answers[i]);
@@ -585,24 +786,24 @@ static void call_free_locked(struct session *s, struct call *c)
     free(c);
 }
 
-enum wait_result { WAIT_DUE, WAIT_READY, WAIT_CANCELLED, WAIT_ABORT, WAIT_SUPERSEDED };
+enum wait_result { WAIT_DUE, WAIT_READY, WAIT_CANCELLED, WAIT_ABORT, WAIT_SUPERSEDED,
+                   WAIT_PENDING };
 
-/* Blocks (g_lock held) until the call is answered or cancelled, its session
-   ends or its client hangs up, the deadline passes, or we shut down. */
-static enum wait_result call_wait_locked(struct session *s, struct call *c, int fd,
-                                         int64_t deadline)
+/* How a call's wait stands (g_lock held): answered or cancelled, its
+   session ended or its client hung up, the deadline passed, shutdown, or
+   still pending (the caller parks until then). */
+static enum wait_result call_check_locked(struct session *s, struct call *c, int fd,
+                                          int64_t deadline)
 {
-    for (;;) {
-        if (g_stopping)
-            return WAIT_ABORT;
-        if (c->cancelled || s->terminated || client_gone(fd))
-            return WAIT_CANCELLED;
-        if (c->answer)
-            return WAIT_READY;
-        if (now_ms() >= deadline)
-            return WAIT_DUE;
-        timed_wait_locked(&c->cond, deadline);
-    }
+    if (g_stopping)
+        return WAIT_ABORT;
+    if (c->cancelled || s->terminated || client_gone(fd))
+        return WAIT_CANCELLED;
+    if (c->answer)
+        return WAIT_READY;
+    if (now_ms() >= deadline)
+        return WAIT_DUE;
+    return WAIT_PENDING;
 }
 
 /* Standalone-stream queue: bounded, the oldest message gives way. */
@@ -625,7 +826,7 @@ static void queue_push_locked(struct session *s, char *json)
         s->q_head = q;
     s->q_tail = q;
     s->q_len++;
-    pthread_cond_broadcast(&s->stream_cond);
+    wake_locked(s->stream_w);
 }
 
 /* Books an incoming message on its session; these counters are what
@@ -669,7 +870,7 @@ static void record_message(struct session *s, enum msg_kind kind, const char *me
             for (struct call *c = s->calls; c; c = c->next)
                 if (!strcmp(c->req_id, cancel_key)) {
                     c->cancelled = 1;
-                    pthread_cond_broadcast(&c->cond);
+                    wake_locked(c->w);
                 }
         }
         break;
@@ -679,7 +880,7 @@ static void record_message(struct session *s, enum msg_kind kind, const char *me
             if (c->srv_id[0] && !strcmp(c->srv_id, srv_id) && !c->answer) {
                 c->answer = answer;
                 answer = NULL;
-                pthread_cond_broadcast(&c->cond);
+                wake_locked(c->w);
                 break;
             }
         /* A dialog fixture's request: the newest call waiting for that id. */
@@ -688,7 +889,7 @@ static void record_message(struct session *s, enum msg_kind kind, const char *me
                 if (!c->key_answers[i] && !strcmp(c->keys[i], srv_id)) {
                     c->key_answers[i] = answer;
                     answer = NULL;
-                    pthread_cond_broadcast(&c->cond);
+                    wake_locked(c->w);
                     break;
                 }
         break;
@@ -704,10 +905,14 @@ static void record_message(struct session *s, enum msg_kind kind, const char *me
 /* ------------------------------------------------------------------------
  * Per-request state and HTTP replies.
  * ------------------------------------------------------------------------ */
+struct deferred;
+
 struct request {
     struct MHD_Connection *conn;
     const char *method, *url;
     int fd;                          /* client socket, polled for hang-up */
+    struct waiter w;                 /* parks the request while dfr waits */
+    struct deferred *dfr;            /* --mode json: a tools/call that waits */
     struct buf body;
     int too_big;
     int replied;
@@ -866,6 +1071,7 @@ struct stream {
     struct buf out;          /* produced, not yet handed to MHD */
     size_t off;
     int done;
+    struct waiter w;         /* parks the connection while nothing is due */
 };
 
 static struct stream *stream_new(enum stream_kind kind, struct request *rq,
@@ -878,10 +1084,14 @@ static struct stream *stream_new(enum stream_kind kind, struct request *rq,
     st->serial = __atomic_add_fetch(&g_next_stream, 1, __ATOMIC_RELAXED);
     st->req_id = id ? json_object_get(id) : NULL;
     st->due = now_ms();
+    st->w.conn = rq->conn;
+    st->w.fd = rq->fd;
     pthread_mutex_lock(&g_lock);
     s->refs++;
     if (kind != STREAM_STANDALONE)
-        st->call = call_new_locked(s, id, kind == STREAM_ASK);
+        st->call = call_new_locked(s, id, kind == STREAM_ASK, &st->w);
+    else
+        s->stream_w = &st->w;
     pthread_mutex_unlock(&g_lock);
     return st;
 }
@@ -962,15 +1172,20 @@ static json_object *ask_result(json_object *id, const struct ask *ask, enum wait
     return resp;
 }
 
-/* Each producer appends to st->out or sets st->done; -1 (shutdown) drops
-   the connection.  A cancelled call, a terminated session or a client that
-   hung up ends the stream without a result, as MCP asks for cancellation. */
+/* Each producer appends to st->out or sets st->done, or parks the stream
+   (1) when nothing is due yet; -1 (shutdown) drops the connection.  A
+   cancelled call, a terminated session or a client that hung up ends the
+   stream without a result, as MCP asks for cancellation. */
 static int produce_timed(struct stream *st)
 {
     enum wait_result r;
     pthread_mutex_lock(&g_lock);
-    r = call_wait_locked(st->s, st->call, st->fd, st->due);
+    r = call_check_locked(st->s, st->call, st->fd, st->due);
+    if (r == WAIT_PENDING)
+        r = park_locked(&st->w, st->due) ? WAIT_ABORT : WAIT_PENDING;
     pthread_mutex_unlock(&g_lock);
+    if (r == WAIT_PENDING)
+        return 1;
     if (r == WAIT_ABORT)
         return -1;
     if (r == WAIT_CANCELLED) {
@@ -998,12 +1213,16 @@ static int produce_ask(struct stream *st)
         return 0;
     }
     pthread_mutex_lock(&g_lock);
-    r = call_wait_locked(st->s, st->call, st->fd, st->due);
+    r = call_check_locked(st->s, st->call, st->fd, st->due);
+    if (r == WAIT_PENDING)
+        r = park_locked(&st->w, st->due) ? WAIT_ABORT : WAIT_PENDING;
     if (r == WAIT_READY) {
         answer = st->call->answer;
         st->call->answer = NULL;
     }
     pthread_mutex_unlock(&g_lock);
+    if (r == WAIT_PENDING)
+        return 1;
     st->done = 1;
     if (r == WAIT_READY || r == WAIT_DUE)
         stream_event(st, ask_result(st->req_id, st->ask, r, answer));
@@ -1045,7 +1264,9 @@ static int produce_standalone(struct stream *st)
             buf_adds(&st->out, ": keepalive\n\n");
             break;
         }
-        timed_wait_locked(&s->stream_cond, st->due);
+        rc = park_locked(&st->w, st->due) ? -1 : 1;
+        pthread_mutex_unlock(&g_lock);
+        return rc;
     }
     pthread_mutex_unlock(&g_lock);
     st->due = now_ms() + KEEPALIVE_MS;
@@ -1078,6 +1299,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         }
         if (rc < 0)
             return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (rc > 0)
+            return 0; /* parked: MHD calls again once resumed */
     }
     n = st->out.len - st->off;
     if (n > max)
@@ -1092,10 +1315,14 @@ static void stream_free(void *cls)
 {
     struct stream *st = cls;
     pthread_mutex_lock(&g_lock);
+    unpark_locked(&st->w);
     if (st->call)
         call_free_locked(st->s, st->call);
-    if (st->kind == STREAM_STANDALONE)
+    if (st->kind == STREAM_STANDALONE) {
         st->s->stream_open = 0;
+        if (st->s->stream_w == &st->w)
+            st->s->stream_w = NULL;
+    }
     session_unref_locked(st->s);
     pthread_mutex_unlock(&g_lock);
     json_object_put(st->req_id);
@@ -1184,24 +1411,99 @@ static json_object *progress_notification(json_object *token, int progress, int 
     return rpc_notification("notifications/progress", p);
 }
 
+/* --mode json: a tools/call whose answer has to wait (a timed tool's
+   duration, or the client's answer to our request on the GET stream).  The
+   request parks; MHD calls on_request again whenever it is resumed, and
+   deferred_poll() answers once the wait is over. */
+struct deferred {
+    struct session *s;          /* holds a reference */
+    struct call *c;             /* registered in s->calls, woken through rq->w */
+    json_object *id;
+    const struct timed *timed;  /* a timed tool, or NULL: */
+    int count;
+    const struct ask *ask;      /* an asking tool */
+    int64_t deadline;
+};
+
+static struct deferred *defer_locked(struct tool_call *tc, int asks, int64_t deadline)
+{
+    struct deferred *d = xcalloc(sizeof *d);
+    d->s = tc->s;
+    d->s->refs++;
+    d->id = tc->id ? json_object_get(tc->id) : NULL;
+    d->c = call_new_locked(tc->s, tc->id, asks, &tc->rq->w);
+    d->deadline = deadline;
+    tc->rq->dfr = d;
+    return d;
+}
+
+static void deferred_free(struct request *rq)
+{
+    struct deferred *d = rq->dfr;
+    if (!d)
+        return;
+    pthread_mutex_lock(&g_lock);
+    unpark_locked(&rq->w);
+    call_free_locked(d->s, d->c);
+    session_unref_locked(d->s);
+    pthread_mutex_unlock(&g_lock);
+    json_object_put(d->id);
+    free(d);
+    rq->dfr = NULL;
+}
+
+static enum MHD_Result reply_message(struct request *rq, json_object *msg);
+static json_object *ask_result(json_object *id, const struct ask *ask, enum wait_result r,
+                               const char *answer);
+
+/* on_request's every call for a deferred request: parks it again, or
+   answers. */
+static enum MHD_Result deferred_poll(struct request *rq)
+{
+    struct deferred *d = rq->dfr;
+    enum wait_result r;
+    char *answer = NULL;
+    json_object *resp;
+
+    pthread_mutex_lock(&g_lock);
+    r = call_check_locked(d->s, d->c, rq->fd, d->deadline);
+    if (r == WAIT_PENDING) {
+        if (park_locked(&rq->w, d->deadline) == 0) {
+            pthread_mutex_unlock(&g_lock);
+            return MHD_YES;
+        }
+        r = WAIT_ABORT;
+    }
+    if (r == WAIT_READY) {
+        answer = d->c->answer;
+        d->c->answer = NULL;
+    }
+    pthread_mutex_unlock(&g_lock);
+    if (d->timed)
+        resp = r == WAIT_DUE ? rpc_result(d->id, d->timed->result(d->count))
+                             : rpc_error(d->id, -32000, "Request cancelled");
+    else
+        resp = ask_result(d->id, d->ask, r, answer);
+    free(answer);
+    deferred_free(rq);
+    return reply_message(rq, resp);
+}
+
 /* Runs a timed tool: as an SSE stream, or in --mode json as a plain wait
    just as long, without the notifications. */
 static json_object *run_timed(struct tool_call *tc, const struct timed *t, int count,
                               int interval_ms, json_object *token)
 {
     struct stream *st;
-    enum wait_result r;
-    struct call *c;
+    struct deferred *d;
 
     if (cfg.mode == MODE_JSON) {
         pthread_mutex_lock(&g_lock);
-        c = call_new_locked(tc->s, tc->id, 0);
-        r = call_wait_locked(tc->s, c, tc->rq->fd, now_ms() + (int64_t)count * interval_ms);
-        call_free_locked(tc->s, c);
+        d = defer_locked(tc, 0, now_ms() + (int64_t)count * interval_ms);
+        d->timed = t;
+        d->count = count;
         pthread_mutex_unlock(&g_lock);
-        if (r != WAIT_DUE)
-            return rpc_error(tc->id, -32000, "Request cancelled");
-        return rpc_result(tc->id, t->result(count));
+        return NULL;
     }
     st = stream_new(STREAM_TIMED, tc->rq, tc->s, tc->id);
     st->timed = t;
@@ -1218,9 +1520,8 @@ static json_object *run_timed(struct tool_call *tc, const struct timed *t, int c
 static json_object *ask_client(struct tool_call *tc, const struct ask *ask, json_object *params)
 {
     struct stream *st;
-    struct call *c;
-    enum wait_result r;
-    char *answer = NULL, *text;
+    struct deferred *d;
+    char *text;
     json_object *resp;
 
     if (cfg.mode != MODE_JSON) {
@@ -1240,18 +1541,11 @@ static json_object *ask_client(struct tool_call *tc, const struct ask *ask, json
         free(text);
         return resp;
     }
-    c = call_new_locked(tc->s, tc->id, 1);
-    queue_push_locked(tc->s, client_request(c->srv_id, ask->method, params));
-    r = call_wait_locked(tc->s, c, tc->rq->fd, now_ms() + SAMPLE_TIMEOUT_MS);
-    if (r == WAIT_READY) {
-        answer = c->answer;
-        c->answer = NULL;
-    }
-    call_free_locked(tc->s, c);
+    d = defer_locked(tc, 1, now_ms() + SAMPLE_TIMEOUT_MS);
+    d->ask = ask;
+    queue_push_locked(tc->s, client_request(d->c->srv_id, ask->method, params));
     pthread_mutex_unlock(&g_lock);
-    resp = ask_result(tc->id, ask, r, answer);
-    free(answer);
-    return resp;
+    return NULL;
 }
 
 /* What the client's sampling result says. */
@@ -1812,7 +2106,7 @@ static int dialog_ask_round(struct stream *st)
             for (int i = 0; o != c && i < o->nkeys; i++)
                 if (!o->key_answers[i] && !strcmp(o->keys[i], a->key)) {
                     o->superseded = 1;
-                    pthread_cond_broadcast(&o->cond);
+                    wake_locked(o->w);
                 }
         c->keys[n++] = xstrdup(a->key);
         c->nkeys = n;
@@ -1830,27 +2124,25 @@ static int dialog_ask_round(struct stream *st)
     return n;
 }
 
-/* Blocks (g_lock held) until every key of the round is answered, or the
-   call ends otherwise (see call_wait_locked). */
-static enum wait_result dialog_wait_locked(struct stream *st)
+/* Whether every key of the round is answered, or the call ended otherwise
+   (see call_check_locked); g_lock held. */
+static enum wait_result dialog_check_locked(struct stream *st)
 {
     struct call *c = st->call;
-    for (;;) {
-        int missing = 0;
-        if (g_stopping)
-            return WAIT_ABORT;
-        if (c->cancelled || st->s->terminated || client_gone(st->fd))
-            return WAIT_CANCELLED;
-        if (c->superseded)
-            return WAIT_SUPERSEDED;
-        for (int i = 0; i < c->nkeys; i++)
-            missing += !c->key_answers[i];
-        if (!missing)
-            return WAIT_READY;
-        if (now_ms() >= st->due)
-            return WAIT_DUE;
-        timed_wait_locked(&c->cond, st->due);
-    }
+    int missing = 0;
+    if (g_stopping)
+        return WAIT_ABORT;
+    if (c->cancelled || st->s->terminated || client_gone(st->fd))
+        return WAIT_CANCELLED;
+    if (c->superseded)
+        return WAIT_SUPERSEDED;
+    for (int i = 0; i < c->nkeys; i++)
+        missing += !c->key_answers[i];
+    if (!missing)
+        return WAIT_READY;
+    if (now_ms() >= st->due)
+        return WAIT_DUE;
+    return WAIT_PENDING;
 }
 
 /* NULL if result is a valid answer to ask, else what is wrong with it. */
@@ -1938,7 +2230,13 @@ static int produce_dialog(struct stream *st)
         return 0;
     }
     pthread_mutex_lock(&g_lock);
-    r = dialog_wait_locked(st);
+    r = dialog_check_locked(st);
+    if (r == WAIT_PENDING && park_locked(&st->w, st->due) == 0) {
+        pthread_mutex_unlock(&g_lock);
+        return 1;
+    }
+    if (r == WAIT_PENDING)
+        r = WAIT_ABORT;
     if (r == WAIT_READY) {
         n = st->call->nkeys;
         for (int i = 0; i < n; i++) {
@@ -3087,9 +3385,7 @@ static enum MHD_Result post_initialize(struct request *rq, json_object *msg, jso
         }
         s = session_new();
         memcpy(s->id, sid, sizeof sid);
-        s->next = g_sessions;
-        g_sessions = s;
-        g_nsessions++;
+        session_list_locked(s);
         s->refs++; /* ours, besides the table's */
         pthread_mutex_unlock(&g_lock);
         memcpy(rq->issued, sid, sizeof sid);
@@ -3124,9 +3420,11 @@ static enum MHD_Result post_single(struct request *rq, json_object *msg)
         return reply_empty(rq, MHD_HTTP_ACCEPTED);
     }
     resp = handle_method(rq, s, msg, method, id, 0, &stream);
-    session_release(s); /* a stream holds its own reference */
+    session_release(s); /* a stream or a deferred call holds its own reference */
     if (stream)
         return reply_stream(rq, stream);
+    if (rq->dfr)
+        return deferred_poll(rq);
     return reply_message(rq, resp);
 }
 
@@ -3259,6 +3557,40 @@ static enum MHD_Result handle_delete(struct request *rq)
     return reply_empty(rq, MHD_HTTP_OK);
 }
 
+/* POST /broadcast[?method=M]: the notification M (default
+   notifications/tools/list_changed, no params) on every open standalone GET
+   stream of every session at once; sessions without one get nothing.
+   Answers {"method": M, "streams": N}. */
+static enum MHD_Result handle_broadcast(struct request *rq)
+{
+    const char *method =
+        MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, "method");
+    json_object *msg, *answer;
+    const char *text;
+    int n = 0;
+
+    if (strcmp(rq->method, MHD_HTTP_METHOD_POST))
+        return reply_not_allowed(rq, "POST");
+    if (!method || !*method)
+        method = "notifications/tools/list_changed";
+    snprintf(rq->rpc, sizeof rq->rpc, "broadcast:%s", method);
+    msg = rpc_notification(method, json_object_new_object());
+    text = json_text(msg);
+    pthread_mutex_lock(&g_lock);
+    for (struct session *s = cfg.stateless ? g_anon : g_sessions; s;
+         s = cfg.stateless ? NULL : s->next)
+        if (s->stream_open && !s->terminated) {
+            queue_push_locked(s, xstrdup(text));
+            n++;
+        }
+    pthread_mutex_unlock(&g_lock);
+    answer = json_object_new_object();
+    json_object_object_add(answer, "method", json_object_new_string(method));
+    json_object_object_add(answer, "streams", json_object_new_int(n));
+    json_object_put(msg);
+    return reply_json(rq, MHD_HTTP_OK, answer);
+}
+
 /* MHD's access handler: called once with the headers, once per body chunk,
    and once more when the body is complete. */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -3278,6 +3610,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         rq->method = method;
         rq->url = url;
         rq->fd = ci ? ci->connect_fd : -1;
+        rq->w.conn = conn;
+        rq->w.fd = rq->fd;
         *con_cls = rq;
         v = header(rq, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (v && strtoull(v, NULL, 10) > MAX_BODY) { /* refuse before reading it */
@@ -3298,7 +3632,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (rq->replied)
         return MHD_YES;
+    if (rq->dfr)
+        return deferred_poll(rq);
 
+    if (!strcmp(url, BROADCAST_PATH))
+        return handle_broadcast(rq);
     if (strcmp(url, ENDPOINT))
         return reply_error(rq, MHD_HTTP_NOT_FOUND, -32000, "Not Found: the endpoint is " ENDPOINT);
     v = header(rq, "MCP-Protocol-Version");
@@ -3323,6 +3661,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)toe;
     if (!rq)
         return;
+    deferred_free(rq);
     buf_free(&rq->body);
     free(rq);
     *con_cls = NULL;
@@ -3353,7 +3692,7 @@ static int listen_tcp(const char *host, const char *port, char *shown, size_t sh
         if (fd < 0)
             continue;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 128) == 0)
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0)
             break;
         err = errno;
         close(fd);
@@ -3390,7 +3729,7 @@ static int listen_unix(const char *path)
         unlink(path); /* left over from an earlier run */
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) || chmod(path, 0666) ||
-        listen(fd, 128)) {
+        listen(fd, SOMAXCONN)) {
         fprintf(stderr, "mcp-test-backend: cannot listen on %s: %s\n", path, strerror(errno));
         if (fd >= 0)
             close(fd);
@@ -3425,6 +3764,7 @@ static void usage(FILE *f)
     fputs("usage: mcp-test-backend [--listen HOST:PORT] [--port N] [--unix PATH]\n"
           "                        [--pidfile FILE] [--portfile FILE]\n"
           "                        [--mode auto|json|sse] [--stateless] [--quiet]\n"
+          "                        [--threads N]\n"
           "Serves MCP Streamable HTTP on /mcp (default 127.0.0.1, ephemeral port).\n",
           f);
 }
@@ -3443,13 +3783,16 @@ int main(int argc, char **argv)
         {"unix", required_argument, NULL, 'u'},    {"pidfile", required_argument, NULL, 'P'},
         {"portfile", required_argument, NULL, 'F'}, {"mode", required_argument, NULL, 'm'},
         {"stateless", no_argument, NULL, 's'},     {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+        {"threads", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
     const char *host = "127.0.0.1", *port = "0", *port_opt = NULL, *unix_path = NULL;
     const char *pidfile = NULL, *portfile = NULL;
     char *listen_spec = NULL, shown[NI_MAXHOST + NI_MAXSERV + 4], num[32];
     struct MHD_Daemon *d;
+    struct rlimit nofile;
+    pthread_t timer;
     sigset_t sigs;
-    int c, fd, sig, rc = 0;
+    int c, fd, sig, rc = 0, timer_up = 0;
 
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -3477,6 +3820,13 @@ int main(int argc, char **argv)
         case 'F': portfile = optarg; break;
         case 's': cfg.stateless = 1; break;
         case 'q': cfg.quiet = 1; break;
+        case 't':
+            g_threads = atoi(optarg);
+            if (g_threads < 1 || g_threads > 14) {
+                fprintf(stderr, "mcp-test-backend: --threads wants 1..14\n");
+                return 2;
+            }
+            break;
         case 'm':
             if (!strcmp(optarg, "auto"))
                 cfg.mode = MODE_AUTO;
@@ -3504,6 +3854,16 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    /* Every connection is a descriptor: as many as the hard limit allows. */
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &nofile))
+            perror("mcp-test-backend: setrlimit(RLIMIT_NOFILE)");
+        getrlimit(RLIMIT_NOFILE, &nofile);
+    }
+    if (nofile.rlim_cur == RLIM_INFINITY || nofile.rlim_cur > 1u << 20)
+        nofile.rlim_cur = 1u << 20;
+
     /* Signals are taken synchronously by main (sigwait); the daemon's
        threads inherit the blocked mask. */
     sigemptyset(&sigs);
@@ -3524,9 +3884,23 @@ int main(int argc, char **argv)
     }
     if (cfg.stateless)
         g_anon = session_new();
-    d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+    if (timer_start(&timer, (size_t)nofile.rlim_cur)) {
+        close(fd);
+        rc = 1;
+        goto out;
+    }
+    timer_up = 1;
+    /* epoll, a fixed pool of g_threads threads, suspend/resume for parking;
+       no connection timeout (streams are idle for long), and as many
+       connections as descriptors (a few are kept for epoll, eventfds and
+       the like). */
+    d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
                              MHD_USE_ERROR_LOG,
                          0, NULL, NULL, on_request, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)g_threads,
+                         MHD_OPTION_CONNECTION_LIMIT,
+                         (unsigned)(nofile.rlim_cur > 256 ? nofile.rlim_cur - 64 : 192),
+                         MHD_OPTION_CONNECTION_TIMEOUT, 0u,
                          MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "mcp-test-backend: cannot start the HTTP daemon\n");
@@ -3556,17 +3930,25 @@ int main(int argc, char **argv)
             fprintf(stderr, "mcp-test-backend: signal %d, shutting down\n", sig);
     }
 
-    /* Wake every blocked stream first: MHD_stop_daemon joins their threads. */
+    /* Resume every parked connection first (MHD must not be stopped with
+       suspended ones); each sees g_stopping and ends.  Every parked waiter
+       has a deadline, so the heap holds them all. */
     pthread_mutex_lock(&g_lock);
     g_stopping = 1;
-    for (struct session *s = g_sessions; s; s = s->next)
-        session_wake_locked(s);
-    if (g_anon)
-        session_wake_locked(g_anon);
+    while (g_heap_n)
+        wake_locked(g_heap[0]);
     pthread_mutex_unlock(&g_lock);
+    usleep(100 * 1000); /* let the pool see the resumed connections */
     MHD_stop_daemon(d); /* also closes the listening socket */
 
 out:
+    if (timer_up) {
+        pthread_mutex_lock(&g_lock);
+        g_timer_stop = 1;
+        timer_kick();
+        pthread_mutex_unlock(&g_lock);
+        pthread_join(timer, NULL);
+    }
     pthread_mutex_lock(&g_lock);
     while (g_sessions)
         session_terminate_locked(g_sessions);
