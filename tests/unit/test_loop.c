@@ -1,0 +1,522 @@
+/* Unit tests for mcp_loop: held sources record and do not run, one run at a time per source
+ * however many threads wake it, timers, a descriptor's hang-up and writability, release from a
+ * run, stopping, and backend transfers on the multi handle (headers, every byte through a
+ * buffer far smaller than the body — pause and resume — the end, a cut). Runs happen on the
+ * loop's workers: they record what they saw under a mutex, the test asserts afterwards. */
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <apr_atomic.h>
+#include <apr_general.h>
+#include <apr_pools.h>
+#include <apr_strings.h>
+#include <apr_thread_mutex.h>
+#include <apr_thread_proc.h>
+#include <apr_time.h>
+
+#include "mcp_backend.h"
+#include "mcp_loop.h"
+
+#include "unit_main.h"
+
+
+#define MS(n) ((apr_interval_time_t)(n) * 1000)
+
+typedef struct probe_t {
+    apr_thread_mutex_t *mutex;
+    mcp_loop_src_t     *src;
+    unsigned            seen;         /* every event bit seen                                */
+    int                 runs;
+    apr_uint32_t        inside;       /* runs under way now (must never exceed 1)           */
+    int                 overlapped;
+    int                 release_on;   /* events that make the run release the source         */
+    int                 released;
+    apr_interval_time_t sleep;        /* each run sleeps this long                          */
+    /* transfers */
+    apr_pool_t         *pool;
+    int                 headers;
+    long                status;
+    char                content_type[64];
+    apr_size_t          bytes;
+    int                 done;
+    mcp_backend_status_t end;
+    char                body[200000];
+} probe_t;
+
+static apr_pool_t *pool;
+static mcp_loop_t *loop;
+
+static void setup(void)
+{
+    const char *err = NULL;
+
+    apr_pool_create(&pool, NULL);
+    loop = mcp_loop_create(pool, 4, &err);
+    ck_assert_msg(loop != NULL, "%s", err ? err : "?");
+}
+
+static void teardown(void)
+{
+    apr_pool_destroy(pool);   /* stops the loop */
+    loop = NULL;
+}
+
+static void run(mcp_loop_src_t *src, unsigned events, void *baton)
+{
+    probe_t *p = baton;
+    mcp_loop_news_t news;
+
+    if (apr_atomic_inc32(&p->inside) != 0) {
+        p->overlapped = 1;
+    }
+    if (p->sleep) {
+        apr_sleep(p->sleep);
+    }
+    apr_thread_mutex_lock(p->mutex);
+    p->seen |= events;
+    p->runs++;
+    while ((events & MCP_LOOP_XFER) && mcp_loop_src_take(src, p->pool, p->pool, &news)) {
+        if (news.headers) {
+            p->headers = 1;
+            p->status = news.response.status;
+            apr_cpystrn(p->content_type, news.response.content_type ? news.response.content_type
+                                                                     : "", sizeof(p->content_type));
+        }
+        if (news.len && p->bytes + news.len <= sizeof(p->body)) {
+            memcpy(p->body + p->bytes, news.data, news.len);
+        }
+        p->bytes += news.len;
+        if (news.done) {
+            p->done = 1;
+            p->end = news.status;
+            break;
+        }
+    }
+    if (events & (unsigned)p->release_on) {
+        p->released = 1;
+        mcp_loop_src_release(src);
+    }
+    apr_thread_mutex_unlock(p->mutex);
+    apr_atomic_dec32(&p->inside);
+}
+
+static probe_t *probe_new(void)
+{
+    probe_t *p = apr_pcalloc(pool, sizeof(*p));
+
+    apr_thread_mutex_create(&p->mutex, APR_THREAD_MUTEX_DEFAULT, pool);
+    apr_pool_create(&p->pool, pool);
+    p->release_on = MCP_LOOP_STOPPING;   /* as every owner must */
+    p->src = mcp_loop_src_add(loop, run, p);
+    ck_assert_ptr_nonnull(p->src);
+    return p;
+}
+
+/* Waits (up to timeout) until pred holds, looked at under the probe's mutex. */
+static int await(probe_t *p, int (*pred)(probe_t *), apr_interval_time_t timeout)
+{
+    apr_time_t deadline = apr_time_now() + timeout;
+    int ok;
+
+    for (;;) {
+        apr_thread_mutex_lock(p->mutex);
+        ok = pred(p);
+        apr_thread_mutex_unlock(p->mutex);
+        if (ok || apr_time_now() > deadline) {
+            return ok;
+        }
+        apr_sleep(MS(2));
+    }
+}
+
+static int saw_woken(probe_t *p) { return (p->seen & MCP_LOOP_WOKEN) != 0; }
+static int saw_timer(probe_t *p) { return (p->seen & MCP_LOOP_TIMER) != 0; }
+static int saw_hangup(probe_t *p) { return (p->seen & MCP_LOOP_HANGUP) != 0; }
+static int saw_writable(probe_t *p) { return (p->seen & MCP_LOOP_WRITABLE) != 0; }
+static int saw_stopping(probe_t *p) { return (p->seen & MCP_LOOP_STOPPING) != 0; }
+static int is_done(probe_t *p) { return p->done; }
+
+static int sources(void)
+{
+    int n = -1;
+    mcp_loop_stats(loop, &n, NULL);
+    return n;
+}
+
+/* ---- sources ------------------------------------------------------------------------------ */
+
+START_TEST(test_held_records_and_does_not_run)
+{
+    probe_t *p = probe_new();
+
+    mcp_loop_wake(p->src);
+    mcp_loop_wake(p->src);
+    apr_sleep(MS(100));
+    ck_assert_int_eq(p->runs, 0);
+    /* The owner of a held source takes its events itself. */
+    ck_assert_uint_eq(mcp_loop_src_wait(p->src, MS(10)), MCP_LOOP_WOKEN);
+    ck_assert_uint_eq(mcp_loop_src_wait(p->src, MS(10)), 0);
+    mcp_loop_wake(p->src);
+    mcp_loop_src_go(p->src, 0);
+    ck_assert(await(p, saw_woken, MS(2000)));
+    ck_assert_int_eq(p->runs, 1);
+    ck_assert_int_eq(sources(), 1);
+}
+END_TEST
+
+START_TEST(test_go_later_waits_for_the_loops_look)
+{
+    probe_t *p = probe_new();
+
+    mcp_loop_wake(p->src);
+    mcp_loop_src_go(p->src, apr_time_now() + MS(150));
+    apr_sleep(MS(60));
+    ck_assert_int_eq(p->runs, 0);
+    ck_assert(await(p, saw_woken, MS(2000)));
+}
+END_TEST
+
+typedef struct waker_t {
+    mcp_loop_src_t *src;
+    int             n;
+} waker_t;
+
+static void *APR_THREAD_FUNC waker(apr_thread_t *t, void *data)
+{
+    waker_t *w = data;
+    int i;
+
+    for (i = 0; i < w->n; i++) {
+        mcp_loop_wake(w->src);
+        if (i % 64 == 0) {
+            apr_sleep(100);
+        }
+    }
+    apr_thread_exit(t, APR_SUCCESS);
+    return NULL;
+}
+
+START_TEST(test_one_run_at_a_time)
+{
+    probe_t *p = probe_new();
+    apr_thread_t *threads[4];
+    waker_t w;
+    apr_status_t rv;
+    int i, runs;
+
+    p->sleep = 300;   /* 0.3 ms per run: wakes pile up while it runs */
+    mcp_loop_src_go(p->src, 0);
+    w.src = p->src;
+    w.n = 2000;
+    for (i = 0; i < 4; i++) {
+        apr_thread_create(&threads[i], NULL, waker, &w, pool);
+    }
+    for (i = 0; i < 4; i++) {
+        apr_thread_join(&rv, threads[i]);
+    }
+    /* A wake after the last run began is not lost: a run follows it. */
+    apr_sleep(MS(100));
+    apr_thread_mutex_lock(p->mutex);
+    runs = p->runs;
+    p->seen = 0;
+    apr_thread_mutex_unlock(p->mutex);
+    mcp_loop_wake(p->src);
+    ck_assert(await(p, saw_woken, MS(2000)));
+    ck_assert_int_eq(p->overlapped, 0);
+    ck_assert_int_ge(runs, 1);
+    ck_assert_int_lt(runs, 8000);   /* wakes coalesce while a run is queued */
+}
+END_TEST
+
+START_TEST(test_timer)
+{
+    probe_t *p = probe_new();
+    apr_time_t at = apr_time_now() + MS(120);
+
+    mcp_loop_src_timer(p->src, at);
+    mcp_loop_src_go(p->src, 0);
+    apr_sleep(MS(60));
+    ck_assert_int_eq(p->runs, 0);
+    ck_assert(await(p, saw_timer, MS(2000)));
+    ck_assert(apr_time_now() >= at);
+    /* Once: it does not come again unless set again. */
+    apr_sleep(MS(150));
+    ck_assert_int_eq(p->runs, 1);
+}
+END_TEST
+
+START_TEST(test_hangup)
+{
+    probe_t *p = probe_new();
+    int sv[2];
+
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    mcp_loop_src_fd(p->src, sv[0], 0);
+    mcp_loop_src_go(p->src, 0);
+    apr_sleep(MS(60));
+    ck_assert_int_eq(p->runs, 0);   /* an idle peer is not a hang-up */
+    close(sv[1]);
+    ck_assert(await(p, saw_hangup, MS(2000)));
+    mcp_loop_src_fd(p->src, -1, 0);
+    close(sv[0]);
+}
+END_TEST
+
+START_TEST(test_writable_only_when_asked_and_possible)
+{
+    probe_t *p = probe_new();
+    char buf[65536];
+    int sv[2], full = 0;
+
+    memset(buf, 'x', sizeof(buf));
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    fcntl(sv[0], F_SETFL, O_NONBLOCK);
+    while (!full) {
+        full = write(sv[0], buf, sizeof(buf)) < 0 && errno == EAGAIN;
+    }
+    mcp_loop_src_fd(p->src, sv[0], 1);
+    mcp_loop_src_go(p->src, 0);
+    apr_sleep(MS(80));
+    ck_assert_int_eq(p->runs, 0);   /* full: not writable */
+    while (read(sv[1], buf, sizeof(buf)) == (ssize_t)sizeof(buf)) {
+    }
+    ck_assert(await(p, saw_writable, MS(2000)));
+    mcp_loop_src_fd(p->src, -1, 0);
+    close(sv[0]);
+    close(sv[1]);
+}
+END_TEST
+
+START_TEST(test_release_from_a_run)
+{
+    probe_t *p = probe_new();
+
+    p->release_on |= MCP_LOOP_WOKEN;
+    mcp_loop_src_go(p->src, 0);
+    ck_assert_int_eq(sources(), 1);
+    mcp_loop_wake(p->src);
+    ck_assert(await(p, saw_woken, MS(2000)));
+    apr_sleep(MS(100));
+    ck_assert_int_eq(sources(), 0);
+    ck_assert_int_eq(p->released, 1);
+}
+END_TEST
+
+START_TEST(test_release_while_held)
+{
+    probe_t *p = probe_new();
+
+    mcp_loop_src_release(p->src);
+    apr_sleep(MS(100));
+    ck_assert_int_eq(sources(), 0);
+    ck_assert_int_eq(p->runs, 0);
+}
+END_TEST
+
+START_TEST(test_stop_tells_every_source)
+{
+    probe_t *a = probe_new(), *b = probe_new();
+
+    mcp_loop_src_go(a->src, 0);
+    mcp_loop_src_go(b->src, 0);
+    mcp_loop_stop(loop, apr_time_from_sec(5));
+    ck_assert(saw_stopping(a) && saw_stopping(b));
+    ck_assert(a->released && b->released);
+    ck_assert_ptr_null(mcp_loop_src_add(loop, run, a));
+}
+END_TEST
+
+/* ---- transfers ---------------------------------------------------------------------------- */
+
+/* A one-shot HTTP server on loopback: answers the first connection with head + a body of n
+ * bytes ('a' + i % 26), written in pieces; or, with silent, reads and never answers. */
+typedef struct server_t {
+    int         fd;
+    int         port;
+    apr_size_t  n;
+    int         silent;
+} server_t;
+
+static void *APR_THREAD_FUNC serve(apr_thread_t *t, void *data)
+{
+    server_t *s = data;
+    char req[4096], piece[4096];
+    int c = accept(s->fd, NULL, NULL);
+    apr_size_t sent = 0, i;
+
+    if (c >= 0) {
+        ssize_t got = read(c, req, sizeof(req));
+        (void)got;
+        if (s->silent) {
+            apr_sleep(apr_time_from_sec(1));
+        }
+        else {
+            char *head = apr_psprintf(pool, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream"
+                                      "\r\nContent-Length: %" APR_SIZE_T_FMT "\r\n\r\n", s->n);
+            ssize_t w = write(c, head, strlen(head));
+            (void)w;
+            while (sent < s->n) {
+                apr_size_t k = s->n - sent < sizeof(piece) ? s->n - sent : sizeof(piece);
+                for (i = 0; i < k; i++) {
+                    piece[i] = (char)('a' + (sent + i) % 26);
+                }
+                w = write(c, piece, k);
+                if (w <= 0) {
+                    break;
+                }
+                sent += (apr_size_t)w;
+            }
+        }
+        close(c);
+    }
+    apr_thread_exit(t, APR_SUCCESS);
+    return NULL;
+}
+
+static apr_thread_t *server_start(server_t *s)
+{
+    struct sockaddr_in a;
+    socklen_t len = sizeof(a);
+    apr_thread_t *t;
+
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    s->fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_eq(bind(s->fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(listen(s->fd, 4), 0);
+    getsockname(s->fd, (struct sockaddr *)&a, &len);
+    s->port = ntohs(a.sin_port);
+    apr_thread_create(&t, NULL, serve, s, pool);
+    return t;
+}
+
+static void start_get(probe_t *p, server_t *s, apr_size_t max_buffered)
+{
+    static mcp_backend_target_t target;
+    mcp_backend_pool_t *bp = mcp_backend_pool_create(pool, 2);
+    mcp_backend_call_t call;
+    const char *err = NULL;
+
+    target.url = apr_psprintf(pool, "http://127.0.0.1:%d/mcp", s->port);
+    target.unix_socket = NULL;
+    memset(&call, 0, sizeof(call));
+    call.target = &target;
+    call.method = "GET";
+    call.connect_timeout_ms = 2000;
+    ck_assert_int_eq(mcp_loop_src_start(p->src, bp, &call, max_buffered, &err), 0);
+}
+
+START_TEST(test_transfer_through_a_small_buffer)
+{
+    probe_t *p = probe_new();
+    server_t s = { 0, 0, 150000, 0 };
+    apr_thread_t *t = server_start(&s);
+    apr_status_t rv;
+    apr_size_t i;
+
+    start_get(p, &s, 1000);   /* far below the body: curl pauses and resumes many times */
+    mcp_loop_src_go(p->src, 0);
+    ck_assert(await(p, is_done, apr_time_from_sec(10)));
+    apr_thread_join(&rv, t);
+    close(s.fd);
+    ck_assert(p->headers);
+    ck_assert_int_eq(p->status, 200);
+    ck_assert_str_eq(p->content_type, "text/event-stream");
+    ck_assert_int_eq(p->end, MCP_BACKEND_OK);
+    ck_assert_uint_eq(p->bytes, s.n);
+    for (i = 0; i < s.n; i++) {
+        if (p->body[i] != (char)('a' + i % 26)) {
+            ck_abort_msg("byte %zu differs", (size_t)i);
+        }
+    }
+    ck_assert_int_eq(p->overlapped, 0);
+}
+END_TEST
+
+START_TEST(test_transfer_cut)
+{
+    probe_t *p = probe_new();
+    server_t s = { 0, 0, 0, 1 };
+    apr_thread_t *t = server_start(&s);
+    apr_status_t rv;
+
+    start_get(p, &s, 4096);
+    mcp_loop_src_go(p->src, 0);
+    apr_sleep(MS(200));
+    ck_assert_int_eq(p->done, 0);
+    /* The owner cuts it (as its run would); the end comes as news. */
+    apr_thread_mutex_lock(p->mutex);
+    mcp_loop_src_cut(p->src);
+    apr_thread_mutex_unlock(p->mutex);
+    ck_assert(await(p, is_done, apr_time_from_sec(5)));
+    ck_assert_int_eq(p->end, MCP_BACKEND_ABORTED);
+    apr_thread_join(&rv, t);
+    close(s.fd);
+}
+END_TEST
+
+START_TEST(test_release_cuts_a_running_transfer)
+{
+    probe_t *p = probe_new();
+    server_t s = { 0, 0, 0, 1 };
+    apr_thread_t *t = server_start(&s);
+    apr_status_t rv;
+    int transfers = -1;
+
+    start_get(p, &s, 4096);
+    mcp_loop_src_go(p->src, 0);
+    apr_sleep(MS(200));
+    mcp_loop_stats(loop, NULL, &transfers);
+    ck_assert_int_eq(transfers, 1);
+    p->release_on |= MCP_LOOP_WOKEN;
+    mcp_loop_wake(p->src);
+    ck_assert(await(p, saw_woken, MS(2000)));
+    apr_sleep(MS(200));
+    mcp_loop_stats(loop, NULL, &transfers);
+    ck_assert_int_eq(transfers, 0);
+    ck_assert_int_eq(sources(), 0);
+    apr_thread_join(&rv, t);
+    close(s.fd);
+}
+END_TEST
+
+static Suite *loop_suite(void)
+{
+    Suite *s = suite_create("loop");
+    TCase *tc = tcase_create("sources");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_held_records_and_does_not_run);
+    tcase_add_test(tc, test_go_later_waits_for_the_loops_look);
+    tcase_add_test(tc, test_one_run_at_a_time);
+    tcase_add_test(tc, test_timer);
+    tcase_add_test(tc, test_hangup);
+    tcase_add_test(tc, test_writable_only_when_asked_and_possible);
+    tcase_add_test(tc, test_release_from_a_run);
+    tcase_add_test(tc, test_release_while_held);
+    tcase_add_test(tc, test_stop_tells_every_source);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("transfers");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_transfer_through_a_small_buffer);
+    tcase_add_test(tc, test_transfer_cut);
+    tcase_add_test(tc, test_release_cuts_a_running_transfer);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    mcp_backend_global_init();
+    return mcp_unit_run(loop_suite());
+}
