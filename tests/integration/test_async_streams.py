@@ -271,3 +271,46 @@ def test_graceful_restart_ends_parked_streams_with_a_retry_hint(env):
             assert s.status == 200
     run(scenario())
     wait_for(lambda: parked(env) == 0, timeout=30, what="parked streams back to 0")
+
+
+def test_slow_clients_block_nobody(env):
+    """More clients that never read than the loop has workers (4), each sent 6 MB: their
+    events wait in the table (the loop waits for writability, it never blocks on them), and a
+    notification to another stream still arrives at once."""
+    import socket
+    host, port = base(env).split("//")[1].split(":")
+    slow = []
+
+    async def scenario():
+        async with Crowd(base(env) + "/mcp-many") as crowd:
+            sids = [await crowd.session() for _ in range(6)]
+            for sid in sids:
+                s = socket.socket()
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.connect((host, int(port)))
+                s.sendall((f"GET /mcp-many HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                           f"Accept: text/event-stream\r\nMcp-Session-Id: {sid}\r\n"
+                           f"MCP-Protocol-Version: 2025-11-25\r\n\r\n").encode())
+                assert s.recv(12) == b"HTTP/1.1 200"
+                slow.append(s)       # and never read again
+            [fast] = await crowd.connect(1)
+            wait_for(lambda: parked(env) >= 7, timeout=10, what="the streams parked")
+            big = "x" * 60000
+            # More than a socket's send buffer can take (tcp_wmem's maximum is 4 MB).
+            for _ in range(100):
+                await asyncio.gather(*[crowd.call(sid, "notify", {"text": big})
+                                       for sid in sids])
+            # 6 x 6 MB wait for their readers; the fast one is served at once.
+            t0 = asyncio.get_running_loop().time()
+            code, _, body = await crowd.call(fast.sid, "notify", {"text": "not stuck"})
+            assert code == 200 and b"sent" in body
+            await fast.wait_for(lambda s: any("not stuck" in e[1] for e in s.events),
+                                timeout=10)
+            assert asyncio.get_running_loop().time() - t0 < 5
+            assert parked(env) >= 7
+    try:
+        run(scenario())
+    finally:
+        for s in slow:
+            s.close()
+    wait_for(lambda: parked(env) == 0, timeout=30, what="parked streams back to 0")
