@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """bench/idle_streams.py — idle standalone SSE streams through the gateway (issue 20).
 
-    bench/idle_streams.py [--streams N] [--workers N] [--children N (4)] [--tls]
+    bench/idle_streams.py [--streams N] [--workers N] [--children N (4)] [--tls] [--async on|off]
                           [--open-timeout S] [--call-timeout S] [--samples K]
                           [--slow-calls N] [--keep DIR]
     bench/idle_streams.py --url URL [--pid PID] [--streams N] ...   (no stack: any MCP endpoint,
@@ -508,6 +508,8 @@ def main():
                     help="tests/stack up --children (default 4, all started up front, so that the "
                          "threads and RSS per stream are not those of children started meanwhile)")
     ap.add_argument("--tls", action="store_true")
+    ap.add_argument("--async", dest="async_streams", choices=("on", "off"), default="on",
+                    help="MCPAsyncStreams (off: every stream holds its thread, the baseline)")
     ap.add_argument("--open-timeout", type=float, default=60.0,
                     help="seconds for all streams to get their headers")
     ap.add_argument("--call-timeout", type=float, default=10.0)
@@ -534,8 +536,12 @@ def main():
     else:
         d = a.keep or tempfile.mkdtemp(prefix="idle-streams.", dir="/tmp")
         conf = os.path.join(d + ".conf")
+        # The event MPM stops accepting past ThreadsPerChild + idle workers x this factor
+        # connections per process, parked ones included.
+        factor = max(2, -(-a.streams // max(1, a.workers)) + 2)
         with open(conf, "w") as f:
-            f.write(CONF)
+            f.write(CONF + f"AsyncRequestWorkerFactor {factor}\n"
+                    + ("MCPAsyncStreams Off\n" if a.async_streams == "off" else ""))
         cmd = [os.path.join(REPO, "tests", "stack"), "up", "--dir", d, "--module", a.module,
                "--conf", conf, "--workers", str(a.workers)]
         if a.children:
@@ -553,7 +559,8 @@ def main():
         backend_url = env["MCP_BACKEND_URL"]
         cfg = {"url": url, "workers": env.get("MCP_HTTPD_WORKERS"),
                "children": env.get("MCP_HTTPD_CHILDREN"),
-               "threads_per_child": env.get("MCP_HTTPD_THREADS_PER_CHILD"), "tls": bool(a.tls)}
+               "threads_per_child": env.get("MCP_HTTPD_THREADS_PER_CHILD"), "tls": bool(a.tls),
+               "async_streams": a.async_streams}
     try:
         res = asyncio.run(measure(a, url, pids, backend_url))
     finally:

@@ -205,13 +205,16 @@ static void bury(mcp_loop_src_t *src)
 
 static void xfer_free(mcp_loop_t *loop, xfer_t *x)
 {
+    const char *err;
+
     if (x->in_multi) {
-        const char *err;
         curl_multi_remove_handle(loop->multi, x->curl);
         x->in_multi = 0;
-        mcp_backend_async_finish(x->a, CURLE_ABORTED_BY_CALLBACK, &err);
         loop->ntransfers--;
     }
+    curl_easy_setopt(x->curl, CURLOPT_PRIVATE, NULL);
+    /* Gives the handle back (a no-op when the transfer was finished already). */
+    mcp_backend_async_finish(x->a, CURLE_ABORTED_BY_CALLBACK, &err);
     free(x->buf);
     apr_pool_destroy(x->pool);
 }
@@ -285,6 +288,7 @@ static void xfer_done(mcp_loop_t *loop, xfer_t *x, CURLcode rc, int cut)
     curl_multi_remove_handle(loop->multi, x->curl);
     x->in_multi = 0;
     loop->ntransfers--;
+    curl_easy_setopt(x->curl, CURLOPT_PRIVATE, NULL);   /* the handle goes back to the cache */
     status = mcp_backend_async_finish(x->a, (int)rc, &err);
     apr_thread_mutex_lock(loop->mutex);
     x->done = 1;
