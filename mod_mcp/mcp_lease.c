@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <apr_hash.h>
 #include <apr_strings.h>
 #include <apr_thread_mutex.h>
 
@@ -111,32 +112,39 @@ void mcp_leases_due(mcp_leases_t *ls, apr_pool_t *p, apr_time_t now, mcp_lease_b
     apr_thread_mutex_unlock(ls->lock);
 }
 
-static int contains(const apr_array_header_t *ids, apr_int64_t id)
+/* The ids as a set (keys: the int64s themselves), in p: renewal rounds of thousands of streams
+ * must cost linear time, not a scan per stream. */
+static apr_hash_t *id_set(apr_pool_t *p, const apr_array_header_t *ids)
 {
+    apr_hash_t *set = apr_hash_make(p);
     int i;
 
     for (i = 0; i < ids->nelts; i++) {
-        if (APR_ARRAY_IDX(ids, i, apr_int64_t) == id) {
-            return 1;
-        }
+        apr_hash_set(set, &APR_ARRAY_IDX(ids, i, apr_int64_t), sizeof(apr_int64_t), "");
     }
-    return 0;
+    return set;
 }
 
 void mcp_leases_renewed(mcp_leases_t *ls, const mcp_lease_batch_t *due,
-                        const apr_array_header_t *alive, apr_time_t now)
+                        const apr_array_header_t *alive, apr_time_t now,
+                        apr_array_header_t *lost)
 {
+    apr_hash_t *due_set = id_set(due->ids->pool, due->ids);
+    apr_hash_t *alive_set = id_set(due->ids->pool, alive);
     mcp_lease_t *l;
 
     apr_thread_mutex_lock(ls->lock);
     for (l = ls->head; l; l = l->next) {
-        if (!contains(due->ids, l->stream_id)) {
+        if (!apr_hash_get(due_set, &l->stream_id, sizeof(apr_int64_t))) {
             continue;
         }
-        if (contains(alive, l->stream_id)) {
+        if (apr_hash_get(alive_set, &l->stream_id, sizeof(apr_int64_t))) {
             l->renewed = now;
         }
         else {
+            if (!l->lost && lost) {
+                APR_ARRAY_PUSH(lost, apr_int64_t) = l->stream_id;
+            }
             l->lost = 1;
         }
     }

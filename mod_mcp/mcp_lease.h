@@ -46,10 +46,12 @@ typedef struct mcp_lease_batch_t {
 void mcp_leases_due(mcp_leases_t *ls, apr_pool_t *p, apr_time_t now, mcp_lease_batch_t *due);
 
 /* The outcome of renewing a batch: the ids in alive (apr_int64_t) were renewed at now; every
- * other id of the batch is no longer open and is marked lost. Entries removed meanwhile are
- * skipped. */
+ * other id of the batch is no longer open and is marked lost (and, when lost is not NULL,
+ * appended to it if it was not lost before). Entries removed meanwhile are skipped. Linear in
+ * the registered streams and the batch (scratch in due->ids's pool). */
 void mcp_leases_renewed(mcp_leases_t *ls, const mcp_lease_batch_t *due,
-                        const apr_array_header_t *alive, apr_time_t now);
+                        const apr_array_header_t *alive, apr_time_t now,
+                        apr_array_header_t *lost);
 
 /* Number of registered streams. */
 int mcp_leases_count(mcp_leases_t *ls);

@@ -15,6 +15,10 @@
 #include "mcp_loop.h"
 
 #define MAX_WORKERS 64
+
+/* libcurl's receive buffer for the loop's transfers (its default, 16 KiB, is what every idle
+ * stream would hold for nothing; a busy one only makes more rounds). */
+#define LOOP_RECEIVE_BUFFER 4096
 #define EVENTS_PER_WAIT 256
 
 /* What an epoll registration points to. */
@@ -42,6 +46,7 @@ struct mcp_loop_src_t {
     int               fd_added;
     apr_time_t        timer_at;
     apr_time_t        go_at;     /* held: let go at the loop's first look after it (0: not yet) */
+    int               told;      /* MCP_LOOP_STOPPING was sent                              */
     xfer_t           *xfer;
     mcp_loop_src_t   *prev, *next;   /* every source                                        */
     mcp_loop_src_t   *qnext;         /* the run queue, or the graveyard                     */
@@ -95,7 +100,7 @@ struct mcp_loop_t {
     cmd_t               *cmds, *cmds_tail;
     tag_t               *dead_tags;
     int                  stopping;   /* sources are told to go                               */
-    int                  told;       /* ... and have been                                    */
+    int                (*stop_check)(void);   /* ... also once this says so                   */
     int                  exiting;    /* threads end                                          */
 };
 
@@ -213,6 +218,7 @@ static void xfer_free(mcp_loop_t *loop, xfer_t *x)
         loop->ntransfers--;
     }
     curl_easy_setopt(x->curl, CURLOPT_PRIVATE, NULL);
+    curl_easy_setopt(x->curl, CURLOPT_BUFFERSIZE, (long)CURL_MAX_WRITE_SIZE);
     /* Gives the handle back (a no-op when the transfer was finished already). */
     mcp_backend_async_finish(x->a, CURLE_ABORTED_BY_CALLBACK, &err);
     free(x->buf);
@@ -288,7 +294,9 @@ static void xfer_done(mcp_loop_t *loop, xfer_t *x, CURLcode rc, int cut)
     curl_multi_remove_handle(loop->multi, x->curl);
     x->in_multi = 0;
     loop->ntransfers--;
-    curl_easy_setopt(x->curl, CURLOPT_PRIVATE, NULL);   /* the handle goes back to the cache */
+    /* The handle goes back to the cache, for blocking exchanges too. */
+    curl_easy_setopt(x->curl, CURLOPT_PRIVATE, NULL);
+    curl_easy_setopt(x->curl, CURLOPT_BUFFERSIZE, (long)CURL_MAX_WRITE_SIZE);
     status = mcp_backend_async_finish(x->a, (int)rc, &err);
     apr_thread_mutex_lock(loop->mutex);
     x->done = 1;
@@ -418,23 +426,23 @@ static void curl_action(mcp_loop_t *loop, curl_socket_t s, int flags)
 static void look_at_sources(mcp_loop_t *loop, apr_time_t now)
 {
     mcp_loop_src_t *src, *next;
+    int stop = loop->stop_check && loop->stop_check();
 
     apr_thread_mutex_lock(loop->mutex);
+    stop = stop || loop->stopping;
     for (src = loop->sources; src; src = next) {
         next = src->next;
         if (src->state == SRC_HELD && src->go_at && now >= src->go_at) {
             let_go(src);
         }
-        if (loop->stopping && !loop->told) {
+        if (stop && !src->told && src->state != SRC_DEAD) {
+            src->told = 1;
             mark(src, MCP_LOOP_STOPPING);
         }
         if (src->timer_at && now >= src->timer_at) {
             src->timer_at = 0;
             mark(src, MCP_LOOP_TIMER);
         }
-    }
-    if (loop->stopping) {
-        loop->told = 1;
     }
     apr_thread_mutex_unlock(loop->mutex);
 }
@@ -849,6 +857,7 @@ int mcp_loop_src_start(mcp_loop_src_t *src, mcp_backend_pool_t *bp,
     }
     x->curl = mcp_backend_async_curl(x->a);
     curl_easy_setopt(x->curl, CURLOPT_PRIVATE, (char *)x);
+    curl_easy_setopt(x->curl, CURLOPT_BUFFERSIZE, (long)LOOP_RECEIVE_BUFFER);
     apr_thread_mutex_lock(loop->mutex);
     src->xfer = x;
     if (loop->stopping) {
@@ -943,6 +952,11 @@ void mcp_loop_src_release(mcp_loop_src_t *src)
         bury(src);
     }
     apr_thread_mutex_unlock(loop->mutex);
+}
+
+void mcp_loop_set_stop_check(mcp_loop_t *loop, int (*stopping)(void))
+{
+    loop->stop_check = stopping;
 }
 
 int mcp_loop_stopping(const mcp_loop_t *loop)

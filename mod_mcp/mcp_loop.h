@@ -121,6 +121,12 @@ void mcp_loop_src_cut(mcp_loop_src_t *src);
  * its transfer is cut, and its memory is freed after the current run returns. */
 void mcp_loop_src_release(mcp_loop_src_t *src);
 
+/* stopping() is asked at every look of the loop thread (every MCP_LOOP_TICK); once it says so,
+ * every source is told MCP_LOOP_STOPPING, once, as by mcp_loop_stop, while the loop goes on
+ * (a graceful restart: the process serves until its streams have ended). Set it before the
+ * first source is added. */
+void mcp_loop_set_stop_check(mcp_loop_t *loop, int (*stopping)(void));
+
 /* Non-zero once mcp_loop_stop began. */
 int mcp_loop_stopping(const mcp_loop_t *loop);
 

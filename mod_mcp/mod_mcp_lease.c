@@ -5,7 +5,9 @@
 #include <httpd.h>
 #include <http_log.h>
 
+#include "mcp_router.h"
 #include "mod_mcp_dbd.h"
+#include "mod_mcp_request.h"
 #include "mod_mcp_lease.h"
 #include "mod_mcp_status.h"
 
@@ -27,8 +29,9 @@ typedef struct keeper_t {
 static void renew_due(keeper_t *k, apr_pool_t *p)
 {
     mcp_lease_batch_t due;
-    apr_array_header_t *alive = NULL;
+    apr_array_header_t *alive = NULL, *lost;
     mcp_store_t *db;
+    int i;
     apr_time_t now = apr_time_now();
 
     mcp_leases_due(k->leases, p, now, &due);
@@ -43,7 +46,13 @@ static void renew_due(keeper_t *k, apr_pool_t *p)
         ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, k->s, "leases not renewed: %s", db->error);
         return;
     }
-    mcp_leases_renewed(k->leases, &due, alive, now);
+    lost = apr_array_make(p, 4, sizeof(apr_int64_t));
+    mcp_leases_renewed(k->leases, &due, alive, now, lost);
+    /* Whoever relays a lost stream stops at once: a wake-up makes it look (a parked stream
+     * has no thread that would look on its own). */
+    for (i = 0; i < lost->nelts; i++) {
+        mcp_router_notify(mcp_child.router, APR_ARRAY_IDX(lost, i, apr_int64_t));
+    }
 }
 
 static void *APR_THREAD_FUNC keeper_main(apr_thread_t *thread, void *data)

@@ -34,9 +34,10 @@ APLOG_USE_MODULE(mcp);
 /* Worker threads per process for parked streams' runs (reading the table, writing, storing). */
 #define PARK_WORKERS 4
 
-/* How often a parked stream looks around when nothing happens (hand-over, leases, the backend
- * half's tick). */
-#define PARK_TICK apr_time_from_sec(1)
+/* How often a parked stream looks around when nothing happens (MCPStreamCloseAfter, a
+ * follower's lease, the backend half's tick). A graceful restart, a lost lease and a stream's
+ * end wake it at once instead; and the table is read only when something was stored. */
+#define PARK_TICK apr_time_from_sec(5)
 
 /* Bytes handed to the filters at once: below the core output filter's flush threshold
  * (FlushMaxThreshold, 64 KiB), above which it would block until the client took them. */
@@ -73,6 +74,7 @@ struct mcp_park_t {
     apr_time_t             next_tick;
     apr_time_t             last_renew;
     int                    fd;
+    int                    runs;
 };
 
 static mcp_loop_t *park_loop;            /* NULL: streams are not parked in this process */
@@ -316,7 +318,7 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
     (void)src;
     apr_pool_clear(pk->scratch);
     if (events & MCP_LOOP_STOPPING) {
-        end_response(pk, "this process stops", 1);
+        end_response(pk, "the server restarts or stops (the client resumes elsewhere)", 1);
         return;
     }
     if (events & MCP_LOOP_HANGUP) {
@@ -348,9 +350,12 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
             mcp_follower_renew(pk->q, pk->scratch, pk->stream_id, pk->follower_id);
         }
     }
-    /* Reads only while the client takes what it was given: a slow client leaves its events in
-     * the table, not in memory. */
-    if (!pk->c->data_in_output_filters) {
+    /* Reads only when something may have been stored (a wake-up; the first run; a read cut short
+     * by a bound; without a LISTEN connection, every tick), and only while the client takes
+     * what it was given: a slow client leaves its events in the table, not in memory. */
+    if (!pk->c->data_in_output_filters
+        && ((events & (MCP_LOOP_WOKEN | MCP_LOOP_WRITABLE)) || pk->more || !pk->runs
+            || (ticked && !(mcp_child.listener && mcp_listener_connected(mcp_child.listener))))) {
         do {
             n = read_more(pk);
             pending = push(pk);
@@ -368,9 +373,10 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
             }
         }
     }
-    else {
+    else if (pk->c->data_in_output_filters) {
         pending = push(pk);
     }
+    pk->runs++;
     if (pk->gone) {
         end_response(pk, "the client went away", 0);
         return;
@@ -426,6 +432,9 @@ void mcp_park_child_init(apr_pool_t *pchild, server_rec *s)
     park_loop = NULL;
     if (!why) {
         park_loop = mcp_loop_create(pchild, PARK_WORKERS, &err);
+        if (park_loop) {
+            mcp_loop_set_stop_check(park_loop, mcp_stream_server_stopping);
+        }
         why = park_loop ? NULL : apr_pstrcat(pchild, "the event loop could not start: ", err,
                                              NULL);
     }

@@ -332,6 +332,37 @@ START_TEST(test_stop_tells_every_source)
 }
 END_TEST
 
+static volatile int restarting;
+static int is_restarting(void)
+{
+    return restarting;
+}
+
+START_TEST(test_stop_check_tells_sources_and_the_loop_goes_on)
+{
+    probe_t *a = probe_new(), *b;
+
+    mcp_loop_set_stop_check(loop, is_restarting);
+    mcp_loop_src_go(a->src, 0);
+    apr_sleep(MS(100));
+    ck_assert_int_eq(a->runs, 0);
+    restarting = 1;
+    ck_assert(await(a, saw_stopping, MS(2000)));
+    ck_assert(a->released);
+    /* The loop still runs: a source added now is told at once, and once only. */
+    b = probe_new();
+    b->release_on = 0;
+    mcp_loop_src_go(b->src, 0);
+    ck_assert(await(b, saw_stopping, MS(2000)));
+    apr_sleep(MS(200));
+    ck_assert_int_eq(b->runs, 1);
+    b->release_on = MCP_LOOP_WOKEN;
+    mcp_loop_wake(b->src);
+    ck_assert(await(b, saw_woken, MS(2000)));
+    restarting = 0;
+}
+END_TEST
+
 /* ---- transfers ---------------------------------------------------------------------------- */
 
 /* A one-shot HTTP server on loopback: answers the first connection with head + a body of n
@@ -503,6 +534,7 @@ static Suite *loop_suite(void)
     tcase_add_test(tc, test_release_from_a_run);
     tcase_add_test(tc, test_release_while_held);
     tcase_add_test(tc, test_stop_tells_every_source);
+    tcase_add_test(tc, test_stop_check_tells_sources_and_the_loop_goes_on);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("transfers");
