@@ -538,7 +538,7 @@ def main():
         conf = os.path.join(d + ".conf")
         # The event MPM stops accepting past ThreadsPerChild + idle workers x this factor
         # connections per process, parked ones included.
-        factor = max(2, -(-a.streams // max(1, a.workers)) + 2)
+        factor = max(2, 2 * -(-a.streams // max(1, a.workers)) + 2)
         with open(conf, "w") as f:
             f.write(CONF + f"AsyncRequestWorkerFactor {factor}\n"
                     + ("MCPAsyncStreams Off\n" if a.async_streams == "off" else ""))
