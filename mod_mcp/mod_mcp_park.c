@@ -75,6 +75,8 @@ struct mcp_park_t {
     apr_time_t             last_renew;
     int                    fd;
     int                    runs;
+    int                    through;     /* the half's stores are written from memory            */
+    int                    behind;      /* ... except when the client lagged: read the table    */
 };
 
 static mcp_loop_t *park_loop;            /* NULL: streams are not parked in this process */
@@ -226,6 +228,22 @@ static int read_more(mcp_park_t *pk)
     return n;
 }
 
+/* The backend half stored n messages from seq first: written from memory when the client has
+ * everything before them and takes what it is given; else read from the table later. */
+static void half_stored(void *baton, apr_int64_t first, const apr_array_header_t *batch, int n)
+{
+    mcp_park_t *pk = baton;
+    int i;
+
+    if (pk->behind || pk->gone || first != pk->cursor + 1 || pk->c->data_in_output_filters) {
+        pk->behind = 1;
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        put_stored(pk, first + i, APR_ARRAY_IDX(batch, i, const char *));
+    }
+}
+
 /* ---- the end of a parked stream ----------------------------------------------------------- */
 
 /* Ends the client's response and gives the connection back as the event MPM would have closed
@@ -350,16 +368,27 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
             mcp_follower_renew(pk->q, pk->scratch, pk->stream_id, pk->follower_id);
         }
     }
-    /* Reads only when something may have been stored (a wake-up; the first run; a read cut short
-     * by a bound; without a LISTEN connection, every tick), and only while the client takes
-     * what it was given: a slow client leaves its events in the table, not in memory. */
+    /* Reads only when something may have been stored that was not written from memory (a
+     * wake-up, unless the half writes through; the first run; a read cut short by a bound;
+     * without a LISTEN connection, every tick), and only while the client takes what it was
+     * given: a slow client leaves its events in the table, not in memory. */
+    if (pk->through && (events & MCP_LOOP_WOKEN) && pk->half && !pk->half_done
+        && pk->half->on_tick(pk->half->baton)) {
+        pk->half_done = 1;   /* ended elsewhere: a DELETE, a lease lost */
+        mcp_loop_src_cut(pk->src);
+    }
     if (!pk->c->data_in_output_filters
-        && ((events & (MCP_LOOP_WOKEN | MCP_LOOP_WRITABLE)) || pk->more || !pk->runs
-            || (ticked && !(mcp_child.listener && mcp_listener_connected(mcp_child.listener))))) {
+        && (pk->through ? pk->behind || !pk->runs
+            : (events & (MCP_LOOP_WOKEN | MCP_LOOP_WRITABLE)) || pk->more || !pk->runs
+              || (ticked && !(mcp_child.listener
+                              && mcp_listener_connected(mcp_child.listener))))) {
         do {
             n = read_more(pk);
             pending = push(pk);
         } while (n > 0 && pk->more && !pending && !pk->gone);
+        if (n >= 0 && !pk->more) {
+            pk->behind = 0;   /* caught up: what the half stores next is written from memory */
+        }
         if (n >= 0 && !pk->more && !pending) {
             if (pk->owned) {
                 pk->ended = pk->half_done;
@@ -373,8 +402,11 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
             }
         }
     }
-    else if (pk->c->data_in_output_filters) {
+    else {
         pending = push(pk);
+        if (pk->through && !pending && !pk->behind) {
+            pk->ended = pk->half_done;
+        }
     }
     pk->runs++;
     if (pk->gone) {
@@ -507,6 +539,13 @@ int mcp_park_backend(mcp_park_t *pk, const mcp_backend_call_t *call,
     pk->half = half;
     return mcp_loop_src_start(pk->src, mcp_child.backends, call,
                               (apr_size_t)pk->q->conf->stream_queue_bytes, err);
+}
+
+void mcp_park_write_through(mcp_park_t *pk, mcp_stream_t *st)
+{
+    pk->through = 1;
+    st->on_stored = half_stored;
+    st->on_stored_baton = pk;
 }
 
 int mcp_park_wait(mcp_park_t *pk, int (*done)(void *baton), apr_interval_time_t timeout)

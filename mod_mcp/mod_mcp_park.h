@@ -39,6 +39,7 @@
 
 #include "mcp_loop.h"
 #include "mod_mcp_request.h"
+#include "mod_mcp_stream.h"
 
 typedef struct mcp_park_t mcp_park_t;
 
@@ -74,6 +75,11 @@ mcp_park_t *mcp_park_create(mcp_req_t *q, apr_int64_t stream_id, apr_int64_t cur
  * the hooks that take its news. Non-zero, with *err, when the transfer cannot start. */
 int mcp_park_backend(mcp_park_t *pk, const mcp_backend_call_t *call,
                      const mcp_park_half_t *half, const char **err);
+
+/* The backend half stores on st (the parked stream's own, owned): what it stores is written from
+ * memory at once when the client has everything before it, instead of being read back from
+ * the table; only a client that fell behind is served from the table. */
+void mcp_park_write_through(mcp_park_t *pk, mcp_stream_t *st);
 
 /* Before the handler returns: hands the backend half's news to its hooks on this thread until
  * done() says enough (its baton is the half's) or timeout passes. Returns non-zero when the

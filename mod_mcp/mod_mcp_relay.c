@@ -47,6 +47,7 @@ typedef struct relay_t {
     apr_time_t              sent;          /* when the request went to the backend            */
     int                     relayed;       /* messages relayed so far                         */
     mcp_park_half_t         half;          /* a parked standalone stream's backend half        */
+    mcp_park_t             *pk;            /* ... its parked stream                            */
     int                     answered_headers; /* ... its transfer's headers came               */
     int                     detached;      /* ... its client is served by the parked stream    */
     int                     async_done;    /* ... its transfer ended                           */
@@ -583,6 +584,7 @@ static int standalone_news(void *baton, const mcp_loop_news_t *news)
          * writes what this one stores. */
         if (rl->st.mode == MCP_STREAM_SSE) {
             mcp_stream_detach(&rl->st);
+            mcp_park_write_through(rl->pk, &rl->st);
             rl->detached = 1;
         }
     }
@@ -643,6 +645,7 @@ static int standalone_parked(relay_t *rl, mcp_backend_status_t *status, const ch
     if (!pk) {
         return DECLINED;
     }
+    rl->pk = pk;
     memset(&call, 0, sizeof(call));
     call.method = "GET";
     call.session_id = q->session->backend_session_id;

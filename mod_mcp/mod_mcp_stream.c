@@ -229,6 +229,9 @@ int mcp_stream_commit(mcp_stream_t *st)
         return 1;
     }
     mcp_status_stored(st->batch, n);
+    if (st->on_stored && n > 0) {
+        st->on_stored(st->on_stored_baton, st->next_seq, st->batch, n);
+    }
     for (i = 0; i < n; i++) {
         put_event(st, p, st->next_seq + i, APR_ARRAY_IDX(st->batch, i, const char *), -1);
     }
@@ -413,6 +416,9 @@ static void finished(mcp_stream_t *st, int n)
     int i;
 
     mcp_status_stored(st->batch, n);
+    if (st->on_stored && n > 0) {
+        st->on_stored(st->on_stored_baton, st->next_seq, st->batch, n);
+    }
     for (i = 0; i < n; i++) {
         put_event(st, st->batch_pool, st->next_seq + i, APR_ARRAY_IDX(st->batch, i, const char *),
                   -1);

@@ -23,6 +23,11 @@ typedef enum {
     MCP_STREAM_JSON            /* messages are stored only; the caller answers with JSON      */
 } mcp_stream_mode_t;
 
+/* Messages were stored on the stream: n of them (JSON texts in batch) from seq first, before
+ * they are written. */
+typedef void mcp_stream_stored_fn(void *baton, apr_int64_t first, const apr_array_header_t *batch,
+                                  int n);
+
 typedef struct mcp_stream_t {
     mcp_req_t          *q;
     apr_int64_t         id;           /* mcp.streams row                                   */
@@ -43,6 +48,9 @@ typedef struct mcp_stream_t {
     int                 stateless;    /* 2026-07-28: events carry no ids (no resumption), the
                                        * client's close is watched for from the start (it
                                        * cancels), and the stream is never handed over       */
+    mcp_stream_stored_fn *on_stored;  /* NULL, or told of every store (a parked stream that
+                                       * writes what its backend half stored, mod_mcp_park)  */
+    void               *on_stored_baton;
 } mcp_stream_t;
 
 /* Prepares a stream whose row exists; the next message stored takes next_seq. */
