@@ -39,6 +39,10 @@ APLOG_USE_MODULE(mcp);
  * end wake it at once instead; and the table is read only when something was stored. */
 #define PARK_TICK apr_time_from_sec(5)
 
+/* When a stream that writes through looks again after a wake-up (above the relay's one look a
+ * second at its stream's state). */
+#define LOOK_AGAIN apr_time_from_msec(1100)
+
 /* Bytes handed to the filters at once: below the core output filter's flush threshold
  * (FlushMaxThreshold, 64 KiB), above which it would block until the client took them. */
 #define WRITE_SLICE (32 * 1024)
@@ -349,7 +353,12 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
     }
     if (now >= pk->next_tick) {
         ticked = 1;
-        pk->next_tick = now + PARK_TICK;
+        /* A stream whose half writes through is woken for whatever it must look at (its
+         * stores, its end, a DELETE, a lost lease, a restart): it ticks only to keep
+         * MCPStreamCloseAfter. */
+        pk->next_tick = now + (pk->through && !(conf->stream_close_after > 0 && pk->q->rev
+                                                && pk->q->rev->priming)
+                               ? apr_time_from_sec(3600) : PARK_TICK);
         if (pk->half && !pk->half_done && pk->half->on_tick(pk->half->baton)) {
             pk->half_done = 1;
             mcp_loop_src_cut(pk->src);
@@ -372,10 +381,16 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
      * wake-up, unless the half writes through; the first run; a read cut short by a bound;
      * without a LISTEN connection, every tick), and only while the client takes what it was
      * given: a slow client leaves its events in the table, not in memory. */
-    if (pk->through && (events & MCP_LOOP_WOKEN) && pk->half && !pk->half_done
-        && pk->half->on_tick(pk->half->baton)) {
-        pk->half_done = 1;   /* ended elsewhere: a DELETE, a lease lost */
-        mcp_loop_src_cut(pk->src);
+    if (pk->through && (events & MCP_LOOP_WOKEN) && pk->half && !pk->half_done) {
+        if (pk->half->on_tick(pk->half->baton)) {
+            pk->half_done = 1;   /* ended elsewhere: a DELETE, a lost lease */
+            mcp_loop_src_cut(pk->src);
+        }
+        /* The half looks at the table at most once a second: a wake-up it did not look at
+         * yet (a DELETE right after a store) is looked at by the next tick. */
+        if (pk->next_tick > now + LOOK_AGAIN) {
+            pk->next_tick = now + LOOK_AGAIN;
+        }
     }
     if (!pk->c->data_in_output_filters
         && (pk->through ? pk->behind || !pk->runs

@@ -179,12 +179,18 @@ def test_backend_broadcast_reaches_every_parked_stream(env):
     wait_for(lambda: parked(env) == 0, timeout=30, what="parked streams back to 0")
 
 
-def test_delete_ends_a_parked_stream(env):
+@pytest.mark.parametrize("after_a_store", [False, True], ids=["idle", "right-after-a-store"])
+def test_delete_ends_a_parked_stream(env, after_a_store):
+    """DELETE ends the session's parked standalone stream, idle or right after it stored
+    something (and wrote it from memory)."""
     async def scenario():
         async with Crowd(base(env) + "/mcp-many") as crowd:
             [s] = await crowd.connect(1)
             assert s.status == 200
             wait_for(lambda: parked(env) >= 1, timeout=10, what="the stream parked")
+            if after_a_store:
+                await crowd.call(s.sid, "notify", {"text": "just before the end"})
+                await s.wait_for(lambda s: s.events, timeout=10)
             reader, writer = await asyncio.open_connection(crowd.host, crowd.port)
             writer.write((f"DELETE {crowd.path} HTTP/1.1\r\nHost: {crowd.host}:{crowd.port}\r\n"
                           f"Mcp-Session-Id: {s.sid}"
