@@ -21,14 +21,16 @@
 #define LOOP_RECEIVE_BUFFER 4096
 #define EVENTS_PER_WAIT 256
 
+#define TOLD_CHECK 1u   /* by the stop check (a graceful restart: the loop goes on) */
+#define TOLD_STOP  2u   /* by mcp_loop_stop                                       */
+
 /* What an epoll registration points to. */
 typedef enum { TAG_WAKE, TAG_SOURCE, TAG_CURL } tag_kind_t;
 
 typedef struct tag_t {
     tag_kind_t     kind;
     int            fd;
-    int            dead;     /* TAG_CURL: curl let go of the socket; freed after this batch */
-    struct tag_t  *next_dead;
+    int            dead;     /* TAG_CURL: curl let go of the socket                      */
 } tag_t;
 
 typedef enum { SRC_HELD, SRC_IDLE, SRC_QUEUED, SRC_RUNNING, SRC_DEAD } src_state_t;
@@ -46,7 +48,7 @@ struct mcp_loop_src_t {
     int               fd_added;
     apr_time_t        timer_at;
     apr_time_t        go_at;     /* held: let go at the loop's first look after it (0: not yet) */
-    int               told;      /* MCP_LOOP_STOPPING was sent                              */
+    unsigned          told;      /* MCP_LOOP_STOPPING was sent: TOLD_CHECK, TOLD_STOP        */
     xfer_t           *xfer;
     mcp_loop_src_t   *prev, *next;   /* every source                                        */
     mcp_loop_src_t   *qnext;         /* the run queue, or the graveyard                     */
@@ -98,7 +100,8 @@ struct mcp_loop_t {
     mcp_loop_src_t      *runq, *runq_tail;
     mcp_loop_src_t      *graveyard;
     cmd_t               *cmds, *cmds_tail;
-    tag_t               *dead_tags;
+    tag_t              **curl_tags;  /* by descriptor number (the loop thread's)             */
+    apr_size_t           ncurl_tags;
     int                  stopping;   /* sources are told to go                               */
     int                (*stop_check)(void);   /* ... also once this says so                   */
     int                  exiting;    /* threads end                                          */
@@ -208,6 +211,21 @@ static void bury(mcp_loop_src_t *src)
 
 /* ---- transfers (loop thread, except where it says otherwise) ---------------------------- */
 
+/* The transfer's easy handle goes back to the process's cache (for blocking exchanges too), its
+ * options as the cache keeps them; once only: from then on another transfer, on any thread,
+ * may have it, so x->curl is forgotten. */
+static mcp_backend_status_t give_handle_back(xfer_t *x, CURLcode rc, const char **err)
+{
+    if (!x->curl) {
+        *err = NULL;
+        return MCP_BACKEND_FAILED;
+    }
+    curl_easy_setopt(x->curl, CURLOPT_PRIVATE, NULL);
+    curl_easy_setopt(x->curl, CURLOPT_BUFFERSIZE, (long)CURL_MAX_WRITE_SIZE);
+    x->curl = NULL;
+    return mcp_backend_async_finish(x->a, (int)rc, err);
+}
+
 static void xfer_free(mcp_loop_t *loop, xfer_t *x)
 {
     const char *err;
@@ -217,10 +235,7 @@ static void xfer_free(mcp_loop_t *loop, xfer_t *x)
         x->in_multi = 0;
         loop->ntransfers--;
     }
-    curl_easy_setopt(x->curl, CURLOPT_PRIVATE, NULL);
-    curl_easy_setopt(x->curl, CURLOPT_BUFFERSIZE, (long)CURL_MAX_WRITE_SIZE);
-    /* Gives the handle back (a no-op when the transfer was finished already). */
-    mcp_backend_async_finish(x->a, CURLE_ABORTED_BY_CALLBACK, &err);
+    give_handle_back(x, CURLE_ABORTED_BY_CALLBACK, &err);
     free(x->buf);
     apr_pool_destroy(x->pool);
 }
@@ -294,10 +309,7 @@ static void xfer_done(mcp_loop_t *loop, xfer_t *x, CURLcode rc, int cut)
     curl_multi_remove_handle(loop->multi, x->curl);
     x->in_multi = 0;
     loop->ntransfers--;
-    /* The handle goes back to the cache, for blocking exchanges too. */
-    curl_easy_setopt(x->curl, CURLOPT_PRIVATE, NULL);
-    curl_easy_setopt(x->curl, CURLOPT_BUFFERSIZE, (long)CURL_MAX_WRITE_SIZE);
-    status = mcp_backend_async_finish(x->a, (int)rc, &err);
+    status = give_handle_back(x, rc, &err);
     apr_thread_mutex_lock(loop->mutex);
     x->done = 1;
     x->status = cut ? MCP_BACKEND_ABORTED : status;
@@ -337,7 +349,7 @@ static void run_commands(mcp_loop_t *loop)
             }
             break;
         case CMD_RESUME:
-            if (x->in_multi) {
+            if (x->in_multi && x->curl) {
                 curl_easy_pause(x->curl, CURLPAUSE_CONT);
             }
             break;
@@ -354,42 +366,62 @@ static void run_commands(mcp_loop_t *loop)
 
 /* ---- curl's side of the multi handle ------------------------------------------------------ */
 
+/* curl's sockets are watched through one tag per descriptor number, kept for the loop's life:
+ * curl may close a socket and open another with the same number before or after it says so,
+ * and the kernel drops a closed descriptor from the epoll set by itself, so the set's state is
+ * never trusted: a MOD that finds nothing ADDs, an ADD that finds one MODs. */
+static tag_t *curl_tag(mcp_loop_t *loop, curl_socket_t s)
+{
+    if ((apr_size_t)s >= loop->ncurl_tags) {
+        apr_size_t n = loop->ncurl_tags ? loop->ncurl_tags : 256;
+        tag_t **t;
+        while (n <= (apr_size_t)s) {
+            n *= 2;
+        }
+        t = realloc(loop->curl_tags, n * sizeof(*t));
+        if (!t) {
+            return NULL;
+        }
+        memset(t + loop->ncurl_tags, 0, (n - loop->ncurl_tags) * sizeof(*t));
+        loop->curl_tags = t;
+        loop->ncurl_tags = n;
+    }
+    if (!loop->curl_tags[s]) {
+        loop->curl_tags[s] = calloc(1, sizeof(tag_t));
+        if (!loop->curl_tags[s]) {
+            return NULL;
+        }
+        loop->curl_tags[s]->kind = TAG_CURL;
+        loop->curl_tags[s]->fd = s;
+    }
+    return loop->curl_tags[s];
+}
+
 static int on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 {
     mcp_loop_t *loop = userp;
-    tag_t *tag = socketp;
+    tag_t *tag;
     struct epoll_event ev;
 
     (void)easy;
+    (void)socketp;
+    if (s < 0 || !(tag = curl_tag(loop, s))) {
+        return -1;
+    }
     if (what == CURL_POLL_REMOVE) {
-        if (tag) {
-            epoll_ctl(loop->epfd, EPOLL_CTL_DEL, s, NULL);
-            curl_multi_assign(loop->multi, s, NULL);
-            tag->dead = 1;
-            tag->next_dead = loop->dead_tags;
-            loop->dead_tags = tag;
-        }
+        epoll_ctl(loop->epfd, EPOLL_CTL_DEL, s, NULL);
+        tag->dead = 1;   /* its events of this batch, if any, are stale */
         return 0;
     }
     memset(&ev, 0, sizeof(ev));
     ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
-    if (!tag) {
-        tag = calloc(1, sizeof(*tag));
-        if (!tag) {
-            return -1;
-        }
-        tag->kind = TAG_CURL;
-        tag->fd = s;
-        ev.data.ptr = tag;
-        if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, s, &ev) != 0) {
-            free(tag);
-            return -1;
-        }
-        curl_multi_assign(loop->multi, s, tag);
+    ev.data.ptr = tag;
+    tag->dead = 0;
+    if (epoll_ctl(loop->epfd, EPOLL_CTL_MOD, s, &ev) == 0
+        || (errno == ENOENT && epoll_ctl(loop->epfd, EPOLL_CTL_ADD, s, &ev) == 0)) {
         return 0;
     }
-    ev.data.ptr = tag;
-    return epoll_ctl(loop->epfd, EPOLL_CTL_MOD, s, &ev) == 0 ? 0 : -1;
+    return -1;
 }
 
 static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
@@ -426,17 +458,19 @@ static void curl_action(mcp_loop_t *loop, curl_socket_t s, int flags)
 static void look_at_sources(mcp_loop_t *loop, apr_time_t now)
 {
     mcp_loop_src_t *src, *next;
-    int stop = loop->stop_check && loop->stop_check();
+    unsigned tell = loop->stop_check && loop->stop_check() ? TOLD_CHECK : 0;
 
     apr_thread_mutex_lock(loop->mutex);
-    stop = stop || loop->stopping;
+    tell |= loop->stopping ? TOLD_STOP : 0;
     for (src = loop->sources; src; src = next) {
         next = src->next;
         if (src->state == SRC_HELD && src->go_at && now >= src->go_at) {
             let_go(src);
         }
-        if (stop && !src->told && src->state != SRC_DEAD) {
-            src->told = 1;
+        /* Told once by each: a source that lives on after a graceful restart's word is told
+         * again when the loop itself stops. */
+        if ((tell & ~src->told) && src->state != SRC_DEAD) {
+            src->told |= tell;
             mark(src, MCP_LOOP_STOPPING);
         }
         if (src->timer_at && now >= src->timer_at) {
@@ -450,7 +484,6 @@ static void look_at_sources(mcp_loop_t *loop, apr_time_t now)
 static void free_the_dead(mcp_loop_t *loop)
 {
     mcp_loop_src_t *src, *next;
-    tag_t *tag, *tnext;
 
     apr_thread_mutex_lock(loop->mutex);
     src = loop->graveyard;
@@ -463,11 +496,6 @@ static void free_the_dead(mcp_loop_t *loop)
         apr_thread_cond_broadcast(loop->gone);
         apr_thread_mutex_unlock(loop->mutex);
     }
-    for (tag = loop->dead_tags; tag; tag = tnext) {
-        tnext = tag->next_dead;
-        free(tag);
-    }
-    loop->dead_tags = NULL;
 }
 
 static void *APR_THREAD_FUNC loop_main(apr_thread_t *thread, void *data)
@@ -701,6 +729,12 @@ void mcp_loop_stop(mcp_loop_t *loop, apr_interval_time_t grace)
         free(src);
     }
     curl_multi_cleanup(loop->multi);
+    for (i = 0; i < (int)loop->ncurl_tags; i++) {
+        free(loop->curl_tags[i]);
+    }
+    free(loop->curl_tags);
+    loop->curl_tags = NULL;
+    loop->ncurl_tags = 0;
     close(loop->epfd);
     close(loop->wake.fd);
     loop->epfd = -1;

@@ -47,6 +47,9 @@ APLOG_USE_MODULE(mcp);
  * (FlushMaxThreshold, 64 KiB), above which it would block until the client took them. */
 #define WRITE_SLICE (32 * 1024)
 
+/* Reads of the table per run at most (a long replay yields to the other streams between). */
+#define READS_PER_RUN 4
+
 /* Rows read per look at the table at most. */
 #define READ_ROWS 256
 
@@ -80,6 +83,7 @@ struct mcp_park_t {
     int                    fd;
     int                    runs;
     int                    through;     /* the half's stores are written from memory            */
+    int                    client_ended; /* its response is over; a half may go on             */
     int                    behind;      /* ... except when the client lagged: read the table    */
 };
 
@@ -250,45 +254,67 @@ static void half_stored(void *baton, apr_int64_t first, const apr_array_header_t
 
 /* ---- the end of a parked stream ----------------------------------------------------------- */
 
-/* Ends the client's response and gives the connection back as the event MPM would have closed
- * it: finalize and log the request (r->pool goes with it), close the connection, destroy its
- * pool. The MPM counted the connection as suspended; its pool's cleanup uncounts it by the
- * state it finds, so the state is set back to SUSPENDED before the pool goes. pk is gone after
- * this. */
-static void end_response(mcp_park_t *pk, const char *why, int retry_hint)
+/* Ends the client's response (with a retry: hint when asked): the last chunk, TLS's
+ * close_notify, and our side of the connection shut, so that the client sees the end at once,
+ * bounded by END_TIMEOUT for a client that does not read. The connection itself is given back
+ * later (give_back): a half that outlives its client goes on storing until then. */
+static void end_client(mcp_park_t *pk, const char *why, int retry_hint)
 {
     request_rec *r = pk->r;
     conn_rec *c = pk->c;
     apr_socket_t *sock = ap_get_conn_socket(c);
+    apr_bucket_brigade *bb;
 
-    if (pk->half && !pk->half_done) {
-        pk->half_done = 1;
-        pk->half->on_stop(pk->half->baton, why);
+    if (pk->client_ended) {
+        return;
     }
-    mcp_router_unsubscribe(pk->sub);
-    pk->sub = NULL;
-    mcp_follower_release(pk->q, pk->scratch, pk->stream_id, pk->follower_id);
+    pk->client_ended = 1;
     ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "stream %" APR_INT64_T_FMT " (parked): the "
                   "response ends: %s", pk->stream_id, why);
+    mcp_loop_src_fd(pk->src, -1, 0);
     if (retry_hint && !pk->gone) {
         const char *hint = apr_psprintf(pk->scratch, "retry: %" APR_TIME_T_FMT "\n\n",
                                         apr_time_as_msec(pk->q->conf->retry_interval));
         put_text(pk, hint, strlen(hint));
     }
-    mcp_loop_src_release(pk->src);
-    apr_atomic_dec32(&parked);
-    mcp_status_parked(-1);
     if (sock) {
         apr_socket_timeout_set(sock, END_TIMEOUT);
     }
     if (!pk->gone) {
         push(pk);
     }
+    apr_brigade_cleanup(pk->out);
     ap_finalize_request_protocol(r);
-    ap_process_request_after_handler(r);
+    if (!c->aborted) {
+        bb = apr_brigade_create(pk->scratch, c->bucket_alloc);
+        APR_BRIGADE_INSERT_TAIL(bb, apr_bucket_flush_create(bb->bucket_alloc));
+        APR_BRIGADE_INSERT_TAIL(bb, ap_bucket_eoc_create(bb->bucket_alloc));
+        ap_pass_brigade(c->output_filters, bb);
+        apr_brigade_cleanup(bb);
+    }
+    if (sock) {
+        apr_socket_shutdown(sock, APR_SHUTDOWN_WRITE);
+    }
+}
+
+/* Gives the connection back as the event MPM would have closed it: the request is logged (its
+ * EOR bucket; r->pool goes with it), the socket closed, the connection's pool destroyed. The
+ * MPM counted the connection as suspended; its pool's cleanup uncounts it by the state it
+ * finds, so the state is set back to SUSPENDED before the pool goes. pk is gone after this. */
+static void give_back(mcp_park_t *pk)
+{
+    conn_rec *c = pk->c;
+    apr_socket_t *sock = ap_get_conn_socket(c);
+
+    mcp_router_unsubscribe(pk->sub);
+    pk->sub = NULL;
+    mcp_follower_release(pk->q, pk->scratch, pk->stream_id, pk->follower_id);
+    mcp_loop_src_release(pk->src);
+    apr_atomic_dec32(&parked);
+    mcp_status_parked(-1);
+    ap_process_request_after_handler(pk->r);
     /* r and pk are gone from here on. */
     if (sock) {
-        ap_start_lingering_close(c);
         apr_socket_close(sock);
     }
     if (c->cs) {
@@ -297,20 +323,36 @@ static void end_response(mcp_park_t *pk, const char *why, int retry_hint)
     apr_pool_destroy(c->pool);
 }
 
+/* The client's side ends. A half that outlives its client (a request's answer: disconnect is
+ * not cancellation) goes on, and the connection is given back when it is done; any other half
+ * is stopped now. forced: this process exits: nothing goes on. Returns non-zero when pk is
+ * gone. */
+static int end_response(mcp_park_t *pk, const char *why, int retry_hint, int forced)
+{
+    if (pk->half && !pk->half_done && (forced || !pk->half->outlives_client)) {
+        pk->half_done = 1;
+        pk->half->on_stop(pk->half->baton, why);
+    }
+    end_client(pk, why, retry_hint);
+    if (pk->half && !pk->half_done) {
+        return 0;
+    }
+    give_back(pk);
+    return 1;
+}
+
 /* ---- a run -------------------------------------------------------------------------------- */
 
+/* One take of the half's news per run: a backend that floods would otherwise keep one worker
+ * for itself (what comes meanwhile queues the source again, behind the others). */
 static void half_news(mcp_park_t *pk)
 {
     mcp_loop_news_t news;
 
-    while (!pk->half_done && mcp_loop_src_take(pk->src, pk->r->pool, pk->scratch, &news)) {
-        if (pk->half->on_news(pk->half->baton, &news)) {
-            pk->half_done = 1;
-            mcp_loop_src_cut(pk->src);
-        }
-        if (news.done) {
-            break;
-        }
+    if (!pk->half_done && mcp_loop_src_take(pk->src, pk->r->pool, pk->scratch, &news)
+        && pk->half->on_news(pk->half->baton, &news)) {
+        pk->half_done = 1;
+        mcp_loop_src_cut(pk->src);
     }
 }
 
@@ -330,6 +372,30 @@ static void look_at_stream(mcp_park_t *pk)
     }
 }
 
+/* How long until a run looks around when nothing happens. */
+static apr_interval_time_t tick_of(const mcp_park_t *pk)
+{
+    const mcp_dir_conf_t *conf = pk->q->conf;
+
+    if (pk->half && !pk->half_done && pk->half->tick > 0) {
+        return pk->half->tick;
+    }
+    /* A stream whose half writes through is woken for whatever it must look at (its stores,
+     * its end, a DELETE, a lost lease, a restart): it ticks only to keep MCPStreamCloseAfter. */
+    if (pk->through && !(conf->stream_close_after > 0 && pk->q->rev && pk->q->rev->priming)) {
+        return apr_time_from_sec(3600);
+    }
+    return PARK_TICK;
+}
+
+static void half_tick(mcp_park_t *pk)
+{
+    if (pk->half && !pk->half_done && pk->half->on_tick(pk->half->baton)) {
+        pk->half_done = 1;
+        mcp_loop_src_cut(pk->src);
+    }
+}
+
 static void run(mcp_loop_src_t *src, unsigned events, void *baton)
 {
     mcp_park_t *pk = baton;
@@ -339,68 +405,76 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
 
     (void)src;
     apr_pool_clear(pk->scratch);
-    if (events & MCP_LOOP_STOPPING) {
-        end_response(pk, "the server restarts or stops (the client resumes elsewhere)", 1);
+    if ((events & MCP_LOOP_STOPPING)
+        && end_response(pk, "the server restarts or stops (the client resumes elsewhere)", 1,
+                        mcp_loop_stopping(park_loop))) {
         return;
     }
-    if (events & MCP_LOOP_HANGUP) {
+    if ((events & MCP_LOOP_HANGUP) && !pk->client_ended) {
         went_away(pk, "it closed the connection");
-        end_response(pk, "the client went away", 0);
-        return;
+        if (end_response(pk, "the client went away", 0, 0)) {
+            return;
+        }
     }
     if ((events & MCP_LOOP_XFER) && pk->half && !pk->half_done) {
         half_news(pk);
     }
     if (now >= pk->next_tick) {
         ticked = 1;
-        /* A stream whose half writes through is woken for whatever it must look at (its
-         * stores, its end, a DELETE, a lost lease, a restart): it ticks only to keep
-         * MCPStreamCloseAfter. */
-        pk->next_tick = now + (pk->through && !(conf->stream_close_after > 0 && pk->q->rev
-                                                && pk->q->rev->priming)
-                               ? apr_time_from_sec(3600) : PARK_TICK);
-        if (pk->half && !pk->half_done && pk->half->on_tick(pk->half->baton)) {
-            pk->half_done = 1;
-            mcp_loop_src_cut(pk->src);
+        pk->next_tick = now + tick_of(pk);
+        half_tick(pk);
+        if (!pk->client_ended && mcp_stream_server_stopping()) {
+            if (end_response(pk, "the server restarts or stops (the client resumes elsewhere)",
+                             1, 0)) {
+                return;
+            }
         }
-        if (mcp_stream_server_stopping()) {
-            end_response(pk, "the server restarts or stops (the client resumes elsewhere)", 1);
-            return;
+        else if (!pk->client_ended && conf->stream_close_after > 0 && pk->q->rev
+                 && pk->q->rev->priming && now - pk->started >= conf->stream_close_after) {
+            if (end_response(pk, "MCPStreamCloseAfter passed (the client resumes)", 1, 0)) {
+                return;
+            }
         }
-        if (conf->stream_close_after > 0 && pk->q->rev && pk->q->rev->priming
-            && now - pk->started >= conf->stream_close_after) {
-            end_response(pk, "MCPStreamCloseAfter passed (the client resumes)", 1);
-            return;
-        }
-        if (pk->follower_id && now - pk->last_renew >= conf->stream_lease / 3) {
+        else if (pk->follower_id && now - pk->last_renew >= conf->stream_lease / 3) {
             pk->last_renew = now;
             mcp_follower_renew(pk->q, pk->scratch, pk->stream_id, pk->follower_id);
         }
     }
-    /* Reads only when something may have been stored that was not written from memory (a
-     * wake-up, unless the half writes through; the first run; a read cut short by a bound;
-     * without a LISTEN connection, every tick), and only while the client takes what it was
-     * given: a slow client leaves its events in the table, not in memory. */
     if (pk->through && (events & MCP_LOOP_WOKEN) && pk->half && !pk->half_done) {
-        if (pk->half->on_tick(pk->half->baton)) {
-            pk->half_done = 1;   /* ended elsewhere: a DELETE, a lost lease */
-            mcp_loop_src_cut(pk->src);
-        }
+        half_tick(pk);   /* ended elsewhere: a DELETE, a lost lease */
         /* The half looks at the table at most once a second: a wake-up it did not look at
          * yet (a DELETE right after a store) is looked at by the next tick. */
         if (pk->next_tick > now + LOOK_AGAIN) {
             pk->next_tick = now + LOOK_AGAIN;
         }
     }
+    if (pk->client_ended) {
+        /* Only the half goes on (disconnect is not cancellation), until it is done. */
+        if (!pk->half || pk->half_done) {
+            give_back(pk);
+            return;
+        }
+        mcp_loop_src_timer(pk->src, pk->next_tick);
+        return;
+    }
+    /* Reads only when something may have been stored that was not written from memory (a
+     * wake-up, unless the half writes through; the first run; a read cut short by a bound;
+     * without a LISTEN connection, every tick), and only while the client takes what it was
+     * given: a slow client leaves its events in the table, not in memory. */
     if (!pk->c->data_in_output_filters
-        && (pk->through ? pk->behind || !pk->runs
+        && (pk->through ? pk->behind
             : (events & (MCP_LOOP_WOKEN | MCP_LOOP_WRITABLE)) || pk->more || !pk->runs
               || (ticked && !(mcp_child.listener
                               && mcp_listener_connected(mcp_child.listener))))) {
+        int reads = 0;
+
         do {
             n = read_more(pk);
             pending = push(pk);
-        } while (n > 0 && pk->more && !pending && !pk->gone);
+        } while (n > 0 && pk->more && !pending && !pk->gone && ++reads < READS_PER_RUN);
+        if (n > 0 && pk->more && !pending && !pk->gone) {
+            mcp_loop_wake(pk->src);   /* more to read: after the others had their turn */
+        }
         if (n >= 0 && !pk->more) {
             pk->behind = 0;   /* caught up: what the half stores next is written from memory */
         }
@@ -425,11 +499,13 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
     }
     pk->runs++;
     if (pk->gone) {
-        end_response(pk, "the client went away", 0);
+        if (!end_response(pk, "the client went away", 0, 0)) {
+            mcp_loop_src_timer(pk->src, pk->next_tick);
+        }
         return;
     }
     if (pk->ended && !pending && !pk->more) {
-        end_response(pk, "the stream ended", 0);
+        end_response(pk, "the stream ended", 0, 0);
         return;
     }
     if (!pending && now - pk->last_write >= conf->keepalive_interval) {
@@ -523,7 +599,10 @@ mcp_park_t *mcp_park_create(mcp_req_t *q, apr_int64_t stream_id, apr_int64_t cur
     pk->c = r->connection;
     pk->fd = fd;
     pk->stream_id = stream_id;
-    pk->cursor = cursor;
+    /* What was written through while the request thread waited is past the caller's cursor. */
+    if (cursor > pk->cursor) {
+        pk->cursor = cursor;
+    }
     pk->follower_id = follower_id;
     pk->owned = owned;
     pk->rows = READ_ROWS;
@@ -563,6 +642,21 @@ void mcp_park_write_through(mcp_park_t *pk, mcp_stream_t *st)
     st->on_stored_baton = pk;
 }
 
+/* On the request thread, before the stream is parked: what the half wrote through goes out now,
+ * blocking as any handler's write. */
+static void flush_here(mcp_park_t *pk)
+{
+    if (APR_BRIGADE_EMPTY(pk->out) || pk->gone) {
+        return;
+    }
+    APR_BRIGADE_INSERT_TAIL(pk->out, apr_bucket_flush_create(pk->c->bucket_alloc));
+    if (ap_pass_brigade(pk->r->output_filters, pk->out) != APR_SUCCESS || pk->c->aborted) {
+        went_away(pk, "a write failed");
+    }
+    apr_brigade_cleanup(pk->out);
+    pk->last_write = apr_time_now();
+}
+
 int mcp_park_wait(mcp_park_t *pk, int (*done)(void *baton), apr_interval_time_t timeout)
 {
     apr_time_t deadline = apr_time_now() + timeout;
@@ -580,8 +674,14 @@ int mcp_park_wait(mcp_park_t *pk, int (*done)(void *baton), apr_interval_time_t 
         }
         apr_pool_clear(pk->scratch);
         half_news(pk);
+        flush_here(pk);
     }
     return pk->half_done;
+}
+
+int mcp_park_gone(const mcp_park_t *pk)
+{
+    return pk->gone;
 }
 
 int mcp_park_go(mcp_park_t *pk, apr_int64_t cursor)
@@ -589,7 +689,10 @@ int mcp_park_go(mcp_park_t *pk, apr_int64_t cursor)
     conn_rec *c = pk->c;
     ap_filter_t *f, *next;
 
-    pk->cursor = cursor;
+    /* What was written through while the request thread waited is past the caller's cursor. */
+    if (cursor > pk->cursor) {
+        pk->cursor = cursor;
+    }
     /* The connection ends with the stream; and nothing is read from it while parked. */
     c->keepalive = AP_CONN_CLOSE;
     for (f = c->input_filters; f; f = next) {
@@ -622,6 +725,8 @@ void mcp_park_suspended(conn_rec *c)
         return;
     }
     ap_set_module_config(c->conn_config, &mcp_module, NULL);
+    ap_log_cerror(APLOG_MARK, APLOG_TRACE1, 0, c, "stream %" APR_INT64_T_FMT ": the MPM let go "
+                  "of its connection; the loop takes it", pk->stream_id);
     mcp_loop_src_fd(pk->src, pk->fd, 0);
     mcp_loop_src_timer(pk->src, pk->next_tick);
     /* The MPM still writes a little of its own after this hook returns: the first run waits for

@@ -48,9 +48,14 @@ typedef struct mcp_park_t mcp_park_t;
  * its stream); a transfer still running is then cut. */
 typedef struct mcp_park_half_t {
     int  (*on_news)(void *baton, const mcp_loop_news_t *news);
-    int  (*on_tick)(void *baton);                 /* about once a second                  */
-    void (*on_stop)(void *baton, const char *why); /* the client side ends first: stop now */
+    int  (*on_tick)(void *baton);                 /* every tick (below), and at wake-ups   */
+    void (*on_stop)(void *baton, const char *why); /* the half must stop now                */
     void  *baton;
+    apr_interval_time_t tick;   /* how often on_tick runs (0: the parked stream's own pace)   */
+    int   outlives_client;      /* a request's answer: when the client's side ends (it went,
+                                 * a graceful restart) the half goes on storing until it is
+                                 * done, and only then is the connection given back; on_stop
+                                 * only when the process exits                              */
 } mcp_park_half_t;
 
 /* Decides once per process (child_init) whether streams can be parked here, and starts the
@@ -82,9 +87,14 @@ int mcp_park_backend(mcp_park_t *pk, const mcp_backend_call_t *call,
 void mcp_park_write_through(mcp_park_t *pk, mcp_stream_t *st);
 
 /* Before the handler returns: hands the backend half's news to its hooks on this thread until
- * done() says enough (its baton is the half's) or timeout passes. Returns non-zero when the
- * half is done meanwhile. */
+ * done() says enough (its baton is the half's) or timeout passes, and writes (blocking, as a
+ * handler does) what the half wrote through. Returns non-zero when the half is done
+ * meanwhile: a request whose answer came that soon is ended by its handler as any other (the
+ * connection stays open for the client's next request), with mcp_park_abandon. */
 int mcp_park_wait(mcp_park_t *pk, int (*done)(void *baton), apr_interval_time_t timeout);
+
+/* Non-zero once a write to the client failed. */
+int mcp_park_gone(const mcp_park_t *pk);
 
 /* Parks it, the client having been sent everything up to seq cursor: returns SUSPENDED for the
  * handler to return. */

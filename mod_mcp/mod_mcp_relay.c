@@ -24,6 +24,9 @@ APLOG_USE_MODULE(mcp);
  * ended it (the session's DELETE, a lease takeover). */
 #define WATCH_INTERVAL apr_time_from_sec(1)
 
+/* How long a request's answer is waited for with the request's thread before it is parked. */
+#define PARK_AFTER apr_time_from_msec(100)
+
 /* How much of a backend's body an error response quotes (error.data.body). */
 #define BODY_EXCERPT 512
 
@@ -480,18 +483,177 @@ static int relay_json_body(relay_t *rl, const char **body, apr_size_t *len)
     return 0;
 }
 
-int mcp_relay_requests(mcp_req_t *q)
+/* What the backend's answer left to do once its transfer ended (status, err): a JSON answer's
+ * messages stored, every request left unanswered answered with a stored error, the stream
+ * finished. Returns 1 when the backend answered every request; 0 when the gateway did, with
+ * *http, *code and *message saying how (for a client that was sent nothing yet); -1 when there
+ * was nothing left to do (answered and stored as the answer came, or ended by someone else). */
+static int settle_answer(relay_t *rl, mcp_backend_status_t status, const char *err,
+                         const char **json, apr_size_t *json_len, int *http, int *code,
+                         const char **message)
 {
+    int answered_by_backend;
+
+    if (rl->x.answered || rl->ended_elsewhere) {
+        return -1;
+    }
+    if (status == MCP_BACKEND_OK && !rl->x.sse && rl->x.response.status == HTTP_OK
+        && mcp_http_media_type_is(rl->x.response.content_type, "application/json")) {
+        relay_json_body(rl, json, json_len);   /* not JSON: rl->bad_json says why */
+    }
+    answered_by_backend = rl->outstanding->nelts == 0;
+    if (!answered_by_backend) {
+        json_object *data;
+
+        *code = failure(rl, status, err ? err : "the answer ended early", http, message, &data);
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, rl->q->r, "stream %" APR_INT64_T_FMT ": %s",
+                      rl->st.id, *message);
+        if (*code == MCP_JSONRPC_SESSION_NOT_FOUND) {
+            mcp_req_terminate_session(rl->q, "backend");
+        }
+        answer_outstanding(rl, *code, *message, data);
+        json_object_put(data);
+    }
+    mcp_stream_finish(&rl->st, answered_by_backend && !rl->st.broken ? "complete" : "failed");
+    return answered_by_backend;
+}
+
+/* ---- a request's answer, parked: its POST on the event loop ------------------------------- */
+
+static int request_news(void *baton, const mcp_loop_news_t *news)
+{
+    relay_t *rl = baton;
+    const char *json = NULL, *message = NULL, *err;
+    apr_size_t json_len = 0;
+    int http = 0, code = 0, cut = 0;
+
+    if (news->headers) {
+        cut = mcp_exchange_feed_headers(&rl->x, &news->response);
+    }
+    if (!cut && news->len) {
+        cut = mcp_exchange_feed_body(&rl->x, news->data, news->len);
+    }
+    if (!cut && !news->done) {
+        return 0;
+    }
+    err = news->err;
+    settle_answer(rl, mcp_exchange_end(&rl->x, cut && !rl->x.answered ? MCP_BACKEND_ABORTED
+                                                                       : news->status, &err),
+                  err, &json, &json_len, &http, &code, &message);
+    watch_stop(rl);
+    return 1;
+}
+
+static int request_tick(void *baton)
+{
+    relay_t *rl = baton;
+    const char *json = NULL, *message = NULL;
+    apr_size_t json_len = 0;
+    int http = 0, code = 0;
+
+    if (rl->x.answered) {
+        /* Every response is in and stored: the rest of the transfer is the backend's own end
+         * of the stream, waited for a while so that its connection can be reused. */
+        if (apr_time_now() - rl->x.answered > apr_time_from_sec(1)) {
+            watch_stop(rl);
+            return 1;
+        }
+        return 0;
+    }
+    if (ended_elsewhere(rl) || mcp_stream_tick(&rl->st)) {
+        settle_answer(rl, MCP_BACKEND_ABORTED, "stopped by the gateway", &json, &json_len, &http,
+                      &code, &message);
+        watch_stop(rl);
+        return 1;
+    }
+    return 0;
+}
+
+static void request_stop(void *baton, const char *why)
+{
+    relay_t *rl = baton;
+
+    /* This process exits: the stream's lease runs out, and whoever follows it finishes it with
+     * an error (as for a process that was killed). */
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, rl->q->r, "stream %" APR_INT64_T_FMT ": relaying "
+                  "stops unfinished: %s", rl->st.id, why);
+    mcp_stream_disown(&rl->st);
+    watch_stop(rl);
+}
+
+static int request_half_done(void *baton)
+{
+    (void)baton;
+    return 0;   /* mcp_park_wait returns when the half is done, or at its timeout */
+}
+
+/* The request's answer parked from its start (a session whose answers are always SSE, its
+ * priming event out): DECLINED when it cannot be (the caller forwards with its thread), else
+ * SUSPENDED. */
+static int requests_parked(relay_t *rl)
+{
+    mcp_req_t *q = rl->q;
+    mcp_backend_call_t call;
+    const char *err = NULL;
+    mcp_park_t *pk = mcp_park_create(q, rl->st.id, MCP_STORE_SEQ_PRIMING, 0, 1);
+
+    if (!pk) {
+        return DECLINED;
+    }
+    rl->pk = pk;
+    memset(&call, 0, sizeof(call));
+    call.method = "POST";
+    call.body = q->raw;
+    call.body_len = q->raw_len;
+    call.session_id = q->session->backend_session_id;
+    call.protocol_version = q->session->protocol_version;
+    call.timeout_ms = (long)apr_time_as_msec(q->conf->stream_timeout);
+    mcp_exchange_call_defaults(&rl->x, &call);
+    rl->half.on_news = request_news;
+    rl->half.on_tick = request_tick;
+    rl->half.on_stop = request_stop;
+    rl->half.baton = rl;
+    rl->half.tick = apr_time_from_sec(1);
+    rl->half.outlives_client = 1;
+    mcp_exchange_begin(&rl->x);
+    mcp_stream_detach(&rl->st);
+    mcp_park_write_through(pk, &rl->st);
+    rl->sent = apr_time_now();
+    if (mcp_park_backend(pk, &call, &rl->half, &err) != 0) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r, "stream %" APR_INT64_T_FMT ": not "
+                      "parked (%s); relayed with this thread", rl->st.id, err);
+        mcp_park_abandon(pk);
+        rl->st.mode = MCP_STREAM_SSE;
+        rl->st.on_stored = NULL;
+        rl->pk = NULL;
+        return DECLINED;
+    }
+    /* Most answers come within a moment: those are sent by this thread, and the connection
+     * stays open for the client's next request. Only an answer that takes longer is parked
+     * (its connection then ends with the response: httpd 2.4 cannot take a suspended
+     * connection back for keep-alive). */
+    if (mcp_park_wait(pk, request_half_done, PARK_AFTER)) {
+        mcp_park_abandon(pk);
+        rl->st.client_gone = rl->st.client_gone || mcp_park_gone(pk);
+        return DONE;
+    }
+    return mcp_park_go(pk, MCP_STORE_SEQ_PRIMING);
+}
+
+int mcp_relay_requests(mcp_req_t *handler_q)
+{
+    /* A parked answer outlives the handler's frame, where its request lives. */
+    mcp_req_t *q = apr_pmemdup(handler_q->r->pool, handler_q, sizeof(*handler_q));
     request_rec *r = q->r;
-    const char *method, *ids, *err = NULL, *json = NULL, *message;
+    const char *method, *ids, *err = NULL, *json = NULL, *message = NULL;
     apr_size_t json_len = 0;
     mcp_backend_status_t status;
     apr_int64_t stream_id = 0;
-    relay_t rl;
-    int http, code, answered_by_backend, rc;
+    relay_t *rl = apr_palloc(r->pool, sizeof(*rl));
+    int http = 0, code = 0, answered_by_backend, rc;
 
-    relay_init(&rl, q, 0, MCP_STORE_SEQ_PRIMING + 1);
-    if (!(ids = request_ids(&rl, &method))) {
+    relay_init(rl, q, 0, MCP_STORE_SEQ_PRIMING + 1);
+    if (!(ids = request_ids(rl, &method))) {
         return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST,
                              "Invalid Request: two requests of the batch have the same id");
     }
@@ -500,44 +662,27 @@ int mcp_relay_requests(mcp_req_t *q)
     if ((rc = mcp_req_open_request(q, ids, method, &stream_id)) != OK) {
         return rc;
     }
-    rl.st.id = stream_id;
+    rl->st.id = stream_id;
     mcp_req_note_stream(r, stream_id);
     mcp_status_count(MCP_STAT_CALLS, (apr_uint64_t)q->body->n_requests);
-    mcp_stream_own(&rl.st);
+    mcp_stream_own(&rl->st);
     if (q->rev->priming) {
-        mcp_stream_start_sse(&rl.st, MCP_STORE_SEQ_PRIMING);
+        mcp_stream_start_sse(&rl->st, MCP_STORE_SEQ_PRIMING);
     }
 
-    watch_start(&rl);
-    status = forward(&rl, "POST", q->conf->stream_timeout, &err);
-    watch_stop(&rl);
-    if (rl.ended_elsewhere && rl.st.mode != MCP_STREAM_SSE) {
+    watch_start(rl);
+    /* Always SSE, the priming event out: what the answer is can wait without a thread. */
+    if (q->rev->priming && !rl->st.client_gone && (rc = requests_parked(rl)) != DECLINED) {
+        return rc;
+    }
+    status = forward(rl, "POST", q->conf->stream_timeout, &err);
+    watch_stop(rl);
+    if (rl->ended_elsewhere && rl->st.mode != MCP_STREAM_SSE) {
         return mcp_req_session_not_found(q);
     }
-    if (rl.x.answered || rl.ended_elsewhere) {
-        return DONE;   /* ended and stored as the response came (SSE), or by someone else */
-    }
-    if (status == MCP_BACKEND_OK && !rl.x.sse && rl.x.response.status == HTTP_OK
-        && mcp_http_media_type_is(rl.x.response.content_type, "application/json")) {
-        relay_json_body(&rl, &json, &json_len);   /* not JSON: rl.bad_json says why */
-    }
-
-    answered_by_backend = rl.outstanding->nelts == 0;
-    if (!answered_by_backend) {
-        json_object *data;
-
-        code = failure(&rl, status, err ? err : "the answer ended early", &http, &message, &data);
-        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "stream %" APR_INT64_T_FMT ": %s",
-                      stream_id, message);
-        if (code == MCP_JSONRPC_SESSION_NOT_FOUND) {
-            mcp_req_terminate_session(q, "backend");
-        }
-        answer_outstanding(&rl, code, message, data);
-        json_object_put(data);
-    }
-    mcp_stream_finish(&rl.st, answered_by_backend && !rl.st.broken ? "complete" : "failed");
-
-    if (rl.st.mode == MCP_STREAM_SSE) {
+    answered_by_backend = settle_answer(rl, status, err, &json, &json_len, &http, &code,
+                                        &message);
+    if (answered_by_backend < 0 || rl->st.mode == MCP_STREAM_SSE) {
         return DONE;
     }
     if (!answered_by_backend) {

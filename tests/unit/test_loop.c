@@ -518,6 +518,45 @@ START_TEST(test_release_cuts_a_running_transfer)
 }
 END_TEST
 
+/* A transfer's handle goes back to the cache when the transfer ends, and the next transfer may
+ * take it at once; freeing the first transfer's remains afterwards must leave it alone (it
+ * once cleared the handle's private pointer, and the second transfer's end was never seen). */
+START_TEST(test_a_handle_given_back_is_left_alone)
+{
+    probe_t *a = probe_new(), *b = probe_new();
+    server_t sa = { 0, 0, 100, 0 }, sb = { 0, 0, 100, 0 };
+    apr_thread_t *ta = server_start(&sa), *tb = server_start(&sb);
+    static mcp_backend_target_t target;
+    mcp_backend_pool_t *bp = mcp_backend_pool_create(pool, 2);
+    mcp_backend_call_t call;
+    const char *err = NULL;
+    apr_status_t rv;
+
+    memset(&call, 0, sizeof(call));
+    call.target = &target;
+    call.method = "GET";
+    call.connect_timeout_ms = 2000;
+    /* a: started and ended, its end not taken yet (the source is held) */
+    target.url = apr_psprintf(pool, "http://127.0.0.1:%d/mcp", sa.port);
+    ck_assert_int_eq(mcp_loop_src_start(a->src, bp, &call, 4096, &err), 0);
+    apr_thread_join(&rv, ta);
+    apr_sleep(MS(300));
+    /* b takes the handle a gave back */
+    target.url = apr_psprintf(pool, "http://127.0.0.1:%d/mcp", sb.port);
+    ck_assert_int_eq(mcp_loop_src_start(b->src, bp, &call, 4096, &err), 0);
+    /* now a's end is taken (its remains are freed, after b was added) */
+    mcp_loop_src_go(a->src, 0);
+    ck_assert(await(a, is_done, apr_time_from_sec(5)));
+    mcp_loop_src_go(b->src, 0);
+    ck_assert_msg(await(b, is_done, apr_time_from_sec(5)), "the second transfer's end was lost");
+    ck_assert_int_eq(b->end, MCP_BACKEND_OK);
+    ck_assert_uint_eq(b->bytes, 100);
+    apr_thread_join(&rv, tb);
+    close(sa.fd);
+    close(sb.fd);
+}
+END_TEST
+
 static Suite *loop_suite(void)
 {
     Suite *s = suite_create("loop");
@@ -543,6 +582,7 @@ static Suite *loop_suite(void)
     tcase_add_test(tc, test_transfer_through_a_small_buffer);
     tcase_add_test(tc, test_transfer_cut);
     tcase_add_test(tc, test_release_cuts_a_running_transfer);
+    tcase_add_test(tc, test_a_handle_given_back_is_left_alone);
     suite_add_tcase(s, tc);
     return s;
 }
