@@ -269,7 +269,7 @@ static void end_client(mcp_park_t *pk, const char *why, int retry_hint)
         return;
     }
     pk->client_ended = 1;
-    ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "stream %" APR_INT64_T_FMT " (parked): the "
+    ap_log_rerror(APLOG_MARK, APLOG_TRACE1, 0, r, "stream %" APR_INT64_T_FMT " (parked): the "
                   "response ends: %s", pk->stream_id, why);
     mcp_loop_src_fd(pk->src, -1, 0);
     if (retry_hint && !pk->gone) {
@@ -704,7 +704,7 @@ int mcp_park_go(mcp_park_t *pk, apr_int64_t cursor)
     ap_set_module_config(c->conn_config, &mcp_module, pk);
     apr_atomic_inc32(&parked);
     mcp_status_parked(1);
-    ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, pk->r, "stream %" APR_INT64_T_FMT ": parked after "
+    ap_log_rerror(APLOG_MARK, APLOG_TRACE1, 0, pk->r, "stream %" APR_INT64_T_FMT ": parked after "
                   "seq %" APR_INT64_T_FMT, pk->stream_id, pk->cursor);
     return SUSPENDED;
 }
@@ -720,6 +720,7 @@ void mcp_park_abandon(mcp_park_t *pk)
 void mcp_park_suspended(conn_rec *c)
 {
     mcp_park_t *pk = ap_get_module_config(c->conn_config, &mcp_module);
+    apr_time_t at;
 
     if (!pk) {
         return;
@@ -728,7 +729,9 @@ void mcp_park_suspended(conn_rec *c)
     ap_log_cerror(APLOG_MARK, APLOG_TRACE1, 0, c, "stream %" APR_INT64_T_FMT ": the MPM let go "
                   "of its connection; the loop takes it", pk->stream_id);
     mcp_loop_src_fd(pk->src, pk->fd, 0);
-    mcp_loop_src_timer(pk->src, pk->next_tick);
+    pk->next_tick = apr_time_now() + tick_of(pk);
+    at = pk->last_write + pk->q->conf->keepalive_interval;
+    mcp_loop_src_timer(pk->src, at < pk->next_tick ? at : pk->next_tick);
     /* The MPM still writes a little of its own after this hook returns: the first run waits for
      * the loop's next look. */
     mcp_loop_src_go(pk->src, apr_time_now());

@@ -263,6 +263,16 @@ static int on_backend_tick(void *baton)
     return mcp_stream_tick(&rl->st) || (rl->standalone && rl->st.client_gone);
 }
 
+/* A backend that flooded the stream with comments: why it was cut. */
+static void flood_error(relay_t *rl, const char **err)
+{
+    if (rl->flooded) {
+        *err = apr_psprintf(rl->q->r->pool, "the backend sent %" APR_UINT64_T_FMT " bytes "
+                            "without a message (comments or empty events only; the bound is "
+                            "twice MCPMaxMessageSize)", mcp_sse_parser_idle_bytes(rl->x.sse));
+    }
+}
+
 static mcp_backend_status_t forward(relay_t *rl, const char *method, apr_interval_time_t timeout,
                                     const char **err)
 {
@@ -279,11 +289,7 @@ static mcp_backend_status_t forward(relay_t *rl, const char *method, apr_interva
     call.timeout_ms = (long)apr_time_as_msec(timeout);
     rl->sent = apr_time_now();
     status = mcp_exchange_perform(&rl->x, &call, err);
-    if (rl->flooded) {
-        *err = apr_psprintf(q->r->pool, "the backend sent %" APR_UINT64_T_FMT " bytes without a "
-                            "message (comments or empty events only; the bound is twice "
-                            "MCPMaxMessageSize)", mcp_sse_parser_idle_bytes(rl->x.sse));
-    }
+    flood_error(rl, err);
     return status;
 }
 
@@ -524,6 +530,7 @@ static int request_news(void *baton, const mcp_loop_news_t *news)
 {
     relay_t *rl = baton;
     const char *json = NULL, *message = NULL, *err;
+    mcp_backend_status_t status;
     apr_size_t json_len = 0;
     int http = 0, code = 0, cut = 0;
 
@@ -536,10 +543,11 @@ static int request_news(void *baton, const mcp_loop_news_t *news)
     if (!cut && !news->done) {
         return 0;
     }
-    err = news->err;
-    settle_answer(rl, mcp_exchange_end(&rl->x, cut && !rl->x.answered ? MCP_BACKEND_ABORTED
-                                                                       : news->status, &err),
-                  err, &json, &json_len, &http, &code, &message);
+    err = news->err ? news->err : cut ? "stopped by the gateway" : NULL;
+    status = mcp_exchange_end(&rl->x, cut && !rl->x.answered ? MCP_BACKEND_ABORTED
+                                                             : news->status, &err);
+    flood_error(rl, &err);
+    settle_answer(rl, status, err, &json, &json_len, &http, &code, &message);
     watch_stop(rl);
     return 1;
 }

@@ -137,13 +137,17 @@ def assert_idle(stack):
 
 
 def log_lines_about(stack, stream_id: int) -> list[str]:
+    """The error log's lines about the stream, trace levels left out (a parked stream's life —
+    parked, its connection handed over, its response ended — is traced at trace1, one line
+    each, however the backend behaves)."""
     pat = re.compile(rf"\bstream {stream_id}\b")
     out = []
     for f in stack["MCP_HTTPD_ERROR_LOGS"].split():
         with open(f, "rb") as fh:
             for line in fh:
-                if pat.search(line.decode("utf-8", "replace")):
-                    out.append(line.decode("utf-8", "replace"))
+                text = line.decode("utf-8", "replace")
+                if pat.search(text) and "[mcp:trace" not in text:
+                    out.append(text)
     return out
 
 
