@@ -7,9 +7,11 @@
 Starts its own stack (tests/stack up, with bench's own small MCP backend in this process, so
 that the backend's answers are as large as a measurement needs: N tools, a tool with N
 x-mcp-header arguments, N events on one stream) and prints, for each input and each size N, the
-best of --repeat wall times of one request and the cost per element beyond the smallest
-request's, (t(N) - t(N0)) / (N - N0) (N0 = 1; 2 for replay, 51 for a refused batch), so that the fixed cost of a request (session look-up, backend round
-trip) does not hide a growing one. Every row's per-element cost should stay within 2x of its
+best of --repeat wall times of one request (of up to 10 times more for N < 1,000 and for N0,
+whose requests take a few ms each: a difference of two such times is mostly noise otherwise)
+and the cost per element beyond the smallest request's, (t(N) - t(N0)) / (N - N0) (N0 = 1; 2
+for replay, 51 for a refused batch), so that the fixed cost of a request (session look-up,
+backend round trip) does not hide a growing one. Every row's per-element cost should stay within 2x of its
 smallest size's: no step may be quadratic. The last column is that ratio (largest size /
 smallest size).
 
@@ -325,6 +327,9 @@ def main():
     sizes = [int(s) for s in args.sizes.split(",")]
     only = set(filter(None, args.only.split(",")))
 
+    def reps(n):
+        return args.repeat * min(10, max(1, 1000 // max(n, 1)))
+
     server = ThreadingHTTPServer(("127.0.0.1", 0), Backend)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -355,7 +360,7 @@ def main():
                 continue
             cells, per = [], []
             try:
-                base = min(fn(cl, b) for _ in range(args.repeat))
+                base = min(fn(cl, b) for _ in range(reps(b)))
             except Exception as e:   # noqa: BLE001 — a row that fails says so, the rest run
                 print(f"# {name} N={b}: {e}", file=sys.stderr)
                 failed += 1
@@ -365,7 +370,7 @@ def main():
                     cells.append("%22s" % "-")
                     continue
                 try:
-                    best = min(fn(cl, n) for _ in range(args.repeat))
+                    best = min(fn(cl, n) for _ in range(reps(n)))
                 except Exception as e:   # noqa: BLE001
                     print(f"# {name} N={n}: {e}", file=sys.stderr)
                     cells.append("%22s" % "failed")

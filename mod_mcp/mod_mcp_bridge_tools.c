@@ -40,8 +40,13 @@ static json_object *tools_read(bridge_t *b)
     request_rec *r = b->q->r;
     json_object *into = mcp_jsonrpc_parse_value(r->pool, "{}", 2);   /* released with r */
     const char *cursor = NULL, *err = NULL;
+    apr_pool_t *tree;
     int page;
 
+    /* Each page's messages are parsed into tree, cleared before the next page is read: only
+     * into (the declarations) outlives its page, so that a long list is held once, not once
+     * per page plus its declarations, until the request ends. */
+    apr_pool_create(&tree, r->pool);
     for (page = 0; page < MAX_PAGES; page++) {
         const char *body = apr_psprintf(r->pool, "{\"jsonrpc\":\"2.0\",\"id\":\"tools-%"
                                         APR_INT64_T_FMT "-%d\",\"method\":\"tools/list\"%s%s%s}",
@@ -52,6 +57,7 @@ static json_object *tools_read(bridge_t *b)
         mcp_exchange_t x;
         int i;
 
+        apr_pool_clear(tree);
         if (mcp_bridged_post(b->q, b->pooled->backend_session_id, b->pooled->protocol_version,
                              body, &x, &messages, &err) != MCP_BACKEND_OK
             || x.response.status != HTTP_OK) {
@@ -59,11 +65,12 @@ static json_object *tools_read(bridge_t *b)
                           "was not read (Mcp-Param-* headers are checked against the list read "
                           "before, if any): %s", err ? err : apr_psprintf(r->pool, "HTTP %ld",
                                                                          x.response.status));
+            apr_pool_destroy(tree);
             return NULL;
         }
         for (i = 0; i < messages->nelts && !response; i++) {
             const char *t = APR_ARRAY_IDX(messages, i, const char *);
-            json_object *m = mcp_jsonrpc_parse_value(r->pool, t, strlen(t)), *id;
+            json_object *m = mcp_jsonrpc_parse_value(tree, t, strlen(t)), *id;
             if (m && json_object_object_get_ex(m, "id", &id)
                 && json_object_is_type(id, json_type_string)
                 && strncmp(json_object_get_string(id), "tools-", 6) == 0) {
@@ -82,6 +89,7 @@ static json_object *tools_read(bridge_t *b)
         }
         cursor = mcp_jsonrpc_to_string(r->pool, next, NULL);
     }
+    apr_pool_destroy(tree);
     if (mcp_store_bridge_tools_set(mcp_req_db(b->q), r->pool, b->pooled->id,
                                    mcp_jsonrpc_to_string(r->pool, into, NULL)) != MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "era bridge: the backend's tool list was "
