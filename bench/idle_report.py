@@ -112,10 +112,9 @@ def main():
     if slowr:
         r = slowr[0]
         w(f"Concurrent `slow` calls (10 s each) with streams parked: {slow(r)} "
-          f"({r['config'].get('workers')} workers). A POST whose answer is being relayed still "
-          "holds its thread (the backend side of a POST is not on the event loop yet), so calls "
-          "in flight are bounded by the workers; the goal (2,000 in flight on ≤ 256 threads) is "
-          "not met.")
+          f"({r['config'].get('workers')} workers). A 2025-11-25 session's answer that takes "
+          "longer than 100 ms is parked (its POST on the event loop; the bench's sessions "
+          "speak " + r.get("protocol", "?") + "); older sessions' answers hold a thread.")
         w("")
     w("Files: " + ", ".join(f"`{r['_file'].rsplit('/', 1)[-1]}`" for r in runs)
       + " (bench/idle_streams/).")

@@ -44,7 +44,8 @@ import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
-PROTO = "2025-06-18"
+# The newest revision with sessions: its answers are always SSE, so a slow one can be parked.
+PROTO = "2025-11-25"
 CONF = """# bench/idle_streams.py: every client is 127.0.0.1, so no per-principal limits
 LogLevel warn
 MaxKeepAliveRequests 0
@@ -571,6 +572,7 @@ def main():
                 log(f"tests/stack down failed: {p.stderr[-500:]}")
             os.unlink(d + ".conf")
     res["config"] = cfg
+    res["protocol"] = PROTO
     report(res)
     if a.json:
         with open(a.json, "w") as f:
