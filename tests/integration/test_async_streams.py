@@ -104,6 +104,16 @@ def run(coro):
     return asyncio.new_event_loop().run_until_complete(coro)
 
 
+async def until(pred, timeout: float, what: str):
+    """wait_for inside a scenario: the clients' own tasks go on meanwhile."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await loop.run_in_executor(None, pred):
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
 @pytest.mark.parametrize("tls", [False, True], ids=["http1", "tls"])
 def test_more_idle_streams_than_workers(env, tls):
     """STREAMS idle standalone streams on 50 workers: every one is answered and parked, a
@@ -319,4 +329,28 @@ def test_slow_clients_block_nobody(env):
     finally:
         for s in slow:
             s.close()
+    wait_for(lambda: parked(env) == 0, timeout=30, what="parked streams back to 0")
+
+
+def test_more_slow_calls_in_flight_than_workers(env):
+    """Four times as many slow calls (3 s each) as the httpd has workers, at once, in 2025-11-25
+    sessions: each answer is parked once it takes longer than a moment, so three quarters of
+    them and more are in flight together (threaded, at most 50 could be), on threads that do
+    not grow with the calls, and every one is answered."""
+    n = 4 * WORKERS
+    threads_before = httpd_threads(env)
+
+    async def scenario():
+        async with Crowd(base(env) + "/mcp-many", parallel=n) as crowd:
+            sids = await asyncio.gather(*[crowd.session() for _ in range(n)])
+            calls = asyncio.gather(*[crowd.call(sid, "slow", {"count": 1, "interval_ms": 3000},
+                                                timeout=60) for sid in sids])
+            await until(lambda: parked(env) >= n * 3 // 4, timeout=20,
+                        what="the slow calls' answers parked")
+            threads = httpd_threads(env)
+            return await calls, threads
+    answers, threads = run(scenario())
+    assert all(code == 200 and b"slow done: 1 steps" in body for code, _, body in answers), \
+        [a[0] for a in answers if a[0] != 200][:5]
+    assert threads - threads_before < 20, (threads_before, threads)
     wait_for(lambda: parked(env) == 0, timeout=30, what="parked streams back to 0")
