@@ -681,7 +681,7 @@ int mcp_park_wait(mcp_park_t *pk, int (*done)(void *baton), apr_interval_time_t 
 
 int mcp_park_gone(const mcp_park_t *pk)
 {
-    return pk->gone;
+    return pk->gone || pk->c->aborted;
 }
 
 int mcp_park_go(mcp_park_t *pk, apr_int64_t cursor)
@@ -726,6 +726,17 @@ void mcp_park_suspended(conn_rec *c)
         return;
     }
     ap_set_module_config(c->conn_config, &mcp_module, NULL);
+    if (c->aborted) {
+        /* The event MPM closes an aborted connection instead of suspending it (and still runs
+         * this hook): the stream must not outlive it. mcp_park_go refuses such a connection;
+         * this is the belt to those braces. */
+        ap_log_cerror(APLOG_MARK, APLOG_WARNING, 0, c, "stream %" APR_INT64_T_FMT ": its "
+                      "connection was aborted before it was parked; it is not", pk->stream_id);
+        mcp_park_abandon(pk);
+        apr_atomic_dec32(&parked);
+        mcp_status_parked(-1);
+        return;
+    }
     ap_log_cerror(APLOG_MARK, APLOG_TRACE1, 0, c, "stream %" APR_INT64_T_FMT ": the MPM let go "
                   "of its connection; the loop takes it", pk->stream_id);
     mcp_loop_src_fd(pk->src, pk->fd, 0);

@@ -93,7 +93,9 @@ void mcp_park_write_through(mcp_park_t *pk, mcp_stream_t *st);
  * connection stays open for the client's next request), with mcp_park_abandon. */
 int mcp_park_wait(mcp_park_t *pk, int (*done)(void *baton), apr_interval_time_t timeout);
 
-/* Non-zero once a write to the client failed. */
+/* Non-zero once a write to the client failed (the connection is aborted). Such a stream must
+ * not be parked (the event MPM closes an aborted connection whatever the handler returned):
+ * the caller finishes with its thread, then mcp_park_abandon. */
 int mcp_park_gone(const mcp_park_t *pk);
 
 /* Parks it, the client having been sent everything up to seq cursor: returns SUSPENDED for the

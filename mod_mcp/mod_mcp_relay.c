@@ -626,6 +626,7 @@ static int requests_parked(relay_t *rl)
     mcp_req_t *q = rl->q;
     mcp_backend_call_t call;
     const char *err = NULL;
+    int done;
     mcp_park_t *pk = mcp_park_create(q, rl->st.id, MCP_STORE_SEQ_PRIMING, 0, 1);
 
     if (!pk) {
@@ -663,9 +664,16 @@ static int requests_parked(relay_t *rl)
      * stays open for the client's next request. Only an answer that takes longer is parked
      * (its connection then ends with the response: httpd 2.4 cannot take a suspended
      * connection back for keep-alive). */
-    if (mcp_park_wait(pk, request_half_done, PARK_AFTER)) {
-        mcp_park_abandon(pk);
+    done = mcp_park_wait(pk, request_half_done, PARK_AFTER);
+    if (!done && mcp_park_gone(pk)) {
+        /* The client went meanwhile: disconnect is not cancellation, and an aborted
+         * connection cannot be parked: this thread relays to the end, as it always did. */
+        done = mcp_park_wait(pk, request_half_done,
+                             q->conf->stream_timeout + apr_time_from_sec(5));
+    }
+    if (done || mcp_park_gone(pk)) {
         rl->st.client_gone = rl->st.client_gone || mcp_park_gone(pk);
+        mcp_park_abandon(pk);
         return DONE;
     }
     return mcp_park_go(pk, MCP_STORE_SEQ_PRIMING);
@@ -811,7 +819,8 @@ static int standalone_detached(void *baton)
 
 /* The standalone stream parked from its start. SUSPENDED once parked; DECLINED when it cannot
  * be (the caller relays with its thread); DONE when the backend's answer was no stream
- * (*status, *err, and rl->x as after forward). */
+ * (*status, *err, and rl->x as after forward); OK when the stream began and ended here (its
+ * client went before it could be parked). */
 static int standalone_parked(relay_t *rl, mcp_backend_status_t *status, const char **err)
 {
     mcp_req_t *q = rl->q;
@@ -841,6 +850,13 @@ static int standalone_parked(relay_t *rl, mcp_backend_status_t *status, const ch
      * out (events stored meanwhile are read by the parked stream from seq 0, the priming
      * row); anything else is read to its end here, as forward would. */
     mcp_park_wait(pk, standalone_detached, q->conf->backend_timeout);
+    if (rl->detached && mcp_park_gone(pk)) {
+        /* The client went already (an aborted connection cannot be parked). */
+        parked_standalone_ends(rl, "the client went away");
+        rl->st.client_gone = 1;
+        mcp_park_abandon(pk);
+        return OK;
+    }
     if (rl->detached) {
         return mcp_park_go(pk, 0);
     }
@@ -909,8 +925,8 @@ static int relay_standalone(mcp_req_t *handler_q, int resumed)
     q->raw_len = 0;
     watch_start(rl);
     parked = standalone_parked(rl, &status, &err);
-    if (parked == SUSPENDED) {
-        return SUSPENDED;
+    if (parked == SUSPENDED || parked == OK) {
+        return parked == OK ? DONE : SUSPENDED;
     }
     if (parked == DECLINED) {
         status = forward(rl, "GET", 0, &err);
