@@ -333,8 +333,8 @@ def test_slow_clients_block_nobody(env):
 
 
 def test_more_slow_calls_in_flight_than_workers(env):
-    """Four times as many slow calls (3 s each) as the httpd has workers, at once, in 2025-11-25
-    sessions: each answer is parked once it takes longer than a moment, so three quarters of
+    """Four times as many slow calls (10 s each) as the httpd has workers, at once, in 2025-11-25
+    sessions: each answer is parked once it has taken 2 s, so three quarters of
     them and more are in flight together (threaded, at most 50 could be), on threads that do
     not grow with the calls, and every one is answered."""
     n = 4 * WORKERS
@@ -343,9 +343,9 @@ def test_more_slow_calls_in_flight_than_workers(env):
     async def scenario():
         async with Crowd(base(env) + "/mcp-many", parallel=n) as crowd:
             sids = await asyncio.gather(*[crowd.session() for _ in range(n)])
-            calls = asyncio.gather(*[crowd.call(sid, "slow", {"count": 1, "interval_ms": 3000},
-                                                timeout=60) for sid in sids])
-            await until(lambda: parked(env) >= n * 3 // 4, timeout=20,
+            calls = asyncio.gather(*[crowd.call(sid, "slow", {"count": 1, "interval_ms": 10000},
+                                                timeout=90) for sid in sids])
+            await until(lambda: parked(env) >= n * 3 // 4, timeout=40,
                         what="the slow calls' answers parked")
             threads = httpd_threads(env)
             return await calls, threads
