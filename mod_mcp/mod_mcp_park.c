@@ -39,6 +39,9 @@ APLOG_USE_MODULE(mcp);
  * end wake it at once instead; and the table is read only when something was stored. */
 #define PARK_TICK apr_time_from_sec(5)
 
+/* How often the half looks around while the request thread waits for it. */
+#define PARK_WAIT_TICK apr_time_from_msec(250)
+
 /* When a stream that writes through looks again after a wake-up (above the relay's one look a
  * second at its stream's state). */
 #define LOOK_AGAIN apr_time_from_msec(1100)
@@ -659,16 +662,23 @@ static void flush_here(mcp_park_t *pk)
 
 int mcp_park_wait(mcp_park_t *pk, int (*done)(void *baton), apr_interval_time_t timeout)
 {
-    apr_time_t deadline = apr_time_now() + timeout;
+    apr_time_t deadline = apr_time_now() + timeout, next_tick = apr_time_now() + PARK_WAIT_TICK;
 
     while (!pk->half_done && !done(pk->half->baton)) {
-        apr_time_t now = apr_time_now();
+        apr_time_t now = apr_time_now(), until;
         unsigned events;
 
         if (now >= deadline) {
             break;
         }
-        events = mcp_loop_src_wait(pk->src, deadline - now);
+        /* The half looks around meanwhile (its stream ended elsewhere: a DELETE). */
+        if (now >= next_tick) {
+            next_tick = now + PARK_WAIT_TICK;
+            half_tick(pk);
+            continue;
+        }
+        until = deadline < next_tick ? deadline : next_tick;
+        events = mcp_loop_src_wait(pk->src, until - now);
         if (events & MCP_LOOP_STOPPING) {
             break;
         }

@@ -630,6 +630,7 @@ static int requests_parked(relay_t *rl)
     mcp_req_t *q = rl->q;
     mcp_backend_call_t call;
     const char *err = NULL;
+    apr_interval_time_t wait;
     int done;
     mcp_park_t *pk = mcp_park_create(q, rl->st.id, MCP_STORE_SEQ_PRIMING, 0, 1);
 
@@ -668,7 +669,12 @@ static int requests_parked(relay_t *rl)
      * stays open for the client's next request. Only an answer that takes longer is parked
      * (its connection then ends with the response: httpd 2.4 cannot take a suspended
      * connection back for keep-alive). */
-    done = mcp_park_wait(pk, request_half_done, PARK_AFTER);
+    /* MCPStreamCloseAfter may end the client's response before that: the parked stream does. */
+    wait = PARK_AFTER;
+    if (q->conf->stream_close_after > 0 && q->rev->priming && q->conf->stream_close_after < wait) {
+        wait = q->conf->stream_close_after;
+    }
+    done = mcp_park_wait(pk, request_half_done, wait);
     if (!done && mcp_park_gone(pk)) {
         /* The client went meanwhile: disconnect is not cancellation, and an aborted
          * connection cannot be parked: this thread relays to the end, as it always did. */
