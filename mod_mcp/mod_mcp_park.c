@@ -1,7 +1,6 @@
 /* mod_mcp_park — see mod_mcp_park.h. */
 #include <string.h>
 
-#include <apr_atomic.h>
 #include <apr_buckets.h>
 #include <apr_strings.h>
 #include <httpd.h>
@@ -73,7 +72,6 @@ struct mcp_park_t {
     apr_int64_t            cursor;      /* seq of the last event written                       */
     apr_int64_t            follower_id;
     int                    owned;
-    int                    rows;
     int                    more;        /* the last read stopped at a bound                    */
     int                    gone;        /* the client went                                     */
     int                    ended;       /* the stream ended and everything was read            */
@@ -91,7 +89,6 @@ struct mcp_park_t {
 };
 
 static mcp_loop_t *park_loop;            /* NULL: streams are not parked in this process */
-static apr_uint32_t parked;              /* streams parked now                            */
 
 /* ---- a metadata bucket that makes buffering filters pass on what they hold --------------- */
 
@@ -228,7 +225,7 @@ static int read_more(mcp_park_t *pk)
     int n = 0;
 
     pk->more = 0;
-    if (mcp_store_events_after_bounded(pk->db, pk->scratch, pk->stream_id, pk->cursor, pk->rows,
+    if (mcp_store_events_after_bounded(pk->db, pk->scratch, pk->stream_id, pk->cursor, READ_ROWS,
                                        pk->q->conf->stream_queue_bytes, put_stored, pk, &n,
                                        &pk->more) != MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, pk->r, "stream %" APR_INT64_T_FMT " (parked): "
@@ -313,7 +310,6 @@ static void give_back(mcp_park_t *pk)
     pk->sub = NULL;
     mcp_follower_release(pk->q, pk->scratch, pk->stream_id, pk->follower_id);
     mcp_loop_src_release(pk->src);
-    apr_atomic_dec32(&parked);
     mcp_status_parked(-1);
     ap_process_request_after_handler(pk->r);
     /* r and pk are gone from here on. */
@@ -608,7 +604,6 @@ mcp_park_t *mcp_park_create(mcp_req_t *q, apr_int64_t stream_id, apr_int64_t cur
     }
     pk->follower_id = follower_id;
     pk->owned = owned;
-    pk->rows = READ_ROWS;
     pk->started = pk->last_write = pk->last_renew = apr_time_now();
     pk->next_tick = pk->started + PARK_TICK;
     pk->db = mcp_db_request(r, 0);
@@ -712,7 +707,6 @@ int mcp_park_go(mcp_park_t *pk, apr_int64_t cursor)
         }
     }
     ap_set_module_config(c->conn_config, &mcp_module, pk);
-    apr_atomic_inc32(&parked);
     mcp_status_parked(1);
     ap_log_rerror(APLOG_MARK, APLOG_TRACE1, 0, pk->r, "stream %" APR_INT64_T_FMT ": parked after "
                   "seq %" APR_INT64_T_FMT, pk->stream_id, pk->cursor);
@@ -743,8 +737,7 @@ void mcp_park_suspended(conn_rec *c)
         ap_log_cerror(APLOG_MARK, APLOG_WARNING, 0, c, "stream %" APR_INT64_T_FMT ": its "
                       "connection was aborted before it was parked; it is not", pk->stream_id);
         mcp_park_abandon(pk);
-        apr_atomic_dec32(&parked);
-        mcp_status_parked(-1);
+            mcp_status_parked(-1);
         return;
     }
     ap_log_cerror(APLOG_MARK, APLOG_TRACE1, 0, c, "stream %" APR_INT64_T_FMT ": the MPM let go "
@@ -758,7 +751,3 @@ void mcp_park_suspended(conn_rec *c)
     mcp_loop_src_go(pk->src, apr_time_now());
 }
 
-int mcp_park_count(void)
-{
-    return (int)apr_atomic_read32(&parked);
-}

@@ -106,7 +106,4 @@ int mcp_park_go(mcp_park_t *pk, apr_int64_t cursor);
  * backend half's transfer is cut without its hooks. */
 void mcp_park_abandon(mcp_park_t *pk);
 
-/* Streams parked in this process now (0 when the loop does not run). */
-int mcp_park_count(void);
-
 #endif
