@@ -10,6 +10,7 @@
 #include "mcp_id.h"
 #include "mod_mcp_bridge.h"
 #include "mod_mcp_bridge_private.h"
+#include "mod_mcp_status.h"
 
 APLOG_USE_MODULE(mcp);
 
@@ -17,6 +18,9 @@ APLOG_USE_MODULE(mcp);
 #define ANSWERED_GRACE apr_time_from_sec(1)
 /* A round's expiry is looked at this long after it passed (its retry may just be starting). */
 #define WATCH_INTERVAL apr_time_from_sec(5)
+/* How often a call relayed on the event loop looks around (the client's close, a lost lease;
+ * once its round ended the request: the round's expiry, its end elsewhere). */
+#define LOOP_TICK apr_time_from_msec(250)
 #define ROUND_GRACE apr_time_from_sec(1)
 /* The JSON-RPC id of the initialize request sent on the client's behalf. */
 #define INITIALIZE_ID 0
@@ -327,7 +331,10 @@ static void cut_round(bridge_t *b)
         return;
     }
     mcp_stream_commit(&b->bs);   /* stored before the round names its position */
-    client_sse(b);   /* the relay reads on after the client's response ended: SSE can end early */
+    if (!b->d) {
+        client_sse(b);   /* the relay reads on after the client's response ended: SSE can end
+                          * early */
+    }
     b->parked = 1;
     b->watch = mcp_router_subscribe(mcp_child.router, b->bs.id);
     b->pending_seq = b->round_pos;
@@ -496,19 +503,48 @@ static int on_tick(void *baton)
     return mcp_stream_tick(&b->st) || cancelled_now(b);
 }
 
-static void bridge_init(bridge_t *b, mcp_req_t *q)
+/* d: where the call's backend half lives (NULL: the request's pool, its thread). */
+static void bridge_init(bridge_t *b, mcp_req_t *q, mcp_detach_t *d)
 {
     memset(b, 0, sizeof(*b));
     b->q = q;
+    b->d = d;
     b->msg = &q->body->msgs[0];
-    apr_pool_create(&b->scratch, q->r->pool);
+    apr_pool_create(&b->scratch, d ? mcp_detach_req(d)->r->pool : q->r->pool);
     b->log_min = mcp_bridge_request_log_level(b->msg->obj);
 }
 
-/* The backend stream id (stored) is the call's: b->bs set up to relay the backend's answer. */
+static mcp_store_session_t *session_clone(apr_pool_t *p, const mcp_store_session_t *s)
+{
+    mcp_store_session_t *c = apr_pcalloc(p, sizeof(*c));
+
+#define CLONE(field) c->field = s->field ? apr_pstrdup(p, s->field) : NULL
+    CLONE(id);
+    CLONE(backend_url);
+    CLONE(backend_session_id);
+    CLONE(protocol_version);
+    CLONE(principal);
+    CLONE(client_info);
+    CLONE(client_capabilities);
+    CLONE(server_info);
+#undef CLONE
+    return c;
+}
+
+/* The backend stream id (stored) is the call's: b->bs set up to relay the backend's answer
+ * (with b->d, in the detached pool: the pooled session and the request sent copied there). */
 static void backend_stream_start(bridge_t *b, const char *sent, apr_int64_t id)
 {
-    b->bq = *b->q;
+    if (b->d) {
+        mcp_req_t *dq = mcp_detach_req(b->d);
+
+        b->bq = *dq;
+        b->pooled = session_clone(dq->r->pool, b->pooled);
+        sent = apr_pstrdup(dq->r->pool, sent);
+    }
+    else {
+        b->bq = *b->q;
+    }
     b->bq.session = b->pooled;
     b->bq.raw = sent;
     b->bq.raw_len = strlen(sent);
@@ -593,12 +629,125 @@ static int open_backend_stream(bridge_t *b, int attempt, const char **why)
     return 0;
 }
 
-static mcp_backend_status_t forward(bridge_t *b, const char **err)
+/* ---- the call's exchange on the event loop (b->d) ------------------------------------------ */
+
+static void parked_end(bridge_t *b);
+
+/* The transfer ended (or the gateway ends it: cut): its end as mcp_exchange_perform says it;
+ * once the request is over, what is left of the call is done here. */
+static int loop_end(bridge_t *b, mcp_backend_status_t status, const char *err, int cut)
+{
+    b->end_err = err ? err : cut ? "stopped by the gateway" : NULL;
+    b->end_status = mcp_exchange_end(&b->x, cut && !b->x.answered ? MCP_BACKEND_ABORTED : status,
+                                     &b->end_err);
+    if (b->detached) {
+        parked_end(b);
+    }
+    return 1;
+}
+
+static int loop_news(void *baton, const mcp_loop_news_t *news)
+{
+    bridge_t *b = baton;
+    int cut = 0;
+
+    if (news->headers) {
+        cut = mcp_exchange_feed_headers(&b->x, &news->response);
+    }
+    if (!cut && news->len) {
+        cut = mcp_exchange_feed_body(&b->x, news->data, news->len);
+    }
+    if (!cut && !news->done) {
+        return 0;
+    }
+    return loop_end(b, news->status, news->err, cut);
+}
+
+static int loop_tick(void *baton)
+{
+    bridge_t *b = baton;
+
+    return mcp_exchange_feed_tick(&b->x) ? loop_end(b, MCP_BACKEND_ABORTED, NULL, 1) : 0;
+}
+
+/* The process stops while the call waits for its round's retry: the backend stream's lease
+ * runs out, and whoever follows it then finishes it with an error (as for a killed process). */
+static void loop_stop(void *baton, const char *why)
+{
+    bridge_t *b = baton;
+
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, b->q->r, "era bridge: backend stream %"
+                  APR_INT64_T_FMT ": relaying stops unfinished: %s", b->bs.id, why);
+    mcp_router_unsubscribe(b->watch);
+    b->watch = NULL;
+    mcp_stream_disown(&b->bs);
+}
+
+/* The client has its InputRequiredResult: the rest of the call needs no request. */
+static int round_cut(void *baton)
+{
+    bridge_t *b = baton;
+
+    return b->parked && !b->url_round && !b->answered;
+}
+
+/* The request ends; the call's backend half goes on in the loop. Nothing of the client's
+ * request may be reached from it from now on. */
+static void detach(bridge_t *b)
+{
+    ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, b->q->r, "era bridge: stream %" APR_INT64_T_FMT
+                  ": its backend call waits for the round's retry in the event loop (backend "
+                  "stream %" APR_INT64_T_FMT ")", b->st.id, b->bs.id);
+    b->q = &b->bq;
+    b->msg = NULL;
+    b->server_info = NULL;
+    b->round = NULL;
+    b->detached = 1;
+    b->hooks.tick = apr_time_from_sec(1);
+    mcp_detach_go(b->d);
+}
+
+/* The exchange on the loop: this thread handles it until the answer came or a round ended the
+ * request (*detached). Falls back to mcp_exchange_perform when the transfer cannot start. */
+static mcp_backend_status_t forward_on_loop(bridge_t *b, mcp_backend_call_t *call,
+                                            const char **err, int *detached)
+{
+    const char *why = NULL;
+    int rc;
+
+    mcp_exchange_call_defaults(&b->x, call);
+    mcp_exchange_begin(&b->x);
+    b->hooks.on_news = loop_news;
+    b->hooks.on_tick = loop_tick;
+    b->hooks.on_stop = loop_stop;
+    b->hooks.baton = b;
+    b->hooks.tick = LOOP_TICK;
+    if (mcp_detach_start(b->d, call, &b->hooks, &why) != 0) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, b->q->r, "era bridge: stream %"
+                      APR_INT64_T_FMT ": not relayed on the event loop (%s); relayed with this "
+                      "thread", b->st.id, why);
+        b->d = NULL;   /* what lives in its pool goes with the request */
+        return mcp_exchange_perform(&b->x, call, err);
+    }
+    rc = mcp_detach_wait(b->d, round_cut);
+    if (rc == 0) {
+        *detached = 1;
+        return MCP_BACKEND_OK;
+    }
+    if (rc < 0) {
+        *err = "the server is stopping";
+        return mcp_exchange_end(&b->x, MCP_BACKEND_ABORTED, err);
+    }
+    *err = b->end_err;
+    return b->end_status;
+}
+
+static mcp_backend_status_t forward(bridge_t *b, const char **err, int *detached)
 {
     mcp_req_t *q = b->q;
     mcp_backend_call_t call;
 
-    mcp_exchange_init(&b->x, q, b);
+    mcp_exchange_init(&b->x, b->d ? &b->bq : q, b);
     b->x.on_message = on_message;
     b->x.on_sse = on_sse;
     b->x.after_chunk = after_chunk;
@@ -610,7 +759,7 @@ static mcp_backend_status_t forward(bridge_t *b, const char **err)
     call.session_id = b->pooled->backend_session_id;
     call.protocol_version = b->pooled->protocol_version;
     call.timeout_ms = (long)apr_time_as_msec(q->conf->stream_timeout);
-    return mcp_exchange_perform(&b->x, &call, err);
+    return b->d ? forward_on_loop(b, &call, err, detached) : mcp_exchange_perform(&b->x, &call, err);
 }
 
 /* The backend forgot the pooled session (404 before anything was relayed). */
@@ -678,7 +827,38 @@ static int url_round(bridge_t *b)
     return mcp_bridged_round_start(b, b->pooled, b->bs.id, MCP_BRIDGE_ROUND_URL, b->url_round);
 }
 
-int mcp_bridged_relay(bridge_t *b)
+/* The client closed its response, or did not retry the round in time: the backend is told, and
+ * the backend stream ends. */
+static void cancel_upstream(bridge_t *b)
+{
+    mcp_bridged_cancel(b, b->pooled, b->backend_id, b->cancelled
+                       ? "the client closed its response (2026-07-28: cancellation)"
+                       : "the client did not retry the input-required round in time");
+    mcp_stream_finish(&b->bs, "cancelled");
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, b->q->r, "era bridge: stream %" APR_INT64_T_FMT
+                  ": cancelled (%s); the backend was told", b->st.id,
+                  b->cancelled ? "the client closed its response" : "round abandoned");
+}
+
+/* The end of a call whose round ended its request (detached): only the backend stream is left,
+ * as in the parked cases of relay's end. */
+static void parked_end(bridge_t *b)
+{
+    mcp_router_unsubscribe(b->watch);
+    b->watch = NULL;
+    if (b->ended_elsewhere) {
+        mcp_stream_disown(&b->bs);   /* cancelled by the retry, which told the backend */
+    }
+    else if (b->abandoned) {
+        cancel_upstream(b);
+    }
+    else if (!b->finished) {
+        b->finished = 1;
+        mcp_stream_finish(&b->bs, b->answered ? "complete" : "failed");
+    }
+}
+
+static int relay(bridge_t *b, int *detached)
 {
     mcp_req_t *q = b->q;
     request_rec *r = q->r;
@@ -694,7 +874,11 @@ int mcp_bridged_relay(bridge_t *b)
                                       "the era bridge has no backend session: %s", why));
         }
         mcp_bridged_server_info(b, b->pooled->server_info);
-        status = forward(b, &err);
+        status = forward(b, &err, detached);
+        if (*detached) {
+            detach(b);   /* b is the loop's now */
+            return DONE;
+        }
         if (attempt == 0 && session_lost(b, status)) {
             ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "era bridge: the backend lost pooled "
                           "session %s (404); a new one is initialized and the request sent "
@@ -717,17 +901,11 @@ int mcp_bridged_relay(bridge_t *b)
         return mcp_bridged_refuse(b, b->pooled, b->refused_cap);
     }
     if (b->cancelled || b->abandoned) {
-        mcp_bridged_cancel(b, b->pooled, b->backend_id, b->cancelled
-                        ? "the client closed its response (2026-07-28: cancellation)"
-                        : "the client did not retry the input-required round in time");
-        mcp_stream_finish(&b->bs, "cancelled");
+        cancel_upstream(b);
         if (b->cancelled) {
             mcp_stream_finish(&b->st, "cancelled");
             r->connection->keepalive = AP_CONN_CLOSE;
         }
-        ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "era bridge: stream %" APR_INT64_T_FMT
-                      ": cancelled (%s); the backend was told", b->st.id,
-                      b->cancelled ? "the client closed its response" : "round abandoned");
         return DONE;
     }
     if (b->url_round) {
@@ -765,6 +943,16 @@ int mcp_bridged_relay(bridge_t *b)
                          : apr_psprintf(r->pool, "Bad Gateway: the backend answered HTTP %ld "
                                         "without a response to the request",
                                         b->x.response.status));
+}
+
+int mcp_bridged_relay(bridge_t *b)
+{
+    int detached = 0, rc = relay(b, &detached);
+
+    if (!detached) {
+        mcp_bridged_tools_cache(b);   /* (after the answer: it costs the client nothing) */
+    }
+    return rc;
 }
 
 /* ---- entry ----------------------------------------------------------------------------------- */
@@ -842,7 +1030,8 @@ int mcp_bridge_post(mcp_req_t *q, const char *version)
     apr_int64_t stream_id = 0;
     const char *state;
     int has_responses = 0, rc;
-    bridge_t b;
+    mcp_detach_t *d = NULL;
+    bridge_t *b;
 
     if (msg->kind == MCP_MSG_NOTIFICATION) {
         stored = mcp_store_events_append(mcp_req_db(q), r->pool, q->session, 0, 0, "in",
@@ -850,8 +1039,9 @@ int mcp_bridge_post(mcp_req_t *q, const char *version)
         if (stored != MCP_STORE_OK) {
             return mcp_req_store_failed(q, stored);
         }
-        bridge_init(&b, q);
-        forward_cancelled(&b);
+        b = apr_palloc(r->pool, sizeof(*b));
+        bridge_init(b, q, NULL);
+        forward_cancelled(b);
         return mcp_req_empty(q, HTTP_ACCEPTED);
     }
     if (mcp_bridge_method_is_gone(msg->method)) {
@@ -862,27 +1052,32 @@ int mcp_bridge_post(mcp_req_t *q, const char *version)
         return rc;
     }
     mcp_req_note_stream(r, stream_id);
-    bridge_init(&b, q);
-    mcp_stream_init(&b.st, q, stream_id, 1);
-    b.st.stateless = 1;
-    mcp_stream_own(&b.st);
-    b.backend_id = stream_id;   /* unique: calls sharing a pooled session never collide */
+    state = mcp_bridge_request_state(msg->obj, &has_responses);
+    /* A call relayed upstream may end its request at its first round and go on without it. */
+    if (!state && !has_responses && strcmp(msg->method, "server/discover") != 0
+        && strcmp(msg->method, "subscriptions/listen") != 0) {
+        d = mcp_detach_create(q);
+    }
+    b = apr_palloc(d ? mcp_detach_req(d)->r->pool : r->pool, sizeof(*b));
+    bridge_init(b, q, d);
+    mcp_stream_init(&b->st, q, stream_id, 1);
+    b->st.stateless = 1;
+    mcp_stream_own(&b->st);
+    b->backend_id = stream_id;   /* unique: calls sharing a pooled session never collide */
     if (strcmp(msg->method, "server/discover") == 0) {
-        return discover(&b);
+        return discover(b);
     }
     if (strcmp(msg->method, "subscriptions/listen") == 0) {
-        return mcp_bridged_listen(&b);
+        return mcp_bridged_listen(b);
     }
-    if ((state = mcp_bridge_request_state(msg->obj, &has_responses)) != NULL) {
-        return mcp_bridged_round_retry(&b, state);
+    if (state) {
+        return mcp_bridged_round_retry(b, state);
     }
     if (has_responses) {
-        mcp_stream_finish(&b.st, "failed");
+        mcp_stream_finish(&b->st, "failed");
         return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_PARAMS, "Invalid params: "
                              "inputResponses without a requestState (the era bridge always "
                              "issues one)");
     }
-    rc = mcp_bridged_relay(&b);
-    mcp_bridged_tools_cache(&b);
-    return rc;
+    return mcp_bridged_relay(b);   /* b may be the event loop's after this */
 }

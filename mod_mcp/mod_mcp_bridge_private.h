@@ -9,13 +9,22 @@
 
 #include "mcp_bridge.h"
 #include "mcp_store_bridge.h"
+#include "mod_mcp_detach.h"
 #include "mod_mcp_exchange.h"
 #include "mod_mcp_request.h"
 #include "mod_mcp_stream.h"
 
 typedef struct bridge_t {
-    mcp_req_t               *q;          /* the client's request                            */
-    mcp_req_t                bq;         /* the same, on the pooled session (backend stream) */
+    mcp_req_t               *q;          /* the client's request (detached: bq)              */
+    mcp_req_t                bq;         /* the same, on the pooled session (backend stream);
+                                          * with d, the detached stand-in's                 */
+    mcp_detach_t            *d;          /* NULL, or where the call's backend half lives (this
+                                          * struct included): its exchange runs on the event
+                                          * loop and may go on after a round ends the request */
+    mcp_detach_hooks_t       hooks;
+    int                      detached;   /* ... it does: the request is over                  */
+    mcp_backend_status_t     end_status; /* how the transfer ended (its end as perform says)   */
+    const char              *end_err;
     const mcp_jsonrpc_msg_t *msg;
     mcp_store_session_t     *pooled;
     json_object             *server_info;

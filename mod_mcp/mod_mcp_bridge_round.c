@@ -71,7 +71,11 @@ int mcp_bridged_round_start(bridge_t *b, const mcp_store_session_t *s, apr_int64
                   "input required (%d request(s) of the backend, round at %" APR_INT64_T_FMT
                   "-%" APR_INT64_T_FMT ")", b->st.id, requests->nelts, backend_stream, position);
     if (b->st.mode == MCP_STREAM_SSE) {
-        mcp_stream_end_early(&b->st);
+        /* A relay that goes on with this thread ends the client's response now; one on the
+         * event loop lets the request end (b->d), and the connection serves on. */
+        if (!b->d) {
+            mcp_stream_end_early(&b->st);
+        }
         return DONE;
     }
     return mcp_bridged_json(b, HTTP_OK, ir);

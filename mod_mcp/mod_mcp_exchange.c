@@ -118,6 +118,11 @@ int mcp_exchange_feed_body(mcp_exchange_t *x, const char *buf, apr_size_t len)
     return on_body(x, buf, len);
 }
 
+int mcp_exchange_feed_tick(mcp_exchange_t *x)
+{
+    return on_tick(x);
+}
+
 void mcp_exchange_call_defaults(mcp_exchange_t *x, mcp_backend_call_t *call)
 {
     call->target = x->q->conf->backend;

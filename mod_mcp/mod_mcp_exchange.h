@@ -71,6 +71,10 @@ int mcp_exchange_feed_body(mcp_exchange_t *x, const char *buf, apr_size_t len);
 mcp_backend_status_t mcp_exchange_end(mcp_exchange_t *x, mcp_backend_status_t status,
                                       const char **err);
 
+/* For the driven exchange: the tick perform gives (a backend that keeps the stream open after
+ * the answer is cut a second later; else the caller's on_tick). Non-zero asks to cut. */
+int mcp_exchange_feed_tick(mcp_exchange_t *x);
+
 /* Fills in call's target and connect timeout from the request's configuration. */
 void mcp_exchange_call_defaults(mcp_exchange_t *x, mcp_backend_call_t *call);
 

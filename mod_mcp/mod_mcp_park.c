@@ -571,6 +571,11 @@ void mcp_park_child_init(apr_pool_t *pchild, server_rec *s)
     }
 }
 
+mcp_loop_t *mcp_park_loop(void)
+{
+    return park_loop;
+}
+
 int mcp_park_possible(const mcp_req_t *q)
 {
     const request_rec *r = q->r;
@@ -737,7 +742,7 @@ void mcp_park_suspended(conn_rec *c)
         ap_log_cerror(APLOG_MARK, APLOG_WARNING, 0, c, "stream %" APR_INT64_T_FMT ": its "
                       "connection was aborted before it was parked; it is not", pk->stream_id);
         mcp_park_abandon(pk);
-            mcp_status_parked(-1);
+        mcp_status_parked(-1);
         return;
     }
     ap_log_cerror(APLOG_MARK, APLOG_TRACE1, 0, c, "stream %" APR_INT64_T_FMT ": the MPM let go "

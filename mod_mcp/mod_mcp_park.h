@@ -65,6 +65,11 @@ void mcp_park_child_init(apr_pool_t *pchild, server_rec *s);
 /* The MPM let go of c (its suspend_connection hook): a stream parked on it goes to the loop. */
 void mcp_park_suspended(conn_rec *c);
 
+/* The process's event loop: NULL where streams cannot be parked (another MPM, an httpd it was
+ * not tested on, a loop that did not start). Other waiting work runs on it too
+ * (mod_mcp_detach). */
+mcp_loop_t *mcp_park_loop(void);
+
 /* Non-zero when q's stream may be parked (see above). */
 int mcp_park_possible(const mcp_req_t *q);
 

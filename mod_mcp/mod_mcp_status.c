@@ -33,6 +33,7 @@ typedef struct child_slot_t {
     apr_uint64_t wakeups;         /* notifications routed                                   */
     apr_uint64_t db_in_use;       /* connections borrowed right now (a signed count)        */
     apr_uint64_t parked;          /* streams parked in its event loop (a signed count)      */
+    apr_uint64_t detached;        /* backend exchanges going on after their request (signed) */
 } child_slot_t;
 
 typedef struct shared_t {
@@ -149,6 +150,7 @@ void mcp_status_child_init(apr_pool_t *pchild, server_rec *s)
             slot->wakeups = 0;
             slot->db_in_use = 0;
             slot->parked = 0;
+            slot->detached = 0;
         }
     }
     if (!my_slot) {
@@ -211,6 +213,13 @@ void mcp_status_parked(int delta)
     }
 }
 
+void mcp_status_detached(int delta)
+{
+    if (my_slot) {
+        mcp_metrics_add(&my_slot->detached, (apr_uint64_t)(apr_int64_t)delta);
+    }
+}
+
 void mcp_status_child_tick(void)
 {
     apr_uint64_t n;
@@ -236,6 +245,7 @@ typedef struct view_t {
     int                children, listening;
     apr_int64_t        db_in_use;
     apr_int64_t        parked;
+    apr_int64_t        detached;
 } view_t;
 
 static void take_view(request_rec *r, view_t *v)
@@ -254,6 +264,7 @@ static void take_view(request_rec *r, view_t *v)
             v->listening += __atomic_load_n(&slot->listener, __ATOMIC_RELAXED) == 1;
             v->db_in_use += (apr_int64_t)mcp_metrics_read(&slot->db_in_use);
             v->parked += (apr_int64_t)mcp_metrics_read(&slot->parked);
+            v->detached += (apr_int64_t)mcp_metrics_read(&slot->detached);
         }
     }
 }
@@ -285,6 +296,7 @@ static void status_short(request_rec *r, const view_t *v)
     ap_rprintf(r, "MCPChildren: %d\nMCPListenersConnected: %d\n", v->children, v->listening);
     ap_rprintf(r, "MCPDatabaseConnectionsInUse: %" APR_INT64_T_FMT "\n", v->db_in_use);
     ap_rprintf(r, "MCPParkedStreams: %" APR_INT64_T_FMT "\n", v->parked);
+    ap_rprintf(r, "MCPDetachedExchanges: %" APR_INT64_T_FMT "\n", v->detached);
     for (i = 0; i < MCP_STAT_COUNTERS; i++) {
         ap_rprintf(r, "%s: %" APR_UINT64_T_FMT "\n", counters[i].key,
                    mcp_metrics_read(&shared->counters[i]));
@@ -330,6 +342,8 @@ static void status_html(request_rec *r, const view_t *v)
                v->db_in_use);
     ap_rprintf(r, "<dt>Streams parked, holding no thread (this host): %" APR_INT64_T_FMT
                "</dt>\n", v->parked);
+    ap_rprintf(r, "<dt>Backend exchanges going on after their request (this host): %"
+               APR_INT64_T_FMT "</dt>\n", v->detached);
     for (i = 0; i < MCP_STAT_COUNTERS; i++) {
         ap_rprintf(r, "<dt>%s: %" APR_UINT64_T_FMT " <small>(%s)</small></dt>\n", counters[i].key,
                    mcp_metrics_read(&shared->counters[i]), counters[i].help);
@@ -426,6 +440,8 @@ static const char *metrics_text(request_rec *r, const view_t *v, apr_size_t *len
           v->db_in_use);
     gauge(t, "mcp_parked_streams", "Streams parked in an event loop (holding no thread).",
           v->parked);
+    gauge(t, "mcp_detached_exchanges", "Backend exchanges going on in an event loop after "
+          "their request ended (era-bridge calls waiting for their input round).", v->detached);
     gauge(t, "mcp_start_time_seconds", "When the counters started (Unix time).",
           apr_time_sec(shared->started));
     return mcp_metrics_text_get(t, len);

@@ -64,6 +64,10 @@ void mcp_status_db_in_use(int delta);
 /* Streams parked in this child's event loop: +1 when one is parked, -1 when it ends. */
 void mcp_status_parked(int delta);
 
+/* Backend exchanges going on after their request (mod_mcp_detach): +1 when one is let go, -1
+ * when it is done. */
+void mcp_status_detached(int delta);
+
 /* Publishes this child's listener state (connected, last wake-up); called often by a
  * background thread of the child. */
 void mcp_status_child_tick(void);
