@@ -465,6 +465,13 @@ class Bench:
     SetHandler mcp
     MCPBackend {self.se_url}
 </Location>
+# the same gateway with every answer relayed on its request's thread (no event loop), for
+# measurement 1's same-run comparison
+<Location /mcp-threaded>
+    SetHandler mcp
+    MCPBackend ${{MCP_BACKEND_URL}}
+    MCPAsyncStreams Off
+</Location>
 """)
         d, env = self.stack_up("main", 2, conf)
         self.main_dir, self.env = d, env
@@ -472,6 +479,7 @@ class Bench:
         self.gw = self.urls[0]
         self.gw2 = self.urls[1]
         self.gw_se = self.gw.replace("/mcp", "/mcp-se")
+        self.gw_thr = self.gw.replace("/mcp", "/mcp-threaded")
         self.backend = env["MCP_BACKEND_URL"]
         # The trivial fixed-response handler: a static JSON file served by httpd's core.
         with open(os.path.join(d, "httpd-1", "htdocs", "trivial.json"), "w") as f:
@@ -489,6 +497,7 @@ class Bench:
         mcp_sessions(self.gw, 32, sf("gw"))
         # the JSON answer shape: a 2025-06-18 session gets application/json for a request
         mcp_sessions(self.gw, 32, sf("gwjson"), proto=JSON_PROTO)
+        mcp_sessions(self.gw_thr, 32, sf("gwthr"))
         mcp_sessions(self.gw2, 32, sf("gw2"))
         mcp_sessions(self.se_url, 8, sf("se"))
         mcp_sessions(self.gw_se, 8, sf("gwse"))
@@ -550,13 +559,15 @@ class Bench:
         targets = [("backend", self.backend, self.sf("backend")),
                    ("mod_mcp", self.gw, self.sf("gw")),
                    ("trivial", self.trivial, self.sf("gw")),
-                   ("mod_mcp-json", self.gw, self.sf("gwjson"))]
+                   ("mod_mcp-json", self.gw, self.sf("gwjson")),
+                   ("mod_mcp-threaded", self.gw_thr, self.sf("gwthr"))]
         proto = lambda name: JSON_PROTO if name == "mod_mcp-json" else PROTO
         for name, url, sfile in targets:   # warm-up
             self.wrk(url, sfile, 8, 1, label=name, proto=proto(name))
         for rep in range(self.reps):
             for c in self.concs:
-                order = targets[rep % 4:] + targets[:rep % 4]
+                k = rep % len(targets)
+                order = targets[k:] + targets[:k]
                 for name, url, sfile in order:
                     gw = name.startswith("mod_mcp")
                     if gw:

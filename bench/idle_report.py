@@ -1,14 +1,18 @@
 #!/usr/bin/python3
 """bench/idle_report.py — the "streams without a thread" section of bench/results.md.
 
-    bench/idle_report.py RUN.json...     (the --json files of bench/idle_streams.py runs)
+    bench/idle_report.py [--h2 H2.json] [--m1 RESULTS.json] RUN.json...
+        RUN.json: the --json files of bench/idle_streams.py runs; H2.json: bench/h2_rounds.py's;
+        RESULTS.json: bench/results.json of the same run (measurement 1, with its
+        MCPAsyncStreams Off target)
 
 Prints a Markdown section: the goals of issue 20 beside the baseline (MCPAsyncStreams Off, every
 stream holding its thread) and the parked streams, all from the same bench/run. bench/run
 appends it to bench/results.md.
 """
+import argparse
 import json
-import sys
+import statistics
 
 
 def load(paths):
@@ -70,8 +74,47 @@ def slow(r):
             f"{s['httpd_threads_in_flight']} threads in flight")
 
 
+def h2_rounds(path):
+    """The HTTP/2 rounds row: N rounds on one connection, then a call, On beside Off."""
+    with open(path) as f:
+        h = json.load(f)
+    n = h["config"]["rounds"]
+
+    def one(r):
+        call = (f"call answered after {fmt(r['call_seconds'] * 1000, ' ms')}" if r["call_answered"]
+                else "call not answered")
+        return (f"{r['rounds_answered']} of {r['rounds']} rounds in "
+                f"{fmt(r['rounds_seconds'], ' s', 2)}, {call}, {r['retries_answered']} retries "
+                f"answered")
+    return n, h["config"], one(h["off"]), one(h["on"])
+
+
+def m1_rows(path):
+    """Measurement 1 through the gateway, MCPAsyncStreams Off beside On (same run)."""
+    with open(path) as f:
+        res = json.load(f)
+    runs = res.get("runs", {}).get("m1", {})
+
+    def med(key, field):
+        rs = runs.get(key) or []
+        vals = [r[field] for r in rs if r.get(field) is not None]
+        return statistics.median(vals) if vals else None
+    rows = []
+    for target in ("mod_mcp-threaded", "mod_mcp"):
+        c8, c32 = med(f"{target}/8", "rps"), med(f"{target}/32", "rps")
+        p1, b1 = med(f"{target}/1", "p50_us"), med("backend/1", "p50_us")
+        added = (p1 - b1) / 1000 if p1 is not None and b1 is not None else None
+        rows.append((c8, c32, added))
+    return rows
+
+
 def main():
-    runs = load(sys.argv[1:])
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--h2")
+    ap.add_argument("--m1")
+    ap.add_argument("runs", nargs="+")
+    a = ap.parse_args()
+    runs = load(a.runs)
     base = [r for r in runs if r["config"].get("async_streams") == "off"]
     on = [r for r in runs if r["config"].get("async_streams") != "off"]
     plain = [r for r in on if not r["config"].get("tls") and not r.get("slow")]
@@ -109,11 +152,33 @@ def main():
     for name, goal, f in rows:
         w(f"| {name} | {goal} | " + " | ".join(f(r) for _, r in cols) + " |")
     w("")
+    if a.h2:
+        n, cfg, off, on = h2_rounds(a.h2)
+        w(f"**Era-bridge rounds on one HTTP/2 connection** (`bench/h2_rounds.py`, "
+          f"{'h2 over TLS' if cfg.get('tls') else 'h2c'}, one instance): {n} input-required "
+          f"rounds opened at once on one connection, then an `echo` call on it, then every round "
+          f"retried (goal: the call answered at once). MCPAsyncStreams Off (the relay keeps its "
+          f"request, and its HTTP/2 stream, until the retry; rounds expire after "
+          f"{cfg.get('input_timeout_s')} s here): {off}. On (a round ends its request; the "
+          f"call's backend half goes on in the event loop): {on}.")
+        w("")
+    if a.m1:
+        rows = m1_rows(a.m1)
+        w("**Calls through the event loop** (measurement 1 of this run, `echo` on 2025-11-25 "
+          "sessions, 32 sessions; goal: not worse than the thread-per-request path). The same "
+          "module and stack; the Off location relays every answer on its request's thread.")
+        w("")
+        w("| path | calls/s c=8 | calls/s c=32 | added p50 at c=1 (vs backend alone) |")
+        w("|---|---:|---:|---:|")
+        for label, (c8, c32, added) in zip(("MCPAsyncStreams Off (threads)",
+                                            "MCPAsyncStreams On (event loop)"), rows):
+            w(f"| {label} | {fmt(c8)} | {fmt(c32)} | {fmt(added, ' ms', 2)} |")
+        w("")
     if slowr:
         r = slowr[0]
         w(f"Concurrent `slow` calls (10 s each) with streams parked: {slow(r)} "
           f"({r['config'].get('workers')} workers). A 2025-11-25 session's answer that takes "
-          "longer than 100 ms is parked (its POST on the event loop; the bench's sessions "
+          "longer than 2 s is parked (its POST on the event loop; the bench's sessions "
           "speak " + r.get("protocol", "?") + "); older sessions' answers hold a thread.")
         w("")
     w("Files: " + ", ".join(f"`{r['_file'].rsplit('/', 1)[-1]}`" for r in runs)
