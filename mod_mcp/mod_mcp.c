@@ -27,6 +27,7 @@
 #include "mcp_router.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
+#include "mod_mcp_detach.h"
 #include "mod_mcp_handler.h"
 #include "mod_mcp_lease.h"
 #include "mod_mcp_park.h"
@@ -344,6 +345,7 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
     mcp_status_child_init(pchild, s);
     mcp_child.leases = mcp_lease_keeper_start(pchild, s);
     mcp_park_child_init(pchild, s);
+    mcp_detach_child_init(pchild, s);
     listener = apr_pcalloc(pchild, sizeof(*listener));
     listener->s = s;
     listener->pool = pchild;
@@ -398,6 +400,7 @@ static void mcp_register_hooks(apr_pool_t *p)
     ap_hook_map_to_storage(mcp_map_to_storage, NULL, NULL, APR_HOOK_FIRST);
     ap_hook_post_config(mcp_post_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_child_init(mcp_child_init, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_child_stopping(mcp_detach_child_stopping, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_handler(mcp_handler, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_suspend_connection(mcp_suspend_connection, NULL, NULL, APR_HOOK_MIDDLE);
     mcp_status_register_hooks();

@@ -1,6 +1,7 @@
 /* mod_mcp_detach — see mod_mcp_detach.h. */
 #include <string.h>
 
+#include <apr_atomic.h>
 #include <apr_strings.h>
 #include <httpd.h>
 #include <http_config.h>
@@ -12,6 +13,17 @@
 #include "mod_mcp_stream.h"
 
 APLOG_USE_MODULE(mcp);
+
+/* How often a process that exits looks whether its detached exchanges are done. */
+#define DRAIN_LOOK apr_time_from_msec(100)
+/* A detached exchange's transfer ends by its MCPStreamTimeout; what it does after (a store, a
+ * cancellation upstream) is given this much more. */
+#define DRAIN_SLACK apr_time_from_sec(10)
+
+/* Detached exchanges of this process, and the time by which every one is over. */
+static apr_uint32_t live;
+static apr_time_t drain_until;
+static int ungraceful;         /* the MPM stops this process ungracefully */
 
 struct mcp_detach_t {
     apr_pool_t               *pool;       /* the detached pool (its own allocator)           */
@@ -141,7 +153,57 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
     }
     done(d);
     mcp_status_detached(-1);
+    apr_atomic_dec32(&live);
     apr_pool_destroy(d->pool);   /* d with it */
+}
+
+/* ---- a process's exit ----------------------------------------------------------------------- */
+
+static void later_drain(apr_time_t until)
+{
+    apr_time_t was = __atomic_load_n(&drain_until, __ATOMIC_RELAXED);
+
+    while (until > was && !__atomic_compare_exchange_n(&drain_until, &was, until, 0,
+                                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+/* Before the lease keeper and the loop stop (a pre-cleanup registered after the keeper's runs
+ * before it): a graceful exit waits for the detached exchanges. */
+static apr_status_t drain(void *data)
+{
+    server_rec *s = data;
+    apr_uint32_t n = apr_atomic_read32(&live);
+    apr_time_t until = __atomic_load_n(&drain_until, __ATOMIC_RELAXED);
+
+    if (n == 0 || __atomic_load_n(&ungraceful, __ATOMIC_RELAXED)) {
+        return APR_SUCCESS;
+    }
+    ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "mod_mcp: this process waits for %u detached "
+                 "backend exchange(s) (era-bridge calls waiting for their rounds' retries) "
+                 "before it exits, for up to %" APR_TIME_T_FMT " s", n,
+                 apr_time_sec(until - apr_time_now()));
+    while (apr_atomic_read32(&live) > 0 && apr_time_now() < until
+           && !__atomic_load_n(&ungraceful, __ATOMIC_RELAXED)) {
+        apr_sleep(DRAIN_LOOK);
+    }
+    return APR_SUCCESS;
+}
+
+void mcp_detach_child_init(apr_pool_t *pchild, server_rec *s)
+{
+    apr_atomic_set32(&live, 0);
+    drain_until = 0;
+    ungraceful = 0;
+    apr_pool_pre_cleanup_register(pchild, s, drain);
+}
+
+void mcp_detach_child_stopping(apr_pool_t *pchild, int graceful)
+{
+    (void)pchild;
+    if (!graceful) {
+        __atomic_store_n(&ungraceful, 1, __ATOMIC_RELAXED);
+    }
 }
 
 /* ---- the face ------------------------------------------------------------------------------ */
@@ -236,6 +298,8 @@ void mcp_detach_go(mcp_detach_t *d)
                   "event loop; the request ends");
     d->client = NULL;
     mcp_status_detached(1);
+    apr_atomic_inc32(&live);
+    later_drain(apr_time_now() + d->conf.stream_timeout + DRAIN_SLACK);
     mcp_loop_src_timer(d->src, d->next_tick);
     mcp_loop_src_go(d->src, 0);
 }

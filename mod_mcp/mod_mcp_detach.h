@@ -26,8 +26,10 @@
  *   nobody              after that: the pool is destroyed by the worker. A detached exchange
  *                       that was never let go is destroyed with its request.
  *
- * A graceful restart does not end a detached exchange (the process serves until it is done);
- * a stop does (on_stop): its stream's lease then runs out and whoever follows it finishes it.
+ * A graceful restart does not end a detached exchange: the process, which the MPM would let go
+ * as soon as its connections are over (a detached exchange has none), waits for its detached
+ * exchanges before it exits (each is bounded by its transfer's MCPStreamTimeout). A stop ends
+ * them (on_stop): their streams' leases then run out and whoever follows them finishes them.
  *
  * Where it is used: the event MPM with mod_mcp's event loop (mod_mcp_park), MCPAsyncStreams On,
  * whatever the client's wire (HTTP/1.x, HTTP/2, TLS); elsewhere mcp_detach_create says no and
@@ -41,6 +43,12 @@
 #include "mod_mcp_request.h"
 
 typedef struct mcp_detach_t mcp_detach_t;
+
+/* Per process (child_init, after the lease keeper started: it must outlive the wait at exit). */
+void mcp_detach_child_init(apr_pool_t *pchild, server_rec *s);
+
+/* The MPM's word that this process stops (its child_stopping hook): graceful or not. */
+void mcp_detach_child_stopping(apr_pool_t *pchild, int graceful);
 
 /* What runs the exchange; on the request thread, then on a loop worker. A non-zero return
  * means the exchange is done (the hook finished what it stands for; a transfer still running

@@ -78,6 +78,20 @@ def load_stack_env(path: str | os.PathLike) -> dict[str, str]:
     return env
 
 
+def httpd_pids(env: dict[str, str], instance: int = 0) -> list[int]:
+    """The parent of one httpd instance of a stack, then its children."""
+    parent = int(Path(env["MCP_HTTPD_PIDFILES"].split()[instance]).read_text())
+    pids = [parent]
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                    pids.append(int(p.name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return pids
+
+
 def plain_endpoints(env: dict[str, str]) -> dict[str, str]:
     """The stack's values with MCP_URL(S) and MCP_AUTH_URL(S) naming the plain http:// endpoints
     (a --tls stack names its https:// ones there; they stay in MCP_HTTPS_*)."""

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import database, own_stack, run_dir
+from conftest import database, httpd_pids, own_stack, run_dir
 from many_streams import Crowd
 from waiting import wait_for
 
@@ -74,19 +74,6 @@ def status(env) -> dict[str, str]:
 
 def parked(env) -> int:
     return int(status(env).get("MCPParkedStreams", "-1"))
-
-
-def httpd_pids(env) -> list[int]:
-    parent = int(Path(env["MCP_HTTPD_PIDFILES"].split()[0]).read_text())
-    pids = [parent]
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
-                    pids.append(int(p.name))
-            except (OSError, ValueError, IndexError):
-                pass
-    return pids
 
 
 def httpd_threads(env) -> int:

@@ -19,6 +19,7 @@ independent httpd instances ("hosts") of its own (tests/integration/gateway-brid
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,7 +28,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from conftest import database, fault_backend, own_stack, plain_endpoints, run_dir, wanted_modes, wire_client, wire_of
+from conftest import database, fault_backend, httpd_pids, own_stack, plain_endpoints, run_dir, wanted_modes, wire_client, wire_of
 from mcp_client import iter_sse
 from waiting import wait_for
 
@@ -984,6 +985,26 @@ def test_a_round_lets_its_http1_connection_serve_the_next_request(bridge, db):
         pool = http.get_adapter(bridge["URL"]).poolmanager
         conns = sum(p.num_connections for p in pool.pools._container.values())
         assert conns == 1, f"{conns} connections for three requests"
+
+
+def test_a_round_pending_across_a_graceful_restart_is_answered(bridge, db):
+    """A graceful restart does not end a detached exchange: the old process waits for it before
+    it exits (the MPM would only wait for connections, and it has none), the retry — served by
+    the new processes — gets the call's answer, and then the old process goes."""
+    result = elicitation_round(bridge["URL"], "gr-1")
+    wait_for(lambda: detached(bridge) == 1, what="the round's exchange detached")
+    old = set(httpd_pids(bridge)[1:])
+    subprocess.run([str(STACK), "graceful", "--dir", bridge["MCP_STACK_DIR"]], check=True,
+                   timeout=60, capture_output=True)
+    wait_for(lambda: set(httpd_pids(bridge)[1:]) - old, what="new children")
+    (name, _), = result["inputRequests"].items()
+    r = retry(bridge["URL"], "gr-2", result["requestState"], {name: ANSWER})
+    assert r.status_code == 200, r.text
+    assert "al@example.com" in final(r)["result"]["content"][0]["text"]
+    wait_for(lambda: not (old & set(httpd_pids(bridge)[1:])), timeout=30,
+             what="the old children to exit once the call is over")
+    first = client_stream(db, "gr-1")
+    wait_for(lambda: stream_status(db, first[2]) == "complete", what="the backend stream complete")
 
 
 def test_a_round_waits_on_its_thread_where_async_streams_are_off(bridge, db):
