@@ -649,18 +649,10 @@ static int loop_end(bridge_t *b, mcp_backend_status_t status, const char *err, i
 static int loop_news(void *baton, const mcp_loop_news_t *news)
 {
     bridge_t *b = baton;
-    int cut = 0;
+    int cut;
 
-    if (news->headers) {
-        cut = mcp_exchange_feed_headers(&b->x, &news->response);
-    }
-    if (!cut && news->len) {
-        cut = mcp_exchange_feed_body(&b->x, news->data, news->len);
-    }
-    if (!cut && !news->done) {
-        return 0;
-    }
-    return loop_end(b, news->status, news->err, cut);
+    return mcp_exchange_feed_news(&b->x, news, &cut) ? loop_end(b, news->status, news->err, cut)
+                                                     : 0;
 }
 
 static int loop_tick(void *baton)

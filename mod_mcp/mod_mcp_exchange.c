@@ -118,6 +118,18 @@ int mcp_exchange_feed_body(mcp_exchange_t *x, const char *buf, apr_size_t len)
     return on_body(x, buf, len);
 }
 
+int mcp_exchange_feed_news(mcp_exchange_t *x, const mcp_loop_news_t *news, int *cut)
+{
+    *cut = 0;
+    if (news->headers) {
+        *cut = mcp_exchange_feed_headers(x, &news->response);
+    }
+    if (!*cut && news->len) {
+        *cut = mcp_exchange_feed_body(x, news->data, news->len);
+    }
+    return *cut || news->done;
+}
+
 int mcp_exchange_feed_tick(mcp_exchange_t *x)
 {
     return on_tick(x);

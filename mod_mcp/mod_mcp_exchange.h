@@ -20,6 +20,7 @@
 #ifndef MOD_MCP_EXCHANGE_H
 #define MOD_MCP_EXCHANGE_H
 
+#include "mcp_loop.h"
 #include "mcp_sse.h"
 #include "mod_mcp_request.h"
 
@@ -70,6 +71,11 @@ int mcp_exchange_feed_headers(mcp_exchange_t *x, const mcp_backend_response_t *r
 int mcp_exchange_feed_body(mcp_exchange_t *x, const char *buf, apr_size_t len);
 mcp_backend_status_t mcp_exchange_end(mcp_exchange_t *x, mcp_backend_status_t status,
                                       const char **err);
+
+/* One take of a loop transfer's news fed in (headers, then body bytes). Returns 0 while the
+ * exchange goes on; else it is over: the transfer ended (news->done) or a hook asked to cut it
+ * (*cut), and mcp_exchange_end is the caller's next step. */
+int mcp_exchange_feed_news(mcp_exchange_t *x, const mcp_loop_news_t *news, int *cut);
 
 /* For the driven exchange: the tick perform gives (a backend that keeps the stream open after
  * the answer is cut a second later; else the caller's on_tick). Non-zero asks to cut. */

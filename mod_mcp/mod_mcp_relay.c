@@ -559,15 +559,9 @@ static int request_news(void *baton, const mcp_loop_news_t *news)
     const char *json = NULL, *message = NULL, *err;
     mcp_backend_status_t status;
     apr_size_t json_len = 0;
-    int http = 0, code = 0, cut = 0;
+    int http = 0, code = 0, cut;
 
-    if (news->headers) {
-        cut = mcp_exchange_feed_headers(&rl->x, &news->response);
-    }
-    if (!cut && news->len) {
-        cut = mcp_exchange_feed_body(&rl->x, news->data, news->len);
-    }
-    if (!cut && !news->done) {
+    if (!mcp_exchange_feed_news(&rl->x, news, &cut)) {
         return 0;
     }
     err = news->err ? news->err : cut ? "stopped by the gateway" : NULL;
