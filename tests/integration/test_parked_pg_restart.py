@@ -193,6 +193,12 @@ def test_restart_under_parked_standalone_streams(env, capsys):
                 # parked stream's half waits (at the gate, on a loop worker) to store it.
                 r = await in_thread(lambda: requests.post(broadcast, timeout=10))
                 assert r.status_code == 200 and r.json()["streams"] >= n, r.text
+                # Every child's gate has seen it gone (a ping failed), its halves waiting.
+                await in_thread(lambda: wait_for(
+                    lambda: all(re.search(rf"\[pid {pid}:tid \d+\][^\n]*the database is "
+                                          rf"unreachable", "\n".join(log_since(env, offset)))
+                                for pid in pids),
+                    timeout=30, what="every child's gate to close"))
                 assert not any(changed(1)(s) for s in streams), "written before it was stored"
                 await in_thread(stack, env, "start-pg")
                 down = time.monotonic() - t0
@@ -270,11 +276,12 @@ def answer_of(s) -> dict | None:
 
 def test_restart_under_parked_slow_answers(env, capsys):
     """Slow calls (2025-11-25) whose answers are parked (they take longer than 2 s), more than
-    the workers, in flight while PostgreSQL restarts: every client that stayed gets its result
-    or a stored error and its response ends (no hang); a client that went before the restart
-    resumes after it with Last-Event-ID and gets exactly what it missed; a resume from the
-    last event a staying client saw before the restart gets exactly what that client saw
-    after it."""
+    the workers, in flight while PostgreSQL restarts. A third of the clients stay: each gets
+    its result or a stored error and its response ends (no hang), and a resume from the last
+    event it saw before the restart gets exactly what it saw after it. A third go before the
+    restart and follow at once with Last-Event-ID (parked followers, in either child: woken
+    through LISTEN, which reconnects): each gets exactly what it missed, to the answer. A third
+    go before the restart and resume after it: the same."""
     n = WORKERS + 10
     steps, interval = 16, 500          # 8 s of progress: parked at 2 s, restarted at ~3 s
 
@@ -289,14 +296,20 @@ def test_restart_under_parked_slow_answers(env, capsys):
                     "_meta": {"progressToken": f"p{i}"}}}, timeout=30)
                 for i, c in enumerate(calls)])
             assert all(c.status == 200 for c in calls), [c.status for c in calls]
-            staying, leaving = calls[: n // 2], calls[n // 2:]
+            staying, following, leaving = calls[0::3], calls[1::3], calls[2::3]
             for c in calls:
                 await c.wait_for(lambda c: len(c.events) >= 2, timeout=30)
             await in_thread(lambda: wait_for(lambda: parked(env) >= n * 3 // 4, timeout=60,
                                              what="the slow answers parked"))
-            for c in leaving:
+            for c in following + leaving:
                 c.close()
-            left_at = {c.sid: c.ids[-1] for c in leaving}
+            left_at = {c.sid: c.ids[-1] for c in following + leaving}
+            resumed = {}
+            for c in following:
+                r = Stream(crowd, c.sid)
+                await r.open(30, last_event_id=left_at[c.sid])
+                resumed[c.sid] = r
+            assert all(r.status == 200 for r in resumed.values())
             before = {c.sid: len(c.ids) for c in staying}
             t0 = time.monotonic()
             await in_thread(stack, env, "restart-pg")
@@ -304,7 +317,6 @@ def test_restart_under_parked_slow_answers(env, capsys):
             for c in staying:
                 await c.wait_for(lambda c: c.ended, timeout=90)
             # Resumes after the restart, of both kinds.
-            resumed = {}
             for c in leaving:
                 r = Stream(crowd, c.sid)
                 await r.open(30, last_event_id=left_at[c.sid])
@@ -316,8 +328,8 @@ def test_restart_under_parked_slow_answers(env, capsys):
             for r in resumed.values():
                 assert r.status == 200, r.status
                 await r.wait_for(lambda r: r.ended, timeout=90)
-            return staying, leaving, left_at, before, resumed, restart
-    staying, leaving, left_at, before, resumed, restart = run(scenario())
+            return staying, following + leaving, left_at, before, resumed, restart
+    staying, gone, left_at, before, resumed, restart = run(scenario())
     results = errors = 0
     for c in staying:
         msg = answer_of(c)
@@ -327,7 +339,7 @@ def test_restart_under_parked_slow_answers(env, capsys):
             assert msg["result"]["content"][0]["text"] == f"slow done: {steps} steps"
         else:
             errors += 1
-    table = check_against_the_table(env, staying + leaving + list(resumed.values()))
+    table = check_against_the_table(env, staying + gone + list(resumed.values()))
     stream_seqs = {}
     for event_id in table:
         stream, seq = event_id.split("-")
@@ -340,7 +352,7 @@ def test_restart_under_parked_slow_answers(env, capsys):
         assert answer_of(c) == json.loads(c.events[-1][1])
         r = resumed[c.sid + "/again"]
         assert r.ids == c.ids[before[c.sid]:], (c.ids, before[c.sid], r.ids)
-    for c in leaving:
+    for c in gone:
         r = resumed[c.sid]
         stream, last = left_at[c.sid].split("-")
         missed = sorted(s for s in stream_seqs[stream] if s > int(last))
@@ -348,6 +360,7 @@ def test_restart_under_parked_slow_answers(env, capsys):
         assert [e[1] for e in r.events] == [table[f"{stream}-{s}"] for s in missed]
         assert answer_of(r), (c.sid, r.events[-3:])
     with capsys.disabled():
-        print(f"\n{len(staying) + len(leaving)} parked slow answers across restart-pg "
-              f"({restart:.2f} s): {results} results, {errors} stored errors")
+        print(f"\n{n} parked slow answers across restart-pg ({restart:.2f} s): {results} of "
+              f"{len(staying)} staying clients got their result, {errors} a stored error; "
+              f"{len(gone)} resumed")
     wait_for(lambda: parked(env) == 0, timeout=60, what="parked streams back to 0")
