@@ -50,6 +50,14 @@ AsyncRequestWorkerFactor 100
     MCPMaxSessions 0
     MCPMaxFollowersPerStream 0
 </Location>
+<Location /mcp-keepalive>
+    SetHandler mcp
+    MCPBackend ${MCP_BACKEND_URL}
+    MCPMaxStreamsPerPrincipal 0
+    MCPMaxSessionsPerPrincipal 0
+    MCPMaxSessions 0
+    MCPKeepAliveInterval 1
+</Location>
 <Location /mcp-many-status>
     SetHandler server-status
 </Location>
@@ -239,6 +247,60 @@ def test_restart_under_parked_standalone_streams(env, capsys):
     assert len(warn) <= 6 * len(pids), "\n".join(warn[:40])
     # Not a line per stream (nor per stream per tick), at any level.
     assert len(parked_lines) < n // 4, "\n".join(parked_lines[:40])
+    wait_for(lambda: parked(env) == 0, timeout=60, what="parked streams back to 0")
+
+
+def gates_closed(env, offset: int, pids: list[int]) -> bool:
+    """Every child's gate has seen the database gone (a ping failed) since offset."""
+    text = "\n".join(log_since(env, offset))
+    return all(re.search(rf"\[pid {pid}:tid \d+\][^\n]*the database is unreachable", text)
+               for pid in pids)
+
+
+def test_parked_streams_are_served_while_the_database_is_away(env):
+    """The loop's workers do not wait out the outage: while PostgreSQL is down and every parked
+    stream's half has something to store (a broadcast), the parked streams still get their
+    keep-alives (MCPKeepAliveInterval 1) and a client's hang-up still ends its stream; once
+    PostgreSQL is back, the broadcast reaches every stream that stayed, once."""
+    n = 40
+    broadcast = env["MCP_BACKEND_URL"].rsplit("/", 1)[0] + "/broadcast"
+    pids = children(env)
+
+    async def scenario():
+        async with Crowd(base(env) + "/mcp-keepalive") as crowd:
+            streams = await crowd.connect(n)
+            assert all(s.status == 200 for s in streams)
+            for s in streams:
+                await s.wait_for(lambda s: s.ids, timeout=30)
+            await in_thread(lambda: wait_for(lambda: parked(env) >= n, timeout=60,
+                                             what=f"{n} parked streams"))
+            offset = error_log(env).stat().st_size
+            await in_thread(stack, env, "stop-pg")
+            try:
+                r = await in_thread(lambda: requests.post(broadcast, timeout=10))
+                assert r.status_code == 200 and r.json()["streams"] >= n, r.text
+                await in_thread(lambda: wait_for(lambda: gates_closed(env, offset, pids),
+                                                 timeout=30, what="every child's gate to close"))
+                seen = {id(s): s.comments for s in streams}
+                for s in streams:
+                    await s.wait_for(lambda s: s.comments >= seen[id(s)] + 2, timeout=10)
+                gone, streams = streams[:5], streams[5:]
+                for s in gone:
+                    s.close()
+                await in_thread(lambda: wait_for(lambda: parked(env) <= n - len(gone),
+                                                 timeout=10, what="the hang-ups noticed"))
+                assert not any("list_changed" in e[1] for s in streams for e in s.events)
+            finally:
+                await in_thread(stack, env, "start-pg")
+            for s in streams:
+                await s.wait_for(lambda s: any("list_changed" in e[1] for e in s.events),
+                                 timeout=60)
+            assert not any(s.ended for s in streams)
+            return streams
+    streams = run(scenario())
+    check_against_the_table(env, streams)
+    for s in streams:
+        assert sum("list_changed" in e[1] for e in s.events) == 1, (s.sid, s.events)
     wait_for(lambda: parked(env) == 0, timeout=60, what="parked streams back to 0")
 
 
