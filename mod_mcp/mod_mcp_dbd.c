@@ -537,6 +537,11 @@ static void give_back(mcp_store_t *db, PGconn *conn, int broken)
 
 static const mcp_store_lender_t dbd_lender = { borrow, give_back, gate_wait };
 
+int mcp_db_away(void)
+{
+    return gate_is_down();
+}
+
 mcp_store_t *mcp_db_server(apr_pool_t *p, server_rec *s, apr_interval_time_t patience)
 {
     mcp_store_t *db = apr_palloc(p, sizeof(*db));
