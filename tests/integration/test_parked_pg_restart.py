@@ -442,3 +442,44 @@ def test_restart_under_parked_slow_answers(env, capsys):
               f"{len(staying)} staying clients got their result, {errors} a stored error; "
               f"{len(gone)} resumed")
     wait_for(lambda: parked(env) == 0, timeout=60, what="parked streams back to 0")
+
+
+def test_httpd_stops_promptly_while_the_database_is_away():
+    """httpd stopped while PostgreSQL is down and parked streams' halves wait to store: each
+    child exits within a couple of seconds (its loop's workers give up at the gate), instead of
+    waiting out the stores' patience until the parent kills it (AH00045/AH00046, or a crash
+    when it tore the child's pools down under them)."""
+    d = run_dir("mcp-parked-pg-stop-")
+    conf = d / "parked-pg.conf"
+    conf.write_text(CONF)
+    n = 40
+    with own_stack(d, "--httpd", "1", "--workers", str(WORKERS), "--children", "2",
+                   "--conf", str(conf)) as e:
+        pids = children(e)
+        parent = int(Path(e["MCP_HTTPD_PIDFILES"].split()[0]).read_text())
+        broadcast = e["MCP_BACKEND_URL"].rsplit("/", 1)[0] + "/broadcast"
+
+        async def scenario():
+            async with Crowd(base(e) + "/mcp-many") as crowd:
+                streams = await crowd.connect(n)
+                assert all(s.status == 200 for s in streams)
+                await in_thread(lambda: wait_for(lambda: parked(e) >= n, timeout=60,
+                                                 what=f"{n} parked streams"))
+                offset = error_log(e).stat().st_size
+                await in_thread(stack, e, "stop-pg")
+                r = await in_thread(lambda: requests.post(broadcast, timeout=10))
+                assert r.status_code == 200 and r.json()["streams"] >= n, r.text
+                await in_thread(lambda: wait_for(lambda: gates_closed(e, offset, pids),
+                                                 timeout=30, what="every child's gate to close"))
+                t0 = time.monotonic()
+                subprocess.run(["apache2", "-d", str(Path(e["MCP_STACK_DIR"]) / "httpd-1"),
+                                "-f", str(Path(e["MCP_STACK_DIR"]) / "httpd-1" / "httpd.conf"),
+                                "-k", "stop"], check=True, capture_output=True, timeout=30)
+                await in_thread(lambda: wait_for(lambda: not Path(f"/proc/{parent}").exists(),
+                                                 timeout=30, what="httpd to exit"))
+                return time.monotonic() - t0, offset
+        took, offset = run(scenario())
+        lines = log_since(e, offset)
+        bad = [l for l in lines if re.search(r"AH0004[56]|exit signal|Assertion", l)]
+        assert not bad, "\n".join(bad)
+        assert took < 8, took
