@@ -304,6 +304,12 @@ def test_parked_streams_are_served_while_the_database_is_away(env):
                     s.close()
                 await kept_alive(streams, len(pids))
                 assert not any("list_changed" in e[1] for s in streams for e in s.events)
+                # What the outage logged, at any level but trace: a few lines per child (the
+                # gate's, the listener's, the lease keeper's), none per stream or per tick;
+                # the hang-ups' own lines aside (one each).
+                outage_log = [l for l in log_since(env, offset)
+                              if not re.search(r":trace\d\]|went away", l)]
+                assert len(outage_log) <= 12 * len(pids), "\n".join(outage_log)
             finally:
                 await in_thread(stack, env, "start-pg")
             await in_thread(lambda: wait_for(lambda: parked(env) <= n - len(gone), timeout=30,
