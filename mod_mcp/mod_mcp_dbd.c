@@ -68,6 +68,7 @@ static struct {
     apr_thread_cond_t  *queued;       /* signalled when one is queued (the returner waits)  */
     apr_thread_t       *returner;
     int                 stopping;     /* the child is ending: the returner ends too          */
+    int                 exiting;      /* ... and nobody waits at the gate any more            */
     mcp_store_group_t  *group;        /* the child's group commit (mcp_store.h)             */
 } gate;
 
@@ -134,6 +135,20 @@ static apr_status_t returner_stop(void *data)
     return APR_SUCCESS;
 }
 
+/* The child exits (a pre-cleanup: before the event loop's cleanup joins its workers, some of
+ * which may be waiting at the gate to store, for up to half a lease): whoever waits at the
+ * gate gives up now, and nobody waits there any more, so that an outage does not hold up the
+ * exit until the MPM's parent kills the child. */
+static apr_status_t gate_exiting(void *data)
+{
+    (void)data;
+    apr_thread_mutex_lock(gate.lock);
+    gate.exiting = 1;
+    apr_thread_cond_broadcast(gate.changed);
+    apr_thread_mutex_unlock(gate.lock);
+    return APR_SUCCESS;
+}
+
 void mcp_dbd_child_init(apr_pool_t *pchild, server_rec *s)
 {
     gate.s = s;
@@ -143,6 +158,9 @@ void mcp_dbd_child_init(apr_pool_t *pchild, server_rec *s)
         gate.lock = NULL;
         ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, "cannot create the database gate; requests "
                      "retry the database on their own during an outage");
+    }
+    if (gate.lock) {
+        apr_pool_pre_cleanup_register(pchild, NULL, gate_exiting);
     }
     if (apr_thread_mutex_create(&gate.lending, APR_THREAD_MUTEX_TIMED, pchild) != APR_SUCCESS) {
         gate.lending = NULL;
@@ -275,7 +293,7 @@ static int gate_wait(mcp_store_t *db, apr_time_t deadline, const char *err)
         gate.down_since = now;
         gate.next_ping = now;
     }
-    while (gate.down_since && (now = apr_time_now()) < deadline) {
+    while (gate.down_since && !gate.exiting && (now = apr_time_now()) < deadline) {
         if (!gate.probing && now >= gate.next_ping) {
             gate_probe();
             if (gate.down_since && !gate.logged) {
@@ -536,6 +554,11 @@ static void give_back(mcp_store_t *db, PGconn *conn, int broken)
 }
 
 static const mcp_store_lender_t dbd_lender = { borrow, give_back, gate_wait };
+
+int mcp_db_away(void)
+{
+    return gate_is_down();
+}
 
 mcp_store_t *mcp_db_server(apr_pool_t *p, server_rec *s, apr_interval_time_t patience)
 {

@@ -37,6 +37,12 @@ mcp_store_t *mcp_db_request(request_rec *r, apr_interval_time_t patience);
 /* The same outside a request (background threads of a child), allocated in p. */
 mcp_store_t *mcp_db_server(apr_pool_t *p, server_rec *s, apr_interval_time_t patience);
 
+/* Non-zero while this child's gate holds the database for away (a ping is made first when one
+ * is due, so a caller that never waits also sees it come back). For work that must not wait
+ * out an outage on its thread (a parked stream's half, on one of the loop's few workers): it
+ * puts its statements off instead. */
+int mcp_db_away(void);
+
 /* The connection parameters of the pooled connections (DBDParams, as libpq resolved them),
  * cloned from one of them the first time one can be had, for connections mod_mcp makes itself
  * (the LISTEN connection, the gate's pings). -1 while none could be had yet. */

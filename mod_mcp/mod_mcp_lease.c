@@ -23,6 +23,7 @@ typedef struct keeper_t {
     apr_thread_mutex_t *lock;
     apr_thread_cond_t  *wake;
     int                 stopping;
+    int                 failing;    /* the last round could not renew (logged once per run) */
 } keeper_t;
 
 /* One round: every due lease renewed in one statement (one try: the next round is soon). */
@@ -42,10 +43,16 @@ static void renew_due(keeper_t *k, apr_pool_t *p)
     if (mcp_store_streams_renew(db, p, due.ids->nelts, (const apr_int64_t *)due.ids->elts,
                                 (const char *const *)due.sessions->elts,
                                 (const int *)due.secs->elts, &alive) != MCP_STORE_OK) {
-        /* An outage is logged by the gate; the next round tries again. */
-        ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, k->s, "leases not renewed: %s", db->error);
+        /* An outage is logged by the gate; the next round tries again (every KEEPER_TICK:
+         * one line for the first failed round of an outage, not ten a second). */
+        if (!k->failing) {
+            ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, k->s, "leases not renewed (tried again "
+                         "every round, logged again once they are renewed): %s", db->error);
+        }
+        k->failing = 1;
         return;
     }
+    k->failing = 0;
     lost = apr_array_make(p, 4, sizeof(apr_int64_t));
     mcp_leases_renewed(k->leases, &due, alive, now, lost);
     /* Whoever relays a lost stream stops at once: a wake-up makes it look (a parked stream

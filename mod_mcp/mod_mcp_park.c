@@ -1,6 +1,7 @@
 /* mod_mcp_park — see mod_mcp_park.h. */
 #include <string.h>
 
+#include <apr_atomic.h>
 #include <apr_buckets.h>
 #include <apr_strings.h>
 #include <httpd.h>
@@ -58,6 +59,21 @@ APLOG_USE_MODULE(mcp);
 /* How long ending a response may wait for a client that does not read. */
 #define END_TIMEOUT apr_time_from_sec(1)
 
+/* How many of the loop's workers may run backend halves' hooks at once. Those store, and a
+ * store waits out an outage at the gate (up to half a lease): the other workers stay free for
+ * what needs no database (keep-alives, hang-ups, writes from memory, followers' one-try
+ * reads), so that an outage does not stop every parked stream of the process. */
+#define HALF_WORKERS (PARK_WORKERS / 2)
+
+/* How soon a parked stream tries again what it put off: its half's work while the database is
+ * away (a ping is due every 100 ms), a read of the table that failed; and while the other
+ * half workers are busy. */
+#define PUT_OFF apr_time_from_msec(250)
+#define PUT_OFF_BUSY MCP_LOOP_TICK
+
+/* Runs calling a half's hooks now (at most HALF_WORKERS). */
+static volatile apr_uint32_t halves_running;
+
 struct mcp_park_t {
     mcp_req_t             *q;
     request_rec           *r;
@@ -86,6 +102,10 @@ struct mcp_park_t {
     int                    through;     /* the half's stores are written from memory            */
     int                    client_ended; /* its response is over; a half may go on             */
     int                    behind;      /* ... except when the client lagged: read the table    */
+    unsigned               put_off;     /* the half's events a run could not hand it             */
+    const char            *stop_half;   /* why the half is to stop, once it may run              */
+    int                    retry_read;  /* the last read or look at the table failed             */
+    apr_time_t             retry_at;    /* when to try again what was put off (0: nothing)      */
 };
 
 static mcp_loop_t *park_loop;            /* NULL: streams are not parked in this process */
@@ -228,11 +248,17 @@ static int read_more(mcp_park_t *pk)
     if (mcp_store_events_after_bounded(pk->db, pk->scratch, pk->stream_id, pk->cursor, READ_ROWS,
                                        pk->q->conf->stream_queue_bytes, put_stored, pk, &n,
                                        &pk->more) != MCP_STORE_OK) {
-        ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, pk->r, "stream %" APR_INT64_T_FMT " (parked): "
-                      "reading it failed (tried again at the next tick): %s", pk->stream_id,
-                      pk->db->error);
+        /* The wake-up that asked for this read is spent: no other may come (the LISTEN
+         * connection is back before the pooled ones, say), so the read is tried again soon. */
+        if (!pk->retry_read) {
+            ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, pk->r, "stream %" APR_INT64_T_FMT
+                          " (parked): reading it failed (tried again shortly): %s",
+                          pk->stream_id, pk->db->error);
+        }
+        pk->retry_read = 1;
         return -1;
     }
+    pk->retry_read = 0;
     return n;
 }
 
@@ -324,13 +350,20 @@ static void give_back(mcp_park_t *pk)
 
 /* The client's side ends. A half that outlives its client (a request's answer: disconnect is
  * not cancellation) goes on, and the connection is given back when it is done; any other half
- * is stopped now. forced: this process exits: nothing goes on. Returns non-zero when pk is
- * gone. */
-static int end_response(mcp_park_t *pk, const char *why, int retry_hint, int forced)
+ * is stopped now, or (half_ok 0: this run may not call its hooks) by the first run that may.
+ * forced: this process exits: nothing goes on. why must be a literal. Returns non-zero when pk
+ * is gone. */
+static int end_response(mcp_park_t *pk, const char *why, int retry_hint, int forced,
+                        int half_ok)
 {
     if (pk->half && !pk->half_done && (forced || !pk->half->outlives_client)) {
-        pk->half_done = 1;
-        pk->half->on_stop(pk->half->baton, why);
+        if (half_ok || forced) {
+            pk->half_done = 1;
+            pk->half->on_stop(pk->half->baton, why);
+        }
+        else if (!pk->stop_half) {
+            pk->stop_half = why;
+        }
     }
     end_client(pk, why, retry_hint);
     if (pk->half && !pk->half_done) {
@@ -395,42 +428,55 @@ static void half_tick(mcp_park_t *pk)
     }
 }
 
-static void run(mcp_loop_src_t *src, unsigned events, void *baton)
+/* When the next run is due: the keep-alive, the tick, what was put off. */
+static void arm_timer(mcp_park_t *pk, apr_time_t at)
 {
-    mcp_park_t *pk = baton;
+    if (pk->retry_read && (!pk->retry_at || pk->retry_at > apr_time_now() + PUT_OFF)) {
+        pk->retry_at = apr_time_now() + PUT_OFF;
+    }
+    if (pk->retry_at && pk->retry_at < at) {
+        at = pk->retry_at;
+    }
+    mcp_loop_src_timer(pk->src, at);
+}
+
+/* A run of pk. half_ok: it may call the half's hooks (see half_admit); when not, the events
+ * for them were put off, and so is the tick. */
+static void run_stream(mcp_park_t *pk, unsigned events, int half_ok)
+{
     apr_time_t now = apr_time_now(), at;
     const mcp_dir_conf_t *conf = pk->q->conf;
-    int pending = 0, ticked = 0, n;
+    int pending = 0, ticked = 0, retried = pk->retry_read, n;
 
-    (void)src;
     apr_pool_clear(pk->scratch);
     if ((events & MCP_LOOP_STOPPING)
         && end_response(pk, "the server restarts or stops (the client resumes elsewhere)", 1,
-                        mcp_loop_stopping(park_loop))) {
+                        mcp_loop_stopping(park_loop), half_ok)) {
         return;
     }
     if ((events & MCP_LOOP_HANGUP) && !pk->client_ended) {
         went_away(pk, "it closed the connection");
-        if (end_response(pk, "the client went away", 0, 0)) {
+        if (end_response(pk, "the client went away", 0, 0, half_ok)) {
             return;
         }
     }
     if ((events & MCP_LOOP_XFER) && pk->half && !pk->half_done) {
         half_news(pk);
     }
-    if (now >= pk->next_tick) {
+    if (half_ok && now >= pk->next_tick) {
         ticked = 1;
         pk->next_tick = now + tick_of(pk);
         half_tick(pk);
         if (!pk->client_ended && mcp_stream_server_stopping()) {
             if (end_response(pk, "the server restarts or stops (the client resumes elsewhere)",
-                             1, 0)) {
+                             1, 0, half_ok)) {
                 return;
             }
         }
         else if (!pk->client_ended && conf->stream_close_after > 0 && pk->q->rev
                  && pk->q->rev->priming && now - pk->started >= conf->stream_close_after) {
-            if (end_response(pk, "MCPStreamCloseAfter passed (the client resumes)", 1, 0)) {
+            if (end_response(pk, "MCPStreamCloseAfter passed (the client resumes)", 1, 0,
+                             half_ok)) {
                 return;
             }
         }
@@ -448,21 +494,27 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
         }
     }
     if (pk->client_ended) {
-        /* Only the half goes on (disconnect is not cancellation), until it is done. */
+        /* Only the half goes on (disconnect is not cancellation), until it is done; or it
+         * stops now, having been told to while it could not run. */
+        if (half_ok && pk->stop_half && pk->half && !pk->half_done) {
+            pk->half_done = 1;
+            pk->half->on_stop(pk->half->baton, pk->stop_half);
+        }
         if (!pk->half || pk->half_done) {
             give_back(pk);
             return;
         }
-        mcp_loop_src_timer(pk->src, pk->next_tick);
+        arm_timer(pk, pk->next_tick);
         return;
     }
     /* Reads only when something may have been stored that was not written from memory (a
-     * wake-up, unless the half writes through; the first run; a read cut short by a bound;
-     * without a LISTEN connection, every tick), and only while the client takes what it was
-     * given: a slow client leaves its events in the table, not in memory. */
+     * wake-up, unless the half writes through; the first run; a read cut short by a bound; a
+     * read that failed; without a LISTEN connection, every tick), and only while the client
+     * takes what it was given: a slow client leaves its events in the table, not in memory. */
     if (!pk->c->data_in_output_filters
         && (pk->through ? pk->behind
             : (events & (MCP_LOOP_WOKEN | MCP_LOOP_WRITABLE)) || pk->more || !pk->runs
+              || retried
               || (ticked && !(mcp_child.listener
                               && mcp_listener_connected(mcp_child.listener))))) {
         int reads = 0;
@@ -481,7 +533,7 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
             if (pk->owned) {
                 pk->ended = pk->half_done;
             }
-            else if ((events & MCP_LOOP_WOKEN) || ticked) {
+            else if ((events & MCP_LOOP_WOKEN) || ticked || retried) {
                 look_at_stream(pk);
                 /* It ended after the read above: what it stored before ending is read now. */
                 while (pk->ended && !pending && !pk->gone && read_more(pk) > 0) {
@@ -498,13 +550,13 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
     }
     pk->runs++;
     if (pk->gone) {
-        if (!end_response(pk, "the client went away", 0, 0)) {
-            mcp_loop_src_timer(pk->src, pk->next_tick);
+        if (!end_response(pk, "the client went away", 0, 0, half_ok)) {
+            arm_timer(pk, pk->next_tick);
         }
         return;
     }
     if (pk->ended && !pending && !pk->more) {
-        end_response(pk, "the stream ended", 0, 0);
+        end_response(pk, "the stream ended", 0, 0, half_ok);
         return;
     }
     if (!pending && now - pk->last_write >= conf->keepalive_interval) {
@@ -514,7 +566,49 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
     }
     mcp_loop_src_fd(pk->src, pk->fd, pending);
     at = pk->last_write + conf->keepalive_interval;
-    mcp_loop_src_timer(pk->src, at < pk->next_tick ? at : pk->next_tick);
+    arm_timer(pk, at < pk->next_tick ? at : pk->next_tick);
+}
+
+/* May this run call pk's half's hooks? Not while the database is away (they would wait for it
+ * on this worker), nor while HALF_WORKERS runs do. Non-zero: admitted; the caller decrements
+ * halves_running after the run. */
+static int half_admit(mcp_park_t *pk)
+{
+    if (apr_atomic_inc32(&halves_running) >= HALF_WORKERS) {
+        apr_atomic_dec32(&halves_running);
+        pk->retry_at = apr_time_now() + PUT_OFF_BUSY;
+        return 0;
+    }
+    if (mcp_db_away()) {
+        apr_atomic_dec32(&halves_running);
+        pk->retry_at = apr_time_now() + PUT_OFF;
+        return 0;
+    }
+    return 1;
+}
+
+static void run(mcp_loop_src_t *src, unsigned events, void *baton)
+{
+    mcp_park_t *pk = baton;
+    int admitted = 0, half_ok = 1;
+
+    (void)src;
+    events |= pk->put_off;
+    pk->put_off = 0;
+    pk->retry_at = 0;
+    /* The process exits: the half stops now whatever the database does. */
+    if (pk->half && !pk->half_done
+        && !((events & MCP_LOOP_STOPPING) && mcp_loop_stopping(park_loop))) {
+        half_ok = admitted = half_admit(pk);
+        if (!half_ok) {
+            pk->put_off = events & (MCP_LOOP_XFER | MCP_LOOP_WOKEN);
+            events &= ~(MCP_LOOP_XFER | MCP_LOOP_WOKEN);
+        }
+    }
+    run_stream(pk, events, half_ok);   /* pk may be gone after this */
+    if (admitted) {
+        apr_atomic_dec32(&halves_running);
+    }
 }
 
 /* ---- the face ----------------------------------------------------------------------------- */

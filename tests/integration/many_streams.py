@@ -30,6 +30,7 @@ class Stream:
         self.ids = []             # event ids, in order
         self.events = []          # (time.monotonic(), data text) of events with data
         self.hints = 0            # blocks with only retry:
+        self.comments = 0         # blocks with only comments (keep-alives)
         self.ended = False        # the server ended the response
         self.changed = asyncio.Event()
         self.reader = self.writer = self.task = None
@@ -86,10 +87,11 @@ class Stream:
             self.changed.set()
 
     def _block(self, block: str):
-        data, only_retry = None, True
+        data, only_retry, only_comments = None, True, True
         for line in block.split("\n"):
             if line.startswith(":"):
                 continue
+            only_comments = False
             field, _, value = line.partition(":")
             value = value[1:] if value.startswith(" ") else value
             if field == "id":
@@ -102,7 +104,9 @@ class Stream:
                 only_retry = False
         if data:
             self.events.append((time.monotonic(), data))
-        if only_retry and block.strip():
+        if only_comments and block.strip():
+            self.comments += 1
+        elif only_retry and block.strip():
             self.hints += 1
         self.changed.set()
 
