@@ -7,6 +7,7 @@
 #include <http_config.h>
 #include <http_log.h>
 
+#include "mod_mcp_dbd.h"
 #include "mod_mcp_detach.h"
 #include "mod_mcp_park.h"
 #include "mod_mcp_status.h"
@@ -14,6 +15,8 @@
 
 APLOG_USE_MODULE(mcp);
 
+/* How soon a detached exchange looks again while the database is away. */
+#define DB_AWAY_LOOK apr_time_from_msec(250)
 /* How often a process that exits looks whether its detached exchanges are done. */
 #define DRAIN_LOOK apr_time_from_msec(100)
 /* A detached exchange's transfer ends by its MCPStreamTimeout; what it does after (a store, a
@@ -141,8 +144,15 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
         d->hooks->on_stop(d->hooks->baton, "the server stops");
         finished = 1;
     }
-    if (!finished && (events & MCP_LOOP_XFER)) {
-        finished = news(d);
+    if (!finished && mcp_db_away()) {
+        /* Its stores would wait out the outage at the gate on one of the loop's few workers,
+         * which parked streams need meanwhile: what the backend sends waits in the transfer's
+         * bounded buffer (the transfer is paused when it is full). */
+        mcp_loop_src_timer(d->src, apr_time_now() + DB_AWAY_LOOK);
+        return;
+    }
+    if (!finished) {
+        finished = news(d);   /* whatever the events: news put off above are taken now */
     }
     if (!finished) {
         finished = tick(d, apr_time_now());
