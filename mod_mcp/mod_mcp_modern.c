@@ -13,6 +13,7 @@
 #include "mod_mcp_bridge.h"
 #include "mod_mcp_exchange.h"
 #include "mod_mcp_modern.h"
+#include "mod_mcp_park.h"
 #include "mod_mcp_stream.h"
 
 APLOG_USE_MODULE(mcp);
@@ -26,6 +27,14 @@ typedef struct modern_t {
     apr_pool_t             *scratch;      /* cleared per message                            */
     int                     finished;     /* the answered stream was ended                  */
     int                     cancelled;    /* the client closed its response first           */
+    mcp_park_t             *pk;           /* the answer is relayed on the event loop        */
+    int                     sse;          /* the client's response is SSE (headers out)     */
+    mcp_park_half_t         half;
+    int                     settled;      /* the answer (or its failure) is stored           */
+    const char             *json;         /* settled: a JSON answer for the client, as it is  */
+    apr_size_t              json_len;
+    int                     fail_http;    /* settled: no answer; what the client is told      */
+    const char             *fail_message;
 } modern_t;
 
 int mcp_modern_not_allowed(mcp_req_t *q)
@@ -82,11 +91,20 @@ static int on_message(void *baton, const char *json, apr_size_t len)
     return relay_message(baton, json, len);
 }
 
+static void write_through(modern_t *m);
+
 static int on_sse(void *baton)
 {
     modern_t *m = baton;
 
-    mcp_stream_start_sse(&m->st, -1);
+    /* (A parked answer's response is SSE already when the backend's own SSE begins late.) */
+    if (m->st.mode == MCP_STREAM_UNDECIDED) {
+        mcp_stream_start_sse(&m->st, -1);
+        m->sse = 1;
+        if (m->pk) {
+            write_through(m);   /* before anything is stored: the park's cursor is 0 */
+        }
+    }
     return cancelled_now(m);
 }
 
@@ -235,54 +253,195 @@ static int relay_buffered(modern_t *m, const char **body, apr_size_t *len)
     return m->x.answered != 0 || m->x.response.status >= 400;
 }
 
-static int post_request(mcp_req_t *q, const char *version)
+/* The exchange is over (status, err): the answer stored — a JSON one kept for the client (sent
+ * as it is, with the backend's status, unless the response is SSE already: then it went as an
+ * event) — or the failure stored on the stream and kept for the client. */
+static void settle(modern_t *m, mcp_backend_status_t status, const char *err)
 {
-    request_rec *r = q->r;
-    const mcp_jsonrpc_msg_t *msg = &q->body->msgs[0];
-    const char *err = NULL, *json = NULL, *message;
-    apr_size_t json_len = 0;
-    mcp_backend_status_t status;
-    apr_int64_t stream_id = 0;
-    int listen = strcmp(msg->method, "subscriptions/listen") == 0, http;
-    modern_t m;
+    request_rec *r = m->q->r;
+    const char *json;
 
-    if ((http = mcp_req_open_stateless(q, version, &stream_id)) != OK) {
-        return http;
+    if (m->settled) {
+        return;
     }
-    modern_init(&m, q, stream_id);
-    m.st.stateless = 1;
-    mcp_stream_own(&m.st);
-
-    status = forward(&m, version, listen ? 0 : q->conf->stream_timeout, &err);
-    if (m.cancelled) {
-        mcp_stream_finish(&m.st, "cancelled");
+    m->settled = 1;
+    if (m->cancelled) {
+        mcp_stream_finish(&m->st, "cancelled");
         r->connection->keepalive = AP_CONN_CLOSE;
         ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "stream %" APR_INT64_T_FMT " (%s): cancelled: "
                       "the client closed its response; the backend request was closed",
-                      stream_id, msg->method);
+                      m->st.id, m->msg->method);
+        return;
+    }
+    if (m->x.answered && m->x.sse) {
+        finish_answered(m);   /* when the response was the answer's unterminated last event */
+        return;               /* else ended and stored as the response came */
+    }
+    if (status == MCP_BACKEND_OK && !m->x.sse && relay_buffered(m, &m->json, &m->json_len)) {
+        mcp_stream_finish(&m->st, m->st.broken ? "failed" : "complete");
+        return;
+    }
+    m->json = NULL;
+    m->fail_http = failure_words(m, status, err ? err : "the answer ended early",
+                                 &m->fail_message);
+    ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "stream %" APR_INT64_T_FMT ": %s", m->st.id,
+                  m->fail_message);
+    json = mcp_jsonrpc_error_body(r->pool, m->msg->id, MCP_JSONRPC_INTERNAL_ERROR,
+                                  m->fail_message, NULL);
+    relay_message(m, json, strlen(json));
+    mcp_stream_finish(&m->st, "failed");
+}
+
+/* What the handler returns once settled: everything was sent already (SSE), or it is sent now. */
+static int reply(modern_t *m)
+{
+    request_rec *r = m->q->r;
+
+    if (m->cancelled || m->sse) {
         return DONE;
     }
-    if (m.x.answered && m.x.sse) {
-        finish_answered(&m);   /* when the response was the answer's unterminated last event */
-        return DONE;           /* else ended and stored as the response came */
-    }
-    if (status == MCP_BACKEND_OK && !m.x.sse && relay_buffered(&m, &json, &json_len)) {
-        mcp_stream_finish(&m.st, m.st.broken ? "failed" : "complete");
-        r->status = (int)m.x.response.status;
+    if (m->json) {
+        r->status = (int)m->x.response.status;
         ap_set_content_type(r, "application/json");
-        ap_rwrite(json, (int)json_len, r);
+        ap_rwrite(m->json, (int)m->json_len, r);
         return DONE;
     }
-    http = failure_words(&m, status, err ? err : "the answer ended early", &message);
-    ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "stream %" APR_INT64_T_FMT ": %s", stream_id,
-                  message);
-    json = mcp_jsonrpc_error_body(r->pool, msg->id, MCP_JSONRPC_INTERNAL_ERROR, message, NULL);
-    relay_message(&m, json, strlen(json));
-    mcp_stream_finish(&m.st, "failed");
-    if (m.st.mode == MCP_STREAM_SSE) {
-        return DONE;
+    return mcp_req_error(m->q, m->fail_http, MCP_JSONRPC_INTERNAL_ERROR, "%s", m->fail_message);
+}
+
+/* ---- a request's answer on the event loop (parked once it takes MCP_PARK_AFTER) ------------ */
+
+/* The response went SSE: from now on the parked stream writes what the stream stores. */
+static void write_through(modern_t *m)
+{
+    mcp_stream_detach(&m->st);
+    mcp_park_write_through(m->pk, &m->st);
+}
+
+static int parked_news(void *baton, const mcp_loop_news_t *news)
+{
+    modern_t *m = baton;
+    const char *err;
+    int cut;
+
+    if (!mcp_exchange_feed_news(&m->x, news, &cut)) {
+        return 0;
     }
-    return mcp_req_error(q, http, MCP_JSONRPC_INTERNAL_ERROR, "%s", message);
+    err = news->err ? news->err : cut ? "stopped by the gateway" : NULL;
+    settle(m, mcp_exchange_end(&m->x, cut && !m->x.answered ? MCP_BACKEND_ABORTED
+                                                             : news->status, &err), err);
+    return 1;
+}
+
+static int parked_tick(void *baton)
+{
+    modern_t *m = baton;
+    const char *err = "stopped by the gateway";
+
+    if (!mcp_exchange_feed_tick(&m->x)) {
+        return 0;
+    }
+    settle(m, mcp_exchange_end(&m->x, MCP_BACKEND_ABORTED, &err), err);
+    return 1;
+}
+
+/* The client went, or the process stops: closing the backend request is the 2026-07-28
+ * cancellation (the transfer is cut when this returns). */
+static void parked_stop(void *baton, const char *why)
+{
+    modern_t *m = baton;
+
+    ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, m->q->r, "stream %" APR_INT64_T_FMT " (parked): "
+                  "%s", m->st.id, why);
+    m->cancelled = !m->x.answered;
+    settle(m, MCP_BACKEND_ABORTED, why);
+}
+
+static int never(void *baton)
+{
+    (void)baton;
+    return 0;   /* mcp_park_wait returns when the half is done, or at its timeout */
+}
+
+/* The call relayed on the event loop: DECLINED when it cannot be (the caller forwards with its
+ * thread); else DONE (answered within MCP_PARK_AFTER, or the client went meanwhile) or
+ * SUSPENDED (parked: the response is SSE from now on). */
+static int answer_parked(modern_t *m, const char *version)
+{
+    mcp_req_t *q = m->q;
+    mcp_backend_call_t call;
+    const char *err = NULL;
+    int done;
+
+    if (!(m->pk = mcp_park_create(q, m->st.id, 0, 0, 1))) {
+        return DECLINED;
+    }
+    memset(&call, 0, sizeof(call));
+    call.method = "POST";
+    call.body = q->raw;
+    call.body_len = q->raw_len;
+    call.protocol_version = version;
+    call.headers = mcp_headers(q->r);
+    call.timeout_ms = (long)apr_time_as_msec(q->conf->stream_timeout);
+    mcp_exchange_call_defaults(&m->x, &call);
+    m->half.on_news = parked_news;
+    m->half.on_tick = parked_tick;
+    m->half.on_stop = parked_stop;
+    m->half.baton = m;
+    m->half.tick = apr_time_from_sec(1);
+    m->half.outlives_client = 0;   /* 2026-07-28: disconnect is cancellation */
+    mcp_exchange_begin(&m->x);
+    if (mcp_park_backend(m->pk, &call, &m->half, &err) != 0) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r, "stream %" APR_INT64_T_FMT ": not "
+                      "parked (%s); relayed with this thread", m->st.id, err);
+        mcp_park_abandon(m->pk);
+        m->pk = NULL;
+        return DECLINED;
+    }
+    done = mcp_park_wait(m->pk, never, MCP_PARK_AFTER);
+    if (!done && mcp_park_gone(m->pk)) {
+        /* An aborted connection cannot be parked; and its going is the call's cancellation. */
+        m->cancelled = !m->x.answered;
+        settle(m, MCP_BACKEND_ABORTED, "the client went away");
+        done = 1;
+    }
+    if (done) {
+        mcp_park_abandon(m->pk);
+        return reply(m);
+    }
+    if (m->st.mode == MCP_STREAM_UNDECIDED) {
+        mcp_stream_start_sse(&m->st, -1);   /* a JSON answer that comes later goes as an event */
+        m->sse = 1;
+        write_through(m);
+    }
+    return mcp_park_go(m->pk, 0);
+}
+
+/* ---- the request ---------------------------------------------------------------------------- */
+
+static int post_request(mcp_req_t *handler_q, const char *version)
+{
+    /* A parked answer outlives the handler's frame, where its request lives. */
+    mcp_req_t *q = apr_pmemdup(handler_q->r->pool, handler_q, sizeof(*handler_q));
+    const mcp_jsonrpc_msg_t *msg = &q->body->msgs[0];
+    const char *err = NULL;
+    mcp_backend_status_t status;
+    apr_int64_t stream_id = 0;
+    int listen = strcmp(msg->method, "subscriptions/listen") == 0, rc;
+    modern_t *m = apr_palloc(q->r->pool, sizeof(*m));
+
+    if ((rc = mcp_req_open_stateless(q, version, &stream_id)) != OK) {
+        return rc;
+    }
+    modern_init(m, q, stream_id);
+    m->st.stateless = 1;
+    mcp_stream_own(&m->st);
+    if (!listen && (rc = answer_parked(m, version)) != DECLINED) {
+        return rc;
+    }
+    status = forward(m, version, listen ? 0 : q->conf->stream_timeout, &err);
+    settle(m, status, err);
+    return reply(m);
 }
 
 /* ---- entry ---------------------------------------------------------------------------------- */

@@ -102,6 +102,7 @@ struct mcp_park_t {
     int                    through;     /* the half's stores are written from memory            */
     int                    client_ended; /* its response is over; a half may go on             */
     int                    behind;      /* ... except when the client lagged: read the table    */
+    int                    stateless;   /* events carry no ids (a 2026-07-28 call's stream)      */
     unsigned               put_off;     /* the half's events a run could not hand it             */
     const char            *stop_half;   /* why the half is to stop, once it may run              */
     int                    retry_read;  /* the last read or look at the table failed             */
@@ -229,8 +230,8 @@ static int put_stored(void *baton, apr_int64_t seq, const char *message)
 
     /* Priming rows carry no message: their only use was to give the client a cursor. */
     if (message) {
-        text = mcp_sse_event_format(pk->scratch, mcp_id_event_format(pk->scratch, pk->stream_id,
-                                                                     seq),
+        text = mcp_sse_event_format(pk->scratch, pk->stateless ? NULL
+                                    : mcp_id_event_format(pk->scratch, pk->stream_id, seq),
                                     NULL, message, -1, &len);
         put_text(pk, text, len);
     }
@@ -449,7 +450,9 @@ static void run_stream(mcp_park_t *pk, unsigned events, int half_ok)
     int pending = 0, ticked = 0, retried = pk->retry_read, n;
 
     apr_pool_clear(pk->scratch);
-    if ((events & MCP_LOOP_STOPPING)
+    /* A stateless call's response cannot be resumed elsewhere: a graceful restart lets it end
+     * on its own (the MPM waits for its connection); only a stop ends it. */
+    if ((events & MCP_LOOP_STOPPING) && (!pk->stateless || mcp_loop_stopping(park_loop))
         && end_response(pk, "the server restarts or stops (the client resumes elsewhere)", 1,
                         mcp_loop_stopping(park_loop), half_ok)) {
         return;
@@ -467,7 +470,7 @@ static void run_stream(mcp_park_t *pk, unsigned events, int half_ok)
         ticked = 1;
         pk->next_tick = now + tick_of(pk);
         half_tick(pk);
-        if (!pk->client_ended && mcp_stream_server_stopping()) {
+        if (!pk->client_ended && !pk->stateless && mcp_stream_server_stopping()) {
             if (end_response(pk, "the server restarts or stops (the client resumes elsewhere)",
                              1, 0, half_ok)) {
                 return;
@@ -735,6 +738,7 @@ int mcp_park_backend(mcp_park_t *pk, const mcp_backend_call_t *call,
 void mcp_park_write_through(mcp_park_t *pk, mcp_stream_t *st)
 {
     pk->through = 1;
+    pk->stateless = st->stateless;
     st->on_stored = half_stored;
     st->on_stored_baton = pk;
 }

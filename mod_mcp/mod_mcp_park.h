@@ -43,6 +43,13 @@
 
 typedef struct mcp_park_t mcp_park_t;
 
+/* How long a request's answer is waited for with the request's thread before it is parked. A
+ * parked answer ends its connection (httpd 2.4 cannot take a suspended connection back for
+ * keep-alive), and a client that already sent its next request on it sees that request fail
+ * (wrk in bench/run's server-everything run at c=32, with 100 ms). Only answers that are
+ * really slow are parked. */
+#define MCP_PARK_AFTER apr_time_from_sec(2)
+
 /* The backend half of a parked stream; its hooks run on the parked stream's worker (or on the
  * request thread before it is parked). A non-zero return means the half is done (it finished
  * its stream); a transfer still running is then cut. */
@@ -88,7 +95,8 @@ int mcp_park_backend(mcp_park_t *pk, const mcp_backend_call_t *call,
 
 /* The backend half stores on st (the parked stream's own, owned): what it stores is written from
  * memory at once when the client has everything before it, instead of being read back from
- * the table; only a client that fell behind is served from the table. */
+ * the table; only a client that fell behind is served from the table. A stateless st (a
+ * 2026-07-28 call's) gets its events written without ids, as its own writes would be. */
 void mcp_park_write_through(mcp_park_t *pk, mcp_stream_t *st);
 
 /* Before the handler returns: hands the backend half's news to its hooks on this thread until

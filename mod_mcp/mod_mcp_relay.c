@@ -24,12 +24,6 @@ APLOG_USE_MODULE(mcp);
  * ended it (the session's DELETE, a lease takeover). */
 #define WATCH_INTERVAL apr_time_from_sec(1)
 
-/* How long a request's answer is waited for with the request's thread before it is parked. A
- * parked answer ends its connection (httpd 2.4 cannot take a suspended connection back for
- * keep-alive), and a client that already sent its next request on it sees that request fail:
- * wrk in bench/run's server-everything run at c=32, with 100 ms here. Only answers that are
- * really slow are parked. */
-#define PARK_AFTER apr_time_from_sec(2)
 
 /* How much of a backend's body an error response quotes (error.data.body). */
 #define BODY_EXCERPT 512
@@ -664,7 +658,7 @@ static int requests_parked(relay_t *rl)
      * (its connection then ends with the response: httpd 2.4 cannot take a suspended
      * connection back for keep-alive). */
     /* MCPStreamCloseAfter may end the client's response before that: the parked stream does. */
-    wait = PARK_AFTER;
+    wait = MCP_PARK_AFTER;
     if (q->conf->stream_close_after > 0 && q->rev->priming && q->conf->stream_close_after < wait) {
         wait = q->conf->stream_close_after;
     }

@@ -26,6 +26,7 @@ import base64
 import http.client
 import json
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -384,6 +385,67 @@ def test_closing_the_response_cancels_the_backend_request(eras, db):
     with db.cursor() as cur:
         cur.execute("SELECT outcome FROM mcp.tool_calls WHERE stream_id = %s", (st["id"],))
         assert cur.fetchone()[0] == "cancelled"
+
+
+def parked(eras) -> int:
+    base = eras["URL"].rsplit("/", 1)[0]
+    text = requests.get(base + "/mcp-eras-status?auto", timeout=10).text
+    got = dict(l.split(": ", 1) for l in text.splitlines() if ": " in l)
+    return int(got.get("MCPParkedStreams", "-1"))
+
+
+def test_slow_calls_wait_in_the_event_loop_and_are_answered(eras, db):
+    """A call whose answer takes longer than 2 s is parked (HTTP/1.1, event MPM): its thread is
+    free while the backend thinks. Half of them send progress (the backend's SSE answer, written
+    through as it is stored), half none (the answer may come as JSON after the response went
+    SSE: it comes as an event). Every one gets its result, its progress in order."""
+    n, count = 40, 25   # 25 x 100 ms: parked after 2 s
+    before = parked(eras)
+
+    def one(i):
+        kw = {"progressToken": f"park-{i}"} if i % 2 == 0 else {}
+        r = post(eras["URL"], call_body(500 + i, "slow_count", {"count": count, "ms": 100}, **kw),
+                 headers("tools/call", "slow_count"))
+        assert r.status_code == 200, r.text
+        msgs, _ = messages_of(r)
+        return msgs
+
+    with ThreadPoolExecutor(n) as pool:
+        futures = [pool.submit(one, i) for i in range(n)]
+        wait_for(lambda: parked(eras) >= before + n, timeout=20,
+                 what=f"{n} slow calls parked in server-status")
+        answers = [f.result(timeout=60) for f in futures]
+    for i, msgs in enumerate(answers):
+        assert msgs[-1]["id"] == 500 + i and "result" in msgs[-1], msgs[-1]
+        progress = [m["params"]["progress"] for m in msgs if m.get("method") == "notifications/progress"]
+        assert progress == (list(range(1, count + 1)) if i % 2 == 0 else []), progress
+        assert stream_of(db, 500 + i)["status"] == "complete"
+    wait_for(lambda: parked(eras) == before, what="the parked answers to end")
+
+
+def test_closing_a_parked_response_cancels_the_backend_request(eras, db):
+    """Disconnect = cancellation (2026-07-28) holds for a parked answer: the loop notices the
+    hang-up and closes the backend request."""
+    token = "park-cancel-560"
+    body = call_body(560, "slow_count", {"count": 100, "ms": 100}, progressToken=token)
+    r = post(eras["URL"], body, headers("tools/call", "slow_count"), stream=True)
+    assert r.status_code == 200
+    got = 0
+    events = iter_sse(r)
+    for ev in events:
+        got += 1
+        if got == 30:   # 3 s: parked by now
+            break
+    assert parked(eras) >= 1
+    events.close()
+    st = wait_for(lambda: (s := stream_of(db, 560)) and s["status"] != "open" and s,
+                  timeout=15, what="the stream to end")
+    assert st["status"] == "cancelled"
+
+    def backend_saw_it():
+        rr = post(eras["URL"], call_body(561, "cancelled_calls"), headers("tools/call", "cancelled_calls"))
+        return token in json.loads(messages_of(rr)[0][-1]["result"]["content"][0]["text"])
+    wait_for(backend_saw_it, timeout=10, what="the backend to see its request aborted")
 
 
 def test_an_http2_client_resetting_its_stream_cancels_too(eras, db):

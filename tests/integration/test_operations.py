@@ -34,11 +34,15 @@ def test_access_log_notes(stack, mcp):
               "user"]
 
     def line_of_call():
+        # The newest such line: the shared stack's log has other sessions' calls with the same
+        # request id (ids count per session).
+        found = None
         for parts in _notes_lines(stack):
             row = dict(zip(fields, parts))
-            if row.get("method") == "tools/call" and row.get("id") == str(call_id):
-                return row
-        return None
+            if (row.get("method") == "tools/call" and row.get("id") == str(call_id)
+                    and row.get("name") == "echo"):
+                found = row
+        return found
 
     row = wait_for(line_of_call, what="the access-log line of the tools/call")
     assert row["status"] == "200" and row["http_method"] == "POST"
