@@ -29,6 +29,7 @@ typedef struct modern_t {
     int                     cancelled;    /* the client closed its response first           */
     mcp_park_t             *pk;           /* the answer is relayed on the event loop        */
     int                     sse;          /* the client's response is SSE (headers out)     */
+    int                     listen;       /* subscriptions/listen: a stream with no answer   */
     mcp_park_half_t         half;
     int                     settled;      /* the answer (or its failure) is stored           */
     const char             *json;         /* settled: a JSON answer for the client, as it is  */
@@ -353,14 +354,22 @@ static void parked_stop(void *baton, const char *why)
 
     ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, m->q->r, "stream %" APR_INT64_T_FMT " (parked): "
                   "%s", m->st.id, why);
+    if (m->listen && !m->settled && mcp_stream_server_stopping()) {
+        m->settled = 1;   /* the gateway ends it: the client listens again elsewhere */
+        mcp_stream_finish(&m->st, "closed");
+        return;
+    }
     m->cancelled = !m->x.answered;
     settle(m, MCP_BACKEND_ABORTED, why);
 }
 
-static int never(void *baton)
+/* Parked at once: a listen that was acknowledged only waits (a call waits MCP_PARK_AFTER for
+ * its answer with its thread; mcp_park_wait also returns when the half is done). */
+static int listening(void *baton)
 {
-    (void)baton;
-    return 0;   /* mcp_park_wait returns when the half is done, or at its timeout */
+    modern_t *m = baton;
+
+    return m->listen && m->sse;
 }
 
 /* The call relayed on the event loop: DECLINED when it cannot be (the caller forwards with its
@@ -382,7 +391,7 @@ static int answer_parked(modern_t *m, const char *version)
     call.body_len = q->raw_len;
     call.protocol_version = version;
     call.headers = mcp_headers(q->r);
-    call.timeout_ms = (long)apr_time_as_msec(q->conf->stream_timeout);
+    call.timeout_ms = m->listen ? 0 : (long)apr_time_as_msec(q->conf->stream_timeout);
     mcp_exchange_call_defaults(&m->x, &call);
     m->half.on_news = parked_news;
     m->half.on_tick = parked_tick;
@@ -390,6 +399,9 @@ static int answer_parked(modern_t *m, const char *version)
     m->half.baton = m;
     m->half.tick = apr_time_from_sec(1);
     m->half.outlives_client = 0;   /* 2026-07-28: disconnect is cancellation */
+    /* A call's answer is waited for across a graceful restart; a listen ends with it (the client
+     * listens again, on a new process). */
+    m->half.outlives_restart = !m->listen;
     mcp_exchange_begin(&m->x);
     if (mcp_park_backend(m->pk, &call, &m->half, &err) != 0) {
         ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r, "stream %" APR_INT64_T_FMT ": not "
@@ -398,7 +410,7 @@ static int answer_parked(modern_t *m, const char *version)
         m->pk = NULL;
         return DECLINED;
     }
-    done = mcp_park_wait(m->pk, never, MCP_PARK_AFTER);
+    done = mcp_park_wait(m->pk, listening, MCP_PARK_AFTER);
     if (!done && mcp_park_gone(m->pk)) {
         /* An aborted connection cannot be parked; and its going is the call's cancellation. */
         m->cancelled = !m->x.answered;
@@ -434,9 +446,10 @@ static int post_request(mcp_req_t *handler_q, const char *version)
         return rc;
     }
     modern_init(m, q, stream_id);
+    m->listen = listen;
     m->st.stateless = 1;
     mcp_stream_own(&m->st);
-    if (!listen && (rc = answer_parked(m, version)) != DECLINED) {
+    if ((rc = answer_parked(m, version)) != DECLINED) {
         return rc;
     }
     status = forward(m, version, listen ? 0 : q->conf->stream_timeout, &err);

@@ -441,6 +441,13 @@ static void arm_timer(mcp_park_t *pk, apr_time_t at)
     mcp_loop_src_timer(pk->src, at);
 }
 
+/* A stateless call's response cannot be resumed elsewhere: a graceful restart lets it end on its
+ * own (the MPM waits for its connection); only a stop ends it. */
+static int outlives_restart(const mcp_park_t *pk)
+{
+    return pk->half && !pk->half_done && pk->half->outlives_restart;
+}
+
 /* A run of pk. half_ok: it may call the half's hooks (see half_admit); when not, the events
  * for them were put off, and so is the tick. */
 static void run_stream(mcp_park_t *pk, unsigned events, int half_ok)
@@ -450,9 +457,7 @@ static void run_stream(mcp_park_t *pk, unsigned events, int half_ok)
     int pending = 0, ticked = 0, retried = pk->retry_read, n;
 
     apr_pool_clear(pk->scratch);
-    /* A stateless call's response cannot be resumed elsewhere: a graceful restart lets it end
-     * on its own (the MPM waits for its connection); only a stop ends it. */
-    if ((events & MCP_LOOP_STOPPING) && (!pk->stateless || mcp_loop_stopping(park_loop))
+    if ((events & MCP_LOOP_STOPPING) && (!outlives_restart(pk) || mcp_loop_stopping(park_loop))
         && end_response(pk, "the server restarts or stops (the client resumes elsewhere)", 1,
                         mcp_loop_stopping(park_loop), half_ok)) {
         return;
@@ -470,7 +475,7 @@ static void run_stream(mcp_park_t *pk, unsigned events, int half_ok)
         ticked = 1;
         pk->next_tick = now + tick_of(pk);
         half_tick(pk);
-        if (!pk->client_ended && !pk->stateless && mcp_stream_server_stopping()) {
+        if (!pk->client_ended && !outlives_restart(pk) && mcp_stream_server_stopping()) {
             if (end_response(pk, "the server restarts or stops (the client resumes elsewhere)",
                              1, 0, half_ok)) {
                 return;

@@ -63,6 +63,9 @@ typedef struct mcp_park_half_t {
                                  * a graceful restart) the half goes on storing until it is
                                  * done, and only then is the connection given back; on_stop
                                  * only when the process exits                              */
+    int   outlives_restart;     /* a stateless call's answer, which no client can resume
+                                 * elsewhere: a graceful restart does not end the client's
+                                 * response (the MPM waits for the connection); a stop does   */
 } mcp_park_half_t;
 
 /* Decides once per process (child_init) whether streams can be parked here, and starts the

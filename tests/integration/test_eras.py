@@ -503,6 +503,66 @@ def test_listen_streams_count_against_the_principal(eras, db):
         assert st["status"] == "cancelled" and st["method"] == "subscriptions/listen"
 
 
+def test_listen_streams_wait_in_the_event_loop(eras, db):
+    """A 2026-07-28 client keeps a subscriptions/listen open for as long as it is connected: once
+    acknowledged it is parked (no thread), gets what the backend sends, and its close is
+    noticed by the loop (the backend listen closed, the stream cancelled)."""
+    n = 30
+    before = parked(eras)
+    opened = []
+    try:
+        for i in range(n):
+            body = {"jsonrpc": "2.0", "id": 600 + i, "method": "subscriptions/listen",
+                    "params": {"_meta": meta(), "notifications": {"toolsListChanged": True}}}
+            r = post(eras["URL"], body, headers("subscriptions/listen"), stream=True)
+            assert r.status_code == 200, r.text
+            events = iter_sse(r)
+            assert json.loads(next(events).data)["method"] == "notifications/subscriptions/acknowledged"
+            opened.append(events)
+        wait_for(lambda: parked(eras) >= before + n, what=f"{n} listens parked")
+        r = post(eras["URL"], call_body(640, "test_trigger_tool_change"),
+                 headers("tools/call", "test_trigger_tool_change"))
+        assert r.status_code == 200, r.text
+        for events in opened:
+            assert json.loads(next(events).data)["method"] == "notifications/tools/list_changed"
+    finally:
+        for events in opened:
+            events.close()
+    for i in range(n):
+        st = wait_for(lambda: (s := stream_of(db, 600 + i)) and s["status"] != "open" and s,
+                      timeout=15, what="the listen stream to end")
+        assert st["status"] == "cancelled"
+    wait_for(lambda: parked(eras) == before, what="the parked listens to be given back")
+
+
+def test_a_graceful_restart_ends_parked_listens_and_waits_for_parked_calls(eras, db):
+    """A parked call's answer cannot be resumed elsewhere (no event ids in 2026-07-28): a
+    graceful restart lets it finish; a parked listen ends (stored closed), and its client
+    listens again on the new processes."""
+    body = {"jsonrpc": "2.0", "id": 650, "method": "subscriptions/listen",
+            "params": {"_meta": meta(), "notifications": {"toolsListChanged": True}}}
+    listen = post(eras["URL"], body, headers("subscriptions/listen"), stream=True)
+    events = iter_sse(listen)
+    assert json.loads(next(events).data)["method"] == "notifications/subscriptions/acknowledged"
+    with ThreadPoolExecutor(1) as pool:
+        call = pool.submit(post, eras["URL"], call_body(651, "slow_count", {"count": 60, "ms": 100},
+                                                        progressToken="gr-651"),
+                           headers("tools/call", "slow_count"))
+        wait_for(lambda: parked(eras) >= 2, timeout=20, what="the listen and the call parked")
+        subprocess.run([str(STACK), "graceful",
+                        "--dir", eras["MCP_STACK_DIR"]], check=True, timeout=60, capture_output=True)
+        st = wait_for(lambda: (s := stream_of(db, 650)) and s["status"] != "open" and s,
+                      timeout=15, what="the listen to end")
+        assert st["status"] == "closed"
+        r = call.result(timeout=60)
+    msgs, _ = messages_of(r)
+    assert msgs[-1]["id"] == 651 and "result" in msgs[-1], msgs[-1]
+    assert [m["params"]["progress"] for m in msgs if m.get("method") == "notifications/progress"] \
+        == list(range(1, 61))
+    assert stream_of(db, 651)["status"] == "complete"
+    events.close()
+
+
 # ---- the TypeScript SDK v2 client ----------------------------------------------------------------
 
 
