@@ -84,6 +84,11 @@ unsigned mcp_loop_src_wait(mcp_loop_src_t *src, apr_interval_time_t timeout);
  * after each run that wants more). fd < 0 stops watching. Owner only (its run, or while held). */
 void mcp_loop_src_fd(mcp_loop_src_t *src, int fd, int want_write);
 
+/* During a run: a pool of the worker that runs it, cleared once the run returns, for what the
+ * run needs only while it runs (so that an idle source holds no pool of its own); NULL outside
+ * a run. Owner only. */
+apr_pool_t *mcp_loop_src_scratch(const mcp_loop_src_t *src);
+
 /* MCP_LOOP_TIMER once at (0: none). Owner only. */
 void mcp_loop_src_timer(mcp_loop_src_t *src, apr_time_t at);
 
