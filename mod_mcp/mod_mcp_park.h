@@ -93,6 +93,11 @@ void mcp_park_write_through(mcp_park_t *pk, mcp_stream_t *st);
  * connection stays open for the client's next request), with mcp_park_abandon. */
 int mcp_park_wait(mcp_park_t *pk, int (*done)(void *baton), apr_interval_time_t timeout);
 
+/* For the half's hooks: a pool for what they need only while they run (cleared after the run
+ * or the wait's round that called them, so that an idle parked stream holds none); NULL
+ * outside them. */
+apr_pool_t *mcp_park_scratch(const mcp_park_t *pk);
+
 /* Non-zero once a write to the client failed (the connection is aborted). Such a stream must
  * not be parked (the event MPM closes an aborted connection whatever the handler returned):
  * the caller finishes with its thread, then mcp_park_abandon. */
