@@ -106,7 +106,7 @@ void mcp_stream_start_sse(mcp_stream_t *st, apr_int64_t priming_seq)
                   (long)apr_time_as_msec(st->q->conf->retry_interval));
     }
     /* Flushing now sends the headers (and the priming event) before the backend is asked. */
-    mcp_stream_write(st, "", 0);
+    mcp_stream_flush(st);
 }
 
 void mcp_stream_detach(mcp_stream_t *st)
