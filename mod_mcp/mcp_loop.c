@@ -16,9 +16,6 @@
 
 #define MAX_WORKERS 64
 
-/* libcurl's receive buffer for the loop's transfers (its default, 16 KiB, is what every idle
- * stream would hold for nothing; a busy one only makes more rounds). */
-#define LOOP_RECEIVE_BUFFER 4096
 #define EVENTS_PER_WAIT 256
 
 /* What a worker's scratch pool keeps after a run (more goes back to the system). */
@@ -893,7 +890,8 @@ void mcp_loop_wake(mcp_loop_src_t *src)
 }
 
 int mcp_loop_src_start(mcp_loop_src_t *src, mcp_backend_pool_t *bp,
-                       const mcp_backend_call_t *call, apr_size_t max_buffered, const char **err)
+                       const mcp_backend_call_t *call, apr_size_t max_buffered, int lean,
+                       const char **err)
 {
     mcp_loop_t *loop = src->loop;
     apr_allocator_t *alloc = NULL;
@@ -933,7 +931,8 @@ int mcp_loop_src_start(mcp_loop_src_t *src, mcp_backend_pool_t *bp,
     }
     x->curl = mcp_backend_async_curl(x->a);
     curl_easy_setopt(x->curl, CURLOPT_PRIVATE, (char *)x);
-    curl_easy_setopt(x->curl, CURLOPT_BUFFERSIZE, (long)LOOP_RECEIVE_BUFFER);
+    curl_easy_setopt(x->curl, CURLOPT_BUFFERSIZE,
+                     (long)(lean ? MCP_LOOP_LEAN_BUFFER : MCP_LOOP_BUFFER));
     apr_thread_mutex_lock(loop->mutex);
     src->xfer = x;
     if (loop->stopping) {

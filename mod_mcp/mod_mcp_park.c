@@ -636,7 +636,7 @@ int mcp_park_backend(mcp_park_t *pk, const mcp_backend_call_t *call,
 {
     pk->half = half;
     return mcp_loop_src_start(pk->src, mcp_child.backends, call,
-                              (apr_size_t)pk->q->conf->stream_queue_bytes, err);
+                              (apr_size_t)pk->q->conf->stream_queue_bytes, half->lean, err);
 }
 
 void mcp_park_write_through(mcp_park_t *pk, mcp_stream_t *st)

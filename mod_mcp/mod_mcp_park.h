@@ -52,6 +52,8 @@ typedef struct mcp_park_half_t {
     void (*on_stop)(void *baton, const char *why); /* the half must stop now                */
     void  *baton;
     apr_interval_time_t tick;   /* how often on_tick runs (0: the parked stream's own pace)   */
+    int   lean;                 /* its transfer mostly waits (a standalone stream): it is read
+                                 * through a smaller buffer (mcp_loop_src_start)             */
     int   outlives_client;      /* a request's answer: when the client's side ends (it went,
                                  * a graceful restart) the half goes on storing until it is
                                  * done, and only then is the connection given back; on_stop

@@ -866,6 +866,7 @@ static int standalone_parked(relay_t *rl, mcp_backend_status_t *status, const ch
     rl->half.on_tick = standalone_tick;
     rl->half.on_stop = standalone_stop;
     rl->half.baton = rl;
+    rl->half.lean = 1;   /* a standalone stream mostly waits */
     mcp_exchange_begin(&rl->x);
     rl->sent = apr_time_now();
     if (mcp_park_backend(pk, &call, &rl->half, err) != 0) {
