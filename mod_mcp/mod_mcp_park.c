@@ -610,10 +610,6 @@ mcp_park_t *mcp_park_create(mcp_req_t *q, apr_int64_t stream_id, apr_int64_t cur
     pk->started = pk->last_write = pk->last_renew = apr_time_now();
     pk->next_tick = pk->started + PARK_TICK;
     pk->db = mcp_db_request(r, 0);
-    /* The connection's allocator keeps no freed memory from now on (it goes back to the system,
-     * instead of waiting on the allocator's free list, up to MaxMemFree, for the next request of
-     * a connection that has none). */
-    apr_allocator_max_free_set(apr_pool_allocator_get(r->connection->pool), 1);
     pk->out = apr_brigade_create(r->pool, r->connection->bucket_alloc);
     pk->rest = apr_brigade_create(r->pool, r->connection->bucket_alloc);
     pk->src = mcp_loop_src_add(park_loop, run, pk);
@@ -628,6 +624,10 @@ mcp_park_t *mcp_park_create(mcp_req_t *q, apr_int64_t stream_id, apr_int64_t cur
         mcp_loop_src_release(pk->src);
         return NULL;
     }
+    /* The connection's allocator keeps no freed memory from now on (it goes back to the system,
+     * instead of waiting on the allocator's free list, up to MaxMemFree, for the next request of
+     * a connection that has none); mcp_park_abandon restores MaxMemFree. */
+    apr_allocator_max_free_set(apr_pool_allocator_get(r->connection->pool), 1);
     return pk;
 }
 
