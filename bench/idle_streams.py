@@ -3,7 +3,7 @@
 
     bench/idle_streams.py [--streams N] [--workers N] [--children N (4)] [--tls] [--async on|off]
                           [--open-timeout S] [--call-timeout S] [--samples K]
-                          [--slow-calls N] [--keep DIR]
+                          [--slow-calls N] [--keep DIR] [--httpd-env VAR=VALUE]...
     bench/idle_streams.py --url URL [--pid PID] [--streams N] ...   (no stack: any MCP endpoint,
                           e.g. the test backend itself; --pid: the process whose threads/RSS count)
 
@@ -520,6 +520,9 @@ def main():
     ap.add_argument("--slow-calls", type=int, default=0)
     ap.add_argument("--module", default=os.path.join(REPO, "mod_mcp", ".libs", "mod_mcp.so"))
     ap.add_argument("--keep", metavar="DIR", help="stack directory to use and leave running")
+    ap.add_argument("--httpd-env", metavar="VAR=VALUE", action="append", default=[],
+                    help="one more variable in httpd's environment (tests/stack up --httpd-env), "
+                         "e.g. MALLOC_ARENA_MAX=2; repeatable")
     ap.add_argument("--url", help="no stack: measure this MCP endpoint")
     ap.add_argument("--pid", type=int, help="with --url: the process whose threads/RSS count")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
@@ -549,6 +552,8 @@ def main():
             cmd += ["--children", str(a.children)]
         if a.tls:
             cmd.append("--tls")
+        for e in a.httpd_env:
+            cmd += ["--httpd-env", e]
         log(" ".join(cmd[1:]))
         p = subprocess.run(cmd, text=True, capture_output=True)
         if p.returncode:
@@ -562,6 +567,8 @@ def main():
                "children": env.get("MCP_HTTPD_CHILDREN"),
                "threads_per_child": env.get("MCP_HTTPD_THREADS_PER_CHILD"), "tls": bool(a.tls),
                "async_streams": a.async_streams}
+        if a.httpd_env:
+            cfg["httpd_env"] = a.httpd_env
     try:
         res = asyncio.run(measure(a, url, pids, backend_url))
     finally:

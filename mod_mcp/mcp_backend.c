@@ -404,7 +404,12 @@ mcp_backend_async_t *mcp_backend_async_create(mcp_backend_pool_t *bp, apr_pool_t
                                               const mcp_backend_call_t *call, const char **err)
 {
     mcp_backend_async_t *a = apr_pcalloc(p, sizeof(*a));
-    CURL *h = handle_get(bp);
+    /* A new handle, not a cached one: a handle that made blocking exchanges keeps their
+     * connection cache (curl_easy_perform's own multi handle, with an idle connection to the
+     * backend and a socket pair), which would sit unused, three descriptors and some 9 KiB,
+     * for as long as the transfer runs on the other multi handle (a standalone stream: as long
+     * as its client stays). It joins the cache when the transfer ends. */
+    CURL *h = curl_easy_init();
 
     *err = NULL;
     if (!h) {

@@ -16,10 +16,10 @@
 
 #define MAX_WORKERS 64
 
-/* libcurl's receive buffer for the loop's transfers (its default, 16 KiB, is what every idle
- * stream would hold for nothing; a busy one only makes more rounds). */
-#define LOOP_RECEIVE_BUFFER 4096
 #define EVENTS_PER_WAIT 256
+
+/* What a worker's scratch pool keeps after a run (more goes back to the system). */
+#define SCRATCH_KEEP (64 * 1024)
 
 #define TOLD_CHECK 1u   /* by the stop check (a graceful restart: the loop goes on) */
 #define TOLD_STOP  2u   /* by mcp_loop_stop                                       */
@@ -49,6 +49,7 @@ struct mcp_loop_src_t {
     apr_time_t        timer_at;
     apr_time_t        go_at;     /* held: let go at the loop's first look after it (0: not yet) */
     unsigned          told;      /* MCP_LOOP_STOPPING was sent: TOLD_CHECK, TOLD_STOP        */
+    apr_pool_t       *scratch;   /* running: its worker's scratch pool                      */
     xfer_t           *xfer;
     mcp_loop_src_t   *prev, *next;   /* every source                                        */
     mcp_loop_src_t   *qnext;         /* the run queue, or the graveyard                     */
@@ -73,6 +74,13 @@ struct xfer_t {
     const char             *err;       /* in pool                                            */
 };
 
+/* A worker thread and its scratch pool (its own allocator: only that thread allocates in it). */
+typedef struct worker_t {
+    mcp_loop_t    *loop;
+    apr_thread_t  *thread;
+    apr_pool_t    *scratch;
+} worker_t;
+
 typedef enum { CMD_ADD, CMD_RESUME, CMD_CUT, CMD_FREE } cmd_kind_t;
 
 typedef struct cmd_t {
@@ -92,7 +100,7 @@ struct mcp_loop_t {
     CURLM               *multi;
     apr_time_t           curl_at;    /* when curl wants its timeout action (0: never)        */
     apr_thread_t        *thread;
-    apr_thread_t        *workers[MAX_WORKERS];
+    worker_t             workers[MAX_WORKERS];
     int                  nworkers;
     mcp_loop_src_t      *sources;
     int                  nsources;
@@ -566,7 +574,8 @@ static void *APR_THREAD_FUNC loop_main(apr_thread_t *thread, void *data)
 
 static void *APR_THREAD_FUNC worker_main(apr_thread_t *thread, void *data)
 {
-    mcp_loop_t *loop = data;
+    worker_t *w = data;
+    mcp_loop_t *loop = w->loop;
 
     apr_thread_mutex_lock(loop->mutex);
     for (;;) {
@@ -587,11 +596,15 @@ static void *APR_THREAD_FUNC worker_main(apr_thread_t *thread, void *data)
         src->state = SRC_RUNNING;
         events = src->pending;
         src->pending = 0;
+        src->scratch = w->scratch;
         apr_thread_mutex_unlock(loop->mutex);
 
         src->run(src, events, src->baton);
+        /* src may be released: what the run left in the scratch pool goes now, without it. */
+        apr_pool_clear(w->scratch);
 
         apr_thread_mutex_lock(loop->mutex);
+        src->scratch = NULL;
         if (src->released) {
             bury(src);
         }
@@ -664,7 +677,23 @@ mcp_loop_t *mcp_loop_create(apr_pool_t *p, int workers, const char **err)
         goto fail;
     }
     for (i = 0; i < workers; i++) {
-        if (apr_thread_create(&loop->workers[i], NULL, worker_main, loop, p) != APR_SUCCESS) {
+        worker_t *w = &loop->workers[i];
+        apr_allocator_t *alloc = NULL;
+
+        w->loop = loop;
+        if (apr_allocator_create(&alloc) != APR_SUCCESS
+            || apr_pool_create_ex(&w->scratch, NULL, NULL, alloc) != APR_SUCCESS) {
+            if (alloc) {
+                apr_allocator_destroy(alloc);
+            }
+            *err = "out of memory";
+            break;
+        }
+        apr_allocator_owner_set(alloc, w->scratch);
+        apr_allocator_max_free_set(alloc, SCRATCH_KEEP);
+        if (apr_thread_create(&w->thread, NULL, worker_main, w, p) != APR_SUCCESS) {
+            apr_pool_destroy(w->scratch);
+            w->scratch = NULL;
             *err = "cannot start a worker thread";
             break;
         }
@@ -712,7 +741,7 @@ void mcp_loop_stop(mcp_loop_t *loop, apr_interval_time_t grace)
     poke(loop);
     apr_thread_mutex_unlock(loop->mutex);
     for (i = 0; i < loop->nworkers; i++) {
-        apr_thread_join(&rv, loop->workers[i]);
+        apr_thread_join(&rv, loop->workers[i].thread);
     }
     if (loop->thread) {
         apr_thread_join(&rv, loop->thread);
@@ -729,6 +758,11 @@ void mcp_loop_stop(mcp_loop_t *loop, apr_interval_time_t grace)
         free(src);
     }
     curl_multi_cleanup(loop->multi);
+    for (i = 0; i < loop->nworkers; i++) {
+        apr_pool_destroy(loop->workers[i].scratch);
+        loop->workers[i].scratch = NULL;
+    }
+    loop->nworkers = 0;
     for (i = 0; i < (int)loop->ncurl_tags; i++) {
         free(loop->curl_tags[i]);
     }
@@ -836,6 +870,11 @@ void mcp_loop_src_fd(mcp_loop_src_t *src, int fd, int want_write)
     src->fd_added = epoll_ctl(src->loop->epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
+apr_pool_t *mcp_loop_src_scratch(const mcp_loop_src_t *src)
+{
+    return src->scratch;
+}
+
 void mcp_loop_src_timer(mcp_loop_src_t *src, apr_time_t at)
 {
     apr_thread_mutex_lock(src->loop->mutex);
@@ -851,7 +890,8 @@ void mcp_loop_wake(mcp_loop_src_t *src)
 }
 
 int mcp_loop_src_start(mcp_loop_src_t *src, mcp_backend_pool_t *bp,
-                       const mcp_backend_call_t *call, apr_size_t max_buffered, const char **err)
+                       const mcp_backend_call_t *call, apr_size_t max_buffered, int lean,
+                       const char **err)
 {
     mcp_loop_t *loop = src->loop;
     apr_allocator_t *alloc = NULL;
@@ -891,7 +931,8 @@ int mcp_loop_src_start(mcp_loop_src_t *src, mcp_backend_pool_t *bp,
     }
     x->curl = mcp_backend_async_curl(x->a);
     curl_easy_setopt(x->curl, CURLOPT_PRIVATE, (char *)x);
-    curl_easy_setopt(x->curl, CURLOPT_BUFFERSIZE, (long)LOOP_RECEIVE_BUFFER);
+    curl_easy_setopt(x->curl, CURLOPT_BUFFERSIZE,
+                     (long)(lean ? MCP_LOOP_LEAN_BUFFER : MCP_LOOP_BUFFER));
     apr_thread_mutex_lock(loop->mutex);
     src->xfer = x;
     if (loop->stopping) {
@@ -939,6 +980,10 @@ int mcp_loop_src_take(mcp_loop_src_t *src, apr_pool_t *p, apr_pool_t *scratch,
         news->data = apr_pstrmemdup(scratch, x->buf, x->len);
         news->len = x->len;
         x->len = 0;
+        /* An idle stream holds no buffer: the next bytes get a new one. */
+        free(x->buf);
+        x->buf = NULL;
+        x->cap = 0;
         any = 1;
         if (x->paused) {
             x->paused = 0;

@@ -51,6 +51,11 @@ typedef struct mcp_loop_src_t mcp_loop_src_t;
 #define MCP_LOOP_XFER      0x10u
 #define MCP_LOOP_STOPPING  0x20u
 
+/* libcurl's receive buffer for the loop's transfers (its default, 16 KiB, is what every idle
+ * stream would hold for nothing), and for lean ones (libcurl's smallest). */
+#define MCP_LOOP_BUFFER       4096
+#define MCP_LOOP_LEAN_BUFFER  1024
+
 /* How often timers are looked at. */
 #define MCP_LOOP_TICK apr_time_from_msec(50)
 
@@ -84,6 +89,11 @@ unsigned mcp_loop_src_wait(mcp_loop_src_t *src, apr_interval_time_t timeout);
  * after each run that wants more). fd < 0 stops watching. Owner only (its run, or while held). */
 void mcp_loop_src_fd(mcp_loop_src_t *src, int fd, int want_write);
 
+/* During a run: a pool of the worker that runs it, cleared once the run returns, for what the
+ * run needs only while it runs (so that an idle source holds no pool of its own); NULL outside
+ * a run. Owner only. */
+apr_pool_t *mcp_loop_src_scratch(const mcp_loop_src_t *src);
+
 /* MCP_LOOP_TIMER once at (0: none). Owner only. */
 void mcp_loop_src_timer(mcp_loop_src_t *src, apr_time_t at);
 
@@ -92,10 +102,14 @@ void mcp_loop_wake(mcp_loop_src_t *src);
 
 /* Starts call (everything but its callbacks, which the loop sets; the body, when there is one,
  * must outlive the transfer) as src's backend transfer, on the loop's multi handle. max_buffered
- * bounds the bytes kept for the owner. Non-zero, with *err, when it cannot be started. Owner
- * only; one transfer per source at a time (a new one after the last one's end was taken). */
+ * bounds the bytes kept for the owner. lean: a transfer that mostly waits (a standalone
+ * stream), read through libcurl's smallest receive buffer (MCP_LOOP_LEAN_BUFFER; an idle one
+ * holds less, a busy one takes more rounds); otherwise MCP_LOOP_BUFFER. Non-zero, with *err,
+ * when it cannot be started. Owner only; one transfer per source at a time (a new one after
+ * the last one's end was taken). */
 int mcp_loop_src_start(mcp_loop_src_t *src, mcp_backend_pool_t *bp,
-                       const mcp_backend_call_t *call, apr_size_t max_buffered, const char **err);
+                       const mcp_backend_call_t *call, apr_size_t max_buffered, int lean,
+                       const char **err);
 
 /* What the transfer brought since the last take. */
 typedef struct mcp_loop_news_t {

@@ -163,6 +163,19 @@ struct mcp_sse_parser_t {
 
 static const unsigned char utf8_bom[3] = { 0xEF, 0xBB, 0xBF };
 
+/* A buffer emptied with more than this is given back: a long-lived stream that once carried a
+ * large message does not hold its size while it waits for the next one. */
+#define SSE_BUF_KEEP 1024
+
+static void buf_shrink(sse_buf_t *b)
+{
+    if (b->len == 0 && b->cap > SSE_BUF_KEEP) {
+        free(b->p);
+        b->p = NULL;
+        b->cap = 0;
+    }
+}
+
 /* Makes room for need bytes (need <= parser->max + 1). Returns 0 or MCP_SSE_ERR_NOMEM. */
 static int buf_reserve(const mcp_sse_parser_t *ps, sse_buf_t *b, apr_size_t need)
 {
@@ -269,6 +282,7 @@ static int dispatch(mcp_sse_parser_t *ps)
     ps->dispatched = 1;
 
     rc = ps->fn(ps->baton, &ev);
+    buf_shrink(&ps->data);
     return rc ? fail(ps, rc) : 0;
 }
 
@@ -414,6 +428,7 @@ static int consume(mcp_sse_parser_t *ps, const char *s, apr_size_t n)
             if (rc == 0) {
                 rc = process_line(ps, ps->line.p, ps->line.len);
                 ps->line.len = 0;
+                buf_shrink(&ps->line);
             }
         }
         if (ps->dispatched) {

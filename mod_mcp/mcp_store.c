@@ -656,9 +656,14 @@ static mcp_store_status_t exec_as(mcp_store_t *db, apr_pool_t *p, const char *wh
             if (conn) {
                 db->lender->give_back(db, conn, 0);
             }
-            apr_pool_cleanup_register(p, res, clear_result, apr_pool_cleanup_null);
+            /* A result nobody reads goes at once, not with p (a long-lived stream's request
+             * pool would hold it, 2 KiB or more, for the stream's life). */
             if (out) {
+                apr_pool_cleanup_register(p, res, clear_result, apr_pool_cleanup_null);
                 *out = res;
+            }
+            else {
+                PQclear(res);
             }
             return MCP_STORE_OK;
         }
@@ -743,6 +748,20 @@ const char *mcp_store_cell(PGresult *res, int row, int col)
     return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
 }
 
+/* A result read to the end by its caller (what is kept of it was copied into p) goes now
+ * instead of with p. */
+static void result_done(apr_pool_t *p, PGresult *res)
+{
+    apr_pool_cleanup_run(p, res, clear_result);
+}
+
+static const char *cell_dup(apr_pool_t *p, PGresult *res, int row, int col)
+{
+    const char *v = mcp_store_cell(res, row, col);
+
+    return v ? apr_pstrdup(p, v) : NULL;
+}
+
 static const char *i64(apr_pool_t *p, apr_int64_t v)
 {
     return apr_psprintf(p, "%" APR_INT64_T_FMT, v);
@@ -817,9 +836,11 @@ mcp_store_status_t mcp_store_session_touch(mcp_store_t *db, apr_pool_t *p, const
     s = apr_pcalloc(p, sizeof(*s));
     s->id = apr_pstrdup(p, id);
     s->principal = principal ? apr_pstrdup(p, principal) : NULL;
-    s->backend_url = mcp_store_cell(res, 0, 0);
-    s->backend_session_id = mcp_store_cell(res, 0, 1);
-    s->protocol_version = mcp_store_cell(res, 0, 2);
+    /* Copied: every request holds its session for its life, a stream's for the stream's. */
+    s->backend_url = cell_dup(p, res, 0, 0);
+    s->backend_session_id = cell_dup(p, res, 0, 1);
+    s->protocol_version = cell_dup(p, res, 0, 2);
+    result_done(p, res);
     *out = s;
     return MCP_STORE_OK;
 }
@@ -1576,16 +1597,19 @@ mcp_store_status_t mcp_store_stream_open_standalone_admitted(
         return rv;
     }
     if (PQntuples(res) < 1) {
+        result_done(p, res);
         db->sqlstate = NULL;
         db->error = "opening the standalone stream: no result";
         return MCP_STORE_REFUSED;
     }
     *refused = refusal(mcp_store_cell(res, 0, 0));
     id = mcp_store_cell(res, 0, 1);
-    if (id && *id) {
+    rv = *refused ? MCP_STORE_LIMIT : id && *id ? MCP_STORE_OK : MCP_STORE_CONFLICT;
+    if (rv == MCP_STORE_OK) {
         *stream_id = apr_atoi64(id);
     }
-    return *refused ? MCP_STORE_LIMIT : id && *id ? MCP_STORE_OK : MCP_STORE_CONFLICT;
+    result_done(p, res);   /* the stream's request pool would hold it for the stream's life */
+    return rv;
 }
 
 mcp_store_status_t mcp_store_stream_follow(mcp_store_t *db, apr_pool_t *p,

@@ -13,6 +13,7 @@
 #include <http_request.h>
 #include <util_filter.h>
 #include <ap_mpm.h>
+#include <mpm_common.h>
 
 #include "mcp_id.h"
 #include "mcp_listener.h"
@@ -81,7 +82,8 @@ struct mcp_park_t {
     mcp_loop_src_t        *src;
     mcp_router_sub_t      *sub;
     mcp_store_t           *db;          /* one try per statement: a run never waits out an outage */
-    apr_pool_t            *scratch;     /* cleared per run                                     */
+    apr_pool_t            *scratch;     /* a run's: its worker's (mcp_loop_src_scratch, set at
+                                         * each run's start), or mcp_park_wait's (NULL after it) */
     apr_bucket_brigade    *out;         /* written, not handed to the filters yet              */
     apr_bucket_brigade    *rest;
     apr_int64_t            stream_id;
@@ -270,7 +272,9 @@ static void half_stored(void *baton, apr_int64_t first, const apr_array_header_t
     mcp_park_t *pk = baton;
     int i;
 
-    if (pk->behind || pk->gone || first != pk->cursor + 1 || pk->c->data_in_output_filters) {
+    /* No scratch pool: stored after mcp_park_wait, by a request thread that is done with it. */
+    if (!pk->scratch || pk->behind || pk->gone || first != pk->cursor + 1
+        || pk->c->data_in_output_filters) {
         pk->behind = 1;
         return;
     }
@@ -456,7 +460,7 @@ static void run_stream(mcp_park_t *pk, unsigned events, int half_ok)
     const mcp_dir_conf_t *conf = pk->q->conf;
     int pending = 0, ticked = 0, retried = pk->retry_read, n;
 
-    apr_pool_clear(pk->scratch);
+    pk->scratch = mcp_loop_src_scratch(pk->src);
     if ((events & MCP_LOOP_STOPPING) && (!outlives_restart(pk) || mcp_loop_stopping(park_loop))
         && end_response(pk, "the server restarts or stops (the client resumes elsewhere)", 1,
                         mcp_loop_stopping(park_loop), half_ok)) {
@@ -714,7 +718,6 @@ mcp_park_t *mcp_park_create(mcp_req_t *q, apr_int64_t stream_id, apr_int64_t cur
     pk->started = pk->last_write = pk->last_renew = apr_time_now();
     pk->next_tick = pk->started + PARK_TICK;
     pk->db = mcp_db_request(r, 0);
-    apr_pool_create(&pk->scratch, r->pool);
     pk->out = apr_brigade_create(r->pool, r->connection->bucket_alloc);
     pk->rest = apr_brigade_create(r->pool, r->connection->bucket_alloc);
     pk->src = mcp_loop_src_add(park_loop, run, pk);
@@ -729,6 +732,10 @@ mcp_park_t *mcp_park_create(mcp_req_t *q, apr_int64_t stream_id, apr_int64_t cur
         mcp_loop_src_release(pk->src);
         return NULL;
     }
+    /* The connection's allocator keeps no freed memory from now on (it goes back to the system,
+     * instead of waiting on the allocator's free list, up to MaxMemFree, for the next request of
+     * a connection that has none); mcp_park_abandon restores MaxMemFree. */
+    apr_allocator_max_free_set(apr_pool_allocator_get(r->connection->pool), 1);
     return pk;
 }
 
@@ -737,7 +744,7 @@ int mcp_park_backend(mcp_park_t *pk, const mcp_backend_call_t *call,
 {
     pk->half = half;
     return mcp_loop_src_start(pk->src, mcp_child.backends, call,
-                              (apr_size_t)pk->q->conf->stream_queue_bytes, err);
+                              (apr_size_t)pk->q->conf->stream_queue_bytes, half->lean, err);
 }
 
 void mcp_park_write_through(mcp_park_t *pk, mcp_stream_t *st)
@@ -767,6 +774,8 @@ int mcp_park_wait(mcp_park_t *pk, int (*done)(void *baton), apr_interval_time_t 
 {
     apr_time_t deadline = apr_time_now() + timeout, next_tick = apr_time_now() + PARK_WAIT_TICK;
 
+    /* This thread's scratch pool while it waits (a parked stream's runs have their worker's). */
+    apr_pool_create(&pk->scratch, pk->r->pool);
     while (!pk->half_done && !done(pk->half->baton)) {
         apr_time_t now = apr_time_now(), until;
         unsigned events;
@@ -789,7 +798,14 @@ int mcp_park_wait(mcp_park_t *pk, int (*done)(void *baton), apr_interval_time_t 
         half_news(pk);
         flush_here(pk);
     }
+    apr_pool_destroy(pk->scratch);
+    pk->scratch = NULL;
     return pk->half_done;
+}
+
+apr_pool_t *mcp_park_scratch(const mcp_park_t *pk)
+{
+    return pk->scratch;
 }
 
 int mcp_park_gone(const mcp_park_t *pk)
@@ -823,6 +839,7 @@ int mcp_park_go(mcp_park_t *pk, apr_int64_t cursor)
 
 void mcp_park_abandon(mcp_park_t *pk)
 {
+    apr_allocator_max_free_set(apr_pool_allocator_get(pk->c->pool), ap_max_mem_free);
     mcp_router_unsubscribe(pk->sub);
     pk->sub = NULL;
     pk->half_done = 1;

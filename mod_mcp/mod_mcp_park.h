@@ -59,6 +59,8 @@ typedef struct mcp_park_half_t {
     void (*on_stop)(void *baton, const char *why); /* the half must stop now                */
     void  *baton;
     apr_interval_time_t tick;   /* how often on_tick runs (0: the parked stream's own pace)   */
+    int   lean;                 /* its transfer mostly waits (a standalone stream): it is read
+                                 * through a smaller buffer (mcp_loop_src_start)             */
     int   outlives_client;      /* a request's answer: when the client's side ends (it went,
                                  * a graceful restart) the half goes on storing until it is
                                  * done, and only then is the connection given back; on_stop
@@ -108,6 +110,11 @@ void mcp_park_write_through(mcp_park_t *pk, mcp_stream_t *st);
  * meanwhile: a request whose answer came that soon is ended by its handler as any other (the
  * connection stays open for the client's next request), with mcp_park_abandon. */
 int mcp_park_wait(mcp_park_t *pk, int (*done)(void *baton), apr_interval_time_t timeout);
+
+/* For the half's hooks: a pool for what they need only while they run (cleared after the run
+ * or the wait's round that called them, so that an idle parked stream holds none); NULL
+ * outside them. */
+apr_pool_t *mcp_park_scratch(const mcp_park_t *pk);
 
 /* Non-zero once a write to the client failed (the connection is aborted). Such a stream must
  * not be parked (the event MPM closes an aborted connection whatever the handler returned):

@@ -754,11 +754,21 @@ static void parked_standalone_ends(relay_t *rl, const char *why)
                   " (parked) ended: %s", rl->st.id, why);
 }
 
+/* The relay's scratch pools (rl->scratch, rl->watch_pool) in parent: a parked stream's hooks
+ * make them in the park's scratch pool (mcp_park_scratch) each time they run, so that an idle
+ * stream holds none; a relay that goes on with its thread makes them in the request's pool. */
+static void relay_pools(relay_t *rl, apr_pool_t *parent)
+{
+    apr_pool_create(&rl->scratch, parent);
+    apr_pool_create(&rl->watch_pool, parent);
+}
+
 static int standalone_news(void *baton, const mcp_loop_news_t *news)
 {
     relay_t *rl = baton;
     int cut = 0;
 
+    relay_pools(rl, mcp_park_scratch(rl->pk));
     if (news->headers) {
         rl->answered_headers = 1;
         cut = mcp_exchange_feed_headers(&rl->x, &news->response);
@@ -793,6 +803,7 @@ static int standalone_tick(void *baton)
 {
     relay_t *rl = baton;
 
+    relay_pools(rl, mcp_park_scratch(rl->pk));
     if (ended_elsewhere(rl) || mcp_stream_tick(&rl->st)) {
         parked_standalone_ends(rl, rl->ended_elsewhere ? "its session ended"
                                                        : "its lease was taken over");
@@ -805,6 +816,7 @@ static void standalone_stop(void *baton, const char *why)
 {
     relay_t *rl = baton;
 
+    relay_pools(rl, mcp_park_scratch(rl->pk));
     if (rl->detached) {
         parked_standalone_ends(rl, why);
     }
@@ -829,6 +841,10 @@ static int standalone_parked(relay_t *rl, mcp_backend_status_t *status, const ch
         return DECLINED;
     }
     rl->pk = pk;
+    /* From now on the hooks make the relay's scratch pools (relay_pools). */
+    apr_pool_destroy(rl->scratch);
+    apr_pool_destroy(rl->watch_pool);
+    rl->scratch = rl->watch_pool = NULL;
     memset(&call, 0, sizeof(call));
     call.method = "GET";
     call.session_id = q->session->backend_session_id;
@@ -838,25 +854,28 @@ static int standalone_parked(relay_t *rl, mcp_backend_status_t *status, const ch
     rl->half.on_tick = standalone_tick;
     rl->half.on_stop = standalone_stop;
     rl->half.baton = rl;
+    rl->half.lean = 1;   /* a standalone stream mostly waits */
     mcp_exchange_begin(&rl->x);
     rl->sent = apr_time_now();
     if (mcp_park_backend(pk, &call, &rl->half, err) != 0) {
         mcp_park_abandon(pk);
+        relay_pools(rl, q->r->pool);
         return DECLINED;
     }
     /* The answer decides what the client is told: a stream is parked once its SSE headers are
      * out (events stored meanwhile are read by the parked stream from seq 0, the priming
      * row); anything else is read to its end here, as forward would. */
     mcp_park_wait(pk, standalone_detached, q->conf->backend_timeout);
-    if (rl->detached && mcp_park_gone(pk)) {
+    if (rl->detached && !mcp_park_gone(pk)) {
+        return mcp_park_go(pk, 0);
+    }
+    relay_pools(rl, q->r->pool);   /* not parked: this thread goes on */
+    if (rl->detached) {
         /* The client went already (an aborted connection cannot be parked). */
         parked_standalone_ends(rl, "the client went away");
         rl->st.client_gone = 1;
         mcp_park_abandon(pk);
         return OK;
-    }
-    if (rl->detached) {
-        return mcp_park_go(pk, 0);
     }
     mcp_park_abandon(pk);
     if (!rl->async_done) {

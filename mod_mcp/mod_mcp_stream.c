@@ -30,8 +30,7 @@ void mcp_stream_init(mcp_stream_t *st, mcp_req_t *q, apr_int64_t id, apr_int64_t
     st->id = id;
     st->next_seq = next_seq;
     st->out = apr_brigade_create(r->pool, r->connection->bucket_alloc);
-    apr_pool_create(&st->batch_pool, r->pool);
-    st->batch = apr_array_make(st->batch_pool, q->conf->stream_queue_length, sizeof(const char *));
+    st->none = st->batch = apr_array_make(r->pool, 1, sizeof(const char *));
     st->started = st->last_write = st->client_checked = apr_time_now();
     /* Storing waits out an outage for up to half a lease (the backend waits meanwhile:
      * back-pressure). The lease itself is the keeper's business (mcp_stream_own). */
@@ -58,6 +57,17 @@ void mcp_stream_write(mcp_stream_t *st, const char *data, apr_size_t len)
     }
     apr_brigade_cleanup(bb);
     st->last_write = apr_time_now();
+}
+
+/* The queue's pool, made when there is none (the queue is empty then). */
+static apr_pool_t *batch_pool(mcp_stream_t *st)
+{
+    if (!st->batch_pool) {
+        apr_pool_create(&st->batch_pool, st->q->r->pool);
+        st->batch = apr_array_make(st->batch_pool, st->q->conf->stream_queue_length,
+                                   sizeof(const char *));
+    }
+    return st->batch_pool;
 }
 
 static const char *queued_messages(mcp_stream_t *st)
@@ -92,11 +102,11 @@ void mcp_stream_start_sse(mcp_stream_t *st, apr_int64_t priming_seq)
     }
     st->mode = MCP_STREAM_SSE;
     if (priming_seq >= 0) {
-        put_event(st, st->batch_pool, priming_seq, "",
+        put_event(st, batch_pool(st), priming_seq, "",
                   (long)apr_time_as_msec(st->q->conf->retry_interval));
     }
     /* Flushing now sends the headers (and the priming event) before the backend is asked. */
-    mcp_stream_write(st, "", 0);
+    mcp_stream_flush(st);
 }
 
 void mcp_stream_detach(mcp_stream_t *st)
@@ -205,13 +215,14 @@ static mcp_store_status_t store_one_by_one(mcp_stream_t *st)
 
 int mcp_stream_commit(mcp_stream_t *st)
 {
-    apr_pool_t *p = st->batch_pool;
+    apr_pool_t *p;
     int i, n = st->batch->nelts;
     mcp_store_status_t rv;
 
     if (taken_over(st) || n == 0) {
         return st->broken;
     }
+    p = batch_pool(st);
     rv = mcp_store_events_append(st->db, p, st->q->session, st->id, st->next_seq, "out",
                                  queued_messages(st));
     if (rv == MCP_STORE_REFUSED) {
@@ -246,9 +257,11 @@ void mcp_stream_flush(mcp_stream_t *st)
 {
     mcp_stream_write(st, "", 0);
     if (st->batch->nelts == 0) {
-        apr_pool_clear(st->batch_pool);
-        st->batch = apr_array_make(st->batch_pool, st->q->conf->stream_queue_length,
-                                   sizeof(const char *));
+        if (st->batch_pool) {
+            apr_pool_destroy(st->batch_pool);
+            st->batch_pool = NULL;
+        }
+        st->batch = st->none;
         st->batch_bytes = 0;
     }
 }
@@ -258,7 +271,8 @@ int mcp_stream_add(mcp_stream_t *st, const char *json, apr_size_t len)
     if (st->broken) {
         return 1;
     }
-    APR_ARRAY_PUSH(st->batch, const char *) = apr_pstrmemdup(st->batch_pool, json, len);
+    json = apr_pstrmemdup(batch_pool(st), json, len);   /* first: it makes st->batch */
+    APR_ARRAY_PUSH(st->batch, const char *) = json;
     st->batch_bytes += len;
     if (st->batch->nelts >= st->q->conf->stream_queue_length
         || (apr_off_t)st->batch_bytes >= st->q->conf->stream_queue_bytes) {
@@ -269,7 +283,7 @@ int mcp_stream_add(mcp_stream_t *st, const char *json, apr_size_t len)
 
 void mcp_stream_write_stored(mcp_stream_t *st, apr_int64_t seq, const char *json)
 {
-    put_event(st, st->batch_pool, seq, json, -1);
+    put_event(st, batch_pool(st), seq, json, -1);
 }
 
 /* Is this request served on a secondary connection (an HTTP/2 stream under mod_http2)? Its
@@ -394,7 +408,7 @@ void mcp_stream_end_early(mcp_stream_t *st)
         return;
     }
     /* A block with only retry: sets the client's reconnection delay and dispatches nothing. */
-    hint = apr_psprintf(st->batch_pool, "retry: %" APR_TIME_T_FMT "\n\n",
+    hint = apr_psprintf(batch_pool(st), "retry: %" APR_TIME_T_FMT "\n\n",
                         apr_time_as_msec(st->q->conf->retry_interval));
     mcp_stream_write(st, hint, strlen(hint));
     APR_BRIGADE_INSERT_TAIL(bb, apr_bucket_eos_create(bb->bucket_alloc));
@@ -420,7 +434,7 @@ static void finished(mcp_stream_t *st, int n)
         st->on_stored(st->on_stored_baton, st->next_seq, st->batch, n);
     }
     for (i = 0; i < n; i++) {
-        put_event(st, st->batch_pool, st->next_seq + i, APR_ARRAY_IDX(st->batch, i, const char *),
+        put_event(st, batch_pool(st), st->next_seq + i, APR_ARRAY_IDX(st->batch, i, const char *),
                   -1);
     }
     st->next_seq += n;
@@ -436,13 +450,13 @@ void mcp_stream_finish(mcp_stream_t *st, const char *status)
 
     /* Ending it: the keeper must not take the end for someone else's. */
     mcp_stream_disown(st);
-    rv = mcp_store_events_append_finish(st->db, st->batch_pool, st->q->session, st->id,
+    rv = mcp_store_events_append_finish(st->db, batch_pool(st), st->q->session, st->id,
                                         st->next_seq, n ? queued_messages(st) : "[]", status);
     if (rv == MCP_STORE_REFUSED && n > 0 && store_one_by_one(st) == MCP_STORE_OK) {
         /* What could be stored is; the end comes on its own. */
         finished(st, st->batch->nelts);
         n = 0;
-        rv = mcp_store_events_append_finish(st->db, st->batch_pool, st->q->session, st->id,
+        rv = mcp_store_events_append_finish(st->db, batch_pool(st), st->q->session, st->id,
                                             st->next_seq, "[]", status);
     }
     if (rv != MCP_STORE_OK) {
@@ -465,7 +479,7 @@ void mcp_stream_finish_pair(mcp_stream_t *a, mcp_stream_t *b, const char *status
     nb = b->batch->nelts;
     mcp_stream_disown(a);
     mcp_stream_disown(b);
-    if (mcp_store_events_append_finish2(a->db, a->batch_pool, a->q->session, a->id, a->next_seq,
+    if (mcp_store_events_append_finish2(a->db, batch_pool(a), a->q->session, a->id, a->next_seq,
                                         na ? queued_messages(a) : "[]", b->q->session, b->id,
                                         b->next_seq, nb ? queued_messages(b) : "[]", status)
         != MCP_STORE_OK) {

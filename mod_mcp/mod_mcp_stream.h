@@ -34,8 +34,12 @@ typedef struct mcp_stream_t {
     apr_int64_t         next_seq;     /* seq the next stored message takes                 */
     mcp_stream_mode_t   mode;
     apr_bucket_brigade *out;
-    apr_pool_t         *batch_pool;   /* the queue's memory; cleared after every commit     */
-    apr_array_header_t *batch;        /* const char *: queued messages (JSON texts)         */
+    apr_pool_t         *batch_pool;   /* the queue's memory, made when something is queued or
+                                       * written and destroyed after every commit (NULL: none,
+                                       * so that an idle stream holds no pool)               */
+    apr_array_header_t *batch;        /* const char *: queued messages (JSON texts); `none`
+                                       * while there is no batch_pool                         */
+    apr_array_header_t *none;         /* an empty queue, in the request's pool               */
     apr_size_t          batch_bytes;
     apr_time_t          last_write;   /* for keep-alives                                    */
     int                 client_gone;

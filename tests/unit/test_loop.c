@@ -441,7 +441,7 @@ static void start_get(probe_t *p, server_t *s, apr_size_t max_buffered)
     call.target = &target;
     call.method = "GET";
     call.connect_timeout_ms = 2000;
-    ck_assert_int_eq(mcp_loop_src_start(p->src, bp, &call, max_buffered, &err), 0);
+    ck_assert_int_eq(mcp_loop_src_start(p->src, bp, &call, max_buffered, 0, &err), 0);
 }
 
 START_TEST(test_transfer_through_a_small_buffer)
@@ -538,12 +538,12 @@ START_TEST(test_a_handle_given_back_is_left_alone)
     call.connect_timeout_ms = 2000;
     /* a: started and ended, its end not taken yet (the source is held) */
     target.url = apr_psprintf(pool, "http://127.0.0.1:%d/mcp", sa.port);
-    ck_assert_int_eq(mcp_loop_src_start(a->src, bp, &call, 4096, &err), 0);
+    ck_assert_int_eq(mcp_loop_src_start(a->src, bp, &call, 4096, 1, &err), 0);
     apr_thread_join(&rv, ta);
     apr_sleep(MS(300));
     /* b takes the handle a gave back */
     target.url = apr_psprintf(pool, "http://127.0.0.1:%d/mcp", sb.port);
-    ck_assert_int_eq(mcp_loop_src_start(b->src, bp, &call, 4096, &err), 0);
+    ck_assert_int_eq(mcp_loop_src_start(b->src, bp, &call, 4096, 0, &err), 0);
     /* now a's end is taken (its remains are freed, after b was added) */
     mcp_loop_src_go(a->src, 0);
     ck_assert(await(a, is_done, apr_time_from_sec(5)));

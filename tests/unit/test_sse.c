@@ -977,7 +977,8 @@ END_TEST
 
 START_TEST(test_parse_buffers_freed_with_pool)
 {
-    /* a 1 MB event makes the parser allocate a few MB; destroying the pool frees them */
+    /* a 1 MB event makes the parser allocate a few MB; destroying the pool frees them (here
+     * in the middle of the event) */
     const size_t big = 1 << 20;
     char *line = apr_palloc(pool, big + 16);
     apr_pool_t *sub;
@@ -993,16 +994,52 @@ START_TEST(test_parse_buffers_freed_with_pool)
     ck_assert_int_eq(apr_pool_create(&sub, pool), APR_SUCCESS);
     ps = mcp_sse_parser_create(sub, 2 * big, count_cb, &c);
     ck_assert_int_eq(mcp_sse_parser_feed(ps, "id: 1\n", 6), 0);
-    /* split so the line is buffered */
+    /* split so the line is buffered; the event is not over (its buffers are given back once
+     * it is: test_parse_buffers_given_back_after_large_event) */
+    ck_assert_int_eq(mcp_sse_parser_feed(ps, line, 1000), 0);
+    ck_assert_int_eq(mcp_sse_parser_feed(ps, line + 1000, big + 7 - 1000), 0);
+    ck_assert_int_eq(c.count, 0);
+    during = heap_in_use();
+    ck_assert_uint_ge(during, before + big);
+    apr_pool_destroy(sub);
+    after = heap_in_use();
+    ck_assert_msg(after < before + 64 * 1024, "heap before %zu after %zu", before, after);
+}
+END_TEST
+
+START_TEST(test_parse_buffers_given_back_after_large_event)
+{
+    /* a long-lived stream that carried one 1 MB event holds no MB while it waits for the next,
+     * and still parses what comes after it */
+    const size_t big = 1 << 20;
+    char *line = apr_palloc(pool, big + 16);
+    apr_pool_t *sub;
+    counter c = { 0, 0 };
+    mcp_sse_parser_t *ps;
+    size_t before, after;
+
+    memcpy(line, "data: ", 6);
+    memset(line + 6, 'z', big);
+    memcpy(line + 6 + big, "\n\n", 2);
+
+    ck_assert_int_eq(apr_pool_create(&sub, pool), APR_SUCCESS);
+    ps = mcp_sse_parser_create(sub, 2 * big, count_cb, &c);
+    ck_assert_int_eq(mcp_sse_parser_feed(ps, "id: 7\n", 6), 0);
+    before = heap_in_use();
+    /* split so the line is buffered too */
     ck_assert_int_eq(mcp_sse_parser_feed(ps, line, 1000), 0);
     ck_assert_int_eq(mcp_sse_parser_feed(ps, line + 1000, big + 8 - 1000), 0);
     ck_assert_int_eq(c.count, 1);
     ck_assert_uint_eq(c.data_bytes, big);
-    during = heap_in_use();
-    ck_assert_uint_ge(during, before + 2 * big);
-    apr_pool_destroy(sub);
     after = heap_in_use();
-    ck_assert_msg(after < before + 64 * 1024, "heap before %zu after %zu", before, after);
+    ck_assert_msg(after < before + 64 * 1024, "heap before %zu after the event %zu", before,
+                  after);
+    ck_assert_str_eq(mcp_sse_parser_last_event_id(ps), "7");
+    ck_assert_int_eq(mcp_sse_parser_feed(ps, "data: a\nda", 10), 0);
+    ck_assert_int_eq(mcp_sse_parser_feed(ps, "ta: b\n\n", 7), 0);
+    ck_assert_int_eq(c.count, 2);
+    ck_assert_uint_eq(c.data_bytes, big + 3);
+    apr_pool_destroy(sub);
 }
 END_TEST
 
@@ -1172,6 +1209,7 @@ static Suite *sse_suite(void)
     tcase_add_test(tc, test_parse_all_3way_splits);
     tcase_add_test(tc, test_parse_long_stream_constant_memory);
     tcase_add_test(tc, test_parse_buffers_freed_with_pool);
+    tcase_add_test(tc, test_parse_buffers_given_back_after_large_event);
     tcase_add_test(tc, test_roundtrip_random);
     suite_add_tcase(s, tc);
     return s;
