@@ -185,6 +185,7 @@ static int listen_parked(bridge_t *b, listen_t *l, mcp_backend_call_t *call,
     l->half.on_stop = parked_stop;
     l->half.baton = l;
     l->half.tick = apr_time_from_sec(1);
+    l->half.lean = 1;   /* it mostly waits */
     mcp_exchange_begin(&b->x);
     if (mcp_park_backend(l->pk, call, &l->half, &why) != 0) {
         ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r, "era bridge: listen stream %"

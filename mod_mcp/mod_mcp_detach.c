@@ -270,7 +270,7 @@ int mcp_detach_start(mcp_detach_t *d, const mcp_backend_call_t *call,
 {
     d->hooks = hooks;
     if (mcp_loop_src_start(d->src, mcp_child.backends, call,
-                           (apr_size_t)d->conf.stream_queue_bytes, err) != 0) {
+                           (apr_size_t)d->conf.stream_queue_bytes, 0, err) != 0) {
         return -1;
     }
     d->next_tick = apr_time_now() + hooks->tick;

@@ -402,6 +402,7 @@ static int answer_parked(modern_t *m, const char *version)
     /* A call's answer is waited for across a graceful restart; a listen ends with it (the client
      * listens again, on a new process). */
     m->half.outlives_restart = !m->listen;
+    m->half.lean = m->listen;   /* a listen mostly waits */
     mcp_exchange_begin(&m->x);
     if (mcp_park_backend(m->pk, &call, &m->half, &err) != 0) {
         ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r, "stream %" APR_INT64_T_FMT ": not "
