@@ -549,6 +549,45 @@ def test_listen_is_the_pooled_sessions_get_stream(bridge, db):
     wait_for(lambda: stream_status(db, cid2) == "closed", timeout=10, what="the second listen to close")
 
 
+def test_listens_wait_in_the_event_loop(bridge, db):
+    """A 2026-07-28 client keeps its listen open while it is connected: through the bridge too it
+    is parked once acknowledged (the pooled session's GET on the event loop), gets the backend's
+    list changes, and its close is noticed (stored closed, its own pooled session ended)."""
+    n = 12   # the first on the pooled session's GET, the others on pooled sessions of their own
+    before = status_count(bridge, "MCPParkedStreams")
+    opened = []
+    try:
+        for i in range(n):
+            r = call(bridge["URL"], f"PL-{i}", "subscriptions/listen",
+                     {"notifications": {"toolsListChanged": True}}, caps=LISTEN_CAPS, stream=True)
+            assert r.status_code == 200, r.text
+            lines = r.iter_lines()
+            assert next_data(lines)["method"] == "notifications/subscriptions/acknowledged"
+            opened.append((r, lines))
+        wait_for(lambda: status_count(bridge, "MCPParkedStreams") >= before + n,
+                 what=f"{n} listens parked")
+        assert final(tool(bridge["URL"], "PL-change", "test_trigger_tool_change",
+                          caps=LISTEN_CAPS))["result"]
+        for i, (_, lines) in enumerate(opened):
+            got = next_data(lines)
+            assert got["method"] == "notifications/tools/list_changed", got
+            assert got["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == f"PL-{i}"
+    finally:
+        for r, _ in opened:
+            r.close()
+    for i in range(n):
+        cid = client_stream(db, f"PL-{i}")[0]
+        wait_for(lambda: stream_status(db, cid) == "closed", timeout=15,
+                 what="the listen stream to close")
+    wait_for(lambda: status_count(bridge, "MCPParkedStreams") == before,
+             what="the parked listens given back")
+    with db.cursor() as cur:
+        cur.execute("SELECT count(*) FROM mcp.bridge_sessions bs JOIN mcp.sessions s "
+                    "ON s.id = bs.session_id WHERE bs.capabilities_key LIKE %s "
+                    "AND s.terminated_at IS NULL", ("%#listen-%",))
+        assert cur.fetchone()[0] == 0, "a listen's own pooled session outlived it"
+
+
 def test_log_messages_follow_the_requests_log_level(bridge):
     def logs(rid, **level):
         r = tool(bridge["URL"], rid, "test_tool_with_logging", **level)
@@ -929,13 +968,17 @@ def test_two_hundred_abandoned_rounds_are_all_reaped(bridge, db):
     assert final(tool(bridge["URL"], "A-after", "echo", {"text": "x"}))["result"]
 
 
-def detached(bridge, instance=0) -> int:
-    """MCPDetachedExchanges of one instance: calls whose round ended their request and whose
-    backend half goes on in that instance's event loop."""
+def status_count(bridge, key, instance=0) -> int:
     base = bridge["MCP_URLS"].split()[instance].rsplit("/", 1)[0]
     text = requests.get(base + "/mcp-bridge-status?auto", timeout=10).text
     got = dict(l.split(": ", 1) for l in text.splitlines() if ": " in l)
-    return int(got.get("MCPDetachedExchanges", "-1"))
+    return int(got.get(key, "-1"))
+
+
+def detached(bridge, instance=0) -> int:
+    """MCPDetachedExchanges of one instance: calls whose round ended their request and whose
+    backend half goes on in that instance's event loop."""
+    return status_count(bridge, "MCPDetachedExchanges", instance)
 
 
 @pytest.mark.parametrize("mode", ["h2c", "h2tls"])
