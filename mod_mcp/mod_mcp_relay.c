@@ -54,6 +54,13 @@ typedef struct relay_t {
     int                     async_done;    /* ... its transfer ended                           */
     mcp_backend_status_t    async_status;  /* ... how                                          */
     const char             *async_err;
+    int                     settled;       /* a request's answer on the loop: settle_answer ran */
+    int                     settled_rc;    /* ... what it returned, and its outputs: for the   */
+    const char             *settled_json;  /* request thread to answer with (an older session's
+                                            * JSON answer, or its failure)                     */
+    apr_size_t              settled_len;
+    int                     settled_http, settled_code;
+    const char             *settled_message;
 } relay_t;
 
 /* ---- what the relay learns from each message --------------------------------------------- */
@@ -182,12 +189,17 @@ static int on_backend_answer(void *baton)
     return 0;
 }
 
+static void write_through(relay_t *rl);
+
 static int on_backend_sse(void *baton)
 {
     relay_t *rl = baton;
 
     if (rl->st.mode == MCP_STREAM_UNDECIDED) {
         mcp_stream_start_sse(&rl->st, rl->standalone && rl->q->rev->priming ? 0 : -1);
+        if (rl->pk && !rl->standalone) {
+            write_through(rl);   /* an older session's answer on the loop: before any store */
+        }
     }
     return 0;
 }
@@ -547,13 +559,32 @@ static int settle_answer(relay_t *rl, mcp_backend_status_t status, const char *e
 
 /* ---- a request's answer, parked: its POST on the event loop ------------------------------- */
 
+/* The response is SSE from now on: the parked stream writes what the stream stores. */
+static void write_through(relay_t *rl)
+{
+    mcp_stream_detach(&rl->st);
+    mcp_park_write_through(rl->pk, &rl->st);
+    rl->detached = 1;
+}
+
+/* settle_answer for a request's answer on the loop, its outputs kept for the request thread (an
+ * older session's answer that is not SSE is the handler's to send). */
+static void settle_on_loop(relay_t *rl, mcp_backend_status_t status, const char *err)
+{
+    if (rl->settled) {
+        return;
+    }
+    rl->settled = 1;
+    rl->settled_rc = settle_answer(rl, status, err, &rl->settled_json, &rl->settled_len,
+                                   &rl->settled_http, &rl->settled_code, &rl->settled_message);
+}
+
 static int request_news(void *baton, const mcp_loop_news_t *news)
 {
     relay_t *rl = baton;
-    const char *json = NULL, *message = NULL, *err;
+    const char *err;
     mcp_backend_status_t status;
-    apr_size_t json_len = 0;
-    int http = 0, code = 0, cut;
+    int cut;
 
     if (!mcp_exchange_feed_news(&rl->x, news, &cut)) {
         return 0;
@@ -562,7 +593,7 @@ static int request_news(void *baton, const mcp_loop_news_t *news)
     status = mcp_exchange_end(&rl->x, cut && !rl->x.answered ? MCP_BACKEND_ABORTED
                                                              : news->status, &err);
     flood_error(rl, &err);
-    settle_answer(rl, status, err, &json, &json_len, &http, &code, &message);
+    settle_on_loop(rl, status, err);
     watch_stop(rl);
     return 1;
 }
@@ -570,9 +601,6 @@ static int request_news(void *baton, const mcp_loop_news_t *news)
 static int request_tick(void *baton)
 {
     relay_t *rl = baton;
-    const char *json = NULL, *message = NULL;
-    apr_size_t json_len = 0;
-    int http = 0, code = 0;
 
     if (rl->x.answered) {
         /* Every response is in and stored: the rest of the transfer is the backend's own end
@@ -584,8 +612,7 @@ static int request_tick(void *baton)
         return 0;
     }
     if (ended_elsewhere(rl) || mcp_stream_tick(&rl->st)) {
-        settle_answer(rl, MCP_BACKEND_ABORTED, "stopped by the gateway", &json, &json_len, &http,
-                      &code, &message);
+        settle_on_loop(rl, MCP_BACKEND_ABORTED, "stopped by the gateway");
         watch_stop(rl);
         return 1;
     }
@@ -610,9 +637,13 @@ static int request_half_done(void *baton)
     return 0;   /* mcp_park_wait returns when the half is done, or at its timeout */
 }
 
-/* The request's answer parked from its start (a session whose answers are always SSE, its
- * priming event out): DECLINED when it cannot be (the caller forwards with its thread), else
- * SUSPENDED. */
+static int answer(relay_t *rl, int answered_by_backend, const char *json, apr_size_t json_len,
+                  int http, int code, const char *message);
+
+/* The request's answer on the event loop, parked once it takes MCP_PARK_AFTER (a 2025-11-25
+ * session's answer is SSE from its start, the priming event out; an older session's is
+ * whatever the backend chooses, SSE from the moment it is parked): DECLINED when it cannot be
+ * (the caller forwards with its thread), else DONE or SUSPENDED. */
 static int requests_parked(relay_t *rl)
 {
     mcp_req_t *q = rl->q;
@@ -641,15 +672,19 @@ static int requests_parked(relay_t *rl)
     rl->half.tick = apr_time_from_sec(1);
     rl->half.outlives_client = 1;
     mcp_exchange_begin(&rl->x);
-    mcp_stream_detach(&rl->st);
-    mcp_park_write_through(pk, &rl->st);
+    if (rl->st.mode == MCP_STREAM_SSE) {
+        write_through(rl);
+    }
     rl->sent = apr_time_now();
     if (mcp_park_backend(pk, &call, &rl->half, &err) != 0) {
         ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r, "stream %" APR_INT64_T_FMT ": not "
                       "parked (%s); relayed with this thread", rl->st.id, err);
         mcp_park_abandon(pk);
-        rl->st.mode = MCP_STREAM_SSE;
-        rl->st.on_stored = NULL;
+        if (rl->detached) {
+            rl->st.mode = MCP_STREAM_SSE;
+            rl->st.on_stored = NULL;
+            rl->detached = 0;
+        }
         rl->pk = NULL;
         return DECLINED;
     }
@@ -672,9 +707,42 @@ static int requests_parked(relay_t *rl)
     if (done || mcp_park_gone(pk)) {
         rl->st.client_gone = rl->st.client_gone || mcp_park_gone(pk);
         mcp_park_abandon(pk);
-        return DONE;
+        if (rl->detached || !rl->settled) {
+            return DONE;   /* sent as it came (SSE), or the client went */
+        }
+        return answer(rl, rl->settled_rc, rl->settled_json, rl->settled_len, rl->settled_http,
+                      rl->settled_code, rl->settled_message);
+    }
+    if (rl->st.mode == MCP_STREAM_UNDECIDED) {
+        /* An older session's answer: SSE from now on (a JSON answer that comes later is
+         * relayed as its events). */
+        mcp_stream_start_sse(&rl->st, -1);
+        write_through(rl);
     }
     return mcp_park_go(pk, MCP_STORE_SEQ_PRIMING);
+}
+
+/* The handler's answer once settle_answer said answered_by_backend (see there). */
+static int answer(relay_t *rl, int answered_by_backend, const char *json, apr_size_t json_len,
+                  int http, int code, const char *message)
+{
+    mcp_req_t *q = rl->q;
+    request_rec *r = q->r;
+
+    if (rl->ended_elsewhere && rl->st.mode != MCP_STREAM_SSE && !rl->detached) {
+        return mcp_req_session_not_found(q);
+    }
+    if (answered_by_backend < 0 || rl->st.mode == MCP_STREAM_SSE || rl->detached) {
+        return DONE;
+    }
+    if (!answered_by_backend) {
+        return mcp_req_error(q, http, code, "%s", message);
+    }
+    /* A JSON answer to an older client: exactly the body that was stored. */
+    r->status = HTTP_OK;
+    ap_set_content_type(r, "application/json");
+    ap_rwrite(json, (int)json_len, r);
+    return DONE;
 }
 
 int mcp_relay_requests(mcp_req_t *handler_q)
@@ -708,8 +776,8 @@ int mcp_relay_requests(mcp_req_t *handler_q)
     }
 
     watch_start(rl);
-    /* Always SSE, the priming event out: what the answer is can wait without a thread. */
-    if (q->rev->priming && !rl->st.client_gone && (rc = requests_parked(rl)) != DECLINED) {
+    /* What the answer is can wait without a thread. */
+    if (!rl->st.client_gone && (rc = requests_parked(rl)) != DECLINED) {
         return rc;
     }
     status = forward(rl, "POST", q->conf->stream_timeout, &err);
@@ -719,17 +787,7 @@ int mcp_relay_requests(mcp_req_t *handler_q)
     }
     answered_by_backend = settle_answer(rl, status, err, &json, &json_len, &http, &code,
                                         &message);
-    if (answered_by_backend < 0 || rl->st.mode == MCP_STREAM_SSE) {
-        return DONE;
-    }
-    if (!answered_by_backend) {
-        return mcp_req_error(q, http, code, "%s", message);
-    }
-    /* A JSON answer to an older client: exactly the body that was stored. */
-    r->status = HTTP_OK;
-    ap_set_content_type(r, "application/json");
-    ap_rwrite(json, (int)json_len, r);
-    return DONE;
+    return answer(rl, answered_by_backend, json, json_len, http, code, message);
 }
 
 /* ---- GET: the standalone stream ----------------------------------------------------------- */

@@ -42,7 +42,7 @@ class Stream:
         extra = f"Last-Event-ID: {last_event_id}\r\n" if last_event_id else ""
         self.writer.write((f"GET {c.path} HTTP/1.1\r\nHost: {c.host}:{c.port}\r\n"
                            f"Accept: text/event-stream\r\nMcp-Session-Id: {self.sid}\r\n"
-                           f"MCP-Protocol-Version: {PROTOCOL}\r\n{extra}\r\n").encode())
+                           f"MCP-Protocol-Version: {c.protocol}\r\n{extra}\r\n").encode())
         line = await asyncio.wait_for(self.reader.readline(), timeout)
         self.status = int(line.split()[1])
         while True:
@@ -134,8 +134,10 @@ class Stream:
 
 
 class Crowd:
-    def __init__(self, url: str, ca: str | None = None, parallel: int = 32):
+    def __init__(self, url: str, ca: str | None = None, parallel: int = 32,
+                 protocol: str = PROTOCOL):
         u = urlparse(url)
+        self.protocol = protocol   # the sessions' revision
         self.host, self.port, self.path = u.hostname, u.port, u.path
         self.ssl = ssl.create_default_context(cafile=ca) if u.scheme == "https" else None
         self.sem = asyncio.Semaphore(parallel)
@@ -157,7 +159,7 @@ class Crowd:
         head = (f"POST {self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
                 f"Content-Type: application/json\r\nAccept: application/json, text/event-stream"
                 f"\r\nContent-Length: {len(data)}\r\nConnection: close\r\n"
-                f"MCP-Protocol-Version: {PROTOCOL}\r\n")
+                f"MCP-Protocol-Version: {self.protocol}\r\n")
         if sid:
             head += f"Mcp-Session-Id: {sid}\r\n"
         writer.write(head.encode() + b"\r\n" + data)
@@ -176,7 +178,7 @@ class Crowd:
     async def session(self) -> str:
         status, headers, _ = await self.post({
             "jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": PROTOCOL, "capabilities": {},
+            "params": {"protocolVersion": self.protocol, "capabilities": {},
                        "clientInfo": {"name": "crowd", "version": "1"}}})
         assert status == 200, status
         sid = headers["mcp-session-id"]

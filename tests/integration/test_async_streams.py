@@ -341,3 +341,24 @@ def test_more_slow_calls_in_flight_than_workers(env):
         [a[0] for a in answers if a[0] != 200][:5]
     assert threads - threads_before < 20, (threads_before, threads)
     wait_for(lambda: parked(env) == 0, timeout=30, what="parked streams back to 0")
+
+
+@pytest.mark.parametrize("protocol", ["2025-06-18", "2025-03-26"])
+def test_older_sessions_slow_calls_are_parked_too(env, protocol):
+    """An older session's answer is whatever the backend chooses (JSON or SSE): once it has
+    taken 2 s it is parked all the same, its response SSE from then on, and answered; more of
+    them in flight than the httpd has workers."""
+    n = 2 * WORKERS
+
+    async def scenario():
+        async with Crowd(base(env) + "/mcp-many", parallel=n, protocol=protocol) as crowd:
+            sids = await asyncio.gather(*[crowd.session() for _ in range(n)])
+            calls = asyncio.gather(*[crowd.call(sid, "slow", {"count": 1, "interval_ms": 5000},
+                                                timeout=90) for sid in sids])
+            await until(lambda: parked(env) >= n * 3 // 4, timeout=40,
+                        what="the older sessions' slow answers parked")
+            return await calls
+    answers = run(scenario())
+    assert all(code == 200 and b"slow done: 1 steps" in body for code, _, body in answers), \
+        [a[0] for a in answers if a[0] != 200][:5]
+    wait_for(lambda: parked(env) == 0, timeout=30, what="parked streams back to 0")
