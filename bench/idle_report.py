@@ -62,8 +62,10 @@ def broadcast(r):
     b = r.get("broadcast")
     if not b:
         return "—"
-    return (f"{b['received']:,} of {b['streams']:,} within {fmt(b['all_within_ms'] / 1000, ' s', 1)}"
-            f" (p50 {fmt(b['p50_ms'] / 1000, ' s', 1)})")
+    within = (f"within {fmt(b['all_within_ms'] / 1000, ' s', 1)}" if b.get("all_within_ms")
+              is not None else "got it by the end of the wait (not all)")
+    p50 = f" (p50 {fmt(b['p50_ms'] / 1000, ' s', 1)})" if b.get("p50_ms") is not None else ""
+    return f"{b['received']:,} of {b['streams']:,} {within}{p50}"
 
 
 def slow(r):

@@ -401,15 +401,18 @@ struct mcp_backend_async_t {
 };
 
 mcp_backend_async_t *mcp_backend_async_create(mcp_backend_pool_t *bp, apr_pool_t *p,
-                                              const mcp_backend_call_t *call, const char **err)
+                                              const mcp_backend_call_t *call, int fresh,
+                                              const char **err)
 {
     mcp_backend_async_t *a = apr_pcalloc(p, sizeof(*a));
-    /* A new handle, not a cached one: a handle that made blocking exchanges keeps their
-     * connection cache (curl_easy_perform's own multi handle, with an idle connection to the
-     * backend and a socket pair), which would sit unused, three descriptors and some 9 KiB,
-     * for as long as the transfer runs on the other multi handle (a standalone stream: as long
-     * as its client stays). It joins the cache when the transfer ends. */
-    CURL *h = curl_easy_init();
+    /* A long transfer gets a new handle, not a cached one: a handle that made blocking
+     * exchanges keeps their connection cache (curl_easy_perform's own multi handle, with an
+     * idle connection to the backend and a socket pair), which would sit unused, three
+     * descriptors and some 9 KiB, for as long as the transfer runs on the other multi handle
+     * (a standalone stream: as long as its client stays). It joins the cache when the
+     * transfer ends. A request's answer takes a cached one: a new handle is a new connection
+     * to the backend per call. */
+    CURL *h = fresh ? curl_easy_init() : handle_get(bp);
 
     *err = NULL;
     if (!h) {

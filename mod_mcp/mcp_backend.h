@@ -82,10 +82,13 @@ mcp_backend_status_t mcp_backend_perform(mcp_backend_pool_t *bp, apr_pool_t *p,
 /* An exchange driven by a curl multi handle (mcp_loop) instead of a blocking perform. call is
  * copied, not what it points to (which must live as long as p); the transfer's bookkeeping is
  * allocated in p, and call's callbacks run in the thread that drives the multi handle, which
- * alone may use p until mcp_backend_async_finish. NULL, with *err, when no handle can be had. */
+ * alone may use p until mcp_backend_async_finish. fresh: a new easy handle rather than a cached
+ * one (a transfer that may last long: a cached handle's own idle connection would wait with
+ * it). NULL, with *err, when no handle can be had. */
 typedef struct mcp_backend_async_t mcp_backend_async_t;
 mcp_backend_async_t *mcp_backend_async_create(mcp_backend_pool_t *bp, apr_pool_t *p,
-                                              const mcp_backend_call_t *call, const char **err);
+                                              const mcp_backend_call_t *call, int fresh,
+                                              const char **err);
 
 /* The easy handle (a CURL *) to add to the multi handle. */
 void *mcp_backend_async_curl(mcp_backend_async_t *a);

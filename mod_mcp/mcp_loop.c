@@ -924,7 +924,7 @@ int mcp_loop_src_start(mcp_loop_src_t *src, mcp_backend_pool_t *bp,
     c.on_body = xfer_on_body;
     c.on_tick = NULL;
     c.baton = x;
-    x->a = mcp_backend_async_create(bp, p, &c, err);
+    x->a = mcp_backend_async_create(bp, p, &c, lean, err);
     if (!x->a) {
         apr_pool_destroy(p);
         return -1;

@@ -67,13 +67,15 @@ APLOG_USE_MODULE(mcp);
 #define HALF_WORKERS (PARK_WORKERS / 2)
 
 /* How soon a parked stream tries again what it put off: its half's work while the database is
- * away (a ping is due every 100 ms), a read of the table that failed; and while the other
- * half workers are busy. */
+ * away (a ping is due every 100 ms), a read of the table that failed. */
 #define PUT_OFF apr_time_from_msec(250)
-#define PUT_OFF_BUSY MCP_LOOP_TICK
 
-/* Runs calling a half's hooks now (at most HALF_WORKERS). */
-static volatile apr_uint32_t halves_running;
+/* The halves' turns: runs calling a half's hooks now (at most HALF_WORKERS), and the parked
+ * streams waiting for a turn, first come first served, each woken when a turn is free (a
+ * broadcast to thousands of streams must not have them all poll for two turns). */
+static apr_thread_mutex_t *turns_mutex;
+static int halves_running;
+static mcp_park_t *turns_head, *turns_tail;
 
 struct mcp_park_t {
     mcp_req_t             *q;
@@ -105,6 +107,8 @@ struct mcp_park_t {
     int                    client_ended; /* its response is over; a half may go on             */
     int                    behind;      /* ... except when the client lagged: read the table    */
     int                    stateless;   /* events carry no ids (a 2026-07-28 call's stream)      */
+    mcp_park_t            *turn_next;   /* waiting for a half's turn (turns_mutex)              */
+    int                    turn_waiting;
     unsigned               put_off;     /* the half's events a run could not hand it             */
     const char            *stop_half;   /* why the half is to stop, once it may run              */
     int                    retry_read;  /* the last read or look at the table failed             */
@@ -332,11 +336,14 @@ static void end_client(mcp_park_t *pk, const char *why, int retry_hint)
  * EOR bucket; r->pool goes with it), the socket closed, the connection's pool destroyed. The
  * MPM counted the connection as suspended; its pool's cleanup uncounts it by the state it
  * finds, so the state is set back to SUSPENDED before the pool goes. pk is gone after this. */
+static void turn_forget(mcp_park_t *pk);
+
 static void give_back(mcp_park_t *pk)
 {
     conn_rec *c = pk->c;
     apr_socket_t *sock = ap_get_conn_socket(c);
 
+    turn_forget(pk);
     mcp_router_unsubscribe(pk->sub);
     pk->sub = NULL;
     mcp_follower_release(pk->q, pk->scratch, pk->stream_id, pk->follower_id);
@@ -581,18 +588,73 @@ static void run_stream(mcp_park_t *pk, unsigned events, int half_ok)
     arm_timer(pk, at < pk->next_tick ? at : pk->next_tick);
 }
 
+/* A half's run is over: its turn goes to the first stream waiting for one. The wake is given
+ * under the mutex, so that a waiting stream that is given back meanwhile (turn_forget) is
+ * either out of the queue first or woken while it still exists. */
+static void half_release(void)
+{
+    mcp_park_t *next;
+
+    apr_thread_mutex_lock(turns_mutex);
+    halves_running--;
+    if ((next = turns_head) != NULL) {
+        turns_head = next->turn_next;
+        if (!turns_head) {
+            turns_tail = NULL;
+        }
+        next->turn_waiting = 0;
+        mcp_loop_wake(next->src);
+    }
+    apr_thread_mutex_unlock(turns_mutex);
+}
+
+/* pk goes: out of the queue for a turn. */
+static void turn_forget(mcp_park_t *pk)
+{
+    mcp_park_t **at, *prev = NULL;
+
+    if (!turns_mutex) {
+        return;
+    }
+    apr_thread_mutex_lock(turns_mutex);
+    for (at = &turns_head; pk->turn_waiting && *at; prev = *at, at = &(*at)->turn_next) {
+        if (*at == pk) {
+            *at = pk->turn_next;
+            if (turns_tail == pk) {
+                turns_tail = prev;
+            }
+            pk->turn_waiting = 0;
+            break;
+        }
+    }
+    apr_thread_mutex_unlock(turns_mutex);
+}
+
 /* May this run call pk's half's hooks? Not while the database is away (they would wait for it
  * on this worker), nor while HALF_WORKERS runs do. Non-zero: admitted; the caller decrements
  * halves_running after the run. */
 static int half_admit(mcp_park_t *pk)
 {
-    if (apr_atomic_inc32(&halves_running) >= HALF_WORKERS) {
-        apr_atomic_dec32(&halves_running);
-        pk->retry_at = apr_time_now() + PUT_OFF_BUSY;
+    apr_thread_mutex_lock(turns_mutex);
+    if (halves_running >= HALF_WORKERS) {
+        if (!pk->turn_waiting) {   /* woken by the run that frees a turn (half_release) */
+            pk->turn_waiting = 1;
+            pk->turn_next = NULL;
+            if (turns_tail) {
+                turns_tail->turn_next = pk;
+            }
+            else {
+                turns_head = pk;
+            }
+            turns_tail = pk;
+        }
+        apr_thread_mutex_unlock(turns_mutex);
         return 0;
     }
+    halves_running++;
+    apr_thread_mutex_unlock(turns_mutex);
     if (mcp_db_away()) {
-        apr_atomic_dec32(&halves_running);
+        half_release();
         pk->retry_at = apr_time_now() + PUT_OFF;
         return 0;
     }
@@ -619,7 +681,7 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
     }
     run_stream(pk, events, half_ok);   /* pk may be gone after this */
     if (admitted) {
-        apr_atomic_dec32(&halves_running);
+        half_release();
     }
 }
 
@@ -658,6 +720,12 @@ void mcp_park_child_init(apr_pool_t *pchild, server_rec *s)
     const char *why = unsupported(pchild), *err = NULL;
 
     park_loop = NULL;
+    turns_head = turns_tail = NULL;
+    halves_running = 0;
+    if (!why && apr_thread_mutex_create(&turns_mutex, APR_THREAD_MUTEX_DEFAULT, pchild)
+                != APR_SUCCESS) {
+        why = "no mutex for the halves' turns";
+    }
     if (!why) {
         park_loop = mcp_loop_create(pchild, PARK_WORKERS, &err);
         if (park_loop) {
@@ -839,6 +907,7 @@ int mcp_park_go(mcp_park_t *pk, apr_int64_t cursor)
 
 void mcp_park_abandon(mcp_park_t *pk)
 {
+    turn_forget(pk);
     apr_allocator_max_free_set(apr_pool_allocator_get(pk->c->pool), ap_max_mem_free);
     mcp_router_unsubscribe(pk->sub);
     pk->sub = NULL;
