@@ -181,7 +181,7 @@ def main():
         w(f"Concurrent `slow` calls (10 s each) with streams parked: {slow(r)} "
           f"({r['config'].get('workers')} workers). A 2025-11-25 session's answer that takes "
           "longer than 2 s is parked (its POST on the event loop; the bench's sessions "
-          "speak " + r.get("protocol", "?") + "); older sessions' answers hold a thread.")
+          "speak " + r.get("protocol", "?") + "); older sessions' answers and 2026-07-28 calls are parked the same way.")
         w("")
     w("Files: " + ", ".join(f"`{r['_file'].rsplit('/', 1)[-1]}`" for r in runs)
       + " (bench/idle_streams/).")
