@@ -43,6 +43,10 @@ class Stream:
         self.writer.write((f"GET {c.path} HTTP/1.1\r\nHost: {c.host}:{c.port}\r\n"
                            f"Accept: text/event-stream\r\nMcp-Session-Id: {self.sid}\r\n"
                            f"MCP-Protocol-Version: {c.protocol}\r\n{extra}\r\n").encode())
+        await self.read_head(timeout)
+
+    async def read_head(self, timeout: float):
+        """The response's status and headers (the request sent); then its body is read on."""
         line = await asyncio.wait_for(self.reader.readline(), timeout)
         self.status = int(line.split()[1])
         while True:

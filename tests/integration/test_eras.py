@@ -357,6 +357,15 @@ def test_an_input_required_round_passes_through(eras):
 # ---- disconnect = cancellation, listen and the limits ------------------------------------------
 
 
+def wait_for_backend_abort(eras, token, rid):
+    """Until the backend's cancelled_calls (asked with request id rid) lists token: it saw the
+    slow_count call with that progress token aborted."""
+    def saw_it():
+        rr = post(eras["URL"], call_body(rid, "cancelled_calls"), headers("tools/call", "cancelled_calls"))
+        return token in json.loads(messages_of(rr)[0][-1]["result"]["content"][0]["text"])
+    wait_for(saw_it, timeout=10, what="the backend to see its request aborted")
+
+
 def test_closing_the_response_cancels_the_backend_request(eras, db):
     token = "cancel-31"
     body = call_body(31, "slow_count", {"count": 100, "ms": 100}, progressToken=token)
@@ -374,10 +383,7 @@ def test_closing_the_response_cancels_the_backend_request(eras, db):
                   timeout=15, what="the stream to end")
     assert st["status"] == "cancelled"
 
-    def backend_saw_it():
-        rr = post(eras["URL"], call_body(32, "cancelled_calls"), headers("tools/call", "cancelled_calls"))
-        return token in json.loads(messages_of(rr)[0][-1]["result"]["content"][0]["text"])
-    wait_for(backend_saw_it, timeout=10, what="the backend to see its request aborted")
+    wait_for_backend_abort(eras, token, 32)
     rows = events_of(db, st["id"])
     progress = [json.loads(r[5]) for r in rows if r[1] == "out"]
     assert len(progress) < 20, "the relay went on after the cancellation"
@@ -442,10 +448,7 @@ def test_closing_a_parked_response_cancels_the_backend_request(eras, db):
                   timeout=15, what="the stream to end")
     assert st["status"] == "cancelled"
 
-    def backend_saw_it():
-        rr = post(eras["URL"], call_body(561, "cancelled_calls"), headers("tools/call", "cancelled_calls"))
-        return token in json.loads(messages_of(rr)[0][-1]["result"]["content"][0]["text"])
-    wait_for(backend_saw_it, timeout=10, what="the backend to see its request aborted")
+    wait_for_backend_abort(eras, token, 561)
 
 
 def test_an_http2_client_resetting_its_stream_cancels_too(eras, db):
@@ -464,10 +467,7 @@ def test_an_http2_client_resetting_its_stream_cancels_too(eras, db):
                   timeout=15, what="the stream to end")
     assert st["status"] == "cancelled"
 
-    def backend_saw_it():
-        rr = post(eras["URL"], call_body(36, "cancelled_calls"), headers("tools/call", "cancelled_calls"))
-        return token in json.loads(messages_of(rr)[0][-1]["result"]["content"][0]["text"])
-    wait_for(backend_saw_it, timeout=10, what="the backend to see its request aborted")
+    wait_for_backend_abort(eras, token, 36)
 
 
 def test_listen_streams_count_against_the_principal(eras, db):

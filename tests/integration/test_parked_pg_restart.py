@@ -337,17 +337,9 @@ class Call(Stream):
         self.writer.write((f"POST {c.path} HTTP/1.1\r\nHost: {c.host}:{c.port}\r\n"
                            f"Content-Type: application/json\r\nAccept: application/json, "
                            f"text/event-stream\r\nContent-Length: {len(data)}\r\n"
-                           f"Mcp-Session-Id: {self.sid}\r\nMCP-Protocol-Version: 2025-11-25\r\n"
+                           f"Mcp-Session-Id: {self.sid}\r\nMCP-Protocol-Version: {c.protocol}\r\n"
                            f"Connection: close\r\n\r\n").encode() + data)
-        line = await asyncio.wait_for(self.reader.readline(), timeout)
-        self.status = int(line.split()[1])
-        while True:
-            h = await asyncio.wait_for(self.reader.readline(), timeout)
-            if h in (b"\r\n", b""):
-                break
-            k, _, v = h.decode().partition(":")
-            self.headers[k.strip().lower()] = v.strip()
-        self.task = asyncio.ensure_future(self._read())
+        await self.read_head(timeout)
 
 
 def answer_of(s) -> dict | None:
