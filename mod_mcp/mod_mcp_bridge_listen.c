@@ -111,7 +111,7 @@ static const char *subscribe_all(bridge_t *b, const char *acked)
 }
 
 static void end_own(bridge_t *b);
-static void listen_end(bridge_t *b, listen_t *l, mcp_backend_status_t status, const char *err);
+static int listen_end(bridge_t *b, listen_t *l, mcp_backend_status_t status, const char *err);
 
 /* ---- the GET on the event loop: the listen parked once acknowledged -------------------------- */
 
@@ -275,15 +275,17 @@ static void end_own(bridge_t *b)
 }
 
 /* The listen's end (on its thread, or on the loop once parked): the backend ended its stream
- * (the subscription's graceful end), the client went, or the GET failed; a pooled session of
- * its own ends with it. Once: a parked listen may be ended by its hang-up and its GET's end. */
-static void listen_end(bridge_t *b, listen_t *l, mcp_backend_status_t status, const char *err)
+ * (the subscription's graceful end), the client went, or the GET failed — stored as an event
+ * once acknowledged, else answered with a JSON error (only on the request's thread: a listen is
+ * parked only once acknowledged); a pooled session of its own ends with it. Once: a parked
+ * listen may be ended by its hang-up and by its GET's end. Returns what the handler returns. */
+static int listen_end(bridge_t *b, listen_t *l, mcp_backend_status_t status, const char *err)
 {
     request_rec *r = b->q->r;
-    const char *end;
+    int rc = DONE;
 
     if (b->finished) {
-        return;
+        return DONE;
     }
     b->finished = 1;
     if (b->st.client_gone) {
@@ -298,7 +300,7 @@ static void listen_end(bridge_t *b, listen_t *l, mcp_backend_status_t status, co
                                              "principal (a 2025 session has one)"
                                            : apr_psprintf(r->pool, "was refused with HTTP %ld",
                                                           b->x.response.status));
-        if (l->sse) {   /* (else the caller answers with mcp_bridged_fail) */
+        if (l->sse) {
             const char *json = mcp_jsonrpc_error_body(r->pool, b->msg->id,
                                                       MCP_JSONRPC_INTERNAL_ERROR, message, NULL);
             ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "era bridge: stream %" APR_INT64_T_FMT
@@ -307,22 +309,22 @@ static void listen_end(bridge_t *b, listen_t *l, mcp_backend_status_t status, co
             mcp_stream_finish(&b->st, "failed");
         }
         else {
-            b->finished = 0;
-            l->err = message;
-            return;
+            rc = mcp_bridged_fail(b, HTTP_BAD_GATEWAY, message);   /* nothing was sent yet */
         }
     }
     else {
-        end = apr_psprintf(r->pool, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"resultType\":"
-                           "\"complete\",\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":%s}}}",
-                           mcp_jsonrpc_to_string(r->pool, b->msg->id, NULL),
-                           mcp_jsonrpc_to_string(r->pool, b->msg->id, NULL));
+        const char *end = apr_psprintf(r->pool, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{"
+                                       "\"resultType\":\"complete\",\"_meta\":{\"io."
+                                       "modelcontextprotocol/subscriptionId\":%s}}}",
+                                       mcp_jsonrpc_to_string(r->pool, b->msg->id, NULL),
+                                       mcp_jsonrpc_to_string(r->pool, b->msg->id, NULL));
         mcp_stream_add(&b->st, end, strlen(end));
         mcp_stream_finish(&b->st, "complete");
     }
     if (l->own) {
         end_own(b);
     }
+    return rc;
 }
 
 int mcp_bridged_listen(bridge_t *b)
@@ -361,15 +363,6 @@ int mcp_bridged_listen(bridge_t *b)
             return mcp_park_go(l->pk, 0);
         }
     }
-    listen_end(b, l, status, err);
-    if (!b->finished) {   /* nothing was sent: a JSON error with its status */
-        int rc = mcp_bridged_fail(b, HTTP_BAD_GATEWAY, l->err);
-
-        if (l->own) {
-            end_own(b);
-        }
-        return rc;
-    }
-    return DONE;
+    return listen_end(b, l, status, err);
 }
 
