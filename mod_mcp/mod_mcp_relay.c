@@ -782,9 +782,7 @@ int mcp_relay_requests(mcp_req_t *handler_q)
     }
     status = forward(rl, "POST", q->conf->stream_timeout, &err);
     watch_stop(rl);
-    if (rl->ended_elsewhere && rl->st.mode != MCP_STREAM_SSE) {
-        return mcp_req_session_not_found(q);
-    }
+    /* (Ended elsewhere: settle_answer does nothing, and answer says 404.) */
     answered_by_backend = settle_answer(rl, status, err, &json, &json_len, &http, &code,
                                         &message);
     return answer(rl, answered_by_backend, json, json_len, http, code, message);
