@@ -333,6 +333,7 @@ class Call(Stream):
         c = self.crowd
         self.reader, self.writer = await asyncio.wait_for(
             asyncio.open_connection(c.host, c.port, ssl=c.ssl), timeout)
+        c.track(self)
         data = json.dumps(body).encode()
         self.writer.write((f"POST {c.path} HTTP/1.1\r\nHost: {c.host}:{c.port}\r\n"
                            f"Content-Type: application/json\r\nAccept: application/json, "
