@@ -20,6 +20,7 @@ mcp_store_fault_t mcp_store_classify(const char *sqlstate, int connection_ok)
         "57P01", "57P02", "57P03",   /* admin shutdown, crash shutdown, cannot connect now */
         "57014",                     /* query canceled (a server-side statement_timeout)   */
         "40001", "40P01",            /* serialization failure, deadlock                    */
+        MCP_STORE_READ_ONLY,         /* the server takes no writes (now): see mcp_store.h  */
         NULL
     };
     int i;
@@ -327,6 +328,19 @@ static void give_up(PGconn *conn)
     PQconsumeInput(conn);
 }
 
+/* A connection whose server refused a write as read-only is given up, so that the next borrow
+ * connects anew: with a multi-host DBDParams (target_session_attrs=read-write) that finds the
+ * server that takes writes now (a failover's new primary), where the old connection would go on
+ * asking a demoted one. Non-zero when it was. */
+static int give_up_if_read_only(PGconn *conn, const char *sqlstate)
+{
+    if (!conn || !sqlstate || strcmp(sqlstate, MCP_STORE_READ_ONLY) != 0) {
+        return 0;
+    }
+    give_up(conn);
+    return 1;
+}
+
 /* Prepares every distinct statement of the batch on conn, each in its own implicit
  * transaction (one that exists already answers 42P05, which is fine). Non-zero when the
  * connection failed. */
@@ -511,10 +525,13 @@ static void group_commit(mcp_store_group_t *g, mcp_store_t *db, apr_pool_t *p,
         }
         else {
             /* Retryable (or, from the Sync, not one statement's): every caller decides. */
+            const char *state = PQresultErrorField(error, PG_DIAG_SQLSTATE);
+
             err = trimmed(p, PQresultErrorMessage(error));
             for (i = 0; i < m; i++) {
-                entry_fail(v[i], err, PQresultErrorField(error, PG_DIAG_SQLSTATE), 0);
+                entry_fail(v[i], err, state, 0);
             }
+            broken = give_up_if_read_only(conn, state);
             PQclear(error);
         }
         break;
@@ -673,6 +690,9 @@ static mcp_store_status_t exec_as(mcp_store_t *db, apr_pool_t *p, const char *wh
             err = trimmed(p, PQresultErrorMessage(res));
             fault = mcp_store_classify(state, !broken);
             PQclear(res);
+            if (give_up_if_read_only(conn, state)) {
+                broken = 1;
+            }
         }
         if (conn) {
             db->lender->give_back(db, conn, broken);

@@ -9,8 +9,9 @@
  * first use there, so nothing depends on what a PostgreSQL restart takes away.
  *
  * Failures are classified here and only here (mcp_store_classify):
- *   - connection-class (SQLSTATE 08xxx, 57P01-57P03, 53xxx, 57014, 40001, 40P01, a lost
- *     connection, no answer within the statement timeout): the statement is tried again until the policy's patience
+ *   - connection-class (SQLSTATE 08xxx, 57P01-57P03, 53xxx, 57014, 40001, 40P01, 25006, a
+ *     lost connection, no answer within the statement timeout): the statement is tried again
+ *     until the policy's patience
  *     runs out, the lender's wait() deciding how long to pause (it may wait for the database to
  *     come back); then MCP_STORE_UNAVAILABLE;
  *   - anything else (data 22xxx, constraints 23xxx, ...): permanent, never retried:
@@ -40,6 +41,12 @@ typedef enum {
                                    * (40001, 40P01): the same statement may succeed later      */
     MCP_STORE_FAULT_PERMANENT     /* the statement or its data is refused: never retried       */
 } mcp_store_fault_t;
+
+/* read_only_sql_transaction: the server takes no writes — a standby (a failover's demoted
+ * primary) or a primary made read-only (default_transaction_read_only). A failover symptom, so
+ * retried like the connection faults, on a new connection (the one that got it is given up):
+ * with libpq's target_session_attrs=read-write that reaches the server that takes writes now. */
+#define MCP_STORE_READ_ONLY "25006"
 
 /* The fault of a failed statement from its SQLSTATE (NULL: none, which libpq gives for a lost
  * connection) and whether the connection is still usable. */

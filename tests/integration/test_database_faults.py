@@ -1,7 +1,8 @@
 """The database going away: a PostgreSQL restart under load costs no request and writes a
 bounded number of log lines; a stopped (SIGSTOP) PostgreSQL makes requests fail with 503 and
 Retry-After within MCPDatabaseTimeout (gateway.conf sets 4 s) instead of wedging the workers,
-and everything recovers after SIGCONT with nothing lost."""
+and everything recovers after SIGCONT with nothing lost; a server that refuses writes (a
+failover's demoted primary) is an outage too."""
 
 import os
 import re
@@ -10,6 +11,8 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+
+import psycopg2
 
 from mcp_client import McpSession
 from waiting import wait_for
@@ -258,3 +261,72 @@ def test_a_burst_above_dbdmax_costs_no_request(stack, capsys):
         for s in sessions:
             s.delete()
             s.close()
+
+
+def set_read_only(stack, on: bool):
+    """Makes the whole server refuse writes (default_transaction_read_only, reloaded into every
+    session, the gateway's pooled ones too), as a failover's demoted primary does (SQLSTATE
+    25006), or lifts it; returns once a new session sees the setting."""
+    admin = psycopg2.connect(stack["MCP_PG_ADMIN"])
+    try:
+        admin.autocommit = True
+        with admin.cursor() as cur:
+            cur.execute("SET default_transaction_read_only = off")
+            if on:
+                cur.execute("ALTER SYSTEM SET default_transaction_read_only = on")
+            else:
+                cur.execute("ALTER SYSTEM RESET default_transaction_read_only")
+            cur.execute("SELECT pg_reload_conf()")
+    finally:
+        admin.close()
+
+    def seen():
+        c = psycopg2.connect(stack["MCP_PG"])
+        try:
+            with c.cursor() as cur:
+                cur.execute("SHOW default_transaction_read_only")
+                return cur.fetchone()[0] == ("on" if on else "off")
+        finally:
+            c.close()
+    wait_for(seen, timeout=10, what=f"default_transaction_read_only {on}")
+
+
+def test_a_read_only_database_gives_503_and_recovers(stack, mcp, pg, capsys):
+    """A server that refuses writes (25006, what a demoted primary answers after a failover) is
+    an outage, not the request's fault: 503 with Retry-After within MCPDatabaseTimeout, never a
+    500; the connection that got it is given up (with a multi-host DBDParams the next one finds
+    the new primary), and calls work again once writes are taken, on the same sessions."""
+    host1, host2 = stack["MCP_URLS"].split()[:2]
+    sessions = [mcp(u) for u in (host1, host2)]
+    for s in sessions:
+        s.initialize()
+        assert s.call("tools/call", {"name": "echo", "arguments": {"text": "before"}})
+    sizes = log_sizes(stack)
+    body = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"ro"}}}'
+    results = []
+    set_read_only(stack, True)
+    try:
+        for s in sessions:
+            t0 = time.monotonic()
+            r = s.post_raw(body, timeout=60)
+            results.append((r.status_code, r.headers.get("Retry-After"), r.text,
+                            time.monotonic() - t0))
+    finally:
+        set_read_only(stack, False)
+    with capsys.disabled():
+        print("\nread-only: " + ", ".join(f"{r[0]} after {r[3]:.2f} s" for r in results))
+    for status, retry_after, text, took in results:
+        assert status == 503, text
+        assert retry_after and int(retry_after) >= 1
+        assert '"code":-32003' in text
+        assert took < DATABASE_TIMEOUT + 3, took
+    # One line per refused request (its 503), not one per try.
+    assert len([l for l in new_lines(sizes) if WARN_OR_WORSE.search(l)]) < 20, new_lines(sizes)
+    for s in sessions:
+        wait_for(lambda: s.call("tools/call", {"name": "echo", "arguments": {"text": "after"}}),
+                 timeout=30, what="a call once writes are taken again")
+    # Nothing of the refused calls was stored (their inbound rows were refused with them).
+    with pg.cursor() as cur:
+        cur.execute("SELECT count(*) FROM mcp.events WHERE message_text LIKE %s",
+                    ('%"text":"ro"%',))
+        assert cur.fetchone()[0] == 0

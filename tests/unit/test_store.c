@@ -30,6 +30,9 @@ static const struct {
     { "40001", 1, MCP_STORE_FAULT_RETRY },
     { "40P01", 1, MCP_STORE_FAULT_RETRY },
     { "57014", 1, MCP_STORE_FAULT_RETRY },
+    /* a read-only server (a failover's demoted primary, default_transaction_read_only) */
+    { "25006", 1, MCP_STORE_FAULT_RETRY },
+    { MCP_STORE_READ_ONLY, 1, MCP_STORE_FAULT_RETRY },
     /* no SQLSTATE, or a broken connection whatever the SQLSTATE */
     { NULL, 1, MCP_STORE_FAULT_RETRY },
     { "", 1, MCP_STORE_FAULT_RETRY },
@@ -43,6 +46,7 @@ static const struct {
     { "42P01", 1, MCP_STORE_FAULT_PERMANENT },
     { "26000", 1, MCP_STORE_FAULT_PERMANENT },
     { "57P04", 1, MCP_STORE_FAULT_PERMANENT },
+    { "25001", 1, MCP_STORE_FAULT_PERMANENT },
 };
 
 START_TEST(classify)
