@@ -193,6 +193,7 @@ def own_stack(d: Path, *args: str):
                               timeout=300)
         if not os.environ.get("MCP_KEEP_STACK"):
             shutil.rmtree(stack_dir / "pg" / "data", ignore_errors=True)
+            shutil.rmtree(stack_dir / "pg2" / "data", ignore_errors=True)   # --replica
         if down.returncode != 0:
             raise RuntimeError(f"tests/stack down failed (exit {down.returncode}):\n"
                                f"{down.stdout}{down.stderr}")
