@@ -219,7 +219,25 @@ static void gate_mark_down(void)
     apr_thread_mutex_unlock(gate.lock);
 }
 
-/* One ping with the cloned parameters and a short connect timeout; non-zero: it answered. */
+/* Whether the parameters ask for a kind of server (libpq's target_session_attrs other than
+ * "any": read-write for a failover-aware DBDParams), which a ping cannot tell: a standby that
+ * is not promoted yet answers pings, but mod_dbd's connection to it is refused. */
+static int asks_for_a_kind_of_server(const char *const *k, const char *const *v)
+{
+    int i;
+
+    for (i = 0; k[i]; i++) {
+        if (strcmp(k[i], "target_session_attrs") == 0 && strcmp(v[i], "any") != 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* One ping with the cloned parameters and a short connect timeout; non-zero: it answered (and,
+ * when the parameters ask for a kind of server, a connection was made to one: else every ping
+ * while a failover's standby waits for its promotion would open the gate for mod_dbd to fail
+ * and log again, ten times a second per child). */
 static int ping(void)
 {
     const char **k, **v;
@@ -247,6 +265,12 @@ static int ping(void)
     v[n] = "1";
     k[n + 1] = v[n + 1] = NULL;
     i = PQpingParams(k, v, 0) == PQPING_OK;
+    if (i && asks_for_a_kind_of_server(k, v)) {
+        PGconn *conn = PQconnectdbParams(k, v, 0);
+
+        i = conn && PQstatus(conn) == CONNECTION_OK;
+        PQfinish(conn);
+    }
     free(k);
     free(v);
     return i;
