@@ -154,6 +154,27 @@ class SlowCall:
         return False
 
 
+class Standalone:
+    """A session's standalone GET stream (parked on the event MPM), read on a thread."""
+
+    def __init__(self, url):
+        self.s = session(url)
+        self.events = []            # (id, data) with data
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        try:
+            for e in self.s.get_stream(timeout=120):
+                if e.data:
+                    self.events.append((e.id, e.data))
+        except Exception:   # noqa: BLE001 - the stream ends with the stack
+            pass
+
+    def notified(self, text: str) -> bool:
+        return any(text in d for _i, d in self.events)
+
+
 def seq(event_id: str) -> tuple[int, int]:
     stream, s = event_id.split("-")
     return int(stream), int(s)
@@ -165,6 +186,12 @@ def test_failover_under_load_loses_nothing(env, capsys):
     sizes = {p: p.stat().st_size for p in error_logs(env)}
     with Callers(urls) as callers:
         wait_for(lambda: len(callers.outcomes) >= 20, timeout=30, what="calls before the failover")
+        # A standalone stream on each instance, waiting (parked) across the switch.
+        standalone = [Standalone(u) for u in urls]
+        for st in standalone:
+            wait_for(lambda: st.s.last_response is not None
+                     and st.s.last_response.status_code == 200, timeout=30,
+                     what="a standalone stream's answer")
         slow = [SlowCall(urls[i % 2], f"f{i}") for i in range(STREAMS)]
         for c in slow:
             wait_for(lambda: len(c.events) >= 3, timeout=30, what="a slow call's first events")
@@ -217,6 +244,13 @@ def test_failover_under_load_loses_nothing(env, capsys):
         assert [s for _st, s in ids] == list(range(ids[0][1], ids[0][1] + len(ids))), ids
         assert c.answered(got), got[-2:]
 
+    # The standalone streams that waited across the switch get what the backend sends now.
+    for k, st in enumerate(standalone):
+        text = f"after the failover {k}"
+        assert "sent" in json.dumps(st.s.call("tools/call", {"name": "notify",
+                                                              "arguments": {"text": text}}))
+        wait_for(lambda: st.notified(text), timeout=30, what="a notification on a standalone stream")
+
     # Every event any client received is on the new primary, with the text the client got.
     received = {}
     for o in answered:
@@ -225,6 +259,8 @@ def test_failover_under_load_loses_nothing(env, capsys):
         received.update(dict(c.events))
     for got in resumed.values():
         received.update(dict(got))
+    for st in standalone:
+        received.update({i: d for i, d in st.events if i})
     pairs = [seq(i) for i in received]
     conn = psycopg2.connect(env["MCP_PG_REPLICA"])
     try:
