@@ -296,16 +296,7 @@ def test_failover_under_load_loses_nothing(env, capsys):
     assert live.answered(followed)
 
     # A bounded number of log lines per child for the whole switch.
-    lines = []
-    for p, size in sizes.items():
-        with open(p, "rb") as f:
-            f.seek(size)
-            lines += [l for l in f.read().decode(errors="replace").splitlines()
-                      if WARN_OR_WORSE.search(l)]
-    per_child = {}
-    for l in lines:
-        m = re.search(r"\[pid (\d+)", l)
-        per_child[m.group(1) if m else "?"] = per_child.get(m.group(1) if m else "?", 0) + 1
+    per_child, lines = warn_lines_per_child(sizes)
     with capsys.disabled():
         print(f"\nfailover under load: {len(callers.outcomes)} calls ({before} before), "
               f"{len(unavailable)} answered 503, first success {first_ok:.2f} s after the "
