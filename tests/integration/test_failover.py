@@ -14,12 +14,17 @@ What must hold:
 * sessions made before the switch go on after it, and cross-process live delivery works again
   (a follower on the other instance, woken through its re-made LISTEN connection);
 * the error log has a bounded number of lines per child for the whole switch.
+
+Also: a standby promoted late (the gate must not take its pings for the database's return),
+and the synchronous standby dying (the primary's commits wait: 503, then served again).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -345,3 +350,38 @@ def test_a_late_promotion_costs_a_bounded_log():
         assert not bad, [(o[0], o[3][:300]) for o in bad[:5]]
         per_child, lines = warn_lines_per_child(sizes)
         assert all(n <= 10 for n in per_child.values()), "\n".join(lines[:60])
+
+
+def test_a_dead_standby_gives_503_and_recovers():
+    """The synchronous standby dies (kill -9): the primary's commits wait for it, so a request
+    gets 503 with Retry-After after MCPDatabaseTimeout (its statement given up with its
+    connection), never a hang; once the standby is back, the same session is served at once."""
+    d = run_dir("mcp-failover-standby-")
+    conf = d / "failover.conf"
+    conf.write_text(CONF)
+    with own_stack(d, "--httpd", "1", "--replica", "--conf", str(conf)) as e:
+        s = session(e["MCP_URL"])
+        assert s.call("tools/call", {"name": "echo", "arguments": {"text": "before"}})
+        data = e["MCP_PG_REPLICA_DATA"]
+        postmaster = int(Path(data, "postmaster.pid").read_text().split()[0])
+        os.kill(postmaster, signal.SIGKILL)
+        subprocess.run(["pkill", "-KILL", "-f", data], check=False)
+        wait_for(lambda: not Path(f"/proc/{postmaster}").exists(), timeout=10,
+                 what="the standby's postmaster to die")
+        results = []
+        for i in range(2):
+            t0 = time.monotonic()
+            r = s.post_raw(echo_body(100 + i), timeout=60)
+            results.append((r.status_code, r.headers.get("Retry-After"), r.text,
+                            time.monotonic() - t0))
+        for status, retry_after, text, took in results:
+            assert status == 503, text
+            assert retry_after and int(retry_after) >= 1
+            assert '"code":-32003' in text
+            assert took < DATABASE_TIMEOUT + 3, took
+        subprocess.run(["runuser", "-u", "postgres", "--", "/usr/lib/postgresql/15/bin/pg_ctl",
+                        "-D", data, "-l", e["MCP_PG_REPLICA_LOG"], "-w", "-t", "30", "start"],
+                       check=True, cwd="/tmp", stdin=subprocess.DEVNULL, capture_output=True)
+        wait_for(lambda: s.post_raw(echo_body(200), timeout=60).status_code == 200, timeout=30,
+                 what="a call once the standby is back")
+        assert s.call("tools/call", {"name": "echo", "arguments": {"text": "after"}})
