@@ -61,7 +61,7 @@ def run(url: str, sessions: int, concurrency: int, seconds: float):
         f.write("\n".join(sids) + "\n")
     try:
         c0 = pg_cpu_seconds()
-        out = subprocess.run(["wrk", "-t", "2", "-c", str(concurrency), "-d", f"{seconds}s",
+        out = subprocess.run(["wrk", "-t", "2", "-c", str(concurrency), "-d", f"{seconds:g}s",
                               "--timeout", "30s", "-s", str(REPO / "bench" / "mcp.lua"), url, "--",
                               f.name, "2025-11-25", "echo", '{"text":"hello"}', "2"],
                              capture_output=True, text=True, check=True).stdout
@@ -83,7 +83,8 @@ def main():
     conf.chmod(0o644)
     stack = REPO / "tests" / "stack"
     subprocess.run([str(stack), "up", "--dir", str(d / "stack"), "--httpd", "1", "--conf",
-                    str(conf)], check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+                    str(conf)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   stdin=subprocess.DEVNULL)
     try:
         env = load_stack_env(d / "stack" / "stack.env")
         base = env["MCP_URL"].rsplit("/", 1)[0]
