@@ -4,14 +4,17 @@ no assertions).
 
     bench/stream_limits.py [SECONDS] [REPS]
 
-Starts its own stack (tests/stack up --httpd 1) with a second endpoint, /mcp-nolimits, whose
-MCPMaxStreamsPerSession, MCPMaxStreamsPerPrincipal and MCPMaxSessionsPerPrincipal are 0; /mcp
-keeps the defaults (16, 64, 1000), as a new installation has them. Then wrk (bench/mcp.lua,
+Starts its own stack (tests/stack up --httpd 1) with more endpoints beside /mcp, which keeps the
+defaults (MCPMaxStreamsPerSession 16, MCPMaxStreamsPerPrincipal 64, MCPMaxSessionsPerPrincipal
+1000), as a new installation has them: /mcp-session-limit (only the per-session stream limit),
+/mcp-principal-limit (only the per-principal ones) and /mcp-nolimits (none). Then wrk (bench/mcp.lua,
 tools/call echo, 2025-11-25, concurrency 8) for SECONDS (default 8) on 1 session and on 32
 sessions, against both endpoints, REPS (default 2) times, interleaved. Every client is
 127.0.0.1, so every session has the same principal: each admission takes the principal's
 advisory lock (mcp.admit_stream) and holds it until its transaction commits. Prints calls/s
-and PostgreSQL CPU per call (all postgres processes, from /proc) for each run.
+and PostgreSQL CPU per call (all postgres processes, from /proc) for each run; a PostgreSQL
+process that exits during a run takes its CPU time with it, so an odd low CPU figure is one to
+discard (compare the runs' medians).
 """
 import json
 import os
@@ -32,7 +35,19 @@ CONF = """<Location /mcp-nolimits>
     MCPMaxSessionsPerPrincipal 0
     MCPMaxStreamsPerSession 0
 </Location>
+<Location /mcp-session-limit>
+    SetHandler mcp
+    MCPBackend ${MCP_BACKEND_URL}
+    MCPMaxStreamsPerPrincipal 0
+    MCPMaxSessionsPerPrincipal 0
+</Location>
+<Location /mcp-principal-limit>
+    SetHandler mcp
+    MCPBackend ${MCP_BACKEND_URL}
+    MCPMaxStreamsPerSession 0
+</Location>
 """
+ENDPOINTS = ("/mcp", "/mcp-session-limit", "/mcp-principal-limit", "/mcp-nolimits")
 
 
 def pg_cpu_seconds() -> float:
@@ -92,7 +107,7 @@ def main():
         print("|---:|---|---:|---:|---:|")
         for sessions in (1, 32):
             for _ in range(reps):
-                for path in ("/mcp", "/mcp-nolimits"):
+                for path in ENDPOINTS:
                     cps, cpu, bad = run(base + path, sessions, 8, seconds)
                     print(f"| {sessions} | `{path}` | {cps:,.0f} | {cpu:.3f} | {bad} |", flush=True)
     finally:
