@@ -11,9 +11,8 @@
  * Failures are classified here and only here (mcp_store_classify):
  *   - connection-class (SQLSTATE 08xxx, 57P01-57P03, 53xxx, 57014, 40001, 40P01, 25006, a
  *     lost connection, no answer within the statement timeout): the statement is tried again
- *     until the policy's patience
- *     runs out, the lender's wait() deciding how long to pause (it may wait for the database to
- *     come back); then MCP_STORE_UNAVAILABLE;
+ *     until the policy's patience runs out, the lender's wait() deciding how long to pause (it
+ *     may wait for the database to come back); then MCP_STORE_UNAVAILABLE;
  *   - anything else (data 22xxx, constraints 23xxx, ...): permanent, never retried:
  *     MCP_STORE_REFUSED.
  * Either way the handle's error holds the SQLSTATE and PostgreSQL's message.

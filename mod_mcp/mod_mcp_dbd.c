@@ -234,10 +234,10 @@ static int asks_for_a_kind_of_server(const char *const *k, const char *const *v)
     return 0;
 }
 
-/* One ping with the cloned parameters and a short connect timeout; non-zero: it answered (and,
- * when the parameters ask for a kind of server, a connection was made to one: else every ping
- * while a failover's standby waits for its promotion would open the gate for mod_dbd to fail
- * and log again, ten times a second per child). */
+/* One ping with the cloned parameters and a short connect timeout; non-zero: it answered. When
+ * the parameters ask for a kind of server, the ping is a connection to one instead (else every
+ * ping while a failover's standby waits for its promotion would open the gate for mod_dbd to
+ * fail and log again, ten times a second per child). */
 static int ping(void)
 {
     const char **k, **v;
@@ -264,12 +264,14 @@ static int ping(void)
     k[n] = "connect_timeout";   /* the later value wins */
     v[n] = "1";
     k[n + 1] = v[n + 1] = NULL;
-    i = PQpingParams(k, v, 0) == PQPING_OK;
-    if (i && asks_for_a_kind_of_server(k, v)) {
+    if (asks_for_a_kind_of_server(k, v)) {
         PGconn *conn = PQconnectdbParams(k, v, 0);
 
         i = conn && PQstatus(conn) == CONNECTION_OK;
         PQfinish(conn);
+    }
+    else {
+        i = PQpingParams(k, v, 0) == PQPING_OK;
     }
     free(k);
     free(v);

@@ -32,7 +32,6 @@ static const struct {
     { "57014", 1, MCP_STORE_FAULT_RETRY },
     /* a read-only server (a failover's demoted primary, default_transaction_read_only) */
     { "25006", 1, MCP_STORE_FAULT_RETRY },
-    { MCP_STORE_READ_ONLY, 1, MCP_STORE_FAULT_RETRY },
     /* no SQLSTATE, or a broken connection whatever the SQLSTATE */
     { NULL, 1, MCP_STORE_FAULT_RETRY },
     { "", 1, MCP_STORE_FAULT_RETRY },
