@@ -35,6 +35,7 @@ import pytest
 
 from conftest import own_stack, run_dir
 from mcp_client import McpSession, parse_sse_bytes
+from test_database_faults import WARN_OR_WORSE, log_sizes, new_lines
 from waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,8 +48,6 @@ SLOW = {"count": 24, "interval_ms": 250}
 CONF = """
 MCPDatabaseTimeout 4s
 """
-
-WARN_OR_WORSE = re.compile(r"\[[a-z_0-9]+:(warn|error|crit|alert|emerg)\]")
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +62,6 @@ def env():
 def stack(env, command):
     subprocess.run([str(STACK), command, "--dir", env["MCP_STACK_DIR"]], check=True,
                    stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
-
-
-def error_logs(env):
-    return sorted(Path(env["MCP_STACK_DIR"]).glob("httpd-*/error_log"))
 
 
 # Every client session a test opened: closed before its stack goes down (a connection still
@@ -223,7 +218,7 @@ def seq(event_id: str) -> tuple[int, int]:
 def test_failover_under_load_loses_nothing(env, capsys):
     urls = env["MCP_URLS"].split()
     assert len(urls) == 2 and env.get("MCP_PG_REPLICA"), "the stack was started without --replica"
-    sizes = {p: p.stat().st_size for p in error_logs(env)}
+    sizes = log_sizes(env)
     with Callers(urls) as callers:
         wait_for(lambda: len(callers.outcomes) >= 20, timeout=30, what="calls before the failover")
         # A standalone stream on each instance, waiting (parked) across the switch.
@@ -344,12 +339,7 @@ def test_failover_under_load_loses_nothing(env, capsys):
 
 
 def warn_lines_per_child(sizes) -> tuple[dict[str, int], list[str]]:
-    lines = []
-    for p, size in sizes.items():
-        with open(p, "rb") as f:
-            f.seek(size)
-            lines += [l for l in f.read().decode(errors="replace").splitlines()
-                      if WARN_OR_WORSE.search(l)]
+    lines = [l for l in new_lines(sizes) if WARN_OR_WORSE.search(l)]
     per_child: dict[str, int] = {}
     for l in lines:
         m = re.search(r"\[pid (\d+)", l)
@@ -367,7 +357,7 @@ def test_a_late_promotion_costs_a_bounded_log():
     conf = d / "failover.conf"
     conf.write_text(CONF)
     with own_stack(d, "--httpd", "1", "--replica", "--conf", str(conf)) as e:
-        sizes = {p: p.stat().st_size for p in error_logs(e)}
+        sizes = log_sizes(e)
         with Callers(e["MCP_URLS"].split()) as callers:
             wait_for(lambda: len(callers.outcomes) >= 10, timeout=30, what="calls before")
             subprocess.run([str(STACK), "failover", "--dir", e["MCP_STACK_DIR"],
