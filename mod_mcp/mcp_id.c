@@ -2,7 +2,7 @@
 
 #include "mcp_id.h"
 
-#include <apr_sha1.h>
+#include <apr_md5.h>
 #include <apr_strings.h>
 
 #include <string.h>
@@ -58,16 +58,13 @@ int mcp_id_session_is_wellformed(const char *s)
 const char *mcp_id_tag(apr_pool_t *p, const char *id)
 {
     static const char hex[] = "0123456789abcdef";
-    unsigned char digest[APR_SHA1_DIGESTSIZE];
+    unsigned char digest[APR_MD5_DIGESTSIZE];
     char *tag;
-    apr_sha1_ctx_t ctx;
     int i;
 
     if (!id)
         return "-";
-    apr_sha1_init(&ctx);
-    apr_sha1_update_binary(&ctx, (const unsigned char *)id, (unsigned int)strlen(id));
-    apr_sha1_final(digest, &ctx);
+    apr_md5(digest, id, strlen(id));
     tag = apr_palloc(p, MCP_ID_TAG_LEN + 1);
     for (i = 0; i < MCP_ID_TAG_LEN / 2; i++) {
         tag[2 * i] = hex[digest[i] >> 4];

@@ -25,9 +25,11 @@ char *mcp_id_session_encode(apr_pool_t *p, const unsigned char *bytes, apr_size_
 int mcp_id_session_is_wellformed(const char *s);
 
 /* Session ids are bearer tokens when no authentication is configured: logs carry this tag
- * instead, the first 8 hex digits of the id's SHA-1 (32 bits: enough to tell a log's sessions
- * apart and to find one by its id, nothing to recover the id from). Allocated in p; "-" for
- * NULL. Also used for the backend's session ids. */
+ * instead, the first 8 hex digits of the id's MD5 (32 bits: enough to tell a log's sessions
+ * apart and to find one by its id, nothing to recover the id from). MD5 because PostgreSQL
+ * computes it without an extension: `left(md5(id), 8)` is the same tag, which the console and
+ * an operator's SQL find a session by (mcp.sessions has an index on md5(id)). Allocated in p;
+ * "-" for NULL. Also used for the backend's session ids. */
 #define MCP_ID_TAG_LEN 8
 const char *mcp_id_tag(apr_pool_t *p, const char *id);
 

@@ -28,6 +28,7 @@
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_detach.h"
+#include "mod_mcp_console.h"
 #include "mod_mcp_handler.h"
 #include "mod_mcp_lease.h"
 #include "mod_mcp_park.h"
@@ -404,6 +405,7 @@ static void mcp_register_hooks(apr_pool_t *p)
     ap_hook_handler(mcp_handler, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_suspend_connection(mcp_suspend_connection, NULL, NULL, APR_HOOK_MIDDLE);
     mcp_status_register_hooks();
+    mcp_console_register_hooks();
     mcp_authz_register_hooks(p);
     mcp_oauth_register_hooks();
 }

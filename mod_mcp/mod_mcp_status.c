@@ -12,6 +12,7 @@
 #include <http_protocol.h>
 #include <ap_mpm.h>
 #include <mod_status.h>
+#include <json-c/json.h>
 
 #include "mcp_metrics.h"
 #include "mcp_store.h"
@@ -391,6 +392,81 @@ static int status_hook(request_rec *r, int flags)
         status_html(r, &v);
     }
     return OK;
+}
+
+/* ---- the console's overview ----------------------------------------------------------------- */
+
+static apr_status_t json_release(void *obj)
+{
+    json_object_put(obj);
+    return APR_SUCCESS;
+}
+
+static json_object *child_json(apr_pool_t *p, const child_slot_t *slot, pid_t pid)
+{
+    json_object *c = json_object_new_object();
+
+    json_object_object_add(c, "pid", json_object_new_int64(pid));
+    json_object_object_add(c, "listener", json_object_new_string(listener_text(slot->listener)));
+    json_object_object_add(c, "db_in_use",
+                           json_object_new_int64((apr_int64_t)mcp_metrics_read(&slot->db_in_use)));
+    json_object_object_add(c, "parked",
+                           json_object_new_int64((apr_int64_t)mcp_metrics_read(&slot->parked)));
+    json_object_object_add(c, "detached",
+                           json_object_new_int64((apr_int64_t)mcp_metrics_read(&slot->detached)));
+    json_object_object_add(c, "wakeups",
+                           json_object_new_int64((apr_int64_t)mcp_metrics_read(&slot->wakeups)));
+    json_object_object_add(c, "last_wakeup_ago_s", slot->last_wakeup
+                           ? json_object_new_string(ago(p, slot->last_wakeup)) : NULL);
+    return c;
+}
+
+json_object *mcp_status_json(apr_pool_t *p)
+{
+    json_object *o, *counts, *rejected, *children;
+    apr_int64_t parked = 0;
+    char since[APR_RFC822_DATE_LEN];
+    apr_time_exp_t t;
+    apr_size_t len;
+    int i;
+
+    if (!shared) {
+        return NULL;
+    }
+    o = json_object_new_object();
+    apr_pool_cleanup_register(p, o, json_release, apr_pool_cleanup_null);
+    apr_time_exp_gmt(&t, shared->started);
+    apr_strftime(since, &len, sizeof(since), "%Y-%m-%dT%H:%M:%S+00:00", &t);
+    json_object_object_add(o, "since", json_object_new_string(since));
+    counts = json_object_new_object();
+    for (i = 0; i < MCP_STAT_COUNTERS; i++) {
+        json_object_object_add(counts, counters[i].key, json_object_new_int64(
+                                   (apr_int64_t)mcp_metrics_read(&shared->counters[i])));
+    }
+    json_object_object_add(o, "counters", counts);
+    rejected = json_object_new_object();
+    for (i = 0; i < STATUSES; i++) {
+        apr_uint64_t n = mcp_metrics_read(&shared->rejected[i]);
+
+        if (n) {
+            json_object_object_add(rejected, apr_itoa(p, FIRST_STATUS + i),
+                                   json_object_new_int64((apr_int64_t)n));
+        }
+    }
+    json_object_object_add(o, "rejected", rejected);
+    children = json_object_new_array();
+    for (i = 0; i < shared->nslots; i++) {
+        child_slot_t *slot = &shared->slots[i];
+        pid_t pid = __atomic_load_n(&slot->pid, __ATOMIC_ACQUIRE);
+
+        if (alive(pid)) {
+            parked += (apr_int64_t)mcp_metrics_read(&slot->parked);
+            json_object_array_add(children, child_json(p, slot, pid));
+        }
+    }
+    json_object_object_add(o, "children", children);
+    json_object_object_add(o, "parked", json_object_new_int64(parked));
+    return o;
 }
 
 /* ---- Prometheus ----------------------------------------------------------------------------- */

@@ -68,6 +68,12 @@ void mcp_status_parked(int delta);
  * when it is done. */
 void mcp_status_detached(int delta);
 
+/* This host's numbers for the console's overview (mod_mcp_console.c): {"since", "parked",
+ * "counters": {key: n}, "rejected": {status: n}, "children": [{"pid", "listener", "db_in_use",
+ * "parked", "detached", "wakeups", "last_wakeup_ago_s"}]}; NULL when there is no segment. The
+ * object belongs to p. */
+struct json_object *mcp_status_json(apr_pool_t *p);
+
 /* Publishes this child's listener state (connected, last wake-up); called often by a
  * background thread of the child. */
 void mcp_status_child_tick(void);

@@ -33,7 +33,8 @@ INSERT INTO mcp.schema_version (version, description) VALUES
     (6, 'stateless 2026-07-28 requests: streams and events without a session'),
     (7, 'the era bridge: pooled backend sessions, InitializeResults, input-required rounds'),
     (8, 'the era bridge: each pooled session''s x-mcp-header declarations'),
-    (9, 'indexes for the foreign keys of mcp.streams.bridged_to and mcp.bridge_rounds.session_id');
+    (9, 'indexes for the foreign keys of mcp.streams.bridged_to and mcp.bridge_rounds.session_id'),
+    (10, 'the console''s indexes: sessions by md5(id) and by created_at');
 
 -- One row per gateway session. The id is what clients send in Mcp-Session-Id;
 -- backend_session_id is what the backend issued (NULL for a stateless backend).
@@ -194,6 +195,10 @@ ALTER TABLE mcp.bridge_sessions ADD COLUMN tools_fetched_at timestamptz;
 CREATE INDEX IF NOT EXISTS streams_bridged_to_idx ON mcp.streams (bridged_to)
     WHERE bridged_to IS NOT NULL;
 CREATE INDEX IF NOT EXISTS bridge_rounds_session_idx ON mcp.bridge_rounds (session_id);
+-- (sql/migrations/010-console.sql) a session by its tag or the console's handle (prefixes of
+-- md5(id); the id itself is a bearer token, never shown), and sessions newest first.
+CREATE INDEX IF NOT EXISTS sessions_digest_idx ON mcp.sessions (md5(id) text_pattern_ops);
+CREATE INDEX IF NOT EXISTS sessions_created_idx ON mcp.sessions (created_at);
 
 \ir functions.sql
 -- Partitions and retention; the partitions of today and the next days.

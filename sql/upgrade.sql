@@ -56,6 +56,10 @@ SELECT :mcp_version < 9 AS mcp_need \gset
 \if :mcp_need
     \ir migrations/009-foreign-key-indexes.sql
 \endif
+SELECT :mcp_version < 10 AS mcp_need \gset
+\if :mcp_need
+    \ir migrations/010-console.sql
+\endif
 
 BEGIN;
 \ir functions.sql

@@ -231,11 +231,11 @@ END_TEST
 
 /* ---- log tags ---------------------------------------------------------------------------- */
 
-START_TEST(test_tag_is_sha1_prefix)
+START_TEST(test_tag_is_md5_prefix)
 {
-    /* SHA-1("abc") = a9993e36...; SHA-1 of 32 'A's = 43d83b2e... */
-    ck_assert_str_eq(mcp_id_tag(pool, "abc"), "a9993e36");
-    ck_assert_str_eq(mcp_id_tag(pool, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"), "43d83b2e");
+    /* MD5("abc") = 90015098... (RFC 1321); PostgreSQL: SELECT left(md5(repeat('A', 32)), 8) */
+    ck_assert_str_eq(mcp_id_tag(pool, "abc"), "90015098");
+    ck_assert_str_eq(mcp_id_tag(pool, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"), "5216ddcc");
     ck_assert_str_eq(mcp_id_tag(pool, NULL), "-");
 }
 END_TEST
@@ -283,7 +283,7 @@ static Suite *id_suite(void)
 
     tc = tcase_create("tag");
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_tag_is_sha1_prefix);
+    tcase_add_test(tc, test_tag_is_md5_prefix);
     tcase_add_test(tc, test_tag_hides_the_id);
     suite_add_tcase(s, tc);
     return s;
