@@ -518,7 +518,7 @@ static void stream_link(mcp_html_t *h, const char *id)
 
 /* ---- JSON, pretty-printed and folded ------------------------------------------------------- */
 
-#define FOLD_DEPTH 2        /* containers deeper than this start folded ...                  */
+#define FOLD_DEPTH 4        /* containers deeper than this start folded ...                  */
 #define FOLD_MEMBERS 12     /* ... and so do bigger ones, at any depth below the top         */
 
 static void json_html(mcp_html_t *h, json_object *v, int depth);
@@ -536,7 +536,7 @@ static void json_scalar(mcp_html_t *h, json_object *v)
 
 static void open_container(mcp_html_t *h, int n, int depth, char bracket)
 {
-    mcp_html_rawf(h, "<details%s data-n=\"%d\"><summary>%c</summary><span class=\"m\">",
+    mcp_html_rawf(h, "<details%s><summary data-n=\"%d\">%c</summary><span class=\"m\">",
                   depth < FOLD_DEPTH && (depth == 0 || n <= FOLD_MEMBERS) ? " open" : "", n,
                   bracket);
 }

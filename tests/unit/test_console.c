@@ -110,7 +110,8 @@ START_TEST(test_links_carry_the_query)
     ck_assert_str_eq(q.q, "a&b=c \xc3\xa9");
     ck_assert(q.json);
     ck_assert(parses("page=session&s=4df9b92d&after=7", &q));
-    ck_assert_str_eq(mcp_console_link(pool, &q, 1), "?page=session&s=4df9b92d&after=7&format=json");
+    ck_assert_str_eq(mcp_console_link(pool, &q, 1),
+                     "?page=session&s=4df9b92d&after=7&format=json");
 }
 END_TEST
 
@@ -274,7 +275,8 @@ START_TEST(test_cut_message_is_shown_as_text)
     json_object *doc = doc_of(
         "{\"page\":\"stream\",\"stream\":{\"id\":17,\"kind\":\"request\"},\"events\":["
         "{\"id\":3,\"direction\":\"out\",\"kind\":\"message\",\"seq\":2,\"offset_ms\":1.5,"
-        "\"bytes\":900000,\"text\":\"{\\\"jsonrpc\\\":\\\"2.0\\\",\\\"result\\\":{\\\"a\\\":\\\"<\"}"
+        "\"bytes\":900000,"
+        "\"text\":\"{\\\"jsonrpc\\\":\\\"2.0\\\",\\\"result\\\":{\\\"a\\\":\\\"<\"}"
         "],\"next\":null}");
 
     ck_assert(parses("page=stream&id=17", &q));
