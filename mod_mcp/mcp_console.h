@@ -32,7 +32,8 @@ const char *mcp_console_page_name(mcp_console_page_t page);
 /* Rows per page of the sessions list, and events per page of a transcript or a stream. */
 #define MCP_CONSOLE_SESSIONS_ROWS 50
 #define MCP_CONSOLE_EVENT_ROWS    200
-/* A message longer than this shows its first bytes only (the JSON form says its full size). */
+/* A message longer than this many characters shows its first ones only (the JSON form says its
+ * full size in bytes). */
 #define MCP_CONSOLE_TEXT_MAX      65536
 /* The overview's outcomes and backends' health come from the latest calls of the last hour,
  * at most this many; the tools page's figures from the latest calls of its window. */

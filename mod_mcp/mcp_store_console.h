@@ -39,7 +39,7 @@ mcp_store_status_t mcp_store_console_sessions(mcp_store_t *db, apr_pool_t *p, co
 
 /* The session whose md5(id) starts with ref ("matches" lists them when there are more than
  * one, "session" is then null), and `rows` of its messages after event id `after` (-1: from the
- * start), each with at most text_max bytes of its text. */
+ * start), each with at most text_max characters of its text (and its size in bytes). */
 mcp_store_status_t mcp_store_console_session(mcp_store_t *db, apr_pool_t *p, const char *ref,
                                              apr_int64_t after, int rows, int text_max,
                                              const char **json);

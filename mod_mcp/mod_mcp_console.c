@@ -22,12 +22,14 @@ APLOG_USE_MODULE(mcp);
 #define POLICY "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; " \
                "frame-ancestors 'none'; base-uri 'none'"
 
+/* In err_headers_out: they must stay on whatever answer httpd itself makes (a 401 of the
+ * location's AuthType, a 500). */
 static void common_headers(request_rec *r)
 {
-    apr_table_setn(r->headers_out, "Content-Security-Policy", POLICY);
-    apr_table_setn(r->headers_out, "X-Content-Type-Options", "nosniff");
-    apr_table_setn(r->headers_out, "Referrer-Policy", "no-referrer");
-    apr_table_setn(r->headers_out, "X-Frame-Options", "DENY");
+    apr_table_setn(r->err_headers_out, "Content-Security-Policy", POLICY);
+    apr_table_setn(r->err_headers_out, "X-Content-Type-Options", "nosniff");
+    apr_table_setn(r->err_headers_out, "Referrer-Policy", "no-referrer");
+    apr_table_setn(r->err_headers_out, "X-Frame-Options", "DENY");
 }
 
 static int answer(request_rec *r, int status, const char *type, const char *body,
@@ -97,9 +99,11 @@ static int console_handler(request_rec *r)
         return DECLINED;
     }
     common_headers(r);
-    r->allowed = AP_METHOD_BIT << M_GET;
     if (r->method_number != M_GET) {
-        return HTTP_METHOD_NOT_ALLOWED;
+        apr_table_setn(r->headers_out, "Allow", "GET, HEAD");
+        return refuse(r, r->args && strstr(r->args, "format=json") != NULL,
+                      HTTP_METHOD_NOT_ALLOWED, apr_pstrcat(r->pool, "Method Not Allowed: the "
+                      "console is read-only (GET and HEAD), not ", r->method, NULL));
     }
     if (mcp_console_parse(r->pool, r->args, &q, &problem) != 0) {
         return refuse(r, r->args && strstr(r->args, "format=json") != NULL, HTTP_BAD_REQUEST,

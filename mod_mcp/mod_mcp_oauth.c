@@ -86,7 +86,8 @@ static int metadata_handler(request_rec *r, int lookup_uri)
         return DECLINED;
     }
     if (r->method_number != M_GET) {
-        r->allowed = AP_METHOD_BIT << M_GET;
+        /* httpd's 405 names what r->allowed_methods holds in its Allow header. */
+        ap_allow_standard_methods(r, REPLACE_ALLOW, M_GET, -1);
         return HTTP_METHOD_NOT_ALLOWED;
     }
     doc = json_object_new_object();

@@ -10,6 +10,7 @@
 #include <http_config.h>
 #include <http_log.h>
 #include <http_protocol.h>
+#include <http_request.h>
 #include <ap_mpm.h>
 #include <mod_status.h>
 #include <json-c/json.h>
@@ -533,7 +534,8 @@ static int metrics_handler(request_rec *r)
         return DECLINED;
     }
     if (r->method_number != M_GET) {
-        r->allowed = AP_METHOD_BIT << M_GET;
+        /* httpd's 405 names what r->allowed_methods holds in its Allow header. */
+        ap_allow_standard_methods(r, REPLACE_ALLOW, M_GET, -1);
         return HTTP_METHOD_NOT_ALLOWED;
     }
     if (!shared) {

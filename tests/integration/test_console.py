@@ -772,15 +772,12 @@ def test_post_is_405_with_the_security_headers(stack, http):
     for method in ("POST", "PUT", "DELETE"):
         r = raw_get(url_of(base, page="overview"), method, b"x")
         assert r.status_code == 405, (method, r.status_code, r.text[:300])
-        # BUG: the console's 405 (console_handler returns HTTP_METHOD_NOT_ALLOWED) goes out
-        # through httpd's error response, which drops r->headers_out, where common_headers put
-        # the Content-Security-Policy, X-Content-Type-Options and Referrer-Policy
-        # (X-Frame-Options too): they belong in r->err_headers_out to be on every answer.
+        # The security headers are on the 405 too (they live in r->err_headers_out, which
+        # httpd keeps on answers it makes itself).
         missing = security_problems(r)
         if missing:
             problems.append(f"{method}: 405 with {missing}: {dict(r.headers)}")
-        # BUG: its Allow header says "TRACE" only: httpd builds Allow from
-        # r->allowed_methods, and the handler sets r->allowed (the GET it serves is not named).
+        # Allow names GET (httpd's own 405 would name only what r->allowed_methods holds).
         if "GET" not in [m.strip() for m in r.headers.get("Allow", "").split(",")]:
             problems.append(f"{method}: 405 whose Allow does not name GET: "
                             f"{r.headers.get('Allow')!r}")

@@ -206,4 +206,6 @@ def test_metrics_scrape(stack, mcp):
     assert after["mcp_live_sessions"] >= 1
     assert 'mcp_open_streams{kind="request"}' in after
     # Only GET.
-    assert requests.post(base + "/mcp-metrics", timeout=10).status_code == 405
+    r = requests.post(base + "/mcp-metrics", timeout=10)
+    assert r.status_code == 405
+    assert "GET" in [m.strip() for m in r.headers["Allow"].split(",")], r.headers
