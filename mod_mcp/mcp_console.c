@@ -824,8 +824,10 @@ static void overview_html(mcp_html_t *h, json_object *doc)
     }
     mcp_html_raw(h, "</div>\n<h2>Calls per minute</h2>\n");
     for (i = 0; i < n; i++) {
-        labels[i] = apr_pstrcat(p, when(p, text_of(p, item(minutes, i), "minute")) + 11, " UTC",
-                                NULL);
+        const char *minute = when(p, text_of(p, item(minutes, i), "minute"));
+
+        /* The time of day of "YYYY-MM-DD HH:MM:SS", whatever the document held. */
+        labels[i] = apr_pstrcat(p, strlen(minute) == 19 ? minute + 11 : minute, " UTC", NULL);
         calls[i] = (double)int_of(item(minutes, i), "calls");
     }
     mcp_plot_columns(h, "Requests started per minute, the last 15 minutes (every host)", n,

@@ -310,6 +310,12 @@ START_TEST(test_pages_render_from_empty_documents)
                                                  "\"tools\":null,\"session\":null}"), &len);
         ck_assert_ptr_nonnull(strstr(html, "</html>"));
     }
+    /* Minutes whose time is missing or short (found by fuzz_console: a label was read past its
+     * end). */
+    ck_assert(parses("", &q));
+    ck_assert_ptr_nonnull(strstr(mcp_console_html(pool, &q, doc_of(
+        "{\"calls_per_minute\":[{\"minute\":\"2\"},{\"calls\":3},"
+        "{\"minute\":\"2026-12-02T08:48:00+00:00\",\"calls\":1}]}"), &len), ">08:48:00 UTC<"));
     ck_assert_ptr_nonnull(strstr(mcp_console_error_html(pool, 400, "q: <bad>", &len),
                                  "q: &lt;bad&gt;"));
 }
