@@ -98,7 +98,19 @@ static struct {
     enum mode mode;
     int stateless;
     int quiet;
+    int stdio;       /* --stdio: one session on stdin/stdout (see "The stdio transport") */
 } cfg;
+
+/* --stdio's faults, for the tests of a gateway's process supervisor. */
+static struct {
+    long crash_after;    /* exit(3) on reading message N, unanswered; 0: never */
+    int exit_at_start;   /* exit 1 at once */
+    int garbage;         /* a line that is not JSON before each answer */
+    size_t huge_line;    /* the first tools/call's answer is a line of this many bytes */
+    int no_read;         /* never read stdin */
+    int stderr_flood;    /* write stderr lines as fast as possible */
+} faults;
+#define GARBAGE_LINE "this line is not JSON (mcp-test-backend --stdio-garbage)\n"
 
 struct session;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -199,7 +211,7 @@ static int64_t now_ms(void)
  * hang-up (EPOLLRDHUP).  wake_locked() takes it out of both and resumes it.
  * ------------------------------------------------------------------------ */
 struct waiter {
-    struct MHD_Connection *conn;
+    struct MHD_Connection *conn; /* NULL: a --stdio thread, waiting on g_wake */
     int fd;             /* the client socket, or -1 */
     int parked;
     int64_t wake_at;    /* when the timer thread resumes it */
@@ -214,6 +226,7 @@ static size_t g_by_fd_n;
 static int g_epfd = -1, g_evfd = -1; /* the timer thread's epoll set and its wake-up */
 static int g_timer_stop;
 static unsigned long g_nparked;
+static pthread_cond_t g_wake = PTHREAD_COND_INITIALIZER; /* --stdio: a waiter was woken */
 #define EV_WAKEUP UINT64_MAX
 
 static void heap_swap(size_t a, size_t b)
@@ -300,12 +313,17 @@ static void wake_locked(struct waiter *w)
     if (!w || !w->parked)
         return;
     unpark_locked(w);
-    MHD_resume_connection(w->conn);
+    if (w->conn)
+        MHD_resume_connection(w->conn);
+    else
+        pthread_cond_broadcast(&g_wake); /* its thread sees w->parked cleared */
 }
 
 /* Called from an MHD callback of w's connection, which then returns without
    data: suspends the connection until wake_locked(), at the latest at
-   wake_at.  -1 when shutting down (the caller gives up instead). */
+   wake_at.  -1 when shutting down (the caller gives up instead).  A --stdio
+   waiter (no connection) is only listed: its thread waits on g_wake until
+   w->parked is cleared. */
 static int park_locked(struct waiter *w, int64_t wake_at)
 {
     if (g_stopping)
@@ -321,7 +339,8 @@ static int park_locked(struct waiter *w, int64_t wake_at)
         if (epoll_ctl(g_epfd, EPOLL_CTL_ADD, w->fd, &ev) == 0)
             g_by_fd[w->fd] = w;
     }
-    MHD_suspend_connection(w->conn);
+    if (w->conn)
+        MHD_suspend_connection(w->conn);
     if (w->heap_idx == 0)
         timer_kick(); /* a new earliest deadline */
     return 0;
@@ -1068,8 +1087,9 @@ struct stream {
     char *request;           /* ask: JSON text of our request to the client */
     int64_t due;             /* when the next event may go out */
     struct dialog_run *dialog; /* dialog fixtures */
-    struct buf out;          /* produced, not yet handed to MHD */
+    struct buf out;          /* produced, not yet handed to MHD (or written to stdout) */
     size_t off;
+    int lines;               /* --stdio: each message a line of JSON, not an SSE event */
     int done;
     struct waiter w;         /* parks the connection while nothing is due */
 };
@@ -1084,6 +1104,7 @@ static struct stream *stream_new(enum stream_kind kind, struct request *rq,
     st->serial = __atomic_add_fetch(&g_next_stream, 1, __ATOMIC_RELAXED);
     st->req_id = id ? json_object_get(id) : NULL;
     st->due = now_ms();
+    st->lines = cfg.stdio;
     st->w.conn = rq->conn;
     st->w.fd = rq->fd;
     pthread_mutex_lock(&g_lock);
@@ -1098,22 +1119,40 @@ static struct stream *stream_new(enum stream_kind kind, struct request *rq,
 
 static void stream_event_text(struct stream *st, const char *json)
 {
-    char *event = xasprintf("id: %lu-%lu\ndata: %s\n\n", st->serial, ++st->events, json);
+    char *event;
+    if (st->lines) { /* --stdio: the message as one line */
+        buf_adds(&st->out, json);
+        buf_add(&st->out, "\n", 1);
+        return;
+    }
+    event = xasprintf("id: %lu-%lu\ndata: %s\n\n", st->serial, ++st->events, json);
     buf_adds(&st->out, event);
     free(event);
+}
+
+/* A response (or a batch of them), as opposed to a request or notification. */
+static int is_answer(json_object *m)
+{
+    return json_object_is_type(m, json_type_array) || member(m, "result") || member(m, "error");
 }
 
 /* Takes ownership of msg. */
 static void stream_event(struct stream *st, json_object *msg)
 {
+    if (st->lines && faults.garbage && is_answer(msg))
+        buf_adds(&st->out, GARBAGE_LINE);
     stream_event_text(st, json_text(msg));
     json_object_put(msg);
 }
 
-/* SEP-1699 priming: an event id with empty data, and a retry hint. */
+/* SEP-1699 priming: an event id with empty data, and a retry hint (SSE only:
+   stdio has no event ids). */
 static void stream_priming(struct stream *st)
 {
-    char *event = xasprintf("id: %lu-%lu\nretry: %d\ndata: \n\n", st->serial, ++st->events,
+    char *event;
+    if (st->lines)
+        return;
+    event = xasprintf("id: %lu-%lu\nretry: %d\ndata: \n\n", st->serial, ++st->events,
                             RETRY_MS);
     buf_adds(&st->out, event);
     free(event);
@@ -1261,7 +1300,8 @@ static int produce_standalone(struct stream *st)
             break;
         }
         if (now_ms() >= st->due) {
-            buf_adds(&st->out, ": keepalive\n\n");
+            if (!st->lines) /* stdio needs no keepalive */
+                buf_adds(&st->out, ": keepalive\n\n");
             break;
         }
         rc = park_locked(&st->w, st->due) ? -1 : 1;
@@ -1273,6 +1313,23 @@ static int produce_standalone(struct stream *st)
     return rc;
 }
 
+/* The stream's next step, whatever the transport: appends to st->out or
+   sets st->done (0), parks (1), or gives up at shutdown (-1). */
+static int stream_produce(struct stream *st)
+{
+    switch (st->kind) {
+    case STREAM_TIMED:
+        return produce_timed(st);
+    case STREAM_ASK:
+        return produce_ask(st);
+    case STREAM_DIALOG:
+        return produce_dialog(st);
+    default:
+        return produce_standalone(st);
+    }
+}
+
+/* MHD's content reader: the HTTP side of a stream. */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     struct stream *st = cls;
@@ -1283,20 +1340,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         st->off = st->out.len = 0;
         if (st->done)
             return MHD_CONTENT_READER_END_OF_STREAM;
-        switch (st->kind) {
-        case STREAM_TIMED:
-            rc = produce_timed(st);
-            break;
-        case STREAM_ASK:
-            rc = produce_ask(st);
-            break;
-        case STREAM_DIALOG:
-            rc = produce_dialog(st);
-            break;
-        default:
-            rc = produce_standalone(st);
-            break;
-        }
+        rc = stream_produce(st);
         if (rc < 0)
             return MHD_CONTENT_READER_END_WITH_ERROR;
         if (rc > 0)
@@ -3313,6 +3357,53 @@ static int tables_ok(void)
 }
 
 /* ------------------------------------------------------------------------
+ * What every transport does with a message (HTTP POST, a --stdio line).
+ * ------------------------------------------------------------------------ */
+
+/* initialize on the session s: what the client declared is kept, and the
+   answer made. */
+static json_object *initialize_session(struct session *s, json_object *msg, json_object *id)
+{
+    note_initialize(s, msg);
+    record_message(s, MSG_REQUEST, "initialize", msg);
+    return rpc_result(id, initialize_result(msg));
+}
+
+/* One valid message (not initialize) for the session s: booked, and a
+   request handled.  Returns the response; NULL for a notification or a
+   response, and when the request's answer comes later (*stream was set, or,
+   --mode json, rq->dfr). */
+static json_object *dispatch_message(struct request *rq, struct session *s, json_object *msg,
+                                     enum msg_kind kind, const char *method, json_object *id,
+                                     int in_batch, struct stream **stream)
+{
+    record_message(s, kind, method, msg);
+    if (kind != MSG_REQUEST)
+        return NULL;
+    return handle_method(rq, s, msg, method, id, in_batch, stream);
+}
+
+/* A batch's answers (a non-empty array, which it must be): one per request
+   and per invalid message, in order; an empty array if it held only
+   notifications and responses. */
+static json_object *batch_answers(struct request *rq, struct session *s, json_object *batch)
+{
+    json_object *answers = json_object_new_array();
+    for (size_t i = 0; i < json_object_array_length(batch); i++) {
+        json_object *msg = json_object_array_get_idx(batch, i), *id, *resp;
+        const char *method;
+        enum msg_kind kind = classify(msg, &method, &id);
+        if (kind == MSG_INVALID)
+            resp = rpc_error(id, -32600, "Invalid Request");
+        else
+            resp = dispatch_message(rq, s, msg, kind, method, id, 1, NULL);
+        if (resp)
+            json_object_array_add(answers, resp);
+    }
+    return answers;
+}
+
+/* ------------------------------------------------------------------------
  * The HTTP side of the transport.
  * ------------------------------------------------------------------------ */
 static void note_protocol_header(struct request *rq, struct session *s)
@@ -3367,6 +3458,7 @@ static struct session *resolve_session(struct request *rq, enum MHD_Result *ret)
 static enum MHD_Result post_initialize(struct request *rq, json_object *msg, json_object *id)
 {
     struct session *s;
+    json_object *resp;
     char sid[SESSION_ID_LEN + 1];
 
     if (cfg.stateless) {
@@ -3392,10 +3484,9 @@ static enum MHD_Result post_initialize(struct request *rq, json_object *msg, jso
         memcpy(rq->session, sid, sizeof sid);
     }
     note_protocol_header(rq, s);
-    note_initialize(s, msg);
-    record_message(s, MSG_REQUEST, "initialize", msg);
+    resp = initialize_session(s, msg, id);
     session_release(s);
-    return reply_message(rq, rpc_result(id, initialize_result(msg)));
+    return reply_message(rq, resp);
 }
 
 static enum MHD_Result post_single(struct request *rq, json_object *msg)
@@ -3414,13 +3505,10 @@ static enum MHD_Result post_single(struct request *rq, json_object *msg)
         return post_initialize(rq, msg, id);
     if (!(s = resolve_session(rq, &ret)))
         return ret;
-    record_message(s, kind, method, msg);
-    if (kind != MSG_REQUEST) {
-        session_release(s);
-        return reply_empty(rq, MHD_HTTP_ACCEPTED);
-    }
-    resp = handle_method(rq, s, msg, method, id, 0, &stream);
+    resp = dispatch_message(rq, s, msg, kind, method, id, 0, &stream);
     session_release(s); /* a stream or a deferred call holds its own reference */
+    if (kind != MSG_REQUEST)
+        return reply_empty(rq, MHD_HTTP_ACCEPTED);
     if (stream)
         return reply_stream(rq, stream);
     if (rq->dfr)
@@ -3440,19 +3528,7 @@ static enum MHD_Result post_batch(struct request *rq, json_object *batch)
     snprintf(rq->rpc, sizeof rq->rpc, "batch[%zu]", n);
     if (!(s = resolve_session(rq, &ret)))
         return ret;
-    answers = json_object_new_array();
-    for (size_t i = 0; i < n; i++) {
-        json_object *msg = json_object_array_get_idx(batch, i), *id;
-        const char *method;
-        enum msg_kind kind = classify(msg, &method, &id);
-        if (kind == MSG_INVALID) {
-            json_object_array_add(answers, rpc_error(id, -32600, "Invalid Request"));
-            continue;
-        }
-        record_message(s, kind, method, msg);
-        if (kind == MSG_REQUEST)
-            json_object_array_add(answers, handle_method(rq, s, msg, method, id, 1, NULL));
-    }
+    answers = batch_answers(rq, s, batch);
     session_release(s);
     if (json_object_array_length(answers) == 0) {
         json_object_put(answers);
@@ -3668,6 +3744,357 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 }
 
 /* ------------------------------------------------------------------------
+ * The stdio transport (--stdio): one session on stdin/stdout, as MCP's
+ * stdio transport has it.  Each message is one line of JSON (json-c writes
+ * none with a newline in it); stderr gets a log line per message.
+ *
+ * The main thread reads stdin and answers what is answered at once (ping,
+ * echo, tools/list, ...) itself, through the same dispatch as a POST.  What
+ * over HTTP is an SSE stream (slow, sample, the dialogs, ...) runs here in a
+ * thread of its own: the same producers, but with st->lines set they write
+ * lines, and a parked waiter without a connection is woken through g_wake
+ * (the timer thread still keeps its deadline).  The standalone GET stream
+ * is one more such thread, open from the start: notify, the list_changed
+ * triggers and the other queued messages go out on stdout.  Responses from
+ * the client (to sampling/createMessage, elicitation/create, roots/list)
+ * wake the waiting call as a POSTed response does.  Every write to stdout
+ * holds g_out_lock and is a whole number of lines, so lines never mix.
+ * At EOF on stdin the session ends: the calls in progress end without a
+ * result, their threads finish, and the process exits 0.
+ * ------------------------------------------------------------------------ */
+#define STDIO_READ_CHUNK 65536
+
+static pthread_mutex_t g_out_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_out_dead;       /* stdout is gone (EPIPE): writes are dropped */
+static int g_stdio_threads;  /* stream threads running (g_lock) */
+static int g_flood_stop;     /* --stdio-stderr-flood: ends the flood thread (atomic) */
+
+/* Writes whole lines to stdout, unbuffered, never interleaved with another's. */
+static void stdio_write(const char *data, size_t len)
+{
+    pthread_mutex_lock(&g_out_lock);
+    while (len && !g_out_dead) {
+        ssize_t n = write(STDOUT_FILENO, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            fprintf(stderr, "mcp-test-backend: stdout: %s\n", strerror(errno));
+            g_out_dead = 1;
+            break;
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+    pthread_mutex_unlock(&g_out_lock);
+}
+
+/* One message as a line (after a garbage line, with --stdio-garbage, if it
+   is an answer).  Takes ownership of msg. */
+static void stdio_send(json_object *msg)
+{
+    struct buf b = {0};
+    if (faults.garbage && is_answer(msg))
+        buf_adds(&b, GARBAGE_LINE);
+    buf_adds(&b, json_text(msg));
+    buf_add(&b, "\n", 1);
+    stdio_write(b.data, b.len);
+    buf_free(&b);
+    json_object_put(msg);
+}
+
+/* --stdio-huge-line: a valid response to id of faults.huge_line bytes (the
+   newline not counted), its text block padded with 'x'. */
+static void stdio_send_huge(json_object *id)
+{
+    char *head = xasprintf("{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":"
+                           "[{\"type\":\"text\",\"text\":\"", id ? json_text(id) : "null");
+    static const char tail[] = "\"}]}}\n";
+    size_t hl = strlen(head), tl = sizeof tail - 1;
+    size_t pad = faults.huge_line > hl + tl - 1 ? faults.huge_line - (hl + tl - 1) : 0;
+    char *line = xrealloc(NULL, hl + pad + tl);
+    memcpy(line, head, hl);
+    memset(line + hl, 'x', pad);
+    memcpy(line + hl + pad, tail, tl);
+    if (faults.garbage)
+        stdio_write(GARBAGE_LINE, strlen(GARBAGE_LINE));
+    stdio_write(line, hl + pad + tl);
+    free(line);
+    free(head);
+}
+
+static void stdio_log(const char *what)
+{
+    if (!cfg.quiet)
+        fprintf(stderr, "mcp-test-backend: %s\n", what);
+}
+
+/* A stream's thread: what stream_read does for MHD, with stdout instead. */
+static void *stdio_stream_main(void *arg)
+{
+    struct stream *st = arg;
+    int rc = 0;
+    while (!st->done && rc >= 0) {
+        rc = stream_produce(st);
+        if (st->out.len) {
+            stdio_write(st->out.data, st->out.len);
+            st->out.len = 0;
+        }
+        if (rc > 0) { /* parked: until wake_locked() clears it */
+            pthread_mutex_lock(&g_lock);
+            while (st->w.parked)
+                pthread_cond_wait(&g_wake, &g_lock);
+            pthread_mutex_unlock(&g_lock);
+        }
+    }
+    stream_free(st);
+    pthread_mutex_lock(&g_lock);
+    g_stdio_threads--;
+    pthread_cond_broadcast(&g_wake); /* stdio_main may wait for the last one */
+    pthread_mutex_unlock(&g_lock);
+    return NULL;
+}
+
+static void stdio_start_stream(struct stream *st)
+{
+    pthread_attr_t attr;
+    pthread_t t;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_mutex_lock(&g_lock);
+    g_stdio_threads++;
+    pthread_mutex_unlock(&g_lock);
+    if (pthread_create(&t, &attr, stdio_stream_main, st)) {
+        fputs("mcp-test-backend: cannot start a thread\n", stderr);
+        abort();
+    }
+    pthread_attr_destroy(&attr);
+}
+
+/* One message (not a batch) of the session s. */
+static void stdio_single(struct session *s, json_object *msg)
+{
+    struct request rq = {.method = "stdio", .url = "-", .fd = -1, .w.fd = -1};
+    struct stream *stream = NULL;
+    const char *method;
+    json_object *id, *resp;
+    enum msg_kind kind = classify(msg, &method, &id);
+    int initialized;
+
+    stdio_log(kind == MSG_RESPONSE ? "response" : method ? method : "invalid message");
+    if (kind == MSG_INVALID) {
+        stdio_send(rpc_error(id, -32600, "Invalid Request"));
+        return;
+    }
+    if (kind == MSG_REQUEST && !strcmp(method, "initialize")) {
+        pthread_mutex_lock(&g_lock);
+        initialized = s->version[0] != '\0';
+        pthread_mutex_unlock(&g_lock);
+        stdio_send(initialized ? rpc_error(id, -32600, "Invalid Request: already initialized")
+                               : initialize_session(s, msg, id));
+        return;
+    }
+    if (kind == MSG_REQUEST && faults.huge_line && !strcmp(method, "tools/call")) {
+        record_message(s, kind, method, msg);
+        stdio_send_huge(id);
+        faults.huge_line = 0; /* the first tools/call only */
+        return;
+    }
+    resp = dispatch_message(&rq, s, msg, kind, method, id, 0, &stream);
+    if (stream)
+        stdio_start_stream(stream);
+    else if (resp)
+        stdio_send(resp);
+}
+
+/* A batch: as a POST of one is answered, where the negotiated version has
+   them (2025-03-26; 2025-06-18 took batches out of MCP); else refused. */
+static void stdio_batch(struct session *s, json_object *batch)
+{
+    struct request rq = {.method = "stdio", .url = "-", .fd = -1, .w.fd = -1};
+    char version[sizeof s->version];
+    json_object *answers;
+    char what[64];
+
+    snprintf(what, sizeof what, "batch[%zu]", json_object_array_length(batch));
+    stdio_log(what);
+    pthread_mutex_lock(&g_lock);
+    memcpy(version, s->version, sizeof version);
+    pthread_mutex_unlock(&g_lock);
+    if (strcmp(version, "2025-03-26")) {
+        stdio_send(rpc_error(NULL, -32600,
+                             "Invalid Request: no batches in protocol version %s (only in "
+                             "2025-03-26)",
+                             version[0] ? version : "(none: not initialized)"));
+        return;
+    }
+    if (json_object_array_length(batch) == 0) {
+        stdio_send(rpc_error(NULL, -32600, "Invalid Request: empty batch"));
+        return;
+    }
+    answers = batch_answers(&rq, s, batch);
+    if (json_object_array_length(answers))
+        stdio_send(answers);
+    else
+        json_object_put(answers);
+}
+
+static void stdio_line(struct session *s, const char *line, size_t len)
+{
+    json_object *msg = parse_body(line, len);
+    if (!msg) {
+        stdio_log("unparsable line");
+        stdio_send(rpc_error(NULL, -32700, "Parse error"));
+        return;
+    }
+    if (json_object_is_type(msg, json_type_array))
+        stdio_batch(s, msg);
+    else
+        stdio_single(s, msg);
+    json_object_put(msg);
+}
+
+/* --stdio-stderr-flood */
+static void *stdio_flood_main(void *arg)
+{
+    unsigned long n = 0;
+    (void)arg;
+    while (!__atomic_load_n(&g_flood_stop, __ATOMIC_RELAXED))
+        if (fprintf(stderr, "mcp-test-backend: stderr flood line %lu: the quick brown fox "
+                            "jumps over the lazy dog\n", ++n) < 0)
+            break; /* nobody reads stderr any more */
+    return NULL;
+}
+
+static int blank(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strchr(" \t\r", p[i]))
+            return 0;
+    return 1;
+}
+
+/* Reads lines until EOF, each at most MAX_BODY bytes (a longer one is
+   answered with an error and skipped). */
+static void stdio_read_loop(struct session *s)
+{
+    struct buf line = {0};
+    char *chunk = xrealloc(NULL, STDIO_READ_CHUNK);
+    int too_long = 0;
+    long count = 0;
+
+    for (;;) {
+        ssize_t n = read(STDIN_FILENO, chunk, STDIO_READ_CHUNK);
+        char *p = chunk, *end, *nl;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            fprintf(stderr, "mcp-test-backend: stdin: %s\n", strerror(errno));
+        if (n <= 0) { /* EOF: a last line without its newline still counts */
+            if (!too_long && line.len && !blank(line.data, line.len))
+                stdio_line(s, line.data, line.len);
+            break;
+        }
+        end = chunk + n;
+        while (p < end) {
+            size_t take;
+            nl = memchr(p, '\n', (size_t)(end - p));
+            take = (size_t)((nl ? nl : end) - p);
+            if (!too_long && line.len + take > MAX_BODY) {
+                too_long = 1;
+                buf_free(&line);
+            }
+            if (!too_long)
+                buf_add(&line, p, take);
+            p += take;
+            if (!nl)
+                break;
+            p++; /* the newline: a message is complete */
+            if (too_long) {
+                too_long = 0;
+                stdio_log("line too long");
+                stdio_send(rpc_error(NULL, -32000, "Message too large (over %u bytes)",
+                                     MAX_BODY));
+            } else if (line.len && !blank(line.data, line.len)) {
+                if (faults.crash_after && ++count >= faults.crash_after) {
+                    fprintf(stderr, "mcp-test-backend: --stdio-crash-after %ld: crashing on "
+                                    "message %ld\n", faults.crash_after, count);
+                    _exit(3);
+                }
+                stdio_line(s, line.data, line.len);
+            }
+            line.len = 0;
+        }
+    }
+    buf_free(&line);
+    free(chunk);
+}
+
+static int stdio_main(void)
+{
+    struct request rq = {.method = "stdio", .url = "-", .fd = -1, .w.fd = -1};
+    pthread_t timer, flood;
+    struct session *s;
+    struct stream *st;
+    int flooding = 0;
+
+    if (faults.exit_at_start) {
+        fputs("mcp-test-backend: --stdio-exit-at-start: exiting with status 1\n", stderr);
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN); /* a closed stdout is an error from write */
+    if (!tables_ok())
+        return 1;
+    if (faults.no_read) {
+        fputs("mcp-test-backend: --stdio-no-read: never reading stdin\n", stderr);
+        for (;;)
+            pause();
+    }
+    if (timer_start(&timer, 1)) /* deadlines only: no sockets to watch */
+        return 1;
+    if (faults.stderr_flood) {
+        if (pthread_create(&flood, NULL, stdio_flood_main, NULL)) {
+            fputs("mcp-test-backend: cannot start a thread\n", stderr);
+            return 1;
+        }
+        flooding = 1;
+    }
+
+    s = session_new();
+    if (random_hex(s->id, SESSION_ID_LEN / 2)) {
+        fputs("mcp-test-backend: cannot read /dev/urandom\n", stderr);
+        return 1;
+    }
+    pthread_mutex_lock(&g_lock);
+    session_list_locked(s); /* the list_changed triggers look there */
+    s->refs++;              /* ours, besides the table's */
+    s->stream_open = 1;     /* stdout is the standalone stream */
+    pthread_mutex_unlock(&g_lock);
+    st = stream_new(STREAM_STANDALONE, &rq, s, NULL);
+    stdio_start_stream(st);
+
+    stdio_read_loop(s);
+
+    /* EOF: the session ends, and with it every call in progress. */
+    stdio_log("EOF on stdin, exiting");
+    pthread_mutex_lock(&g_lock);
+    session_terminate_locked(s);
+    while (g_stdio_threads)
+        pthread_cond_wait(&g_wake, &g_lock);
+    g_timer_stop = 1;
+    timer_kick();
+    pthread_mutex_unlock(&g_lock);
+    pthread_join(timer, NULL);
+    session_release(s);
+    if (flooding) {
+        /* The flood thread may be blocked on a stderr nobody reads: not
+           joined, and exit() must not wait for stderr's lock. */
+        __atomic_store_n(&g_flood_stop, 1, __ATOMIC_RELAXED);
+        _exit(0);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
  * Listening sockets.  We create them ourselves so TCP and unix sockets take
  * one path into MHD and the bound port is known before anyone is told.
  * ------------------------------------------------------------------------ */
@@ -3765,7 +4192,23 @@ static void usage(FILE *f)
           "                        [--pidfile FILE] [--portfile FILE]\n"
           "                        [--mode auto|json|sse] [--stateless] [--quiet]\n"
           "                        [--threads N]\n"
-          "Serves MCP Streamable HTTP on /mcp (default 127.0.0.1, ephemeral port).\n",
+          "       mcp-test-backend --stdio [--quiet] [--stdio-crash-after N]\n"
+          "                        [--stdio-exit-at-start] [--stdio-garbage]\n"
+          "                        [--stdio-huge-line BYTES] [--stdio-no-read]\n"
+          "                        [--stdio-stderr-flood]\n"
+          "Serves MCP Streamable HTTP on /mcp (default 127.0.0.1, ephemeral port).\n"
+          "--stdio serves one MCP session on stdin/stdout instead (the MCP stdio\n"
+          "transport): a JSON-RPC message per line each way, the same tools, prompts\n"
+          "and resources, a log line per message on stderr (not with --quiet), and\n"
+          "exit 0 at EOF on stdin.  Batches only in protocol version 2025-03-26.\n"
+          "Its faults, for a supervisor's tests:\n"
+          "  --stdio-crash-after N     exit(3) on reading message N, unanswered\n"
+          "  --stdio-exit-at-start     exit 1 at once\n"
+          "  --stdio-garbage           a line that is not JSON before each answer\n"
+          "  --stdio-huge-line BYTES   answer the first tools/call with a response of\n"
+          "                            BYTES bytes on one line (e.g. 16777216)\n"
+          "  --stdio-no-read           never read stdin (sleep until killed)\n"
+          "  --stdio-stderr-flood      write stderr lines as fast as possible\n",
           f);
 }
 
@@ -3784,6 +4227,13 @@ int main(int argc, char **argv)
         {"portfile", required_argument, NULL, 'F'}, {"mode", required_argument, NULL, 'm'},
         {"stateless", no_argument, NULL, 's'},     {"quiet", no_argument, NULL, 'q'},
         {"threads", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
+        {"stdio", no_argument, NULL, 1000},
+        {"stdio-crash-after", required_argument, NULL, 1001},
+        {"stdio-exit-at-start", no_argument, NULL, 1002},
+        {"stdio-garbage", no_argument, NULL, 1003},
+        {"stdio-huge-line", required_argument, NULL, 1004},
+        {"stdio-no-read", no_argument, NULL, 1005},
+        {"stdio-stderr-flood", no_argument, NULL, 1006},
         {NULL, 0, NULL, 0}};
     const char *host = "127.0.0.1", *port = "0", *port_opt = NULL, *unix_path = NULL;
     const char *pidfile = NULL, *portfile = NULL;
@@ -3793,8 +4243,15 @@ int main(int argc, char **argv)
     pthread_t timer;
     sigset_t sigs;
     int c, fd, sig, rc = 0, timer_up = 0;
+    int http_opts = 0, stdio_opts = 0; /* options of one transport only */
+    char *end;
 
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == 'l' || c == 'p' || c == 'u' || c == 'P' || c == 'F' || c == 's' || c == 't' ||
+            c == 'm')
+            http_opts++;
+        else if (c > 1000)
+            stdio_opts++;
         switch (c) {
         case 'l': {
             char *colon;
@@ -3839,6 +4296,27 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 1000: cfg.stdio = 1; break;
+        case 1001:
+            faults.crash_after = strtol(optarg, &end, 10);
+            if (*end || faults.crash_after < 1) {
+                fprintf(stderr, "mcp-test-backend: --stdio-crash-after wants N >= 1\n");
+                return 2;
+            }
+            break;
+        case 1002: faults.exit_at_start = 1; break;
+        case 1003: faults.garbage = 1; break;
+        case 1004: {
+            unsigned long long n = strtoull(optarg, &end, 10);
+            if (*end || *optarg == '-' || n < 1 || n > (1ull << 30)) {
+                fprintf(stderr, "mcp-test-backend: --stdio-huge-line wants 1..1073741824\n");
+                return 2;
+            }
+            faults.huge_line = (size_t)n;
+            break;
+        }
+        case 1005: faults.no_read = 1; break;
+        case 1006: faults.stderr_flood = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -3847,6 +4325,17 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (cfg.stdio && http_opts) {
+        fprintf(stderr, "mcp-test-backend: --stdio takes none of --listen, --port, --unix, "
+                        "--pidfile, --portfile, --mode, --stateless, --threads\n");
+        return 2;
+    }
+    if (!cfg.stdio && stdio_opts) {
+        fprintf(stderr, "mcp-test-backend: the --stdio-* options need --stdio\n");
+        return 2;
+    }
+    if (cfg.stdio)
+        return stdio_main();
     if (port_opt)
         port = port_opt;
     if (parse_port(port) < 0) {
