@@ -3870,8 +3870,11 @@ static void stdio_start_stream(struct stream *st)
     pthread_attr_destroy(&attr);
 }
 
-/* One message (not a batch) of the session s. */
-static void stdio_single(struct session *s, json_object *msg)
+/* One message (not a batch) of the session s.  Returns the stream of a
+   streamed call, for the caller to start once msg is released: the stream
+   holds references into it (id, progress token), and json-c's reference
+   counts are not atomic, so msg must not be touched by two threads. */
+static struct stream *stdio_single(struct session *s, json_object *msg)
 {
     struct request rq = {.method = "stdio", .url = "-", .fd = -1, .w.fd = -1};
     struct stream *stream = NULL;
@@ -3883,7 +3886,7 @@ static void stdio_single(struct session *s, json_object *msg)
     stdio_log(kind == MSG_RESPONSE ? "response" : method ? method : "invalid message");
     if (kind == MSG_INVALID) {
         stdio_send(rpc_error(id, -32600, "Invalid Request"));
-        return;
+        return NULL;
     }
     if (kind == MSG_REQUEST && !strcmp(method, "initialize")) {
         pthread_mutex_lock(&g_lock);
@@ -3891,19 +3894,18 @@ static void stdio_single(struct session *s, json_object *msg)
         pthread_mutex_unlock(&g_lock);
         stdio_send(initialized ? rpc_error(id, -32600, "Invalid Request: already initialized")
                                : initialize_session(s, msg, id));
-        return;
+        return NULL;
     }
     if (kind == MSG_REQUEST && faults.huge_line && !strcmp(method, "tools/call")) {
         record_message(s, kind, method, msg);
         stdio_send_huge(id);
         faults.huge_line = 0; /* the first tools/call only */
-        return;
+        return NULL;
     }
     resp = dispatch_message(&rq, s, msg, kind, method, id, 0, &stream);
-    if (stream)
-        stdio_start_stream(stream);
-    else if (resp)
+    if (resp)
         stdio_send(resp);
+    return stream;
 }
 
 /* A batch: as a POST of one is answered, where the negotiated version has
@@ -3941,6 +3943,7 @@ static void stdio_batch(struct session *s, json_object *batch)
 static void stdio_line(struct session *s, const char *line, size_t len)
 {
     json_object *msg = parse_body(line, len);
+    struct stream *stream = NULL;
     if (!msg) {
         stdio_log("unparsable line");
         stdio_send(rpc_error(NULL, -32700, "Parse error"));
@@ -3949,8 +3952,10 @@ static void stdio_line(struct session *s, const char *line, size_t len)
     if (json_object_is_type(msg, json_type_array))
         stdio_batch(s, msg);
     else
-        stdio_single(s, msg);
+        stream = stdio_single(s, msg);
     json_object_put(msg);
+    if (stream)
+        stdio_start_stream(stream);
 }
 
 /* --stdio-stderr-flood */

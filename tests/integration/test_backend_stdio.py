@@ -8,7 +8,9 @@ batches by protocol version, EOF -> exit 0 at once, and each --stdio-* fault. Ev
 deadline (reader threads and queues), and every process started is reaped: the autouse fixture
 fails a test that leaves a child behind, zombie or not.
 
-MCP_BACKEND_BIN names another binary (e.g. build-asan/tests/backend/mcp-test-backend).
+MCP_BACKEND_BIN names another binary, e.g. the sanitizer build's
+(build-asan/tests/backend/mcp-test-backend): a sanitizer report on its stderr fails the test, and
+a leak found at exit makes the exit status after EOF non-zero.
 Run: /usr/bin/python3 -m pytest -q tests/integration/test_backend_stdio.py
 """
 
@@ -157,6 +159,9 @@ class Backend:
         self.proc.wait(timeout=TIMEOUT)
         for t in self._threads:
             t.join(timeout=TIMEOUT)
+        reports = [line for line in self.stderr_lines
+                   if "Sanitizer" in line or "runtime error:" in line]
+        assert reports == [], "sanitizer reports:\n" + "\n".join(self.stderr_lines)
         for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             try:
                 f.close()
@@ -215,6 +220,18 @@ def test_initialize_tools_echo_and_eof(backend):
                  "mcp-test-backend: tools/list", "mcp-test-backend: tools/call",
                  "mcp-test-backend: ping"):
         assert line in b.stderr_lines
+
+
+def test_line_over_4_mib_refused_and_skipped(backend):
+    b = backend()
+    b.initialize()
+    b.proc.stdin.write(b'{"jsonrpc":"2.0","id":9,"method":"ping","params":{"pad":"'
+                       + b"x" * (4 * 1024 * 1024) + b'"}}\n')
+    b.proc.stdin.flush()
+    err = b.recv()
+    assert err["id"] is None and err["error"]["code"] == -32000
+    assert b.call("ping")["result"] == {}  # the next line is read as usual
+    b.eof()
 
 
 def test_slow_progress_while_ping_answered(backend):
@@ -290,6 +307,28 @@ def test_elicitation_and_list_changed(backend):
     while len(methods) < 2:
         methods.append(b.recv()["method"])
     assert sorted(methods) == ["notifications/message", "notifications/tools/list_changed"]
+    b.eof()
+
+
+def test_dialog_round_of_three_requests(backend):
+    """A 2026-07-28 fixture: three server->client requests at once, answered in any order."""
+    b = backend()
+    b.initialize(capabilities={"sampling": {}, "elicitation": {}, "roots": {}})
+    call = b.request("tools/call", {"name": "test_input_required_result_multiple_inputs",
+                                    "arguments": {}})
+    asks = {m["id"]: m["method"] for m in (b.recv(), b.recv(), b.recv())}
+    assert asks == {"user_name": "elicitation/create", "greeting": "sampling/createMessage",
+                    "client_roots": "roots/list"}
+    b.send({"jsonrpc": "2.0", "id": "client_roots",
+            "result": {"roots": [{"uri": "file:///r", "name": "R"}]}})
+    b.send({"jsonrpc": "2.0", "id": "greeting",
+            "result": {"role": "assistant", "content": {"type": "text", "text": "hi"},
+                       "model": "m"}})
+    b.send({"jsonrpc": "2.0", "id": "user_name",
+            "result": {"action": "accept", "content": {"name": "Ada"}}})
+    resp, others = b.until(call)
+    assert others == []
+    assert text_of(resp) == "name: Ada; greeting: hi; 1 root(s): file:///r (R)"
     b.eof()
 
 
