@@ -20,13 +20,21 @@ static mcp_store_status_t document(mcp_store_t *db, apr_pool_t *p, const char *w
 }
 
 /* A request's answer: its stream's last message to the client (for a single request, the
- * response), as `a` (message, created_at), for a row of `calls` with id and status. */
-#define LAST_ANSWER(calls) \
+ * response), as `a` (message, created_at), for a row of `calls` with id and status. since: the
+ * parameter that holds the lowest stream id of the calls, so that PostgreSQL plans the look-up
+ * for the day partitions that can hold them (planned for all of mcp.events' partitions, a
+ * sample of 10,000 calls costs enough to be JIT-compiled, 1.3 s a page; bench/console.py). */
+#define LAST_ANSWER(calls, since) \
     "      LEFT JOIN LATERAL ( " \
     "            SELECT e.message, e.created_at FROM mcp.events e " \
-    "             WHERE e.stream_id = " calls ".id AND e.direction = 'out' " \
-    "               AND e.kind = 'message' " \
+    "             WHERE e.stream_id = " calls ".id AND e.stream_id >= " since \
+    "               AND e.direction = 'out' AND e.kind = 'message' " \
     "             ORDER BY e.seq DESC LIMIT 1) a ON true "
+
+/* The backend of a call's session: one look-up by key per call (a join lets PostgreSQL hash
+ * every session instead). */
+#define BACKEND_OF(calls) \
+    "(SELECT x.backend_url FROM mcp.sessions x WHERE x.id = " calls ".session_id)"
 
 /* How a request ended, from its stream's status and LAST_ANSWER: the words of mcp.tool_calls'
  * outcome (sql/audit.sql). */
@@ -44,13 +52,29 @@ static mcp_store_status_t document(mcp_store_t *db, apr_pool_t *p, const char *w
     "'id', p.id, 'time', p.created_at, 'direction', p.direction, 'kind', p.kind, " \
     "'seq', p.seq, 'bytes', octet_length(p.message_text), 'text', left(p.message_text, $4), "
 
+/* The sessions whose md5(id) begins with the hex digits in param: as a range of
+ * sessions_digest_idx (text_pattern_ops), which a generic plan uses too; a LIKE with a
+ * parameter it cannot (after five executions on a connection, PostgreSQL may plan the prepared
+ * statement once for every value: then a transcript read every session). 'g' follows every hex
+ * digit. */
+#define TAG_PREFIX(sessions, param) \
+    "(md5(" sessions ".id) ~>=~ " param " AND md5(" sessions ".id) ~<~ (" param " || 'g'))"
+
 static const char *num(apr_pool_t *p, apr_int64_t v)
 {
     return apr_psprintf(p, "%" APR_INT64_T_FMT, v);
 }
 
-/* $1 the sample's size. The outcome of a request is its stream's last message to the client
- * (its answer, for a single request); errors are named by their JSON-RPC code. */
+/* The lowest stream id of streams started in the last secs seconds (mcp.stream_id_at), as a
+ * parameter: a constant for the planner, where now() would not be. */
+static const char *stream_id_since(apr_pool_t *p, int secs)
+{
+    return num(p, (apr_time_sec(apr_time_now()) - secs) * APR_INT64_C(1000000));
+}
+
+/* $1 the sample's size, $2 the lowest stream id of the last hour. The outcome of a request is
+ * its stream's last message to the client (its answer, for a single request); errors are named
+ * by their JSON-RPC code. */
 mcp_store_status_t mcp_store_console_overview(mcp_store_t *db, apr_pool_t *p, int sample,
                                               const char **json)
 {
@@ -58,17 +82,16 @@ mcp_store_status_t mcp_store_console_overview(mcp_store_t *db, apr_pool_t *p, in
         "WITH recent AS ( "
         "    SELECT s.id, s.session_id, s.status, s.created_at "
         "      FROM mcp.streams s "
-        "     WHERE s.id >= mcp.stream_id_at(now() - interval '1 hour') "
-        "       AND s.kind = 'request' "
+        "     WHERE s.id >= $2 AND s.kind = 'request' "
         "     ORDER BY s.id DESC LIMIT $1 "
         "), answered AS ( "
-        "    SELECT r.id, r.session_id, r.status, r.created_at, "
+        "    SELECT r.id, r.status, r.created_at, " BACKEND_OF("r") " AS backend, "
         "           CASE WHEN a.message ? 'error' "
         "                THEN 'error ' || coalesce(a.message -> 'error' ->> 'code', '?') "
         "                ELSE " OUTCOME("r") " END AS outcome, "
         "           left(a.message -> 'error' ->> 'message', 200) AS error_message "
         "      FROM recent r "
-        LAST_ANSWER("r")
+        LAST_ANSWER("r", "$2")
         "), minutes AS ( "
         "    SELECT m FROM generate_series(date_trunc('minute', now()) - interval '14 minutes', "
         "                                  date_trunc('minute', now()), interval '1 minute') m "
@@ -121,13 +144,13 @@ mcp_store_status_t mcp_store_console_overview(mcp_store_t *db, apr_pool_t *p, in
         "          FROM (SELECT backend_url AS backend, count(*) AS live FROM mcp.sessions "
         "                 WHERE terminated_at IS NULL GROUP BY 1) b "
         "          FULL JOIN ( "
-        "                SELECT ses.backend_url AS backend, count(*) AS calls, "
+        "                SELECT a.backend, count(*) AS calls, "
         "                       count(*) FILTER (WHERE a.outcome = 'no response' "
         "                                           OR a.status = 'failed') AS failed, "
         "                       max(a.created_at) AS last_call, "
         "                       (array_agg(a.outcome ORDER BY a.id DESC))[1] AS last_outcome "
-        "                  FROM answered a JOIN mcp.sessions ses ON ses.id = a.session_id "
-        "                 WHERE a.outcome <> 'running' "
+        "                  FROM answered a "
+        "                 WHERE a.outcome <> 'running' AND a.backend IS NOT NULL "
         "                 GROUP BY 1) h USING (backend)), '[]'), "
         "    'owners', coalesce(( "
         "        SELECT json_agg(json_build_object('owner', owner, 'streams', streams, "
@@ -140,10 +163,11 @@ mcp_store_status_t mcp_store_console_overview(mcp_store_t *db, apr_pool_t *p, in
         "                              WHERE lease_until > now() GROUP BY owner) f "
         "                    ON f.owner = s.owner) o), '[]') "
         ")::text";
-    const char *args[1];
+    const char *args[2];
 
     args[0] = num(p, sample);
-    return document(db, p, "reading the console's overview", sql, 1, args, json);
+    args[1] = stream_id_since(p, 3600);
+    return document(db, p, "reading the console's overview", sql, 2, args, json);
 }
 
 /* $1 q, $2 before (NULL: now), $3 state, $4 rows. Fetches one row more than it shows, to know
@@ -161,7 +185,7 @@ mcp_store_status_t mcp_store_console_sessions(mcp_store_t *db, apr_pool_t *p, co
         "     WHERE ($2::timestamptz IS NULL OR s.created_at < $2::timestamptz) "
         "       AND ($3 = 'all' OR ($3 = 'live') = (s.terminated_at IS NULL)) "
         "       AND ($1 = '' "
-        "            OR ($1 ~ '^[0-9a-f]{8,32}$' AND md5(s.id) LIKE $1 || '%') "
+        "            OR ($1 ~ '^[0-9a-f]{8,32}$' AND " TAG_PREFIX("s", "$1") ") "
         "            OR starts_with(s.principal, $1) "
         "            OR strpos(lower(s.client_info ->> 'name'), lower($1)) > 0) "
         "     ORDER BY s.created_at DESC "
@@ -207,7 +231,7 @@ mcp_store_status_t mcp_store_console_session(mcp_store_t *db, apr_pool_t *p, con
 {
     static const char sql[] =
         "WITH found AS ( "
-        "    SELECT s.* FROM mcp.sessions s WHERE md5(s.id) LIKE $1 || '%' ORDER BY s.created_at "
+        "    SELECT s.* FROM mcp.sessions s WHERE " TAG_PREFIX("s", "$1") " ORDER BY s.created_at "
         "        LIMIT 2 "
         "), one AS ( "
         "    SELECT * FROM found WHERE (SELECT count(*) FROM found) = 1 "
@@ -330,7 +354,7 @@ mcp_store_status_t mcp_store_console_stream(mcp_store_t *db, apr_pool_t *p, apr_
     return document(db, p, "reading a stream for the console", sql, 4, args, json);
 }
 
-/* $1 the window in seconds, $2 the sample's size. A call's tool is its request's params.name
+/* $1 the window in seconds, $2 the sample's size, $3 the lowest stream id of the window. A call's tool is its request's params.name
  * (seq 0), its latency from its stream's start to its answer. */
 mcp_store_status_t mcp_store_console_tools(mcp_store_t *db, apr_pool_t *p, int window_secs,
                                            int sample, const char **json)
@@ -339,20 +363,19 @@ mcp_store_status_t mcp_store_console_tools(mcp_store_t *db, apr_pool_t *p, int w
         "WITH calls AS ( "
         "    SELECT s.id, s.session_id, s.status, s.created_at, s.completed_at "
         "      FROM mcp.streams s "
-        "     WHERE s.id >= mcp.stream_id_at(now() - make_interval(secs => $1::int)) "
-        "       AND s.kind = 'request' AND s.method = 'tools/call' "
+        "     WHERE s.id >= $3 AND s.kind = 'request' AND s.method = 'tools/call' "
         "     ORDER BY s.id DESC LIMIT $2 "
         "), judged AS ( "
         "    SELECT c.id, c.created_at, "
         "           coalesce(req.message -> 'params' ->> 'name', '?') AS tool, "
-        "           coalesce(ses.backend_url, '') AS backend, "
+        "           coalesce(" BACKEND_OF("c") ", '') AS backend, "
         "           extract(epoch FROM coalesce(a.created_at, c.completed_at) - c.created_at) "
         "               * 1000 AS ms, "
         "           " OUTCOME("c") " AS outcome "
         "      FROM calls c "
-        "      LEFT JOIN mcp.sessions ses ON ses.id = c.session_id "
-        "      LEFT JOIN mcp.events req ON req.stream_id = c.id AND req.seq = 0 "
-        LAST_ANSWER("c")
+        "      LEFT JOIN mcp.events req "
+        "        ON req.stream_id = c.id AND req.seq = 0 AND req.stream_id >= $3 "
+        LAST_ANSWER("c", "$3")
         "), buckets AS ( "
         "    SELECT b, now() - make_interval(secs => $1::int) + (b * make_interval(secs => "
         "        $1::int)) / 30 AS t "
@@ -390,9 +413,10 @@ mcp_store_status_t mcp_store_console_tools(mcp_store_t *db, apr_pool_t *p, int w
         "                                errors "
         "                       FROM judged j GROUP BY 1) x ON x.b = bk.b) "
         ")::text";
-    const char *args[2];
+    const char *args[3];
 
     args[0] = num(p, window_secs);
     args[1] = num(p, sample);
-    return document(db, p, "reading the console's tools page", sql, 2, args, json);
+    args[2] = stream_id_since(p, window_secs);
+    return document(db, p, "reading the console's tools page", sql, 3, args, json);
 }
