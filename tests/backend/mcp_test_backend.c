@@ -27,6 +27,11 @@
  * due or parks again.  Threads: main, the timer thread and the MHD pool,
  * whatever the number of connections.  All shared state is guarded by one
  * mutex (g_lock); parking and waking happen under it, so no wake-up is lost.
+ *
+ * With --stdio it serves one session on stdin/stdout instead, the MCP stdio
+ * transport, through the same dispatch and the same stream producers (see
+ * "The stdio transport" below); issue 23's supervisor of stdio servers is
+ * tested against it, with the faults of its --stdio-* options.
  */
 #define _GNU_SOURCE /* POLLRDHUP, strcasestr */
 #include <errno.h>
@@ -1153,7 +1158,7 @@ static void stream_priming(struct stream *st)
     if (st->lines)
         return;
     event = xasprintf("id: %lu-%lu\nretry: %d\ndata: \n\n", st->serial, ++st->events,
-                            RETRY_MS);
+                      RETRY_MS);
     buf_adds(&st->out, event);
     free(event);
 }
@@ -3383,9 +3388,9 @@ static json_object *dispatch_message(struct request *rq, struct session *s, json
     return handle_method(rq, s, msg, method, id, in_batch, stream);
 }
 
-/* A batch's answers (a non-empty array, which it must be): one per request
-   and per invalid message, in order; an empty array if it held only
-   notifications and responses. */
+/* The answers to a (non-empty) batch: one per request and per invalid
+   message, in order; an empty array if it held only notifications and
+   responses. */
 static json_object *batch_answers(struct request *rq, struct session *s, json_object *batch)
 {
     json_object *answers = json_object_new_array();
