@@ -8,9 +8,10 @@ batches by protocol version, EOF -> exit 0 at once, and each --stdio-* fault. Ev
 deadline (reader threads and queues), and every process started is reaped: the autouse fixture
 fails a test that leaves a child behind, zombie or not.
 
-MCP_BACKEND_BIN names another binary, e.g. the sanitizer build's
-(build-asan/tests/backend/mcp-test-backend): a sanitizer report on its stderr fails the test, and
-a leak found at exit makes the exit status after EOF non-zero.
+The binary: MCP_BACKEND_BIN, else the --backend-bin of MCP_TEST_STACK_ARGS (so scripts/test's
+sanitizer pass runs these tests on build-asan/tests/backend/mcp-test-backend), else the tree's.
+An ASan-built one runs with tests/stack's sanitizer options, reporting to stderr: a report there
+fails the test, and a leak found at exit makes the exit status after EOF non-zero.
 Run: /usr/bin/python3 -m pytest -q tests/integration/test_backend_stdio.py
 """
 
@@ -20,6 +21,7 @@ import fcntl
 import json
 import os
 import queue
+import shlex
 import signal
 import subprocess
 import threading
@@ -31,7 +33,26 @@ import pytest
 from waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-BINARY = Path(os.environ.get("MCP_BACKEND_BIN", REPO / "tests" / "backend" / "mcp-test-backend"))
+
+
+def _binary() -> Path:
+    if os.environ.get("MCP_BACKEND_BIN"):
+        return Path(os.environ["MCP_BACKEND_BIN"]).resolve()
+    args = shlex.split(os.environ.get("MCP_TEST_STACK_ARGS", ""))
+    if "--backend-bin" in args[:-1]:
+        return Path(args[args.index("--backend-bin") + 1]).resolve()
+    return REPO / "tests" / "backend" / "mcp-test-backend"
+
+
+BINARY = _binary()
+# For an ASan build: tests/stack's options (intercept_tls_get_addr=0: LLVM 14's runtime can crash
+# in its leak check over libgnutls's TLS block, which libmicrohttpd brings), reports on stderr.
+SANITIZER_ENV = {
+    "ASAN_OPTIONS": "detect_leaks=1:fast_unwind_on_malloc=0:disable_coredump=1:"
+                    "intercept_tls_get_addr=0",
+    "LSAN_OPTIONS": f"suppressions={REPO / 'tests' / 'lsan.supp'}:print_suppressions=0",
+    "UBSAN_OPTIONS": "print_stacktrace=1",
+}
 TIMEOUT = 5.0  # any single message; the suite itself takes a few seconds
 PROTOCOL = "2025-11-25"
 
@@ -62,7 +83,8 @@ class Backend:
         if not BINARY.is_file():
             pytest.fail(f"{BINARY} is missing: run scripts/build", pytrace=False)
         self.proc = subprocess.Popen([str(BINARY), "--stdio", *args], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env={**os.environ, **SANITIZER_ENV})
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.stderr_lines: list[str] = []
         self.stderr_count = 0
