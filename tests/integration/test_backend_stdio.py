@@ -479,3 +479,20 @@ def test_options_of_the_other_transport_refused():
         r = subprocess.run([str(BINARY), *args], stdin=subprocess.DEVNULL,
                            capture_output=True, timeout=TIMEOUT)
         assert r.returncode == 2, (args, r.stderr)
+
+
+def test_quiet_and_input_all_at_once():
+    """--quiet: no log lines; a whole session piped in at once, answered, then exit 0 at EOF."""
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": PROTOCOL, "capabilities": {},
+                         "clientInfo": {"name": "t", "version": "1"}}},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "add", "arguments": {"a": 2, "b": 3}}}]
+    r = subprocess.run([str(BINARY), "--stdio", "--quiet"],
+                       input=b"".join(json.dumps(m).encode() + b"\n" for m in lines),
+                       capture_output=True, timeout=TIMEOUT, env={**os.environ, **SANITIZER_ENV})
+    assert r.returncode == 0 and r.stderr == b""
+    answers = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [a["id"] for a in answers] == [1, 2]
+    assert answers[1]["result"]["structuredContent"] == {"sum": 5}
