@@ -226,6 +226,13 @@ def test_initialize_tools_echo_and_eof(backend):
     assert {"echo", "slow", "sample", "notify"} <= names
     assert text_of(b.tool("echo", text="over stdio\nwith a newline")) == "over stdio\nwith a newline"
     assert b.call("ping")["result"] == {}
+    # Prompts, resources and completion: the same tables as over HTTP.
+    assert b.call("prompts/list")["result"]["prompts"]
+    uri = b.call("resources/list")["result"]["resources"][0]["uri"]
+    assert b.call("resources/read", {"uri": uri})["result"]["contents"][0]["uri"] == uri
+    assert "completion" in b.call("completion/complete", {
+        "ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"},
+        "argument": {"name": "arg1", "value": ""}})["result"]
     # The same errors as over HTTP, each on its line.
     assert b.call("no/such/method")["error"]["code"] == -32601
     assert b.tool("no_such_tool")["error"]["code"] == -32602
