@@ -52,7 +52,8 @@ mcp_store_status_t mcp_store_console_stream(mcp_store_t *db, apr_pool_t *p, apr_
 
 /* Per tool and backend, over the latest `sample` tools/call requests of the last window_secs:
  * calls, errors (JSON-RPC errors, tool errors, no answer), latency percentiles; and the calls
- * and errors of 30 equal spans of the window. */
+ * and errors of 30 equal spans of the window. Two statements: the sample's lowest id, then the
+ * page. */
 mcp_store_status_t mcp_store_console_tools(mcp_store_t *db, apr_pool_t *p, int window_secs,
                                            int sample, const char **json);
 
