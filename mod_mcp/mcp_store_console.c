@@ -224,15 +224,16 @@ mcp_store_status_t mcp_store_console_sessions(mcp_store_t *db, apr_pool_t *p, co
     return document(db, p, "reading the console's sessions list", sql, 4, args, json);
 }
 
-/* $1 ref, $2 after, $3 rows, $4 text_max. */
+/* $1 ref, $2 after, $3 rows, $4 text_max. The sessions of the tag are found without an order
+ * (ordered by start, a generic plan walks sessions_created_idx and filters every session: 170 ms
+ * with 80,000); two of them are enough to know that the tag is ambiguous. */
 mcp_store_status_t mcp_store_console_session(mcp_store_t *db, apr_pool_t *p, const char *ref,
                                              apr_int64_t after, int rows, int text_max,
                                              const char **json)
 {
     static const char sql[] =
         "WITH found AS ( "
-        "    SELECT s.* FROM mcp.sessions s WHERE " TAG_PREFIX("s", "$1") " ORDER BY s.created_at "
-        "        LIMIT 2 "
+        "    SELECT s.* FROM mcp.sessions s WHERE " TAG_PREFIX("s", "$1") " LIMIT 2 "
         "), one AS ( "
         "    SELECT * FROM found WHERE (SELECT count(*) FROM found) = 1 "
         "), page AS ( "
