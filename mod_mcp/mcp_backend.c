@@ -300,6 +300,12 @@ static void prepare(prepared_t *pr, CURL *h, apr_pool_t *p, const mcp_backend_ca
     for (i = 0; call->headers && i < call->headers->nelts; i++) {
         hdrs = curl_slist_append(hdrs, APR_ARRAY_IDX(call->headers, i, const char *));
     }
+    if (call->traceparent) {
+        hdrs = curl_slist_append(hdrs, apr_pstrcat(p, "traceparent: ", call->traceparent, NULL));
+    }
+    if (call->tracestate) {
+        hdrs = curl_slist_append(hdrs, apr_pstrcat(p, "tracestate: ", call->tracestate, NULL));
+    }
     pr->hdrs = hdrs;
 
     curl_easy_setopt(h, CURLOPT_URL, call->target->url);

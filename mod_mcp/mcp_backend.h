@@ -57,6 +57,8 @@ typedef struct mcp_backend_call_t {
     const char *protocol_version;  /* sent as MCP-Protocol-Version when non-NULL         */
     const char *last_event_id;     /* sent as Last-Event-ID when non-NULL                */
     const apr_array_header_t *headers; /* const char *: more "Name: value" lines, or NULL */
+    const char *traceparent;       /* W3C trace context for the backend, or NULL (mcp_trace) */
+    const char *tracestate;
     long        connect_timeout_ms;
     long        timeout_ms;        /* the whole exchange; 0 for no limit                 */
     mcp_backend_headers_fn *on_headers;

@@ -639,6 +639,7 @@ int mcp_handler(request_rec *r)
     q.r = r;
     q.conf = mcp_config_get(r);
     mcp_status_count(MCP_STAT_REQUESTS, 1);
+    mcp_req_trace(r, NULL);   /* the access log's mcp-trace, whatever the answer */
     if (!q.conf->backend) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r,
                       "SetHandler mcp is used at %s without MCPBackend", r->uri);

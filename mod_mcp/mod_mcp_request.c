@@ -1,4 +1,5 @@
 /* mod_mcp_request — see mod_mcp_request.h. */
+#include <apr_general.h>
 #include <apr_strings.h>
 #include <httpd.h>
 #include <http_log.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 
 #include "mcp_id.h"
+#include "mcp_trace.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_request.h"
 #include "mod_mcp_status.h"
@@ -345,6 +347,33 @@ void mcp_req_terminate_session(mcp_req_t *q, const char *by)
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "terminating session %s failed: %s",
                       mcp_id_tag(q->r->pool, q->session->id), db->error);
     }
+}
+
+const char *mcp_req_trace(request_rec *r, const char **tracestate)
+{
+    const char *parent = apr_table_get(r->notes, "mcp-traceparent");
+    const char *state;
+    unsigned char random[MCP_TRACE_RANDOM_BYTES];
+    mcp_trace_t t;
+
+    if (!parent) {
+        apr_generate_random_bytes(random, sizeof(random));
+        if (mcp_trace_parse(apr_table_get(r->headers_in, "traceparent"), &t) != 0) {
+            mcp_trace_start(&t, random);
+        }
+        /* The bytes of a new trace's parent id serve as the gateway's span: both are ours. */
+        parent = mcp_trace_child(r->pool, &t, random + MCP_TRACE_ID_HEX / 2);
+        apr_table_setn(r->notes, "mcp-traceparent", parent);
+        apr_table_setn(r->notes, "mcp-trace", apr_pstrdup(r->pool, t.trace_id));
+        state = apr_table_get(r->headers_in, "tracestate");
+        if (mcp_trace_state_ok(state)) {
+            apr_table_setn(r->notes, "mcp-tracestate", state);
+        }
+    }
+    if (tracestate) {
+        *tracestate = apr_table_get(r->notes, "mcp-tracestate");
+    }
+    return parent;
 }
 
 void mcp_req_set_session_tag(request_rec *r, const char *session_id)

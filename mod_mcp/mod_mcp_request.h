@@ -121,6 +121,13 @@ void mcp_req_end_backend_session(mcp_req_t *q, const char *backend_session_id, c
  * logged only. */
 void mcp_req_terminate_session(mcp_req_t *q, const char *by);
 
+/* The request's W3C trace context (mcp_trace.h), made on first use and kept in r->notes: the
+ * traceparent to send the backend (the client's trace, or one started for it, with a parent id
+ * of the gateway's own), and in *tracestate (may be NULL) the client's tracestate when it may be
+ * passed on, else NULL. The trace id is the request note `mcp-trace` (for LogFormat
+ * %{mcp-trace}n). */
+const char *mcp_req_trace(request_rec *r, const char **tracestate);
+
 /* Session ids are bearer tokens: logs name a session by mcp_id_tag() only. This sets it as the
  * environment variable MCP_SESSION_TAG, for access logs (LogFormat "%{MCP_SESSION_TAG}e"). */
 void mcp_req_set_session_tag(request_rec *r, const char *session_id);

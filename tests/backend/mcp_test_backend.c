@@ -645,6 +645,8 @@ struct session {
     int refs;
     int terminated;
     char *protocol_header;      /* last MCP-Protocol-Version seen */
+    char *traceparent;          /* last traceparent seen (W3C trace context) */
+    char *tracestate;           /* ... and tracestate */
     long authorization_headers; /* requests that carried an Authorization header */
     char version[16];           /* protocolVersion agreed at initialize */
     int client_sampling;        /* the client declared these capabilities */
@@ -685,6 +687,8 @@ static void session_free(struct session *s)
     json_object_put(s->cancelled);
     json_object_put(s->subscriptions);
     free(s->protocol_header);
+    free(s->traceparent);
+    free(s->tracestate);
     free(s);
 }
 
@@ -1775,6 +1779,10 @@ static json_object *tool_session_info(struct tool_call *tc)
     json_object_object_add(info, "requests", json_object_new_int64(s->requests));
     json_object_object_add(info, "authorizationHeaders",
                            json_object_new_int64(s->authorization_headers));
+    json_object_object_add(info, "traceparent",
+                           s->traceparent ? json_object_new_string(s->traceparent) : NULL);
+    json_object_object_add(info, "tracestate",
+                           s->tracestate ? json_object_new_string(s->tracestate) : NULL);
     json_object_deep_copy(s->notifications, &copy, NULL);
     json_object_object_add(info, "notifications", copy);
     json_object_object_add(info, "responses", json_object_new_int64(s->responses));
@@ -3414,11 +3422,19 @@ static json_object *batch_answers(struct request *rq, struct session *s, json_ob
 static void note_protocol_header(struct request *rq, struct session *s)
 {
     const char *v = header(rq, "MCP-Protocol-Version");
+    const char *parent = header(rq, "traceparent"), *state = header(rq, "tracestate");
     if (header(rq, "Authorization")) {
         pthread_mutex_lock(&g_lock);
         s->authorization_headers++;
         pthread_mutex_unlock(&g_lock);
     }
+    /* The trace context of the last request (session_info reports it: the gateway's hop). */
+    pthread_mutex_lock(&g_lock);
+    free(s->traceparent);
+    s->traceparent = parent ? xstrdup(parent) : NULL;
+    free(s->tracestate);
+    s->tracestate = state ? xstrdup(state) : NULL;
+    pthread_mutex_unlock(&g_lock);
     if (!v)
         return;
     pthread_mutex_lock(&g_lock);
