@@ -300,6 +300,9 @@ static void prepare(prepared_t *pr, CURL *h, apr_pool_t *p, const mcp_backend_ca
     for (i = 0; call->headers && i < call->headers->nelts; i++) {
         hdrs = curl_slist_append(hdrs, APR_ARRAY_IDX(call->headers, i, const char *));
     }
+    for (i = 0; call->identity && i < call->identity->nelts; i++) {
+        hdrs = curl_slist_append(hdrs, APR_ARRAY_IDX(call->identity, i, const char *));
+    }
     if (call->traceparent) {
         hdrs = curl_slist_append(hdrs, apr_pstrcat(p, "traceparent: ", call->traceparent, NULL));
     }

@@ -57,6 +57,7 @@ typedef struct mcp_backend_call_t {
     const char *protocol_version;  /* sent as MCP-Protocol-Version when non-NULL         */
     const char *last_event_id;     /* sent as Last-Event-ID when non-NULL                */
     const apr_array_header_t *headers; /* const char *: more "Name: value" lines, or NULL */
+    const apr_array_header_t *identity; /* const char *: MCPBackendHeader lines, or NULL     */
     const char *traceparent;       /* W3C trace context for the backend, or NULL (mcp_trace) */
     const char *tracestate;
     long        connect_timeout_ms;

@@ -3,6 +3,7 @@
 #include <apr_strings.h>
 #include <httpd.h>
 #include <http_log.h>
+#include <ap_expr.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,7 @@ void *mcp_config_merge_dir(apr_pool_t *p, void *basev, void *addv)
     mcp_dir_conf_t *merged = apr_pcalloc(p, sizeof(*merged));
 
     MERGE(backend_spec, NULL);
+    MERGE(backend_headers, NULL);
     MERGE(backend, NULL);
     MERGE(max_message_size, UNSET);
     MERGE(backend_connect_timeout, UNSET);
@@ -256,6 +258,153 @@ static const char *add_word(cmd_parms *cmd, void *dconf, const char *arg)
     }
     APR_ARRAY_PUSH(*list, const char *) = apr_pstrdup(cmd->pool, arg);
     return NULL;
+}
+
+/* ---- headers toward the backend (MCPBackendHeader, MCPBackendHeaderFile) ------------------- */
+
+/* Headers the gateway sets itself on every backend request, or that would change how the
+ * request is framed: a directive may not set them. */
+static const char *const reserved_headers[] = {
+    "Mcp-Session-Id", "MCP-Protocol-Version", "Last-Event-ID", "Accept", "Content-Type",
+    "Content-Length", "Transfer-Encoding", "Host", "Connection", "Expect", "traceparent",
+    "tracestate", "Upgrade", "TE", "Trailer", NULL
+};
+
+/* A control character (but TAB) or DEL: CR and LF would split the header. */
+static int has_control(const char *v)
+{
+    for (; *v; v++) {
+        if (((unsigned char)*v < 0x20 && *v != '\t') || *v == 0x7f) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static const char *backend_header_name(cmd_parms *cmd, const char *name)
+{
+    static const char token[] = "!#$%&'*+-.^_`|~";
+    const char *const *r;
+    const char *c;
+
+    for (c = name; *c; c++) {
+        if (!apr_isalnum(*c) && !strchr(token, *c)) {
+            break;
+        }
+    }
+    if (!*name || *c) {
+        return apr_psprintf(cmd->pool, "%s: '%s' is not a header name", cmd->cmd->name, name);
+    }
+    for (r = reserved_headers; *r; r++) {
+        if (!strcasecmp(name, *r)) {
+            return apr_psprintf(cmd->pool, "%s: %s is the gateway's own header toward the "
+                                "backend", cmd->cmd->name, *r);
+        }
+    }
+    return NULL;
+}
+
+static mcp_backend_header_t *push_backend_header(cmd_parms *cmd, mcp_dir_conf_t *conf,
+                                                 const char *name)
+{
+    mcp_backend_header_t *h;
+
+    if (!conf->backend_headers) {
+        conf->backend_headers = apr_array_make(cmd->pool, 2, sizeof(mcp_backend_header_t));
+    }
+    h = apr_array_push(conf->backend_headers);
+    memset(h, 0, sizeof(*h));
+    h->name = apr_pstrdup(cmd->pool, name);
+    return h;
+}
+
+static const char *add_backend_header(cmd_parms *cmd, void *dconf, const char *name,
+                                      const char *expr)
+{
+    const char *err = backend_header_name(cmd, name);
+    mcp_backend_header_t *h;
+    ap_expr_info_t *info;
+
+    if (err) {
+        return err;
+    }
+    info = ap_expr_parse_cmd(cmd, expr, AP_EXPR_FLAG_STRING_RESULT, &err, NULL);
+    if (err) {
+        return apr_psprintf(cmd->pool, "MCPBackendHeader %s: cannot parse '%s': %s", name, expr,
+                            err);
+    }
+    h = push_backend_header(cmd, dconf, name);
+    h->expr = info;
+    return NULL;
+}
+
+static const char *add_backend_header_file(cmd_parms *cmd, void *dconf, const char *name,
+                                           const char *path)
+{
+    const char *err = backend_header_name(cmd, name), *file = ap_server_root_relative(cmd->pool,
+                                                                                      path);
+    apr_file_t *f;
+    char line[8192];
+    apr_size_t len;
+    apr_status_t rv;
+
+    if (err) {
+        return err;
+    }
+    if (!file || (rv = apr_file_open(&f, file, APR_FOPEN_READ, APR_FPROT_OS_DEFAULT,
+                                     cmd->temp_pool)) != APR_SUCCESS) {
+        return apr_psprintf(cmd->pool, "MCPBackendHeaderFile %s: cannot open %s", name, path);
+    }
+    rv = apr_file_gets(line, sizeof(line), f);
+    apr_file_close(f);
+    len = rv == APR_SUCCESS ? strlen(line) : 0;
+    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' '
+                       || line[len - 1] == '\t')) {
+        line[--len] = '\0';
+    }
+    if (len == 0 || len == sizeof(line) - 1) {
+        return apr_psprintf(cmd->pool, "MCPBackendHeaderFile %s: %s must hold one line of at "
+                            "most %d bytes", name, path, (int)sizeof(line) - 2);
+    }
+    if (has_control(line)) {
+        return apr_psprintf(cmd->pool, "MCPBackendHeaderFile %s: %s holds a control "
+                            "character", name, path);
+    }
+    push_backend_header(cmd, dconf, name)->value = apr_pstrdup(cmd->pool, line);
+    return NULL;
+}
+
+const apr_array_header_t *mcp_config_backend_headers(request_rec *r,
+                                                     const mcp_dir_conf_t *conf)
+{
+    static const char key[] = "mcp-backend-headers";
+    apr_array_header_t *lines = NULL;
+    const char *err, *v;
+    int i;
+
+    if (!conf->backend_headers) {
+        return NULL;
+    }
+    apr_pool_userdata_get((void **)&lines, key, r->pool);
+    if (lines) {
+        return lines;
+    }
+    lines = apr_array_make(r->pool, conf->backend_headers->nelts, sizeof(const char *));
+    for (i = 0; i < conf->backend_headers->nelts; i++) {
+        const mcp_backend_header_t *h = &APR_ARRAY_IDX(conf->backend_headers, i,
+                                                       mcp_backend_header_t);
+
+        err = NULL;
+        v = h->expr ? ap_expr_str_exec(r, h->expr, &err) : h->value;
+        if (err || !v || !*v || has_control(v)) {
+            ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "MCPBackendHeader %s: not sent (%s)",
+                          h->name, err ? err : !v || !*v ? "empty" : "a control character");
+            continue;
+        }
+        APR_ARRAY_PUSH(lines, const char *) = apr_pstrcat(r->pool, h->name, ": ", v, NULL);
+    }
+    apr_pool_userdata_setn(lines, key, NULL, r->pool);
+    return lines;
 }
 
 /* A duration in seconds by default, or with a unit: "500ms", "30s", "5m", "1h". */
@@ -524,5 +673,13 @@ const command_rec mcp_config_cmds[] = {
     AP_INIT_TAKE1("MCPDatabaseTimeout", set_database_timeout, NULL, RSRC_CONF,
                   "Longest a request waits for PostgreSQL (one statement, or an outage) before "
                   "it gets 503 (default 10s)"),
+    AP_INIT_TAKE2("MCPBackendHeader", add_backend_header, NULL, CONTEXT,
+                  "A header every backend request carries, its value an httpd expression "
+                  "evaluated per request, e.g. MCPBackendHeader X-User \"%{REMOTE_USER}\" "
+                  "(an empty value sends nothing)"),
+    AP_INIT_TAKE2("MCPBackendHeaderFile", add_backend_header_file, NULL, CONTEXT,
+                  "A header every backend request carries, its value the one line of a file read "
+                  "at start-up (a static credential: MCPBackendHeaderFile Authorization "
+                  "/etc/apache2/backend-token, the file holding \"Bearer ...\")"),
     { NULL }
 };

@@ -9,6 +9,7 @@
 #include <apr_hash.h>
 #include <httpd.h>
 #include <http_config.h>
+#include <ap_expr.h>
 
 #include "mcp_backend.h"
 
@@ -72,7 +73,22 @@ typedef struct mcp_dir_conf_t {
                                                         * (x-mcp-header) is trusted            */
     int                         async_streams;         /* MCPAsyncStreams: park streams that
                                                         * only wait (mod_mcp_park)             */
+    apr_array_header_t         *backend_headers;       /* mcp_backend_header_t: MCPBackendHeader
+                                                        * and MCPBackendHeaderFile, in order   */
 } mcp_dir_conf_t;
+
+/* A header every backend request carries (the user's identity, a static credential). */
+typedef struct mcp_backend_header_t {
+    const char      *name;
+    const ap_expr_info_t *expr;   /* MCPBackendHeader: evaluated per request, or NULL ...  */
+    const char      *value;       /* ... MCPBackendHeaderFile: the file's one line          */
+} mcp_backend_header_t;
+
+/* The "Name: value" lines of the location's backend headers for request r (const char *),
+ * evaluated once per request; NULL when there are none. A value that is empty, or that holds a
+ * control character (CR, LF: it could split the header), is left out (logged at debug). */
+const apr_array_header_t *mcp_config_backend_headers(request_rec *r,
+                                                     const mcp_dir_conf_t *conf);
 
 #define MCP_DEFAULT_SWEEP_INTERVAL          apr_time_from_sec(30)
 #define MCP_DEFAULT_DATABASE_TIMEOUT        apr_time_from_sec(10)

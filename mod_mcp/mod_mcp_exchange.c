@@ -140,6 +140,7 @@ void mcp_exchange_call_defaults(mcp_exchange_t *x, mcp_backend_call_t *call)
     call->target = x->q->conf->backend;
     call->connect_timeout_ms = (long)apr_time_as_msec(x->q->conf->backend_connect_timeout);
     call->traceparent = mcp_req_trace(x->q->r, &call->tracestate);
+    call->identity = mcp_config_backend_headers(x->q->r, x->q->conf);
 }
 
 mcp_backend_status_t mcp_exchange_perform(mcp_exchange_t *x, mcp_backend_call_t *call,

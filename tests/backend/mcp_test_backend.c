@@ -647,6 +647,7 @@ struct session {
     char *protocol_header;      /* last MCP-Protocol-Version seen */
     char *traceparent;          /* last traceparent seen (W3C trace context) */
     char *tracestate;           /* ... and tracestate */
+    json_object *x_headers;     /* the last request's X-* and Authorization headers */
     long authorization_headers; /* requests that carried an Authorization header */
     char version[16];           /* protocolVersion agreed at initialize */
     int client_sampling;        /* the client declared these capabilities */
@@ -689,6 +690,7 @@ static void session_free(struct session *s)
     free(s->protocol_header);
     free(s->traceparent);
     free(s->tracestate);
+    json_object_put(s->x_headers);
     free(s);
 }
 
@@ -1783,6 +1785,11 @@ static json_object *tool_session_info(struct tool_call *tc)
                            s->traceparent ? json_object_new_string(s->traceparent) : NULL);
     json_object_object_add(info, "tracestate",
                            s->tracestate ? json_object_new_string(s->tracestate) : NULL);
+    copy = NULL;
+    if (s->x_headers)
+        json_object_deep_copy(s->x_headers, &copy, NULL);
+    json_object_object_add(info, "headers", copy);
+    copy = NULL;
     json_object_deep_copy(s->notifications, &copy, NULL);
     json_object_object_add(info, "notifications", copy);
     json_object_object_add(info, "responses", json_object_new_int64(s->responses));
@@ -3419,8 +3426,21 @@ static json_object *batch_answers(struct request *rq, struct session *s, json_ob
 /* ------------------------------------------------------------------------
  * The HTTP side of the transport.
  * ------------------------------------------------------------------------ */
+/* Collects the X-* and Authorization headers of a request (session_info reports them: what
+   the gateway's MCPBackendHeader lines sent). */
+static enum MHD_Result collect_x_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                        const char *value)
+{
+    (void)kind;
+    if (key && value && (strncasecmp(key, "x-", 2) == 0 || strcasecmp(key, "authorization") == 0))
+        json_object_object_add((json_object *)cls, key, json_object_new_string(value));
+    return MHD_YES;
+}
+
 static void note_protocol_header(struct request *rq, struct session *s)
 {
+    json_object *xh = json_object_new_object();
+    MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, collect_x_header, xh);
     const char *v = header(rq, "MCP-Protocol-Version");
     const char *parent = header(rq, "traceparent"), *state = header(rq, "tracestate");
     if (header(rq, "Authorization")) {
@@ -3434,6 +3454,8 @@ static void note_protocol_header(struct request *rq, struct session *s)
     s->traceparent = parent ? xstrdup(parent) : NULL;
     free(s->tracestate);
     s->tracestate = state ? xstrdup(state) : NULL;
+    json_object_put(s->x_headers);
+    s->x_headers = xh;
     pthread_mutex_unlock(&g_lock);
     if (!v)
         return;

@@ -60,6 +60,16 @@ CASES = [
      "https://app.example.com (scheme://host[:port], no path)"),
     ("MCPEraBridge Off", None),
     ("MCPEraBridge maybe", "MCPEraBridge must be On or Off"),
+    # headers toward the backend
+    ('MCPBackendHeader X-User "%{REMOTE_USER}"', None),
+    ('MCPBackendHeader "X User" "%{REMOTE_USER}"',
+     "MCPBackendHeader: 'X User' is not a header name"),
+    ('MCPBackendHeader mcp-session-id "x"',
+     "MCPBackendHeader: Mcp-Session-Id is the gateway's own header toward the backend"),
+    ('MCPBackendHeader traceparent "x"',
+     "MCPBackendHeader: traceparent is the gateway's own header toward the backend"),
+    ("MCPBackendHeaderFile Authorization /nonexistent/token",
+     "MCPBackendHeaderFile Authorization: cannot open /nonexistent/token"),
 ]
 
 
