@@ -379,10 +379,12 @@ mcp_store_status_t mcp_store_console_tools(mcp_store_t *db, apr_pool_t *p, int w
         "           " OUTCOME("c") " AS outcome "
         "      FROM calls c "
         LAST_ANSWER("c", "$3")
+        "), span AS ( "
+        "    SELECT $1::int / 30 AS w, "
+        "           (ceil(extract(epoch FROM now()) / ($1::int / 30)) * ($1::int / 30))::bigint "
+        "               - $1::int AS start_s "
         "), buckets AS ( "
-        "    SELECT b, now() - make_interval(secs => $1::int) + (b * make_interval(secs => "
-        "        $1::int)) / 30 AS t "
-        "      FROM generate_series(0, 29) b "
+        "    SELECT b, to_timestamp(start_s + b * w) AS t FROM span, generate_series(0, 29) b "
         ") "
         "SELECT json_build_object( "
         "    'page', 'tools', "
@@ -408,13 +410,12 @@ mcp_store_status_t mcp_store_console_tools(mcp_store_t *db, apr_pool_t *p, int w
         "        SELECT json_agg(json_build_object('from', bk.t, 'calls', coalesce(x.n, 0), "
         "                                          'errors', coalesce(x.errors, 0)) ORDER BY bk.b) "
         "          FROM buckets bk "
-        "          LEFT JOIN (SELECT least(29, floor(extract(epoch FROM j.created_at - (now() - "
-        "              make_interval(secs => $1::int))) "
-        "                                            * 30 / $1::int))::int AS b, "
+        "          LEFT JOIN (SELECT greatest(0, least(29, floor((extract(epoch FROM j.created_at) "
+        "                                - start_s) / w)))::int AS b, "
         "                            count(*) AS n, "
         "                            count(*) FILTER (WHERE outcome NOT IN ('ok', 'running')) AS "
         "                                errors "
-        "                       FROM judged j GROUP BY 1) x ON x.b = bk.b) "
+        "                       FROM judged j, span GROUP BY 1) x ON x.b = bk.b) "
         ")::text";
     /* The sample's lowest id first: the look-ups are then planned for the partitions the
      * sample lies in, not every day of the window (a week of them, and the statement costs
