@@ -1,0 +1,183 @@
+/* mcp_store_event — the statements of a stream's events: appending them (in the child's
+ * group commit), with the stream's end or without, and reading them back in bounded pages;
+ * see mcp_store.h. */
+#include <string.h>
+
+#include <apr_strings.h>
+
+#include "mcp_store_private.h"
+
+mcp_store_status_t mcp_store_events_append(mcp_store_t *db, apr_pool_t *p,
+                                           const mcp_store_session_t *session,
+                                           apr_int64_t stream_id, apr_int64_t first_seq,
+                                           const char *direction, const char *messages)
+{
+    mcp_store_status_t rv;
+    PGresult *res;
+    /* The stream row under the lock a follower's registration waits for (see the schema: a
+     * follower registered before this lock is seen, one after it reads these rows). */
+#define SQL(JSONB) \
+        "WITH st AS (" \
+        "  SELECT status = 'open' AS open, followed FROM mcp.streams" \
+        "   WHERE id = $2::bigint FOR KEY SHARE" \
+        "), open AS (" \
+        "  SELECT $2::bigint = 0 OR coalesce((SELECT st.open FROM st), false) AS yes" \
+        "), wake AS (" \
+        "  SELECT pg_notify('mcp_events', $2::text) FROM st" \
+        "   WHERE st.open AND st.followed AND $4::text = 'out'" \
+        "), ins AS (" \
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text," \
+        "                          message, principal)" \
+        "  SELECT $1, nullif($2::bigint, 0)," \
+        "         CASE WHEN $2::bigint = 0 THEN NULL ELSE $3::bigint + t.ord - 1 END," \
+        "         $4, 'message', t.value::text, " JSONB("t.value") ", $5" \
+        "    FROM json_array_elements($6::json) WITH ORDINALITY AS t(value, ord), open" \
+        "   WHERE open.yes" \
+        "   ORDER BY t.ord" \
+        /* A retry after a statement whose outcome was unknown (the connection broke after the \
+         * server got it) finds its rows there: the same seq holds the same message. */ \
+        "  ON CONFLICT (stream_id, seq) DO NOTHING" \
+        ")" \
+        "SELECT yes, (SELECT count(*) FROM wake) FROM open"
+    static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
+#undef SQL
+    const char *args[6];
+
+    args[0] = session->id;
+    args[1] = mcp_store__i64(p, stream_id);
+    args[2] = mcp_store__i64(p, first_seq);
+    args[3] = direction;
+    args[4] = session->principal;
+    args[5] = messages;
+    /* In the child's group: its locks are its own stream row's (and none for stream 0).
+     * messages is valid JSON ($6::json refuses it otherwise). */
+    if ((rv = mcp_store__exec_as(db, p, "storing events",
+                                 mcp_store__plain_jsonb(messages) ? plain : audited,
+                                 NARGS(args), args, &res, stream_id))
+        != MCP_STORE_OK) {
+        return rv;
+    }
+    return PQntuples(res) > 0 && strcmp(PQgetvalue(res, 0, 0), "t") == 0 ? MCP_STORE_OK
+                                                                         : MCP_STORE_NOT_FOUND;
+}
+
+mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p,
+                                                  const mcp_store_session_t *session,
+                                                  apr_int64_t stream_id, apr_int64_t first_seq,
+                                                  const char *messages, const char *status)
+{
+#define SQL(JSONB) \
+        "WITH ins AS (" \
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text," \
+        "                          message, principal)" \
+        "  SELECT $1, $2::bigint, $3::bigint + t.ord - 1, 'out', 'message', t.value::text," \
+        "         " JSONB("t.value") ", $4" \
+        "    FROM json_array_elements($5::json) WITH ORDINALITY AS t(value, ord)" \
+        "   WHERE EXISTS (SELECT 1 FROM mcp.streams WHERE id = $2::bigint AND status = 'open')" \
+        "   ORDER BY t.ord" \
+        "  ON CONFLICT (stream_id, seq) DO NOTHING" \
+        ")" \
+        "UPDATE mcp.streams SET status = $6, completed_at = now()" \
+        " WHERE id = $2::bigint AND status = 'open'"
+    static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
+#undef SQL
+    const char *args[6];
+
+    args[0] = session->id;
+    args[1] = mcp_store__i64(p, stream_id);
+    args[2] = mcp_store__i64(p, first_seq);
+    args[3] = session->principal;
+    args[4] = messages;
+    args[5] = status;
+    /* messages is valid JSON ($5::json refuses it otherwise). */
+    return mcp_store__exec_as(db, p, "storing a stream's last messages and its end",
+                              mcp_store__plain_jsonb(messages) ? plain : audited, NARGS(args),
+                              args, NULL, stream_id);
+}
+
+mcp_store_status_t mcp_store_events_append_finish2(mcp_store_t *db, apr_pool_t *p,
+                                                   const mcp_store_session_t *session_a,
+                                                   apr_int64_t stream_a, apr_int64_t first_a,
+                                                   const char *messages_a,
+                                                   const mcp_store_session_t *session_b,
+                                                   apr_int64_t stream_b, apr_int64_t first_b,
+                                                   const char *messages_b, const char *status)
+{
+    /* Each side as in mcp_store_events_append_finish; one UPDATE ends both (rows locked in id
+     * order, as the expiry locks them). */
+    static const char sql[] =
+        "WITH ins AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
+        "                          message, principal)"
+        "  SELECT x.session_id, x.stream_id, x.first + t.ord - 1, 'out', 'message',"
+        "         t.value::text, mcp.audit_jsonb(t.value::text), x.principal"
+        "    FROM (VALUES ($1, $2::bigint, $3::bigint, $4, $5::json),"
+        "                 ($6, $7::bigint, $8::bigint, $9, $10::json))"
+        "         AS x(session_id, stream_id, first, principal, messages),"
+        "         json_array_elements(x.messages) WITH ORDINALITY AS t(value, ord)"
+        "   WHERE EXISTS (SELECT 1 FROM mcp.streams WHERE id = x.stream_id AND status = 'open')"
+        "   ORDER BY x.stream_id, t.ord"
+        "  ON CONFLICT (stream_id, seq) DO NOTHING"
+        ")"
+        "UPDATE mcp.streams SET status = $11, completed_at = now()"
+        " WHERE id IN ($2::bigint, $7::bigint) AND status = 'open'";
+    const char *args[11];
+
+    args[0] = session_a ? session_a->id : NULL;
+    args[1] = mcp_store__i64(p, stream_a);
+    args[2] = mcp_store__i64(p, first_a);
+    args[3] = session_a ? session_a->principal : NULL;
+    args[4] = messages_a;
+    args[5] = session_b ? session_b->id : NULL;
+    args[6] = mcp_store__i64(p, stream_b);
+    args[7] = mcp_store__i64(p, first_b);
+    args[8] = session_b ? session_b->principal : NULL;
+    args[9] = messages_b;
+    args[10] = status;
+    return mcp_store_exec(db, p, "storing two streams' last messages and their end", sql,
+                          NARGS(args), args, NULL);
+}
+
+mcp_store_status_t mcp_store_events_after_bounded(mcp_store_t *db, apr_pool_t *p,
+                                                  apr_int64_t stream_id, apr_int64_t after_seq,
+                                                  int max_rows, apr_off_t max_bytes,
+                                                  mcp_store_event_fn *fn, void *baton, int *n,
+                                                  int *more)
+{
+    /* The rows up to the one that brings the total to max_bytes: PostgreSQL sends (and libpq
+     * holds) about max_bytes and one message, however large the stored messages are. */
+    static const char sql[] =
+        "SELECT seq, m, running >= $1::bigint FROM ("
+        "  SELECT seq, m, sum(len) OVER (ORDER BY seq) AS running, len FROM ("
+        "    SELECT seq, m, coalesce(octet_length(m), 0) AS len FROM ("
+        "      SELECT seq, message_text AS m FROM mcp.events"
+        "       WHERE stream_id = $2::bigint AND seq > $3::bigint AND direction = 'out'"
+        "       ORDER BY seq LIMIT $4::int) r) l) t"
+        " WHERE running - len < $1::bigint ORDER BY seq";
+    const char *args[4];
+    mcp_store_status_t rv;
+    PGresult *res;
+    int i, rows, full = 0;
+
+    *n = 0;
+    *more = 0;
+    args[0] = apr_off_t_toa(p, max_bytes);
+    args[1] = mcp_store__i64(p, stream_id);
+    args[2] = mcp_store__i64(p, after_seq);
+    args[3] = mcp_store__int_text(p, max_rows);
+    if ((rv = mcp_store_exec(db, p, "reading stored events", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
+    }
+    /* The connection is back in its pool already: a slow client holds none. */
+    rows = PQntuples(res);
+    for (i = 0; i < rows; i++) {
+        full = strcmp(PQgetvalue(res, i, 2), "t") == 0;
+        (*n)++;
+        if (fn(baton, apr_atoi64(PQgetvalue(res, i, 0)), mcp_store_cell(res, i, 1))) {
+            break;
+        }
+    }
+    *more = *n == max_rows || full;
+    return MCP_STORE_OK;
+}

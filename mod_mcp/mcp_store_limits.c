@@ -1,0 +1,396 @@
+/* mcp_store_limits — admission control: the statements that check the limits (mcp.admit_*,
+ * sql/schema.sql) and store what they admit in one, a session, a request's or a standalone
+ * stream, a follower; see mcp_store.h. */
+#include <string.h>
+
+#include <apr_strings.h>
+
+#include "mcp_store_private.h"
+
+static mcp_store_refusal_t refusal(const char *text)
+{
+    static const struct {
+        const char          *text;
+        mcp_store_refusal_t  refusal;
+    } names[] = {
+        { "session-streams", MCP_STORE_REFUSED_SESSION_STREAMS },
+        { "holder-streams", MCP_STORE_REFUSED_HOLDER_STREAMS },
+        { "stream-followers", MCP_STORE_REFUSED_STREAM_FOLLOWERS },
+        { "sessions", MCP_STORE_REFUSED_SESSIONS },
+        { "holder-sessions", MCP_STORE_REFUSED_HOLDER_SESSIONS },
+    };
+    apr_size_t i;
+
+    for (i = 0; text && *text && i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcmp(text, names[i].text) == 0) {
+            return names[i].refusal;
+        }
+    }
+    return MCP_STORE_ADMITTED;
+}
+
+mcp_store_status_t mcp_store_session_insert_admitted(mcp_store_t *db, apr_pool_t *p,
+                                                     const mcp_store_session_t *s,
+                                                     const char *holder, const char *init_request,
+                                                     const char *init_response, int max_live,
+                                                     int max_per_holder, int idle_secs,
+                                                     mcp_store_refusal_t *refused)
+{
+    static const char sql[] =
+        "WITH a AS ("
+        "  SELECT mcp.admit_session($1, $2::int, $3::int, $4::int) AS refused"
+        "), s AS ("
+        "  INSERT INTO mcp.sessions (id, backend_url, backend_session_id, protocol_version,"
+        "                            principal, client_info, client_capabilities, server_info,"
+        "                            holder, idle_timeout_secs)"
+        "  SELECT $5, $6, $7, $8, $9, mcp.audit_jsonb($10::text), mcp.audit_jsonb($11::text),"
+        "         mcp.audit_jsonb($12::text), $1, $4::int FROM a"
+        "   WHERE a.refused IS NULL"
+        "  RETURNING id, principal"
+        "), e AS ("
+        "  INSERT INTO mcp.events (session_id, direction, kind, message_text, message, principal)"
+        "  SELECT s.id, v.direction, 'message', v.t, mcp.audit_jsonb(v.t), s.principal"
+        "    FROM s, (VALUES (1, 'in', $13::text), (2, 'out', $14::text)) AS v(ord, direction, t)"
+        "   ORDER BY v.ord"
+        ")"
+        "SELECT a.refused, s.id FROM a LEFT JOIN s ON true";
+    const char *args[14];
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    *refused = MCP_STORE_ADMITTED;
+    args[0] = holder;
+    args[1] = mcp_store__int_text(p, max_live);
+    args[2] = mcp_store__int_text(p, max_per_holder);
+    args[3] = mcp_store__int_text(p, idle_secs);
+    args[4] = s->id;
+    args[5] = s->backend_url;
+    args[6] = s->backend_session_id;
+    args[7] = s->protocol_version;
+    args[8] = s->principal;
+    args[9] = s->client_info;
+    args[10] = s->client_capabilities;
+    args[11] = s->server_info;
+    args[12] = init_request;
+    args[13] = init_response;
+    rv = mcp_store_exec(db, p, "storing the session", sql, NARGS(args), args, &res);
+    if (rv == MCP_STORE_REFUSED && db->sqlstate && strcmp(db->sqlstate, "23505") == 0
+        && strstr(db->error, "sessions_pkey")) {
+        /* A retry after a try whose outcome was unknown (the connection broke after the
+         * server got it): that try stored the session (its id is 192 random bits: nothing
+         * else can hold it). */
+        return MCP_STORE_OK;
+    }
+    if (rv != MCP_STORE_OK) {
+        return rv;
+    }
+    if (PQntuples(res) < 1) {
+        db->sqlstate = NULL;
+        db->error = "storing the session: no result";
+        return MCP_STORE_REFUSED;
+    }
+    *refused = refusal(mcp_store_cell(res, 0, 0));
+    return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
+                                                const char *holder, int max_live,
+                                                int max_per_holder, int idle_secs,
+                                                mcp_store_refusal_t *refused)
+{
+    static const char sql[] =
+        "SELECT $1::int > 0 AND count(*) >= $1::int,"
+        "       $2::int > 0 AND count(*) FILTER (WHERE holder = $3) >= $2::int"
+        "  FROM mcp.sessions WHERE terminated_at IS NULL"
+        "   AND ($4::int = 0 OR last_seen_at > now() - make_interval(secs => $4::int))";
+    const char *args[4];
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    *refused = MCP_STORE_ADMITTED;
+    if (max_live <= 0 && max_per_holder <= 0) {
+        return MCP_STORE_OK;
+    }
+    args[0] = mcp_store__int_text(p, max_live);
+    args[1] = mcp_store__int_text(p, max_per_holder);
+    args[2] = holder;
+    args[3] = mcp_store__int_text(p, idle_secs);
+    if ((rv = mcp_store_exec(db, p, "counting live sessions", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
+    }
+    if (PQntuples(res) > 0 && strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
+        *refused = MCP_STORE_REFUSED_SESSIONS;
+    }
+    else if (PQntuples(res) > 0 && strcmp(PQgetvalue(res, 0, 1), "t") == 0) {
+        *refused = MCP_STORE_REFUSED_HOLDER_SESSIONS;
+    }
+    return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_stream_open_request_admitted(
+    mcp_store_t *db, apr_pool_t *p, mcp_store_session_t *session, int idle_secs,
+    const char *request_id, const char *method, const char *inbound, const char *owner,
+    int lease_secs, const mcp_store_limits_t *limits, int n_primed, const char *const *primed,
+    apr_int64_t *stream_id, mcp_store_refusal_t *refused)
+{
+    /* The admission comes between the session's check and the stream's insert. The session's
+     * row is locked in one mode only, chosen from a plain read: an UPDATE (the touch) when its
+     * activity is over a second old, else FOR KEY SHARE, the lock the stream's foreign key
+     * takes anyway (no new row version, none of the row's CHECKs, no second lock). Either waits
+     * for a termination in flight (SESSION_END_LOCK) and re-checks the row after it, and a
+     * termination waits for either. A transaction that never upgrades a lock it holds on the
+     * row cannot deadlock with another on it; other requests' KEY SHARE (their foreign keys,
+     * their statement 2, grouped or not) never blocks this UPDATE. A stale read makes the
+     * UPDATE, which waits for the lock instead of skipping: a session in use is touched. */
+#define SQL(JSONB) \
+        "WITH cur AS (" \
+        "  SELECT last_seen_at < now() - interval '1 second' AS stale FROM mcp.sessions" \
+        "   WHERE id = $1" \
+        "), touched AS (" \
+        "  UPDATE mcp.sessions SET last_seen_at = now()" \
+        "   WHERE id = $1 AND (SELECT stale FROM cur) AND " SESSION_LIVE \
+        "  RETURNING id, principal, backend_session_id, protocol_version" \
+        "), held AS (" \
+        "  SELECT id, principal, backend_session_id, protocol_version FROM mcp.sessions" \
+        "   WHERE id = $1 AND (SELECT stale FROM cur) IS FALSE AND " SESSION_LIVE \
+        "     FOR KEY SHARE" \
+        "), se AS (" \
+        "  SELECT * FROM touched UNION ALL SELECT * FROM held" \
+        "), a AS (" \
+        "  SELECT mcp.admit_stream(se.id, $5, 0, $6::int, $7::int, 0) AS refused FROM se" \
+        "), s AS (" \
+        "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner," \
+        "                           lease_until, holder)" \
+        "  SELECT se.id, 'request', $8, " JSONB("$8") ", $9, $10," \
+        "         now() + make_interval(secs => $11::int), $5" \
+        "    FROM se, a WHERE a.refused IS NULL" \
+        "  RETURNING id, session_id" \
+        "), e AS (" \
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text," \
+        "                          message, principal)" \
+        "  SELECT s.session_id, s.id, 0, 'in', 'message', $12, " JSONB("$12") "," \
+        "         se.principal FROM s, se" \
+        "  UNION ALL" \
+        "  SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, NULL, se.principal FROM s, se" \
+        "   WHERE se.protocol_version = ANY ($13::text[])" \
+        ")" \
+        "SELECT s.id, se.backend_session_id, se.protocol_version, a.refused" \
+        "  FROM se CROSS JOIN a LEFT JOIN s ON true"
+    static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
+#undef SQL
+    const char *args[13];
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    *refused = MCP_STORE_ADMITTED;
+    args[0] = session->id;
+    args[1] = session->principal;
+    args[2] = session->backend_url;
+    args[3] = mcp_store__int_text(p, idle_secs);
+    args[4] = limits->holder;
+    args[5] = mcp_store__int_text(p, limits->max_session_streams);
+    args[6] = mcp_store__int_text(p, limits->max_holder_streams);
+    args[7] = request_id;
+    args[8] = method;
+    args[9] = owner;
+    args[10] = mcp_store__int_text(p, lease_secs);
+    args[11] = inbound;
+    args[12] = mcp_store__text_array(p, n_primed, primed);
+    /* request_id and inbound are valid JSON (the caller parsed them). */
+    if ((rv = mcp_store_exec_row(db, p, "storing the request and its stream",
+                                 mcp_store__plain_jsonb(request_id)
+                                 && mcp_store__plain_jsonb(inbound) ? plain : audited,
+                                 NARGS(args), args, &res)) != MCP_STORE_OK) {
+        return rv;
+    }
+    session->backend_session_id = mcp_store_cell(res, 0, 1);
+    session->protocol_version = mcp_store_cell(res, 0, 2);
+    *refused = refusal(mcp_store_cell(res, 0, 3));
+    if (!*refused) {
+        *stream_id = apr_atoi64(PQgetvalue(res, 0, 0));
+    }
+    return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_stream_open_stateless_admitted(
+    mcp_store_t *db, apr_pool_t *p, const char *protocol_version, const char *principal,
+    const char *request_id, const char *method, const char *inbound, const char *owner,
+    int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
+    mcp_store_refusal_t *refused)
+{
+    static const char sql[] =
+        "WITH a AS ("
+        "  SELECT mcp.admit_stream(NULL, $1, 0, 0, $2::int, 0) AS refused"
+        "), s AS ("
+        "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner,"
+        "                           lease_until, holder, protocol_version, principal)"
+        "  SELECT NULL, 'request', $3, mcp.audit_jsonb($3::text), $4, $5,"
+        "         now() + make_interval(secs => $6::int), $1, $7, $8"
+        "    FROM a WHERE a.refused IS NULL"
+        "  RETURNING id"
+        "), e AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
+        "                          message, principal)"
+        "  SELECT NULL, s.id, 0, 'in', 'message', $9, mcp.audit_jsonb($9::text), $8 FROM s"
+        ")"
+        "SELECT s.id, a.refused FROM a LEFT JOIN s ON true";
+    const char *args[9];
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    *refused = MCP_STORE_ADMITTED;
+    args[0] = limits->holder;
+    args[1] = mcp_store__int_text(p, limits->max_holder_streams);
+    args[2] = request_id;
+    args[3] = method;
+    args[4] = owner;
+    args[5] = mcp_store__int_text(p, lease_secs);
+    args[6] = protocol_version;
+    args[7] = principal;
+    args[8] = inbound;
+    if ((rv = mcp_store_exec(db, p, "storing the stateless request and its stream", sql,
+                             NARGS(args), args, &res)) != MCP_STORE_OK) {
+        return rv;
+    }
+    if (PQntuples(res) < 1) {
+        db->error = "storing the stateless request: no result";
+        return MCP_STORE_UNAVAILABLE;
+    }
+    *refused = refusal(mcp_store_cell(res, 0, 1));
+    if (!*refused) {
+        *stream_id = apr_atoi64(PQgetvalue(res, 0, 0));
+    }
+    return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_store_stream_open_standalone_admitted(
+    mcp_store_t *db, apr_pool_t *p, const mcp_store_session_t *session, const char *owner,
+    int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
+    mcp_store_refusal_t *refused)
+{
+    static const char close_stale[] =
+        "WITH c AS ("
+        "  UPDATE mcp.streams SET status = 'closed', completed_at = now()"
+        "   WHERE session_id = $1 AND kind = 'standalone' AND status = 'open'"
+        "     AND lease_until < now()"
+        "  RETURNING id"
+        ")"
+        "SELECT pg_notify('mcp_events', id::text) FROM c";   /* for its owner, if alive */
+    static const char sql[] =
+        "WITH a AS ("
+        "  SELECT mcp.admit_stream($1, $2, 0, $3::int, $4::int, 0) AS refused"
+        "), s AS ("
+        "  INSERT INTO mcp.streams (session_id, kind, owner, lease_until, holder)"
+        "  SELECT $1, 'standalone', $5, now() + make_interval(secs => $6::int), $2"
+        "    FROM a WHERE a.refused IS NULL"
+        "  ON CONFLICT (session_id) WHERE kind = 'standalone' AND status = 'open' DO NOTHING"
+        "  RETURNING id, session_id"
+        "), e AS ("
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
+        "                          message, principal)"
+        "  SELECT session_id, id, 0, 'out', 'priming', NULL, NULL, $7 FROM s"
+        ")"
+        "SELECT a.refused, s.id FROM a LEFT JOIN s ON true";
+    const char *args[7], *id;
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    *refused = MCP_STORE_ADMITTED;
+    args[0] = session->id;
+    args[1] = limits->holder;
+    args[2] = mcp_store__int_text(p, limits->max_session_streams);
+    args[3] = mcp_store__int_text(p, limits->max_holder_streams);
+    args[4] = owner;
+    args[5] = mcp_store__int_text(p, lease_secs);
+    args[6] = session->principal;
+    /* A stale open stream (its owner stopped renewing) is closed by a statement of its own:
+     * the insert's conflict check would not see a change made in the same statement. */
+    if ((rv = mcp_store_exec(db, p, "closing a stale standalone stream", close_stale, 1, args,
+                             NULL)) != MCP_STORE_OK) {
+        return rv;
+    }
+    if ((rv = mcp_store_exec(db, p, "opening the standalone stream", sql, NARGS(args), args,
+                             &res)) != MCP_STORE_OK) {
+        return rv;
+    }
+    if (PQntuples(res) < 1) {
+        mcp_store__result_done(p, res);
+        db->sqlstate = NULL;
+        db->error = "opening the standalone stream: no result";
+        return MCP_STORE_REFUSED;
+    }
+    *refused = refusal(mcp_store_cell(res, 0, 0));
+    id = mcp_store_cell(res, 0, 1);
+    rv = *refused ? MCP_STORE_LIMIT : id && *id ? MCP_STORE_OK : MCP_STORE_CONFLICT;
+    if (rv == MCP_STORE_OK) {
+        *stream_id = apr_atoi64(id);
+    }
+    /* The stream's request pool would hold it for the stream's life. */
+    mcp_store__result_done(p, res);
+    return rv;
+}
+
+mcp_store_status_t mcp_store_stream_follow(mcp_store_t *db, apr_pool_t *p,
+                                           const char *session_id, apr_int64_t stream_id,
+                                           apr_int64_t seq, const char *owner, int lease_secs,
+                                           const mcp_store_limits_t *limits,
+                                           mcp_store_stream_t *out, apr_int64_t *follower_id,
+                                           mcp_store_refusal_t *refused)
+{
+    /* The look-up, then the follower's admission and row. */
+    static const char sql[] =
+        "WITH st AS ("
+        "  SELECT s.id, s.kind, s.status, (s.status = 'open' AND s.lease_until < now()) AS expired,"
+        "         (SELECT max(seq) FROM mcp.events WHERE stream_id = s.id) AS last_seq, s.owner,"
+        "         s.followed"
+        "    FROM mcp.streams s"
+        "   WHERE s.id = $1::bigint AND s.session_id = $2"
+        "     AND EXISTS (SELECT 1 FROM mcp.events e WHERE e.stream_id = s.id"
+        "                    AND e.seq = $3::bigint AND e.direction = 'out')"
+        "), a AS ("
+        "  SELECT mcp.admit_stream($2, $4, st.id, $5::int, $6::int, $7::int) AS refused"
+        "    FROM st WHERE st.status = 'open'"
+        "), f AS ("
+        "  INSERT INTO mcp.followers (stream_id, session_id, holder, owner, lease_until)"
+        "  SELECT st.id, $2, $4, $8, now() + make_interval(secs => $9::int)"
+        "    FROM st, a WHERE a.refused IS NULL"
+        "  RETURNING id"
+        /* Writers notify followed streams only: the flag is set under the row's FOR UPDATE
+         * lock, which waits for every writer that read the flag unset (their FOR KEY SHARE);
+         * the caller reads the stream after this commit. */
+        "), lk AS ("
+        "  SELECT s.id FROM mcp.streams s, st, a"
+        "   WHERE s.id = st.id AND a.refused IS NULL AND NOT st.followed FOR UPDATE OF s"
+        "), fl AS ("
+        "  UPDATE mcp.streams s SET followed = true FROM lk WHERE s.id = lk.id"
+        ")"
+        "SELECT st.kind, st.status, st.expired, st.last_seq, st.owner, a.refused, f.id"
+        "  FROM st LEFT JOIN a ON true LEFT JOIN f ON true";
+    const char *args[9], *id;
+    mcp_store_status_t rv;
+    PGresult *res;
+
+    *refused = MCP_STORE_ADMITTED;
+    *follower_id = 0;
+    args[0] = mcp_store__i64(p, stream_id);
+    args[1] = session_id;
+    args[2] = mcp_store__i64(p, seq);
+    args[3] = limits->holder;
+    args[4] = mcp_store__int_text(p, limits->max_session_streams);
+    args[5] = mcp_store__int_text(p, limits->max_holder_streams);
+    args[6] = mcp_store__int_text(p, limits->max_stream_followers);
+    args[7] = owner;
+    args[8] = mcp_store__int_text(p, lease_secs);
+    if ((rv = mcp_store_exec_row(db, p, "looking up an event", sql, NARGS(args), args, &res))
+        != MCP_STORE_OK) {
+        return rv;
+    }
+    mcp_store__read_stream(res, stream_id, out);
+    *refused = refusal(mcp_store_cell(res, 0, 5));
+    id = mcp_store_cell(res, 0, 6);
+    if (id && *id) {
+        *follower_id = apr_atoi64(id);
+    }
+    return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
+}

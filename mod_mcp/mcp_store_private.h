@@ -1,0 +1,47 @@
+/* mcp_store_private — what the store's files share and its callers do not see: the helpers
+ * that mcp_store.c defines for the statement files (mcp_store_<noun>.c), the grouped exec of
+ * the hot path's writes, and the SQL fragments more than one file's statements use. Every
+ * name here has the internal prefix mcp_store__; mcp_store.h stays the public face. */
+#ifndef MCP_STORE_PRIVATE_H
+#define MCP_STORE_PRIVATE_H
+
+#include "mcp_store.h"
+
+#define NARGS(a) MCP_STORE_NARGS(a)
+
+/* The jsonb copies of messages known to be valid JSON: a statement comes in two texts, one with
+ * a plain cast for texts that certainly cast (mcp_text_jsonb_plain), one with mcp.audit_jsonb,
+ * which never fails a statement but costs a plpgsql call and a subtransaction per message (~20
+ * us each: bench/results.md, issue 12, fourth pass). Two texts, not a CASE on a parameter: with
+ * one, PostgreSQL re-plans the prepared statement on every call (a custom plan folds the CASE,
+ * so it always looks cheaper than the generic one). */
+#define JSONB_PLAIN(param)   param "::text::jsonb"
+#define JSONB_AUDITED(param) "mcp.audit_jsonb(" param "::text)"
+
+/* Live for principal $2 at backend $3, active within $4 seconds (0: no idle limit). */
+#define SESSION_LIVE \
+    "terminated_at IS NULL AND principal IS NOT DISTINCT FROM $2 AND backend_url = $3" \
+    " AND ($4::int = 0 OR last_seen_at > now() - make_interval(secs => $4::int))"
+
+/* mcp_store_exec, in the child's group (see mcp_store.h) when key >= 0 and the handle has one:
+ * for the hot path's writes only (statements whose locks are their own stream's row). */
+mcp_store_status_t mcp_store__exec_as(mcp_store_t *db, apr_pool_t *p, const char *what,
+                                      const char *sql, int n, const char *const *params,
+                                      PGresult **out, apr_int64_t key);
+
+/* A result read to the end by its caller (what is kept of it was copied into p) goes now
+ * instead of with p. */
+void mcp_store__result_done(apr_pool_t *p, PGresult *res);
+
+/* Statement arguments: a bigint's and an int's text, a PostgreSQL array literal of n strings,
+ * and whether a valid JSON text certainly casts to jsonb (JSONB_PLAIN, not JSONB_AUDITED). */
+const char *mcp_store__i64(apr_pool_t *p, apr_int64_t v);
+const char *mcp_store__int_text(apr_pool_t *p, int v);
+const char *mcp_store__text_array(apr_pool_t *p, int n, const char *const *v);
+int mcp_store__plain_jsonb(const char *json);
+
+/* The first row's kind, status, lease_expired, last_seq and owner (columns 0-4), as
+ * mcp_store_stream.c's STREAM_COLUMNS select them. */
+void mcp_store__read_stream(PGresult *res, apr_int64_t stream_id, mcp_store_stream_t *out);
+
+#endif
