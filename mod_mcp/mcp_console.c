@@ -188,6 +188,11 @@ int mcp_console_parse(apr_pool_t *p, const char *args, mcp_console_query_t *q,
     q->window = "1h";
     q->window_secs = 3600;
     *problem = NULL;
+    /* Known before anything can be refused: a refusal comes in the form asked for. */
+    for (; *s; s += strcspn(s, "&"), s += *s == '&') {
+        q->json |= strncmp(s, "format=json", 11) == 0 && (s[11] == '&' || !s[11]);
+    }
+    s = args ? args : "";
     while (*s) {
         apr_size_t len = strcspn(s, "&"), klen = strcspn(s, "=");
         param_t *pm;

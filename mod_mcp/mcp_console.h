@@ -56,7 +56,8 @@ typedef struct mcp_console_query_t {
 
 /* Reads a query string (NULL or "": the overview). 0 on success; -1 with *problem saying which
  * parameter is wrong and why (a page that does not exist, a value out of its form, a parameter
- * the page does not take, a missing one), for a 400 answer. */
+ * the page does not take, a missing one), for a 400 answer; q->json then says whether a
+ * format=json before the fault asked for the answer as JSON. */
 int mcp_console_parse(apr_pool_t *p, const char *args, mcp_console_query_t *q,
                       const char **problem);
 

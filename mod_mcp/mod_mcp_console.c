@@ -94,19 +94,21 @@ static int console_handler(request_rec *r)
     mcp_store_status_t st;
     mcp_store_t *db;
     apr_size_t len;
+    int parsed;
 
     if (!r->handler || strcmp(r->handler, "mcp-console") != 0) {
         return DECLINED;
     }
     common_headers(r);
+    parsed = mcp_console_parse(r->pool, r->args, &q, &problem);
     if (r->method_number != M_GET) {
         apr_table_setn(r->headers_out, "Allow", "GET, HEAD");
-        return refuse(r, r->args && strstr(r->args, "format=json") != NULL,
-                      HTTP_METHOD_NOT_ALLOWED, apr_pstrcat(r->pool, "Method Not Allowed: the "
-                      "console is read-only (GET and HEAD), not ", r->method, NULL));
+        return refuse(r, q.json, HTTP_METHOD_NOT_ALLOWED,
+                      apr_pstrcat(r->pool, "Method Not Allowed: the console is read-only (GET "
+                                  "and HEAD), not ", r->method, NULL));
     }
-    if (mcp_console_parse(r->pool, r->args, &q, &problem) != 0) {
-        return refuse(r, r->args && strstr(r->args, "format=json") != NULL, HTTP_BAD_REQUEST,
+    if (parsed != 0) {
+        return refuse(r, q.json, HTTP_BAD_REQUEST,
                       apr_pstrcat(r->pool, "Bad Request: ", problem, NULL));
     }
     if (q.page == MCP_CONSOLE_STYLESHEET) {

@@ -92,6 +92,18 @@ START_TEST(test_parse_refuses_with_a_reason)
     ck_assert_ptr_nonnull(strstr(problem_of("page=sessions&q=a%zz"), "%-escape"));
     ck_assert_ptr_nonnull(strstr(problem_of("page=sessions&q=%ff"), "q:"));
     ck_assert_ptr_nonnull(strstr(problem_of("format=xml"), "format:"));
+    {
+        /* A refusal says whether JSON was asked for, wherever format=json stood. */
+        mcp_console_query_t q;
+        const char *problem;
+
+        ck_assert_int_eq(mcp_console_parse(pool, "format=json&page=nope", &q, &problem), -1);
+        ck_assert(q.json);
+        ck_assert_int_eq(mcp_console_parse(pool, "page=nope&format=json", &q, &problem), -1);
+        ck_assert(q.json);
+        ck_assert_int_eq(mcp_console_parse(pool, "page=nope&xformat=jsonx", &q, &problem), -1);
+        ck_assert(!q.json);
+    }
     ck_assert_ptr_nonnull(strstr(problem_of("asset=../etc/passwd"), "asset:"));
     ck_assert_ptr_nonnull(strstr(problem_of("asset=console.css&page=tools"), "asset:"));
     /* A parameter's name is quoted in the reason, never repeated raw. */
