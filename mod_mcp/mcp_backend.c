@@ -264,12 +264,22 @@ typedef struct prepared_t {
 } prepared_t;
 
 /* Sets up h for call: its headers, options and callbacks, all pointing into pr. */
+/* "Name: value" lines (const char *; NULL: none) appended to a request's headers. */
+static struct curl_slist *append_lines(struct curl_slist *hdrs, const apr_array_header_t *lines)
+{
+    int i;
+
+    for (i = 0; lines && i < lines->nelts; i++) {
+        hdrs = curl_slist_append(hdrs, APR_ARRAY_IDX(lines, i, const char *));
+    }
+    return hdrs;
+}
+
 static void prepare(prepared_t *pr, CURL *h, apr_pool_t *p, const mcp_backend_call_t *call,
                     mcp_backend_response_t *response)
 {
     struct curl_slist *hdrs = NULL;
     exchange_t *x = &pr->x;
-    int i;
 
     memset(response, 0, sizeof(*response));
     response->headers = apr_table_make(p, 16);
@@ -297,12 +307,8 @@ static void prepare(prepared_t *pr, CURL *h, apr_pool_t *p, const mcp_backend_ca
         hdrs = curl_slist_append(hdrs, apr_pstrcat(p, "Last-Event-ID: ", call->last_event_id,
                                                    NULL));
     }
-    for (i = 0; call->headers && i < call->headers->nelts; i++) {
-        hdrs = curl_slist_append(hdrs, APR_ARRAY_IDX(call->headers, i, const char *));
-    }
-    for (i = 0; call->identity && i < call->identity->nelts; i++) {
-        hdrs = curl_slist_append(hdrs, APR_ARRAY_IDX(call->identity, i, const char *));
-    }
+    hdrs = append_lines(hdrs, call->headers);
+    hdrs = append_lines(hdrs, call->identity);
     if (call->traceparent) {
         hdrs = curl_slist_append(hdrs, apr_pstrcat(p, "traceparent: ", call->traceparent, NULL));
     }

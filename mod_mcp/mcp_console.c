@@ -637,18 +637,44 @@ static const char *message_summary(apr_pool_t *p, json_object *m, const char **c
     return "message";
 }
 
-/* One event of a transcript or a stream: its summary line, then the message, folded. */
-static void event_html(mcp_html_t *h, json_object *e, int with_stream)
+/* The store cut the event's text (its size says more than the text holds). */
+static int event_cut(apr_pool_t *p, json_object *e)
+{
+    const char *text = text_of(p, e, "text");
+
+    return text && int_of(e, "bytes") > (apr_int64_t)strlen(text);
+}
+
+/* An event's message, parsed (once per page: the caller keeps it); NULL for a priming row, a
+ * text the store cut, or one that is not JSON. */
+static json_object *event_message(apr_pool_t *p, json_object *e)
+{
+    const char *text = text_of(p, e, "text");
+
+    return text && !event_cut(p, e) ? mcp_jsonrpc_parse_value(p, text, strlen(text)) : NULL;
+}
+
+/* What an event is, in a few words, from its parsed message m (and its class: "err" or ""). */
+static const char *event_summary(apr_pool_t *p, json_object *e, json_object *m,
+                                 const char **cls)
+{
+    const char *kind = text_of(p, e, "kind");
+
+    *cls = "";
+    return kind && !strcmp(kind, "priming") ? "priming event"
+         : m ? message_summary(p, m, cls) : "message";
+}
+
+/* One event of a transcript or a stream (m: its message, event_message): its summary line,
+ * then the message, folded. */
+static void event_html(mcp_html_t *h, json_object *e, json_object *m, int with_stream)
 {
     apr_pool_t *p = mcp_html_pool(h);
-    const char *text = text_of(p, e, "text"), *kind = text_of(p, e, "kind");
-    const char *dir = text_of(p, e, "direction"), *cls = "", *summary;
+    const char *text = text_of(p, e, "text"), *dir = text_of(p, e, "direction"), *cls;
+    const char *summary = event_summary(p, e, m, &cls);
     apr_int64_t bytes = int_of(e, "bytes");
-    int cut = text && bytes > (apr_int64_t)strlen(text);
-    json_object *m = text && !cut ? mcp_jsonrpc_parse_value(p, text, strlen(text)) : NULL;
+    int cut = event_cut(p, e);
 
-    summary = kind && !strcmp(kind, "priming") ? "priming event"
-            : m ? message_summary(p, m, &cls) : "message";
     mcp_html_raw(h, "<li class=\"");
     mcp_html_text(h, dir);
     mcp_html_raw(h, *cls ? " " : "");
@@ -1036,7 +1062,7 @@ static void session_html(mcp_html_t *h, const mcp_console_query_t *q, json_objec
     }
     mcp_html_raw(h, "<ul class=\"events\">\n");
     for (i = 0; i < array_length(events); i++) {
-        event_html(h, item(events, i), 1);
+        event_html(h, item(events, i), event_message(p, item(events, i)), 1);
     }
     mcp_html_raw(h, "</ul>\n");
     if (array_length(events) == 0) {
@@ -1047,11 +1073,10 @@ static void session_html(mcp_html_t *h, const mcp_console_query_t *q, json_objec
 
 /* ---- a stream ------------------------------------------------------------------------------- */
 
-static const char *mark_class(apr_pool_t *p, json_object *e)
+/* A timeline mark's class, from the event and its parsed message m. */
+static const char *mark_class(apr_pool_t *p, json_object *e, json_object *m)
 {
     const char *kind = text_of(p, e, "kind"), *dir = text_of(p, e, "direction");
-    const char *text = text_of(p, e, "text");
-    json_object *m;
 
     if (kind && !strcmp(kind, "priming")) {
         return "m-priming";
@@ -1059,7 +1084,6 @@ static const char *mark_class(apr_pool_t *p, json_object *e)
     if (dir && !strcmp(dir, "in")) {
         return "m-in";
     }
-    m = text ? mcp_jsonrpc_parse_value(p, text, strlen(text)) : NULL;
     if (member(m, "error")) {
         return "m-error";
     }
@@ -1077,6 +1101,7 @@ static void stream_html(mcp_html_t *h, const mcp_console_query_t *q, json_object
     double *offsets = apr_pcalloc(p, sizeof(double) * (n + 1));
     const char **classes = apr_pcalloc(p, sizeof(char *) * (n + 1));
     const char **tips = apr_pcalloc(p, sizeof(char *) * (n + 1));
+    json_object **messages = apr_pcalloc(p, sizeof(json_object *) * (n + 1));
 
     if (!s) {
         mcp_html_raw(h, "<p>No such stream (it may have been removed by retention).</p>\n");
@@ -1107,24 +1132,21 @@ static void stream_html(mcp_html_t *h, const mcp_console_query_t *q, json_object
     mcp_html_raw(h, "</dl>\n<h2>Timeline</h2>\n");
     for (i = 0; i < n; i++) {
         json_object *e = item(events, i);
-        const char *summary = "priming event", *cls = "";
-        const char *text = text_of(p, e, "text");
-        json_object *m = text ? mcp_jsonrpc_parse_value(p, text, strlen(text)) : NULL;
+        const char *cls;
 
-        if (m) {
-            summary = message_summary(p, m, &cls);
-        }
+        messages[i] = event_message(p, e);
         offsets[i] = double_of(e, "offset_ms");
-        classes[i] = mark_class(p, e);
+        classes[i] = mark_class(p, e, messages[i]);
         tips[i] = apr_psprintf(p, "seq %" APR_INT64_T_FMT " at +%.1f ms: %s",
-                               int_of(e, "seq"), offsets[i], summary);
+                               int_of(e, "seq"), offsets[i],
+                               event_summary(p, e, messages[i], &cls));
     }
     mcp_plot_timeline(h, "The stream's messages in time: request (grey), priming (light), "
                       "notifications (blue), server requests (amber), the result (green) or "
                       "an error (red)", n, offsets, classes, tips);
     mcp_html_raw(h, "<ul class=\"events\">\n");
     for (i = 0; i < n; i++) {
-        event_html(h, item(events, i), 0);
+        event_html(h, item(events, i), messages[i], 0);
     }
     mcp_html_raw(h, "</ul>\n");
     pager(h, q, doc, "Later messages");

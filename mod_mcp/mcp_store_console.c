@@ -2,6 +2,7 @@
 #include <apr_strings.h>
 
 #include "mcp_store_console.h"
+#include "mcp_store_private.h"
 
 /* Runs one of the console's statements and gives its one cell, the page's document. */
 static mcp_store_status_t document(mcp_store_t *db, apr_pool_t *p, const char *what,
@@ -60,16 +61,11 @@ static mcp_store_status_t document(mcp_store_t *db, apr_pool_t *p, const char *w
 #define TAG_PREFIX(sessions, param) \
     "(md5(" sessions ".id) ~>=~ " param " AND md5(" sessions ".id) ~<~ (" param " || 'g'))"
 
-static const char *num(apr_pool_t *p, apr_int64_t v)
-{
-    return apr_psprintf(p, "%" APR_INT64_T_FMT, v);
-}
-
 /* The lowest stream id of streams started in the last secs seconds (mcp.stream_id_at), as a
  * parameter: a constant for the planner, where now() would not be. */
 static const char *stream_id_since(apr_pool_t *p, int secs)
 {
-    return num(p, (apr_time_sec(apr_time_now()) - secs) * APR_INT64_C(1000000));
+    return mcp_store__i64(p, (apr_time_sec(apr_time_now()) - secs) * APR_INT64_C(1000000));
 }
 
 /* $1 the sample's size, $2 the lowest stream id of the last hour. The outcome of a request is
@@ -165,9 +161,9 @@ mcp_store_status_t mcp_store_console_overview(mcp_store_t *db, apr_pool_t *p, in
         ")::text";
     const char *args[2];
 
-    args[0] = num(p, sample);
+    args[0] = mcp_store__i64(p, sample);
     args[1] = stream_id_since(p, 3600);
-    return document(db, p, "reading the console's overview", sql, 2, args, json);
+    return document(db, p, "reading the console's overview", sql, NARGS(args), args, json);
 }
 
 /* $1 q, $2 before (NULL: now), $3 state, $4 rows. Fetches one row more than it shows, to know
@@ -220,8 +216,8 @@ mcp_store_status_t mcp_store_console_sessions(mcp_store_t *db, apr_pool_t *p, co
     args[0] = q;
     args[1] = before;
     args[2] = state;
-    args[3] = num(p, rows);
-    return document(db, p, "reading the console's sessions list", sql, 4, args, json);
+    args[3] = mcp_store__i64(p, rows);
+    return document(db, p, "reading the console's sessions list", sql, NARGS(args), args, json);
 }
 
 /* $1 ref, $2 after, $3 rows, $4 text_max. The sessions of the tag are found without an order
@@ -293,11 +289,11 @@ mcp_store_status_t mcp_store_console_session(mcp_store_t *db, apr_pool_t *p, con
     const char *args[4];
 
     args[0] = ref;
-    args[1] = num(p, after);
-    args[2] = num(p, rows);
-    args[3] = num(p, text_max);
-    return document(db, p, "reading a session's transcript for the console", sql, 4, args,
-                    json);
+    args[1] = mcp_store__i64(p, after);
+    args[2] = mcp_store__i64(p, rows);
+    args[3] = mcp_store__i64(p, text_max);
+    return document(db, p, "reading a session's transcript for the console", sql, NARGS(args),
+                    args, json);
 }
 
 /* $1 the stream, $2 after (a seq), $3 rows, $4 text_max. */
@@ -348,11 +344,11 @@ mcp_store_status_t mcp_store_console_stream(mcp_store_t *db, apr_pool_t *p, apr_
         ")::text";
     const char *args[4];
 
-    args[0] = num(p, id);
-    args[1] = num(p, after);
-    args[2] = num(p, rows);
-    args[3] = num(p, text_max);
-    return document(db, p, "reading a stream for the console", sql, 4, args, json);
+    args[0] = mcp_store__i64(p, id);
+    args[1] = mcp_store__i64(p, after);
+    args[2] = mcp_store__i64(p, rows);
+    args[3] = mcp_store__i64(p, text_max);
+    return document(db, p, "reading a stream for the console", sql, NARGS(args), args, json);
 }
 
 /* $1 the window in seconds, $2 the sample's size, $3 the lowest stream id of the sample. A
@@ -430,12 +426,12 @@ mcp_store_status_t mcp_store_console_tools(mcp_store_t *db, apr_pool_t *p, int w
     PGresult *res;
 
     args[0] = stream_id_since(p, window_secs);
-    args[1] = num(p, sample);
+    args[1] = mcp_store__i64(p, sample);
     if ((rv = mcp_store_exec_row(db, p, "finding the console's sample of tool calls", lowest, 2,
                                  args, &res)) != MCP_STORE_OK) {
         return rv;
     }
     args[2] = apr_pstrdup(p, mcp_store_cell(res, 0, 0));
-    args[0] = num(p, window_secs);
-    return document(db, p, "reading the console's tools page", sql, 3, args, json);
+    args[0] = mcp_store__i64(p, window_secs);
+    return document(db, p, "reading the console's tools page", sql, NARGS(args), args, json);
 }
