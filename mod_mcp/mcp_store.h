@@ -125,7 +125,7 @@ void mcp_store_init(mcp_store_t *db, const mcp_store_lender_t *lender, void *bat
     "last_seen_at = CASE WHEN last_seen_at < now() - interval '1 second' THEN now()" \
     " ELSE last_seen_at END"
 
-#define MCP_STORE_SCHEMA_VERSION 10
+#define MCP_STORE_SCHEMA_VERSION 11
 
 /* The schema version of the database conn (a connection db's lender is lending) is connected to:
  * the highest in mcp.schema_version; 1 when that table does not exist but mcp.sessions does, 0
@@ -163,6 +163,7 @@ typedef struct mcp_store_session_t {
     const char *client_info;          /* JSON text or NULL                             */
     const char *client_capabilities;  /* JSON text or NULL                             */
     const char *server_info;          /* JSON text or NULL                             */
+    const char *trace_id;             /* initialize's W3C trace id (32 hex) or NULL     */
 } mcp_store_session_t;
 
 /* Looks up the live session id that belongs to principal (NULL: an unauthenticated session) and
@@ -322,15 +323,16 @@ mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
  * leased for lease_secs, held by limits->holder), stores the inbound message (seq 0) and, when
  * the session's protocol version is one of n_primed primed versions (mcp_protocol_primed: the
  * revisions whose streams begin with a priming event), the priming row (seq 1); a stream of any
- * other never sends one. The first outbound message takes seq 2 either way. request_id is JSON (an array for a
+ * other never sends one. The first outbound message takes seq 2 either way. trace_id (the
+ * request's W3C trace id, or NULL) is the stream's, as for every stream. request_id is JSON (an array for a
  * batch). On OK and LIMIT, session->backend_session_id and ->protocol_version are filled in;
  * NOT_FOUND when the session is not live for that principal and backend; LIMIT (*refused says
  * which) when the session or the holder holds its maximum of streams. Nothing is stored but the
  * activity unless OK. */
 mcp_store_status_t mcp_store_stream_open_request_admitted(
     mcp_store_t *db, apr_pool_t *p, mcp_store_session_t *session, int idle_secs,
-    const char *request_id, const char *method, const char *inbound, const char *owner,
-    int lease_secs, const mcp_store_limits_t *limits, int n_primed,
+    const char *request_id, const char *method, const char *inbound, const char *trace_id,
+    const char *owner, int lease_secs, const mcp_store_limits_t *limits, int n_primed,
     const char *const *primed, apr_int64_t *stream_id, mcp_store_refusal_t *refused);
 
 /* Record, then dispatch, for a 2026-07-28 (stateless) request: in one statement, admits one
@@ -340,16 +342,16 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
  * first outbound message takes seq 1. LIMIT (*refused) when the holder holds its maximum. */
 mcp_store_status_t mcp_store_stream_open_stateless_admitted(
     mcp_store_t *db, apr_pool_t *p, const char *protocol_version, const char *principal,
-    const char *request_id, const char *method, const char *inbound, const char *owner,
-    int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
+    const char *request_id, const char *method, const char *inbound, const char *trace_id,
+    const char *owner, int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
     mcp_store_refusal_t *refused);
 
 /* Opens the session's standalone GET stream with its priming row (seq 0), held by
  * limits->holder; CONFLICT when the session has an open one whose lease has not run out (a stale
  * one is closed first); LIMIT (*refused) when the session or the holder holds its maximum. */
 mcp_store_status_t mcp_store_stream_open_standalone_admitted(
-    mcp_store_t *db, apr_pool_t *p, const mcp_store_session_t *session, const char *owner,
-    int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
+    mcp_store_t *db, apr_pool_t *p, const mcp_store_session_t *session, const char *trace_id,
+    const char *owner, int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
     mcp_store_refusal_t *refused);
 
 /* The stream that event (stream_id, seq) belongs to, if that event exists and the stream is the

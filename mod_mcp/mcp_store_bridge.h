@@ -47,8 +47,8 @@ typedef struct mcp_store_bridge_open_t {
  * pooled session (as mcp_store_bridge_pooled: *out, *tools), touched, and — unless the call's
  * Mcp-Param-* headers must be checked first (a tool whose cached declarations are not known to
  * be none, or whose list is older than tools_ttl) — its backend stream opened on it (the request
- * and the priming row stored) and linked to the client stream: *stream_id, else 0 (the caller
- * checks, then opens the stream itself). NOT_FOUND when there is no pooled session. */
+ * and the priming row stored) and linked to the client stream, whose trace id it takes: *stream_id,
+ * else 0 (the caller checks, then opens the stream itself). NOT_FOUND when there is no pooled session. */
 mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
                                               const mcp_store_bridge_open_t *call,
                                               mcp_store_session_t **out,

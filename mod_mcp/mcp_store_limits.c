@@ -42,9 +42,9 @@ mcp_store_status_t mcp_store_session_insert_admitted(mcp_store_t *db, apr_pool_t
         "), s AS ("
         "  INSERT INTO mcp.sessions (id, backend_url, backend_session_id, protocol_version,"
         "                            principal, client_info, client_capabilities, server_info,"
-        "                            holder, idle_timeout_secs)"
+        "                            holder, idle_timeout_secs, trace_id)"
         "  SELECT $5, $6, $7, $8, $9, mcp.audit_jsonb($10::text), mcp.audit_jsonb($11::text),"
-        "         mcp.audit_jsonb($12::text), $1, $4::int FROM a"
+        "         mcp.audit_jsonb($12::text), $1, $4::int, $15 FROM a"
         "   WHERE a.refused IS NULL"
         "  RETURNING id, principal"
         "), e AS ("
@@ -54,7 +54,7 @@ mcp_store_status_t mcp_store_session_insert_admitted(mcp_store_t *db, apr_pool_t
         "   ORDER BY v.ord"
         ")"
         "SELECT a.refused, s.id FROM a LEFT JOIN s ON true";
-    const char *args[14];
+    const char *args[15];
     mcp_store_status_t rv;
     PGresult *res;
 
@@ -73,6 +73,7 @@ mcp_store_status_t mcp_store_session_insert_admitted(mcp_store_t *db, apr_pool_t
     args[11] = s->server_info;
     args[12] = init_request;
     args[13] = init_response;
+    args[14] = s->trace_id;
     rv = mcp_store_exec(db, p, "storing the session", sql, NARGS(args), args, &res);
     if (rv == MCP_STORE_REFUSED && db->sqlstate && strcmp(db->sqlstate, "23505") == 0
         && strstr(db->error, "sessions_pkey")) {
@@ -130,9 +131,9 @@ mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
 
 mcp_store_status_t mcp_store_stream_open_request_admitted(
     mcp_store_t *db, apr_pool_t *p, mcp_store_session_t *session, int idle_secs,
-    const char *request_id, const char *method, const char *inbound, const char *owner,
-    int lease_secs, const mcp_store_limits_t *limits, int n_primed, const char *const *primed,
-    apr_int64_t *stream_id, mcp_store_refusal_t *refused)
+    const char *request_id, const char *method, const char *inbound, const char *trace_id,
+    const char *owner, int lease_secs, const mcp_store_limits_t *limits, int n_primed,
+    const char *const *primed, apr_int64_t *stream_id, mcp_store_refusal_t *refused)
 {
     /* The admission comes between the session's check and the stream's insert. The session's
      * row is locked in one mode only, chosen from a plain read: an UPDATE (the touch) when its
@@ -161,9 +162,9 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
         "  SELECT mcp.admit_stream(se.id, $5, 0, $6::int, $7::int, 0) AS refused FROM se" \
         "), s AS (" \
         "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner," \
-        "                           lease_until, holder)" \
+        "                           lease_until, holder, trace_id)" \
         "  SELECT se.id, 'request', $8, " JSONB("$8") ", $9, $10," \
-        "         now() + make_interval(secs => $11::int), $5" \
+        "         now() + make_interval(secs => $11::int), $5, $14" \
         "    FROM se, a WHERE a.refused IS NULL" \
         "  RETURNING id, session_id" \
         "), e AS (" \
@@ -179,7 +180,7 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
         "  FROM se CROSS JOIN a LEFT JOIN s ON true"
     static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
 #undef SQL
-    const char *args[13];
+    const char *args[14];
     mcp_store_status_t rv;
     PGresult *res;
 
@@ -197,6 +198,7 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     args[10] = mcp_store__int_text(p, lease_secs);
     args[11] = inbound;
     args[12] = mcp_store__text_array(p, n_primed, primed);
+    args[13] = trace_id;
     /* request_id and inbound are valid JSON (the caller parsed them). */
     if ((rv = mcp_store_exec_row(db, p, "storing the request and its stream",
                                  mcp_store__plain_jsonb(request_id)
@@ -215,8 +217,8 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
 
 mcp_store_status_t mcp_store_stream_open_stateless_admitted(
     mcp_store_t *db, apr_pool_t *p, const char *protocol_version, const char *principal,
-    const char *request_id, const char *method, const char *inbound, const char *owner,
-    int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
+    const char *request_id, const char *method, const char *inbound, const char *trace_id,
+    const char *owner, int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
     mcp_store_refusal_t *refused)
 {
     static const char sql[] =
@@ -224,9 +226,9 @@ mcp_store_status_t mcp_store_stream_open_stateless_admitted(
         "  SELECT mcp.admit_stream(NULL, $1, 0, 0, $2::int, 0) AS refused"
         "), s AS ("
         "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner,"
-        "                           lease_until, holder, protocol_version, principal)"
+        "                           lease_until, holder, protocol_version, principal, trace_id)"
         "  SELECT NULL, 'request', $3, mcp.audit_jsonb($3::text), $4, $5,"
-        "         now() + make_interval(secs => $6::int), $1, $7, $8"
+        "         now() + make_interval(secs => $6::int), $1, $7, $8, $10"
         "    FROM a WHERE a.refused IS NULL"
         "  RETURNING id"
         "), e AS ("
@@ -235,7 +237,7 @@ mcp_store_status_t mcp_store_stream_open_stateless_admitted(
         "  SELECT NULL, s.id, 0, 'in', 'message', $9, mcp.audit_jsonb($9::text), $8 FROM s"
         ")"
         "SELECT s.id, a.refused FROM a LEFT JOIN s ON true";
-    const char *args[9];
+    const char *args[10];
     mcp_store_status_t rv;
     PGresult *res;
 
@@ -249,6 +251,7 @@ mcp_store_status_t mcp_store_stream_open_stateless_admitted(
     args[6] = protocol_version;
     args[7] = principal;
     args[8] = inbound;
+    args[9] = trace_id;
     if ((rv = mcp_store_exec(db, p, "storing the stateless request and its stream", sql,
                              NARGS(args), args, &res)) != MCP_STORE_OK) {
         return rv;
@@ -265,8 +268,8 @@ mcp_store_status_t mcp_store_stream_open_stateless_admitted(
 }
 
 mcp_store_status_t mcp_store_stream_open_standalone_admitted(
-    mcp_store_t *db, apr_pool_t *p, const mcp_store_session_t *session, const char *owner,
-    int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
+    mcp_store_t *db, apr_pool_t *p, const mcp_store_session_t *session, const char *trace_id,
+    const char *owner, int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
     mcp_store_refusal_t *refused)
 {
     static const char close_stale[] =
@@ -281,8 +284,8 @@ mcp_store_status_t mcp_store_stream_open_standalone_admitted(
         "WITH a AS ("
         "  SELECT mcp.admit_stream($1, $2, 0, $3::int, $4::int, 0) AS refused"
         "), s AS ("
-        "  INSERT INTO mcp.streams (session_id, kind, owner, lease_until, holder)"
-        "  SELECT $1, 'standalone', $5, now() + make_interval(secs => $6::int), $2"
+        "  INSERT INTO mcp.streams (session_id, kind, owner, lease_until, holder, trace_id)"
+        "  SELECT $1, 'standalone', $5, now() + make_interval(secs => $6::int), $2, $8"
         "    FROM a WHERE a.refused IS NULL"
         "  ON CONFLICT (session_id) WHERE kind = 'standalone' AND status = 'open' DO NOTHING"
         "  RETURNING id, session_id"
@@ -292,7 +295,7 @@ mcp_store_status_t mcp_store_stream_open_standalone_admitted(
         "  SELECT session_id, id, 0, 'out', 'priming', NULL, NULL, $7 FROM s"
         ")"
         "SELECT a.refused, s.id FROM a LEFT JOIN s ON true";
-    const char *args[7], *id;
+    const char *args[8], *id;
     mcp_store_status_t rv;
     PGresult *res;
 
@@ -304,6 +307,7 @@ mcp_store_status_t mcp_store_stream_open_standalone_admitted(
     args[4] = owner;
     args[5] = mcp_store__int_text(p, lease_secs);
     args[6] = session->principal;
+    args[7] = trace_id;
     /* A stale open stream (its owner stopped renewing) is closed by a statement of its own:
      * the insert's conflict check would not see a change made in the same statement. */
     if ((rv = mcp_store_exec(db, p, "closing a stale standalone stream", close_stale, 1, args,

@@ -180,6 +180,7 @@ static mcp_store_session_t *pool_new(bridge_t *b, const char *caps_key, const ch
     }
     s->id = mcp_id_session_encode(r->pool, random, sizeof(random));
     s->backend_url = q->conf->backend_spec;
+    s->trace_id = mcp_req_trace_id(q->r);
     s->backend_session_id = x.response.session_id;
     s->protocol_version = apr_pstrdup(r->pool, version);
     s->principal = r->user;

@@ -278,6 +278,7 @@ int mcp_bridged_round_retry(bridge_t *b, const char *state)
     s->protocol_version = round.protocol_version;
     s->principal = r->user;
     s->backend_url = q->conf->backend_spec;
+    s->trace_id = mcp_req_trace_id(q->r);
     mcp_store_bridge_link(mcp_req_db(q), r->pool, b->st.id, round.stream_id);
     mcp_bridged_server_info(b, round.server_info);
     if ((bad = mcp_bridge_input_responses(r->pool, b->msg->obj, round.pending, &answers))) {

@@ -409,6 +409,7 @@ static int handle_initialize(mcp_req_t *q)
     memset(&session, 0, sizeof(session));
     session.id = mcp_id_session_encode(r->pool, random, sizeof(random));
     session.backend_url = q->conf->backend_spec;
+    session.trace_id = mcp_req_trace_id(r);
     session.backend_session_id = e.x.response.session_id;
     session.protocol_version = rev->version;
     session.principal = r->user;

@@ -975,7 +975,8 @@ static int relay_standalone(mcp_req_t *handler_q, int resumed)
     }
     mcp_req_stream_limits(q, &limits);
     stored = mcp_store_stream_open_standalone_admitted(mcp_req_db(q), r->pool, q->session,
-                                                       mcp_child.owner, mcp_req_lease_secs(q),
+                                                       mcp_req_trace_id(r), mcp_child.owner,
+                                                       mcp_req_lease_secs(q),
                                                        &limits, &stream_id, &refused);
     if (stored == MCP_STORE_LIMIT) {
         return resumed ? resume_ends(q, "a limit on streams was reached")

@@ -77,8 +77,8 @@ int mcp_req_open_stateless(mcp_req_t *q, const char *version, apr_int64_t *strea
     mcp_req_stream_limits(q, &limits);
     stored = mcp_store_stream_open_stateless_admitted(
         mcp_req_db(q), r->pool, version, r->user, mcp_jsonrpc_to_string(r->pool, msg->id, NULL),
-        msg->method, q->raw, mcp_child.owner, mcp_req_lease_secs(q), &limits, stream_id,
-        &refused);
+        msg->method, q->raw, mcp_req_trace_id(r), mcp_child.owner, mcp_req_lease_secs(q),
+        &limits, stream_id, &refused);
     if (stored == MCP_STORE_LIMIT) {
         return mcp_req_refused(q, refused);
     }
@@ -108,7 +108,8 @@ int mcp_req_open_request(mcp_req_t *q, const char *ids, const char *method,
     mcp_req_stream_limits(q, &limits);
     stored = mcp_store_stream_open_request_admitted(mcp_req_db(q), r->pool, q->session,
                                                     mcp_req_idle_secs(q), ids, method, q->raw,
-                                                    mcp_child.owner, mcp_req_lease_secs(q),
+                                                    mcp_req_trace_id(r), mcp_child.owner,
+                                                    mcp_req_lease_secs(q),
                                                     &limits, mcp_protocol_primed(primed, 8),
                                                     primed, stream_id, &refused);
     if (stored == MCP_STORE_LIMIT) {
@@ -374,6 +375,12 @@ const char *mcp_req_trace(request_rec *r, const char **tracestate)
         *tracestate = apr_table_get(r->notes, "mcp-tracestate");
     }
     return parent;
+}
+
+const char *mcp_req_trace_id(request_rec *r)
+{
+    mcp_req_trace(r, NULL);
+    return apr_table_get(r->notes, "mcp-trace");
 }
 
 void mcp_req_set_session_tag(request_rec *r, const char *session_id)

@@ -128,6 +128,10 @@ void mcp_req_terminate_session(mcp_req_t *q, const char *by);
  * %{mcp-trace}n). */
 const char *mcp_req_trace(request_rec *r, const char **tracestate);
 
+/* The request's W3C trace id (32 hex; mcp_req_trace makes it when it is not yet), as stored with
+ * the streams and sessions the request begins (mcp.streams.trace_id, mcp.sessions.trace_id). */
+const char *mcp_req_trace_id(request_rec *r);
+
 /* Session ids are bearer tokens: logs name a session by mcp_id_tag() only. This sets it as the
  * environment variable MCP_SESSION_TAG, for access logs (LogFormat "%{MCP_SESSION_TAG}e"). */
 void mcp_req_set_session_tag(request_rec *r, const char *session_id);

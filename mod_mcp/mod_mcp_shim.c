@@ -390,6 +390,7 @@ int mcp_shim_initialize(mcp_req_t *q)
     memset(&session, 0, sizeof(session));
     session.id = mcp_id_session_encode(r->pool, random, sizeof(random));
     session.backend_url = q->conf->backend_spec;
+    session.trace_id = mcp_req_trace_id(r);
     session.protocol_version = negotiated;
     session.principal = r->user;
     session.client_info = member_json(r->pool, params, "clientInfo");
@@ -896,7 +897,8 @@ static int open_listen(mcp_req_t *q, int resumed)
     }
     mcp_req_stream_limits(q, &limits);
     stored = mcp_store_stream_open_standalone_admitted(mcp_req_db(q), r->pool, q->session,
-                                                       mcp_child.owner, mcp_req_lease_secs(q),
+                                                       mcp_req_trace_id(r), mcp_child.owner,
+                                                       mcp_req_lease_secs(q),
                                                        &limits, &stream_id, &refused);
     if (resumed && stored != MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "session %s: the resumed standalone stream "

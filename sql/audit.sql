@@ -40,7 +40,8 @@ SELECT s.id                                   AS stream_id,
        coalesce(resp.created_at, s.completed_at) - s.created_at AS duration,
        req.message_text                       AS request_text,
        resp.message_text                      AS response_text,
-       s.bridged_to                           AS backend_stream_id
+       s.bridged_to                           AS backend_stream_id,
+       s.trace_id                             -- the W3C trace id the backend got too
   FROM mcp.streams s
   LEFT JOIN mcp.sessions ses ON ses.id = s.session_id   -- none for 2026-07-28 requests
   JOIN mcp.events req ON req.stream_id = s.id AND req.seq = 0 AND req.direction = 'in'
@@ -70,5 +71,9 @@ SELECT e.session_id,
        e.message ->> 'method'                AS method,
        e.message -> 'id'                     AS jsonrpc_id,
        e.message,
-       e.message_text
-  FROM mcp.events e;
+       e.message_text,
+       st.trace_id                           -- the W3C trace id of the stream's request (NULL
+                                             -- without a stream: mcp.sessions.trace_id is
+                                             -- initialize's)
+  FROM mcp.events e
+  LEFT JOIN mcp.streams st ON st.id = e.stream_id;

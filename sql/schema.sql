@@ -34,7 +34,8 @@ INSERT INTO mcp.schema_version (version, description) VALUES
     (7, 'the era bridge: pooled backend sessions, InitializeResults, input-required rounds'),
     (8, 'the era bridge: each pooled session''s x-mcp-header declarations'),
     (9, 'indexes for the foreign keys of mcp.streams.bridged_to and mcp.bridge_rounds.session_id'),
-    (10, 'the console''s indexes: sessions by md5(id) and by created_at');
+    (10, 'the console''s indexes: sessions by md5(id) and by created_at'),
+    (11, 'the W3C trace id of each session''s initialize and of each stream''s request');
 
 -- One row per gateway session. The id is what clients send in Mcp-Session-Id;
 -- backend_session_id is what the backend issued (NULL for a stateless backend).
@@ -199,6 +200,11 @@ CREATE INDEX IF NOT EXISTS bridge_rounds_session_idx ON mcp.bridge_rounds (sessi
 -- md5(id); the id itself is a bearer token, never shown), and sessions newest first.
 CREATE INDEX IF NOT EXISTS sessions_digest_idx ON mcp.sessions (md5(id) text_pattern_ops);
 CREATE INDEX IF NOT EXISTS sessions_created_idx ON mcp.sessions (created_at);
+-- (sql/migrations/011-trace-id.sql) the W3C trace id (traceparent, 32 hex) of the request that
+-- began a session (its initialize) and of the request each stream answers: a call can be
+-- followed from the client through the gateway to the backend, which gets the same trace id.
+ALTER TABLE mcp.sessions ADD COLUMN trace_id text;
+ALTER TABLE mcp.streams  ADD COLUMN trace_id text;
 
 \ir functions.sql
 -- Partitions and retention; the partitions of today and the next days.

@@ -60,6 +60,10 @@ SELECT :mcp_version < 10 AS mcp_need \gset
 \if :mcp_need
     \ir migrations/010-console.sql
 \endif
+SELECT :mcp_version < 11 AS mcp_need \gset
+\if :mcp_need
+    \ir migrations/011-trace-id.sql
+\endif
 
 BEGIN;
 \ir functions.sql

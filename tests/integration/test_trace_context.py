@@ -73,3 +73,33 @@ def test_a_trace_is_started_when_the_client_sent_none_or_a_bad_one(stack, mcp):
         seen.add(m.group(1))
     assert len(seen) == 4                     # a new trace each time
     s.close()
+
+
+def test_the_trace_id_is_stored_with_the_session_and_each_stream(stack, mcp, pg):
+    """mcp.sessions.trace_id is initialize's, mcp.streams.trace_id each request's (and a GET's),
+    readable through mcp.tool_calls and mcp.session_transcript: the same id the backend got."""
+    other = "0af7651916cd43dd8448eb211c80319c"
+    s = mcp(stack["MCP_URLS"].split()[0])
+    s.initialize(headers={"traceparent": f"00-{other}-{CLIENT_PARENT}-01"})
+    info = backend_saw(s, {"traceparent": f"00-{CLIENT_TRACE}-{CLIENT_PARENT}-01"})
+    assert TRACEPARENT.match(info["traceparent"]).group(1) == CLIENT_TRACE
+    started = TRACEPARENT.match(backend_saw(s)["traceparent"]).group(1)   # one of the gateway's
+    with pg.cursor() as cur:
+        cur.execute("SELECT trace_id FROM mcp.sessions WHERE id = %s", (s.session_id,))
+        assert cur.fetchone()[0] == other
+        cur.execute("SELECT trace_id FROM mcp.tool_calls WHERE session_id = %s"
+                    " AND tool = 'session_info' ORDER BY started_at, stream_id", (s.session_id,))
+        assert [r[0] for r in cur.fetchall()] == [CLIENT_TRACE, started]
+        cur.execute("SELECT DISTINCT trace_id FROM mcp.session_transcript WHERE session_id = %s"
+                    " AND stream_id IS NOT NULL", (s.session_id,))
+        assert {r[0] for r in cur.fetchall()} == {CLIENT_TRACE, started}
+    events = s.get_stream(headers={"traceparent": f"00-{other}-{CLIENT_PARENT}-01"})
+    try:
+        next(events)   # the priming event: its stream's row is stored before it is written
+        with pg.cursor() as cur:
+            cur.execute("SELECT trace_id FROM mcp.streams WHERE session_id = %s"
+                        " AND kind = 'standalone'", (s.session_id,))
+            assert cur.fetchone()[0] == other
+    finally:
+        s.last_response.close()
+    s.close()
