@@ -165,7 +165,7 @@ typedef struct caller_t {
 static void *APR_THREAD_FUNC grouped_call(apr_thread_t *t, void *data)
 {
     caller_t *c = data;
-    mcp_store_session_t session = { "s1", NULL, NULL, NULL, NULL, NULL, NULL, NULL };
+    mcp_store_session_t session = { .id = "s1" };
     mcp_store_t db;
 
     (void)t;
