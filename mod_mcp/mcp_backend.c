@@ -38,6 +38,21 @@ const char *mcp_backend_target_parse(apr_pool_t *p, const char *spec, mcp_backen
     return NULL;
 }
 
+const char *mcp_backend_session_url(const char *session_id)
+{
+    const char *at = session_id ? strchr(session_id, '@') : NULL, *host;
+
+    if (!at || !is_http_url(at + 1)) {
+        return NULL;
+    }
+    host = at + 1 + (at[5] == ':' ? 7 : 8);   /* after "http://" or "https://" */
+    if (!*host || *host == '/' || *host == ':' || *host == '?' || *host == '#'
+        || strpbrk(at + 1, " \t\r\n")) {
+        return NULL;
+    }
+    return at + 1;
+}
+
 int mcp_backend_global_init(void)
 {
     return curl_global_init(CURL_GLOBAL_ALL) == CURLE_OK ? 0 : -1;
@@ -280,6 +295,7 @@ static void prepare(prepared_t *pr, CURL *h, apr_pool_t *p, const mcp_backend_ca
 {
     struct curl_slist *hdrs = NULL;
     exchange_t *x = &pr->x;
+    const char *url;
 
     memset(response, 0, sizeof(*response));
     response->headers = apr_table_make(p, 16);
@@ -309,6 +325,7 @@ static void prepare(prepared_t *pr, CURL *h, apr_pool_t *p, const mcp_backend_ca
     }
     hdrs = append_lines(hdrs, call->headers);
     hdrs = append_lines(hdrs, call->identity);
+    hdrs = append_lines(hdrs, call->target->headers);
     if (call->traceparent) {
         hdrs = curl_slist_append(hdrs, apr_pstrcat(p, "traceparent: ", call->traceparent, NULL));
     }
@@ -317,7 +334,11 @@ static void prepare(prepared_t *pr, CURL *h, apr_pool_t *p, const mcp_backend_ca
     }
     pr->hdrs = hdrs;
 
-    curl_easy_setopt(h, CURLOPT_URL, call->target->url);
+    url = call->target->url;
+    if (call->target->stdio && call->session_id && mcp_backend_session_url(call->session_id)) {
+        url = mcp_backend_session_url(call->session_id);   /* where the session's process runs */
+    }
+    curl_easy_setopt(h, CURLOPT_URL, url);
     if (call->target->unix_socket) {
         curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, call->target->unix_socket);
     }
@@ -361,6 +382,13 @@ static mcp_backend_status_t conclude(prepared_t *pr, mcp_backend_pool_t *bp, CUR
     mcp_backend_status_t status;
 
     status = x->aborted ? MCP_BACKEND_ABORTED : x->timed_out ? MCP_BACKEND_TIMEOUT : classify(rc);
+    if (status == MCP_BACKEND_TIMEOUT && !x->timed_out && call->target->stdio) {
+        long sent = 0;
+
+        /* Nothing sent: the connection was never made (a supervisor's host that is gone). */
+        curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &sent);
+        status = sent == 0 ? MCP_BACKEND_UNREACHABLE : status;
+    }
     if (status == MCP_BACKEND_OK && !x->headers_delivered) {
         /* The blank line that ends a header block was never seen (it is seen even when no body
          * follows, as for 202): the connection closed in the middle of the headers, which

@@ -15,11 +15,22 @@
 typedef struct mcp_backend_target_t {
     const char *url;          /* the URL requested (for a unix socket, its host is nominal) */
     const char *unix_socket;  /* NULL, or the socket path                                   */
+    /* A stdio server's supervisor (docs/stdio.md): a request with a session id that holds an
+     * '@' goes to the URL after it (mcp_backend_session_url) instead of url, and a connect
+     * timeout counts as MCP_BACKEND_UNREACHABLE (nothing was sent: the supervisor is gone). */
+    int         stdio;
+    const apr_array_header_t *headers;  /* const char *: "Name: value" lines every request to
+                                         * this target carries (the supervisor's key), or NULL */
 } mcp_backend_target_t;
 
 /* Parses "http://host[:port]/path", "https://..." or "unix:/path/to.sock|http://host/path"
  * (mod_proxy's notation). Returns NULL on success, else an error message allocated in p. */
 const char *mcp_backend_target_parse(apr_pool_t *p, const char *spec, mcp_backend_target_t *out);
+
+/* The URL a stdio supervisor's session id names: the part after its first '@' when that is an
+ * http:// or https:// URL with a host ("<hex>@http://10.0.0.5:7601/stdio/everything"), else
+ * NULL. Points into session_id. */
+const char *mcp_backend_session_url(const char *session_id);
 
 /* Once per process, before any thread starts (curl_global_init is not thread-safe). */
 int mcp_backend_global_init(void);
@@ -70,7 +81,8 @@ typedef struct mcp_backend_call_t {
 
 typedef enum {
     MCP_BACKEND_OK = 0,        /* a complete HTTP response (of any status) was read           */
-    MCP_BACKEND_UNREACHABLE,   /* no connection (refused, DNS, TLS handshake): nothing was sent */
+    MCP_BACKEND_UNREACHABLE,   /* no connection (refused, DNS, TLS handshake; for a stdio
+                                * target also a connect timeout): nothing was sent            */
     MCP_BACKEND_TIMEOUT,       /* connect or exchange timeout                                 */
     MCP_BACKEND_FAILED,        /* the exchange broke after it started                         */
     MCP_BACKEND_ABORTED        /* a callback asked to stop                                    */

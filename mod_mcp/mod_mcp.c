@@ -34,6 +34,7 @@
 #include "mod_mcp_park.h"
 #include "mod_mcp_request.h"
 #include "mod_mcp_status.h"
+#include "mod_mcp_stdio.h"
 
 /* Idle backend connections kept per child for reuse. */
 #define MCP_BACKEND_IDLE_HANDLES 64
@@ -90,7 +91,8 @@ static void sweep_sessions(server_rec *s, apr_pool_t *pool)
     for (i = 0; i < expired->nelts; i++) {
         expired_t *e = &APR_ARRAY_IDX(expired, i, expired_t);
         mcp_backend_target_t target;
-        const char *bad;
+        const mcp_backend_target_t *stdio = mcp_stdio_target_of(e->backend_url);
+        const char *bad = NULL;
         long status = 0;
 
         ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "sweep: session %s expired "
@@ -98,12 +100,13 @@ static void sweep_sessions(server_rec *s, apr_pool_t *pool)
         if (!e->backend_session_id || !mcp_child.backends) {
             continue;
         }
-        if ((bad = mcp_backend_target_parse(pool, e->backend_url, &target))) {
+        if (!stdio && (bad = mcp_backend_target_parse(pool, e->backend_url, &target))) {
             ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "sweep: session %s: %s",
                          mcp_id_tag(pool, e->id), bad);
             continue;
         }
-        if (mcp_backend_delete_session(mcp_child.backends, pool, &target, e->backend_session_id,
+        if (mcp_backend_delete_session(mcp_child.backends, pool, stdio ? stdio : &target,
+                                       e->backend_session_id,
                                        e->protocol_version, SWEEP_DELETE_CONNECT_MS,
                                        SWEEP_DELETE_MS, &status, &err) != MCP_BACKEND_OK) {
             ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "sweep: the backend was not told that "
@@ -408,6 +411,7 @@ static void mcp_register_hooks(apr_pool_t *p)
     mcp_console_register_hooks();
     mcp_authz_register_hooks(p);
     mcp_oauth_register_hooks();
+    mcp_stdio_register_hooks();
 }
 
 AP_DECLARE_MODULE(mcp) = {

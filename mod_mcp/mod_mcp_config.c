@@ -14,6 +14,7 @@
 #include "mcp_shim.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_oauth.h"
+#include "mod_mcp_stdio.h"
 
 extern module AP_MODULE_DECLARE_DATA mcp_module;
 
@@ -188,14 +189,23 @@ apr_interval_time_t mcp_config_database_timeout(server_rec *s)
 static const char *set_backend(cmd_parms *cmd, void *dconf, const char *arg)
 {
     mcp_dir_conf_t *conf = dconf;
-    mcp_backend_target_t *target = apr_pcalloc(cmd->pool, sizeof(*target));
-    const char *err = mcp_backend_target_parse(cmd->pool, arg, target);
+    mcp_backend_target_t *target = NULL;
+    const char *err = NULL;
 
+    if (strncasecmp(arg, "stdio:", 6) == 0) {
+        /* A stdio server (mod_mcp_stdio): its supervisor's URL is known in post_config. */
+        conf->backend = mcp_stdio_backend(cmd, arg + 6, &err);
+        arg = apr_pstrcat(cmd->temp_pool, "stdio:", arg + 6, NULL);
+    }
+    else {
+        target = apr_pcalloc(cmd->pool, sizeof(*target));
+        err = mcp_backend_target_parse(cmd->pool, arg, target);
+        conf->backend = target;
+    }
     if (err) {
         return apr_pstrcat(cmd->pool, cmd->cmd->name, ": ", err, NULL);
     }
     conf->backend_spec = apr_pstrdup(cmd->pool, arg);
-    conf->backend = target;
     return NULL;
 }
 
@@ -564,8 +574,9 @@ static const char *set_database_timeout(cmd_parms *cmd, void *dconf, const char 
 
 const command_rec mcp_config_cmds[] = {
     AP_INIT_TAKE1("MCPBackend", set_backend, NULL, CONTEXT,
-                  "URL of the backend MCP server: http://host:port/path, https://..., or "
-                  "unix:/path/to.sock|http://localhost/path"),
+                  "URL of the backend MCP server: http://host:port/path, https://..., "
+                  "unix:/path/to.sock|http://localhost/path, or stdio:name (an "
+                  "<MCPStdioServer name>)"),
     AP_INIT_TAKE1("MCPMaxMessageSize", set_size,
                   BOUNDED(max_message_size, 1, MCP_MAX_MESSAGE_SIZE_LIMIT), CONTEXT,
                   "Largest JSON-RPC message accepted from a client or a backend, in bytes "
@@ -681,5 +692,6 @@ const command_rec mcp_config_cmds[] = {
                   "A header every backend request carries, its value the one line of a file read "
                   "at start-up (a static credential: MCPBackendHeaderFile Authorization "
                   "/etc/apache2/backend-token, the file holding \"Bearer ...\")"),
+    MCP_STDIO_CMDS,
     { NULL }
 };

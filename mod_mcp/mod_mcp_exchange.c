@@ -7,6 +7,7 @@
 
 #include "mcp_http.h"
 #include "mod_mcp_exchange.h"
+#include "mod_mcp_stdio.h"
 
 /* How long a backend may keep the stream open after the answer before the gateway cuts it. */
 #define ANSWERED_GRACE apr_time_from_sec(1)
@@ -141,6 +142,7 @@ void mcp_exchange_call_defaults(mcp_exchange_t *x, mcp_backend_call_t *call)
     call->connect_timeout_ms = (long)apr_time_as_msec(x->q->conf->backend_connect_timeout);
     call->traceparent = mcp_req_trace(x->q->r, &call->tracestate);
     call->identity = mcp_config_backend_headers(x->q->r, x->q->conf);
+    mcp_stdio_call(x->q->r, call);   /* a stdio server's supervisor: where, and who asks */
 }
 
 mcp_backend_status_t mcp_exchange_perform(mcp_exchange_t *x, mcp_backend_call_t *call,

@@ -37,6 +37,7 @@
 #include "mod_mcp_request.h"
 #include "mod_mcp_shim.h"
 #include "mod_mcp_status.h"
+#include "mod_mcp_stdio.h"
 
 APLOG_USE_MODULE(mcp);
 
@@ -359,6 +360,14 @@ static int handle_initialize(mcp_req_t *q)
     if ((rc = check_session_limit(q)) != OK) {
         return rc;
     }
+    if (apr_generate_random_bytes(random, sizeof(random)) != APR_SUCCESS) {
+        return mcp_req_error(q, HTTP_INTERNAL_SERVER_ERROR, MCP_JSONRPC_INTERNAL_ERROR,
+                             "Internal Error: no secure random bytes for a session id");
+    }
+    memset(&session, 0, sizeof(session));
+    session.id = mcp_id_session_encode(r->pool, random, sizeof(random));
+    /* A stdio server's supervisor tags its log lines with it (MCP-Gateway-Session-Tag). */
+    apr_table_setn(r->notes, MCP_STDIO_SESSION_TAG_NOTE, mcp_id_tag(r->pool, session.id));
     request_text = apr_pstrmemdup(r->pool, q->raw, q->raw_len);
     counter_offer(q, request);
     st = exchange(q, &e, NULL, &err);
@@ -401,13 +410,6 @@ static int handle_initialize(mcp_req_t *q)
                              version ? version : "none", mcp_protocol_served_list());
     }
 
-    if (apr_generate_random_bytes(random, sizeof(random)) != APR_SUCCESS) {
-        abandon_backend_session(q, e.x.response.session_id);
-        return mcp_req_error(q, HTTP_INTERNAL_SERVER_ERROR, MCP_JSONRPC_INTERNAL_ERROR,
-                             "Internal Error: no secure random bytes for a session id");
-    }
-    memset(&session, 0, sizeof(session));
-    session.id = mcp_id_session_encode(r->pool, random, sizeof(random));
     session.backend_url = q->conf->backend_spec;
     session.trace_id = mcp_req_trace_id(r);
     session.backend_session_id = e.x.response.session_id;
@@ -445,7 +447,7 @@ static int handle_initialize(mcp_req_t *q)
 /* Notifications and responses only: stored, forwarded, 202 once the backend took them. */
 static int handle_notifications(mcp_req_t *q)
 {
-    const char *err = NULL, *messages;
+    const char *err = NULL, *messages, *lost;
     mcp_backend_status_t st;
     exchange_t e;
     int rc;
@@ -456,6 +458,12 @@ static int handle_notifications(mcp_req_t *q)
         return rc;
     }
     st = exchange(q, &e, q->session->backend_session_id, &err);
+    if ((lost = mcp_stdio_lost(q->r->pool, q->conf->backend, q->session->backend_session_id, st,
+                               err))) {
+        /* The session's process went with its supervisor: the client starts anew. */
+        mcp_req_terminate_session(q, "backend");
+        return mcp_req_error(q, HTTP_NOT_FOUND, MCP_JSONRPC_SESSION_NOT_FOUND, "%s", lost);
+    }
     if (st != MCP_BACKEND_OK) {
         return reply_backend_failure(q, st, err);
     }

@@ -16,6 +16,7 @@
 #include "mod_mcp_park.h"
 #include "mod_mcp_relay.h"
 #include "mod_mcp_status.h"
+#include "mod_mcp_stdio.h"
 #include "mod_mcp_stream.h"
 
 APLOG_USE_MODULE(mcp);
@@ -433,6 +434,12 @@ static int failure(relay_t *rl, mcp_backend_status_t status, const char *err, in
     long code = rl->x.response.status;
 
     *data = NULL;
+    if ((*message = mcp_stdio_lost(q->r->pool, q->conf->backend, q->session->backend_session_id,
+                                   status, err))) {
+        /* The session's process went with its supervisor: the client starts anew. */
+        *http = HTTP_NOT_FOUND;
+        return MCP_JSONRPC_SESSION_NOT_FOUND;
+    }
     if (status == MCP_BACKEND_TIMEOUT) {
         *http = HTTP_GATEWAY_TIME_OUT;
         *message = apr_psprintf(q->r->pool, "Gateway Timeout: no complete answer from the backend "
@@ -954,7 +961,7 @@ static int relay_standalone(mcp_req_t *handler_q, int resumed)
     /* A parked stream outlives the handler's frame, where its request lives. */
     mcp_req_t *q = apr_pmemdup(handler_q->r->pool, handler_q, sizeof(*handler_q));
     request_rec *r = q->r;
-    const char *err = NULL;
+    const char *err = NULL, *lost;
     mcp_backend_status_t status = MCP_BACKEND_FAILED;
     mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
     mcp_store_limits_t limits;
@@ -1019,6 +1026,11 @@ static int relay_standalone(mcp_req_t *handler_q, int resumed)
         return resume_ends(q, apr_psprintf(r->pool, "the backend's stream could not be opened "
                                            "(HTTP %ld): %s", rl->x.response.status,
                                            err ? err : "no stream"));
+    }
+    if ((lost = mcp_stdio_lost(r->pool, q->conf->backend, q->session->backend_session_id,
+                               status, err))) {
+        mcp_req_terminate_session(q, "backend");
+        return mcp_req_error(q, HTTP_NOT_FOUND, MCP_JSONRPC_SESSION_NOT_FOUND, "%s", lost);
     }
     if (status != MCP_BACKEND_OK) {
         return mcp_req_error(q, status == MCP_BACKEND_TIMEOUT ? HTTP_GATEWAY_TIME_OUT
