@@ -14,6 +14,7 @@
 #include "mcp_era.h"
 #include "mcp_http.h"
 #include "mcp_jsonrpc.h"
+#include "mcp_listing.h"
 #include "mcp_store.h"
 #include "mod_mcp_authz.h"
 #include "mod_mcp_body.h"
@@ -25,6 +26,7 @@
 APLOG_USE_MODULE(mcp);
 
 #define DENIAL_KEY "mcp-authz-denial"
+#define PROBE_KEY "mcp-authz-probe"
 #define DENIED_FILTER "MCP_AUTHZ_DENIED"
 
 typedef struct patterns_t {
@@ -42,6 +44,14 @@ typedef struct denial_t {
 } denial_t;
 
 static const char *const kind_names[] = { "", "tool", "prompt", "resource" };
+
+/* A question put to the request's Require lines (mcp_authz_allows): may it call this? While it
+ * is set, the providers judge it instead of the request's body. */
+typedef struct probe_t {
+    mcp_target_kind_t kind;
+    const char       *name;
+    int               consulted;   /* a Require mcp-* line was evaluated */
+} probe_t;
 
 static const char *parse(cmd_parms *cmd, const char *require_line, const void **parsed,
                          mcp_target_kind_t kind)
@@ -96,9 +106,14 @@ static authz_status check(request_rec *r, const char *require_line, const void *
     const mcp_body_t *body;
     mcp_jsonrpc_body_t *rpc = NULL;
     const char *reason, *name;
+    probe_t *probe = NULL;
     int i;
 
     (void)require_line;
+    if (apr_pool_userdata_get((void **)&probe, PROBE_KEY, r->pool) == APR_SUCCESS && probe) {
+        probe->consulted = 1;
+        return probe->kind != p->kind || matches(p, probe->name) ? AUTHZ_GRANTED : AUTHZ_DENIED;
+    }
     /* Only MCP POSTs name anything; the handler refuses what is not JSON. */
     if (!p || !conf->backend || r->method_number != M_POST
         || !mcp_http_media_type_is(apr_table_get(r->headers_in, "Content-Type"),
@@ -138,6 +153,100 @@ static authz_status check(request_rec *r, const char *require_line, const void *
 static const authz_provider tool_provider = { check, parse_tool };
 static const authz_provider prompt_provider = { check, parse_prompt };
 static const authz_provider resource_provider = { check, parse_resource };
+
+/* ---- what a user may see ------------------------------------------------------------------ */
+
+int mcp_authz_allows(request_rec *r, mcp_target_kind_t kind, const char *name, int *consulted)
+{
+    probe_t probe = { kind, name, 0 };
+    struct ap_logconf quiet = { NULL, APLOG_EMERG };
+    const struct ap_logconf *log = r->log;
+    apr_table_t *err_headers = apr_table_copy(r->pool, r->err_headers_out);
+    int rc;
+
+    /* httpd's own authorization, run again for this request with the probe in place of its
+     * body: every Require line and container (RequireAny, RequireAll, user, group, ip ...) has
+     * its say, as it would for a call of that name. Quietly: a refusal here is no client's
+     * denial (no AH01630 in the log, no WWW-Authenticate). */
+    apr_pool_userdata_setn(&probe, PROBE_KEY, NULL, r->pool);
+    r->log = &quiet;
+    rc = ap_run_auth_checker(r);
+    r->log = log;
+    apr_pool_userdata_setn(NULL, PROBE_KEY, NULL, r->pool);
+    r->err_headers_out = err_headers;
+    if (consulted) {
+        *consulted = probe.consulted;
+    }
+    return rc == OK || rc == DECLINED;
+}
+
+typedef struct list_judge_t {
+    request_rec *r;
+    int          judged;
+    int          uniform;         /* no Require mcp-* line was reached: ... */
+    int          uniform_answer;  /* ... every name gets the first one's answer */
+} list_judge_t;
+
+static int keep_allowed(void *baton, mcp_target_kind_t kind, const char *name)
+{
+    list_judge_t *j = baton;
+    int consulted = 0, allowed;
+
+    if (j->uniform) {
+        return j->uniform_answer;
+    }
+    allowed = mcp_authz_allows(j->r, kind, name, &consulted);
+    /* What the lines decide without a mcp-* line they decide for every name alike. */
+    if (!j->judged++ && !consulted) {
+        j->uniform = 1;
+        j->uniform_answer = allowed;
+    }
+    return allowed;
+}
+
+const char *mcp_authz_filter_answer(request_rec *r, const mcp_jsonrpc_body_t *requests,
+                                    const char *json, apr_size_t len, apr_size_t *out_len)
+{
+    const char *method = NULL, *out;
+    mcp_jsonrpc_msg_t msg;
+    json_object *obj;
+    list_judge_t judge = { r, 0, 0, 0 };
+    int i, removed;
+
+    obj = mcp_jsonrpc_parse_value(r->pool, json, len);
+    if (!obj) {
+        return NULL;
+    }
+    mcp_jsonrpc_classify(obj, &msg);
+    for (i = 0; msg.kind == MCP_MSG_RESPONSE && i < requests->count && !method; i++) {
+        if (requests->msgs[i].kind == MCP_MSG_REQUEST
+            && json_object_equal(requests->msgs[i].id, msg.id)) {
+            method = requests->msgs[i].method;
+        }
+    }
+    removed = mcp_listing_filter(obj, mcp_listing_kind(method), keep_allowed, &judge);
+    if (!removed) {
+        return NULL;
+    }
+    ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "%s: %d item(s) the user may not use are not "
+                  "listed (Require mcp-%s)", method, removed,
+                  kind_names[mcp_listing_kind(method)]);
+    out = mcp_jsonrpc_to_string(r->pool, obj, out_len);
+    return out;
+}
+
+int mcp_authz_lists_requested(const mcp_jsonrpc_body_t *requests)
+{
+    int i;
+
+    for (i = 0; requests && i < requests->count; i++) {
+        if (requests->msgs[i].kind == MCP_MSG_REQUEST
+            && mcp_listing_kind(requests->msgs[i].method) != MCP_TARGET_NONE) {
+            return 1;
+        }
+    }
+    return 0;
+}
 
 /* ---- the 403 ------------------------------------------------------------------------------- */
 

@@ -388,10 +388,13 @@ static int on_message(void *baton, const char *json, apr_size_t len)
     if (kind == MCP_BRIDGE_FINAL) {
         const char *out = mcp_bridge_response_out(b->q->r->pool, obj, b->msg->id,
                                                   b->msg->method, b->server_info);
-        b->final_out = out;
+        int rc;
+
         b->final_code = error_code_of(obj);
-        mcp_bridged_tools_seen(b, obj);
-        return mcp_stream_add(&b->st, out, strlen(out));
+        mcp_bridged_tools_seen(b, obj);   /* the cache keeps the whole list: it is everyone's */
+        rc = mcp_stream_add(&b->st, out, strlen(out));
+        b->final_out = b->st.rewritten ? b->st.rewritten : out;   /* as stored */
+        return rc;
     }
     if (kind == MCP_BRIDGE_INPUT_REQUEST) {
         json_object *copy = mcp_jsonrpc_parse_value(b->q->r->pool, json, len);

@@ -247,8 +247,8 @@ static int relay_buffered(modern_t *m, const char **body, apr_size_t *len)
         return 0;
     }
     relay_message(m, buf, n);
-    *body = buf;
-    *len = n;
+    *body = m->st.rewritten ? m->st.rewritten : buf;
+    *len = m->st.rewritten ? m->st.rewritten_len : n;
     /* The backend's own refusal (4xx with a JSON-RPC error, e.g. -32601) goes to the client as
      * it is, with its status. */
     return m->x.answered != 0 || m->x.response.status >= 400;

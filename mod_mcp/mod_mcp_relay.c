@@ -499,6 +499,8 @@ static int relay_json_body(relay_t *rl, const char **body, apr_size_t *len)
     json_object *value;
     apr_size_t n, i;
     const char *buf = mcp_exchange_body(&rl->x, &n);
+    apr_array_header_t *sent = NULL;   /* an array's elements as stored, once one was not as
+                                        * it came (a filtered list) */
 
     apr_pool_create(&tree, r->pool);
     if (!(value = mcp_jsonrpc_parse_value_ex(tree, buf ? buf : "", n, &rl->bad_json))) {
@@ -517,13 +519,32 @@ static int relay_json_body(relay_t *rl, const char **body, apr_size_t *len)
                 continue;
             }
             relay_parsed(rl, elem, text, elen);
+            if (rl->st.rewritten && !sent) {
+                sent = apr_array_make(r->pool, (int)json_object_array_length(value),
+                                      sizeof(const char *));
+                for (apr_size_t k = 0; k < i; k++) {
+                    APR_ARRAY_PUSH(sent, const char *) = mcp_jsonrpc_to_string(
+                        r->pool, json_object_array_get_idx(value, k), NULL);
+                }
+            }
+            if (sent) {
+                APR_ARRAY_PUSH(sent, const char *) = rl->st.rewritten ? rl->st.rewritten : text;
+            }
         }
     }
     else {
         apr_pool_clear(rl->scratch);
         relay_parsed(rl, value, buf, n);
+        if (rl->st.rewritten) {
+            buf = rl->st.rewritten;
+            n = rl->st.rewritten_len;
+        }
     }
     apr_pool_destroy(tree);
+    if (sent) {
+        buf = apr_pstrcat(r->pool, "[", apr_array_pstrcat(r->pool, sent, ','), "]", NULL);
+        n = strlen(buf);
+    }
     *body = buf;
     *len = n;
     return 0;

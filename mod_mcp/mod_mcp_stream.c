@@ -15,6 +15,7 @@
 #include "mcp_id.h"
 #include "mcp_router.h"
 #include "mcp_sse.h"
+#include "mod_mcp_authz.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_status.h"
 #include "mod_mcp_stream.h"
@@ -35,6 +36,7 @@ void mcp_stream_init(mcp_stream_t *st, mcp_req_t *q, apr_int64_t id, apr_int64_t
     /* Storing waits out an outage for up to half a lease (the backend waits meanwhile:
      * back-pressure). The lease itself is the keeper's business (mcp_stream_own). */
     st->db = mcp_db_request(r, q->conf->stream_lease / 2);
+    st->lists = mcp_authz_lists_requested(q->body);
 }
 
 void mcp_stream_write(mcp_stream_t *st, const char *data, apr_size_t len)
@@ -270,6 +272,13 @@ int mcp_stream_add(mcp_stream_t *st, const char *json, apr_size_t len)
 {
     if (st->broken) {
         return 1;
+    }
+    st->rewritten = NULL;
+    if (st->lists
+        && (st->rewritten = mcp_authz_filter_answer(st->q->r, st->q->body, json, len,
+                                                    &st->rewritten_len)) != NULL) {
+        json = st->rewritten;
+        len = st->rewritten_len;
     }
     json = apr_pstrmemdup(batch_pool(st), json, len);   /* first: it makes st->batch */
     APR_ARRAY_PUSH(st->batch, const char *) = json;

@@ -52,6 +52,11 @@ typedef struct mcp_stream_t {
     int                 stateless;    /* 2026-07-28: events carry no ids (no resumption), the
                                        * client's close is watched for from the start (it
                                        * cancels), and the stream is never handed over       */
+    int                 lists;        /* the request holds a list request: its answer may lose
+                                       * items its user may not use (mcp_authz_filter_answer) */
+    const char         *rewritten;    /* the last message added, when it was not stored as it
+                                       * came (a filtered list; r->pool), else NULL          */
+    apr_size_t          rewritten_len;
     mcp_stream_stored_fn *on_stored;  /* NULL, or told of every store (a parked stream that
                                        * writes what its backend half stored, mod_mcp_park)  */
     void               *on_stored_baton;
@@ -65,7 +70,9 @@ void mcp_stream_init(mcp_stream_t *st, mcp_req_t *q, apr_int64_t id, apr_int64_t
 void mcp_stream_start_sse(mcp_stream_t *st, apr_int64_t priming_seq);
 
 /* Queues one message (valid JSON); commits when the queue is full. Returns non-zero once the
- * stream is broken (storing failed). */
+ * stream is broken (storing failed). The answer to a list request is queued without the items
+ * its user may not use (mod_mcp_authz.h); st->rewritten then holds what was queued, for a
+ * caller that sends a JSON answer itself. */
 int mcp_stream_add(mcp_stream_t *st, const char *json, apr_size_t len);
 
 /* Stores what is queued, then writes and flushes it (SSE mode), then wakes this process's

@@ -53,9 +53,6 @@ def test_allowed_calls_pass(url, mcp):
     assert alice.call("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
     bob = mcp(url, auth=BOB)
     bob.initialize()
-    # Requests that name no tool are not affected ("hides nothing else").
-    names = {t["name"] for t in bob.call("tools/list")["tools"]}
-    assert {"add", "echo"} <= names
     assert bob.call("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
     assert bob.call("prompts/get", {"name": "test_simple_prompt"})
     assert bob.call("resources/read", {"uri": "test://static-text"})
@@ -138,3 +135,55 @@ def test_batch_with_one_denied_call(url, mcp):
     assert r.json()["id"] is None and "tool 'add'" in r.json()["error"]["message"]
     r = bob.post_raw(json.dumps(batch[:1]))
     assert r.status_code == 200, r.text
+
+
+def _names(result, key="tools", field="name"):
+    return [item[field] for item in result[key]]
+
+
+def test_lists_show_only_what_the_user_may_use(url, mcp, stack, pg):
+    """tools/list, prompts/list and resources/list leave out what the Require lines would
+    refuse this user, in the backend's order; the stored answer is the one the client got (a
+    resumption replays it); templates stay (they name no resource)."""
+    log = Path(stack["MCP_STACK_DIR"], "httpd-1", "error_log")
+    log_from = log.stat().st_size
+    plain = mcp(stack["MCP_URLS"].split()[0])
+    plain.initialize()
+    everything = _names(plain.call("tools/list"))
+    assert {"add", "echo", "session_info", "slow"} <= set(everything)
+    alice = mcp(url, auth=ALICE)
+    alice.initialize()
+    bob = mcp(url, auth=BOB)
+    bob.initialize()
+    assert _names(bob.call("tools/list")) == [n for n in everything if n in ("echo", "session_info")]
+    assert _names(alice.call("tools/list")) == [
+        n for n in everything if n in ("echo", "session_info", "add") or n.startswith("test_")]
+    prompts = _names(bob.call("prompts/list"), "prompts")
+    assert prompts == ["test_simple_prompt"]
+    uris = _names(bob.call("resources/list"), "resources", "uri")
+    assert uris and all(u.startswith("test://static-") for u in uris)
+    assert len(uris) < len(_names(plain.call("resources/list"), "resources", "uri"))
+    templates = plain.call("resources/templates/list")["resourceTemplates"]
+    assert bob.call("resources/templates/list")["resourceTemplates"] == templates
+    # What was stored is what bob got: the audit trail and a resumption show the same list.
+    with pg.cursor() as cur:
+        cur.execute("""SELECT message_text FROM mcp.events WHERE session_id = %s
+                        AND direction = 'out' AND message -> 'result' ? 'tools'""",
+                    (bob.session_id,))
+        (text,), = cur.fetchall()
+    assert _names(json.loads(text)["result"]) == [n for n in everything
+                                                  if n in ("echo", "session_info")]
+    # The probes are not denials: nothing in the error log says a client was refused.
+    with log.open() as f:
+        f.seek(log_from)
+        added = f.read()
+    assert "AH01630" not in added and "AH01631" not in added, added[-2000:]
+
+
+def test_lists_are_filtered_in_a_json_answer_too(url, mcp):
+    """A 2025-06-18 session's answer is application/json: the body sent is the filtered one."""
+    bob = mcp(url, auth=BOB, protocol_version="2025-06-18")
+    bob.initialize()
+    msg, r = _call(bob, "tools/list", {})
+    assert r.headers["Content-Type"].startswith("application/json"), r.headers
+    assert sorted(_names(r.json()["result"])) == ["echo", "session_info"]

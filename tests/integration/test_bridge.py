@@ -176,6 +176,20 @@ def test_tools_list_and_call_are_translated(bridge):
     assert "ttlMs" not in msg["result"]
 
 
+def test_tools_list_leaves_out_what_the_client_may_not_call(bridge):
+    authz = bridge["URL"].rsplit("/", 1)[0] + "/mcp-bridge-authz"
+    r = call(authz, "la-1", "tools/list")
+    assert r.status_code == 200, r.text
+    names = [t["name"] for t in final(r)["result"]["tools"]]
+    assert "echo" in names and "test_elicitation" in names
+    assert all(n == "echo" or n.startswith("test_") for n in names), names
+    # The bridge's cached list is everyone's: a client without the Require lines sees it whole.
+    r = call(bridge["URL"], "la-2", "tools/list")
+    assert {"add", "session_info", "echo"} <= {t["name"] for t in final(r)["result"]["tools"]}
+    r = call(authz, "la-3", "tools/list")
+    assert [t["name"] for t in final(r)["result"]["tools"]] == names
+
+
 def test_progress_is_relayed_and_era_meta_stays_out(bridge, db):
     r = tool(bridge["URL"], "p-1", "test_tool_with_progress", extra={}, progressToken="tok-1")
     assert r.status_code == 200, r.text

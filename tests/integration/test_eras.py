@@ -332,6 +332,21 @@ def test_require_mcp_tool_refuses_a_stateless_call_and_the_refusal_is_stored(era
         assert cur.fetchall() == [(None, None, "in"), (None, None, "out")]
 
 
+def test_require_mcp_tool_filters_a_stateless_tools_list(eras, db):
+    body = {"jsonrpc": "2.0", "id": 29, "method": "tools/list", "params": {"_meta": meta()}}
+    everything = [t["name"] for t in messages_of(post(eras["URL"], body,
+                                                      headers("tools/list")))[0][-1]["result"]["tools"]]
+    assert "test_simple_text" in everything and len(everything) > 1
+    body["id"] = 30
+    r = post(eras["AUTHZ_URL"], body, headers("tools/list"))
+    assert r.status_code == 200, r.text
+    answer = messages_of(r)[0][-1]
+    assert [t["name"] for t in answer["result"]["tools"]] == ["test_simple_text"]
+    # stored as sent
+    stored = [json.loads(e[5]) for e in events_of(db, stream_of(db, 30)["id"]) if e[1] == "out"]
+    assert stored[-1] == answer
+
+
 def test_an_input_required_round_passes_through(eras):
     caps = {"elicitation": {}}
     r = post(eras["URL"], call_body(24, "confirm_action", {"action": "deploy"}, caps=caps),
