@@ -1,0 +1,239 @@
+"""stdio servers through the gateway (docs/stdio.md, issue 23): tests/stack's <MCPStdioServer
+test> (the test backend with --stdio, one process per session, under the mcp-stdio-supervisor
+that each httpd parent starts) at /mcp-stdio, on a stack of this module's own with two httpd
+instances. Sessions, calls and progress through the supervisor; a session served by the other
+instance (its id names where its process runs); DELETE ends the process; a graceful restart
+keeps the supervisor, the process and the session; a supervisor killed with -9 takes its
+processes with it, the parent starts another, the old session's next request gets 404 and a new
+one works; stop-httpd leaves no supervisor and no stdio process. Processes are read from /proc.
+Skipped when no supervisor program is built (tests/stack writes no MCP_STDIO_URL)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import STACK, own_stack, run_dir
+from mcp_client import McpError, McpSession
+from waiting import wait_for
+
+APACHE = "/usr/sbin/apache2"
+
+
+@pytest.fixture(scope="module")
+def env():
+    d = run_dir("mcp-stdio-")
+    with own_stack(d, "--httpd", "2") as e:
+        if not e.get("MCP_STDIO_URLS"):
+            pytest.skip("no mcp-stdio-supervisor is built: tests/stack runs no stdio server")
+        yield e
+
+
+def url(env, instance=0) -> str:
+    return env["MCP_STDIO_URLS"].split()[instance]
+
+
+def session(env, instance=0) -> McpSession:
+    s = McpSession(url(env, instance))
+    s.initialize()
+    return s
+
+
+# ---- processes, from /proc ----------------------------------------------------------------
+
+def ppid_of(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def children(parent: int) -> set[int]:
+    return {int(p.name) for p in Path("/proc").iterdir()
+            if p.name.isdigit() and ppid_of(int(p.name)) == parent}
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def httpd_parent(env, instance=0) -> int:
+    return int(Path(env["MCP_HTTPD_PIDFILES"].split()[instance]).read_text())
+
+
+def supervisor(env, instance=0) -> int | None:
+    """The httpd parent's child that is not httpd: its stdio supervisor."""
+    for p in children(httpd_parent(env, instance)):
+        try:
+            if os.readlink(f"/proc/{p}/exe") != APACHE and alive(p):
+                return p
+        except OSError:
+            pass
+    return None
+
+
+def processes(env, instance=0) -> set[int]:
+    """The stdio server processes of an instance's supervisor."""
+    sup = supervisor(env, instance)
+    return {p for p in children(sup) if alive(p)} if sup else set()
+
+
+def new_process(env, before: set[int], instance=0) -> int:
+    """The one process that appeared since before (a session's)."""
+    def one():
+        new = processes(env, instance) - before
+        return new.pop() if len(new) == 1 else None
+    return wait_for(one, 10, "the session's stdio process")
+
+
+def session_dies(s: McpSession) -> McpError:
+    with pytest.raises(McpError) as e:
+        s.call("tools/call", {"name": "echo", "arguments": {"text": "x"}})
+    return e.value
+
+
+# ---- the tests --------------------------------------------------------------------------------
+
+def test_a_session_is_a_process(env):
+    before = processes(env)
+    s = session(env)
+    try:
+        pid = new_process(env, before)
+        assert "@http://127.0.0.1:" not in s.session_id   # the gateway's own id, not the backend's
+        assert s.initialize_result["serverInfo"]["name"], s.initialize_result
+        tools = {t["name"] for t in s.call("tools/list")["tools"]}
+        assert {"echo", "slow"} <= tools, tools
+        r = s.call("tools/call", {"name": "echo", "arguments": {"text": "through stdio"}})
+        assert r["content"][0]["text"] == "through stdio", r
+        r = s.call("tools/call", {"name": "slow", "arguments": {"count": 3, "interval_ms": 10},
+                                  "_meta": {"progressToken": "p1"}})
+        assert "slow done" in r["content"][0]["text"], r
+        progress = [m for m in s.side_messages if m.get("method") == "notifications/progress"]
+        assert [m["params"]["progress"] for m in progress] == [1, 2, 3], s.side_messages
+        assert all(m["params"]["progressToken"] == "p1" for m in progress)
+        # One process for the session: every call went to it.
+        assert alive(pid) and processes(env) - before == {pid}
+    finally:
+        s.delete()
+        s.close()
+
+
+def test_the_other_instance_serves_the_session(env):
+    before = processes(env, 0)
+    s = session(env, 0)
+    other = McpSession(url(env, 1))
+    try:
+        pid = new_process(env, before, 0)
+        other.session_id, other.protocol_version = s.session_id, s.protocol_version
+        other.initialized = True
+        r = other.call("tools/call", {"name": "echo", "arguments": {"text": "elsewhere"}})
+        assert r["content"][0]["text"] == "elsewhere", r
+        info = other.call("tools/call", {"name": "session_info", "arguments": {}})
+        assert '"requests"' in info["content"][0]["text"], info
+        # Still the process on instance 0's supervisor; instance 1 started none.
+        assert alive(pid) and pid not in processes(env, 1)
+    finally:
+        s.delete()
+        s.close()
+        other.close()
+
+
+def test_delete_ends_the_process(env):
+    before = processes(env)
+    s = session(env)
+    pid = new_process(env, before)
+    r = s.delete()
+    s.close()
+    assert r.status_code in (200, 204), r.text
+    wait_for(lambda: not alive(pid), 15, f"stdio process {pid} to end after DELETE")
+
+
+def graceful(env):
+    log = Path(env["MCP_HTTPD_ERROR_LOGS"].split()[0])
+    done = log.read_text(errors="replace").count("resuming normal operations")
+    subprocess.run([str(STACK), "graceful", "--dir", env["MCP_STACK_DIR"]], check=True,
+                   stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    wait_for(lambda: log.read_text(errors="replace").count("resuming normal operations") > done,
+             30, "the graceful restart")
+
+
+def test_graceful_restart_keeps_the_session_and_its_process(env):
+    sup = supervisor(env)
+    before = processes(env)
+    s = session(env)
+    try:
+        pid = new_process(env, before)
+        graceful(env)
+        assert supervisor(env) == sup, "a graceful restart must keep the supervisor"
+        assert alive(pid)
+        r = s.call("tools/call", {"name": "echo", "arguments": {"text": "after graceful"}})
+        assert r["content"][0]["text"] == "after graceful", r
+        assert alive(pid) and processes(env) - before == {pid}
+    finally:
+        s.delete()
+        s.close()
+
+
+def test_a_killed_supervisor_is_replaced_and_its_sessions_end(env):
+    """A 2025-06-18 session's request is answered 404 (nothing was sent to it yet); a 2025-11-25
+    session's stream began with its priming event, so its request gets the same error on the
+    stream; either way the session is over and its next request is 404 at once."""
+    sup = supervisor(env)
+    before = processes(env)
+    older = McpSession(url(env), protocol_version="2025-06-18")
+    older.initialize()
+    newer = session(env)
+    try:
+        wait_for(lambda: len(processes(env) - before) == 2, 10, "the sessions' stdio processes")
+        pids = processes(env) - before
+        os.kill(sup, signal.SIGKILL)
+        wait_for(lambda: not any(alive(p) for p in pids), 15,
+                 "the stdio processes to die with their supervisor")
+        wait_for(lambda: (p := supervisor(env)) and p != sup, 15,
+                 "the httpd parent to start a new supervisor")
+        err = session_dies(older)
+        assert err.response.status_code == 404, err
+        body = err.response.json()
+        assert body["error"]["code"] == -32001, body
+        message = body["error"]["message"]
+        # Either nothing listens at the old supervisor's address any more (named), or a new
+        # supervisor listens there and knows no such session.
+        assert "supervisor at http://127.0.0.1:" in message or "not found" in message.lower(), body
+        resp = newer.request("tools/call", {"name": "echo", "arguments": {"text": "x"}})
+        assert resp.get("error", {}).get("code") == -32001, resp
+        # The gateway's sessions ended with their processes: 404 at once from now on.
+        for s in (older, newer):
+            assert session_dies(s).response.status_code == 404
+        # A new session works, on the new supervisor.
+        t = session(env)
+        try:
+            r = t.call("tools/call", {"name": "echo", "arguments": {"text": "anew"}})
+            assert r["content"][0]["text"] == "anew", r
+            assert processes(env), "the new session's process runs under the new supervisor"
+        finally:
+            t.delete()
+            t.close()
+    finally:
+        older.close()
+        newer.close()
+
+
+def test_stop_httpd_leaves_no_supervisor_and_no_process(env):
+    """Last: it stops the stack's httpd instances."""
+    sessions = [session(env, i) for i in (0, 1)]
+    left = set()
+    for i in (0, 1):
+        wait_for(lambda: processes(env, i), 10, f"instance {i}'s session process")
+        left |= {supervisor(env, i)} | processes(env, i)
+    subprocess.run([str(STACK), "stop-httpd", "--dir", env["MCP_STACK_DIR"]], check=True,
+                   stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    wait_for(lambda: not any(alive(p) for p in left), 30,
+             f"supervisors and stdio processes {sorted(left)} to end with httpd")
+    for s in sessions:
+        s.close()
