@@ -11,6 +11,7 @@
 #include "mod_mcp_bridge.h"
 #include "mod_mcp_bridge_private.h"
 #include "mod_mcp_status.h"
+#include "mod_mcp_stdio.h"
 
 APLOG_USE_MODULE(mcp);
 
@@ -758,9 +759,14 @@ static mcp_backend_status_t forward(bridge_t *b, const char **err, int *detached
     return b->d ? forward_on_loop(b, &call, err, detached) : mcp_exchange_perform(&b->x, &call, err);
 }
 
-/* The backend forgot the pooled session (404 before anything was relayed). */
+/* The backend forgot the pooled session (404 before anything was relayed), or, for a stdio
+ * server, the supervisor that ran its process cannot be reached (the process is gone). */
 static int session_lost(bridge_t *b, mcp_backend_status_t status)
 {
+    if (mcp_stdio_lost(b->q->r->pool, b->q->conf->backend, b->pooled->backend_session_id,
+                       status, NULL)) {
+        return !b->answered && b->st.written == 0;
+    }
     return status == MCP_BACKEND_OK && b->x.response.status == HTTP_NOT_FOUND && !b->x.sse
            && !b->answered && b->st.written == 0;
 }
