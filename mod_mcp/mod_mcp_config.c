@@ -277,7 +277,9 @@ static const char *add_word(cmd_parms *cmd, void *dconf, const char *arg)
 static const char *const reserved_headers[] = {
     "Mcp-Session-Id", "MCP-Protocol-Version", "Last-Event-ID", "Accept", "Content-Type",
     "Content-Length", "Transfer-Encoding", "Host", "Connection", "Expect", "traceparent",
-    "tracestate", "Upgrade", "TE", "Trailer", NULL
+    "tracestate", "Upgrade", "TE", "Trailer",
+    /* a stdio server's supervisor (mod_mcp_stdio): its key, and who asks */
+    "MCP-Supervisor-Key", "MCP-Supervisor-Principal", "MCP-Gateway-Session-Tag", NULL
 };
 
 /* A control character (but TAB) or DEL: CR and LF would split the header. */

@@ -68,6 +68,9 @@ CASES = [
      "MCPBackendHeader: Mcp-Session-Id is the gateway's own header toward the backend"),
     ('MCPBackendHeader traceparent "x"',
      "MCPBackendHeader: traceparent is the gateway's own header toward the backend"),
+    ('MCPBackendHeader MCP-Supervisor-Principal "x"',
+     "MCPBackendHeader: MCP-Supervisor-Principal is the gateway's own header toward the "
+     "backend"),
     ("MCPBackendHeaderFile Authorization /nonexistent/token",
      "MCPBackendHeaderFile Authorization: cannot open /nonexistent/token"),
 ]
