@@ -7,6 +7,7 @@
 #include <http_core.h>
 #include <http_log.h>
 #include <ap_mpm.h>
+#include <unixd.h>
 #include <json-c/json.h>
 
 #include <errno.h>
@@ -956,6 +957,7 @@ static json_object *server_json(const stdio_server_t *sv, server_rec *s)
 {
     json_object *o = json_object_new_object(), *argv = json_object_new_array();
     json_object *env = json_object_new_object(), *limits = json_object_new_object();
+    const char *user, *group;
     int i;
 
     for (i = 0; i < sv->command->nelts; i++) {
@@ -982,11 +984,14 @@ static json_object *server_json(const stdio_server_t *sv, server_rec *s)
     if (sv->directory) {
         json_object_object_add(o, "directory", json_object_new_string(sv->directory));
     }
-    if (sv->user) {
-        json_object_object_add(o, "user", json_object_new_string(sv->user));
+    /* By default httpd's own User and Group: never root unless a section says so. */
+    user = sv->user ? sv->user : ap_unixd_config.user_name;
+    group = sv->group ? sv->group : ap_unixd_config.group_name;
+    if (user) {
+        json_object_object_add(o, "user", json_object_new_string(user));
     }
-    if (sv->group) {
-        json_object_object_add(o, "group", json_object_new_string(sv->group));
+    if (group) {
+        json_object_object_add(o, "group", json_object_new_string(group));
     }
     if (sv->limit_as >= 0) add_int(limits, "as", sv->limit_as);
     if (sv->limit_cpu >= 0) add_int(limits, "cpu", sv->limit_cpu);
