@@ -685,8 +685,9 @@ static void close_fd(int *fd)
     }
 }
 
-/* In the forked child: the pipes as stdin and stdout, stderr kept (httpd's error log), nothing
- * else open, default signals, PR_SET_PDEATHSIG; then exec. Never returns. */
+/* In the forked child: PR_SET_PDEATHSIG, a process group of its own, the pipes as stdin and
+ * stdout, stderr kept (httpd's error log), nothing else open, default signals; then exec.
+ * Never returns. */
 static void exec_supervisor(const char *path, int control_r, int answer_w, pid_t parent)
 {
     sigset_t none;
@@ -698,6 +699,10 @@ static void exec_supervisor(const char *path, int control_r, int answer_w, pid_t
     if (getppid() != parent) {
         _exit(1);   /* the parent died before the line above */
     }
+    /* A process group of its own: httpd signals its own group at restarts and stops
+     * (killpg: SIGHUP, prefork's SIGUSR1 at a graceful restart, SIGTERM), which are not for the
+     * supervisor; it stops by PDEATHSIG and its control pipe's EOF. */
+    setpgid(0, 0);
     if (dup2(control_r, 0) < 0 || dup2(answer_w, 1) < 0) {
         _exit(126);
     }
