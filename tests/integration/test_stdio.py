@@ -9,6 +9,7 @@ one works; stop-httpd leaves no supervisor and no stdio process. Processes are r
 Skipped when no supervisor program is built (tests/stack writes no MCP_STDIO_URL)."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,16 +18,20 @@ from pathlib import Path
 import pytest
 
 from conftest import STACK, own_stack, run_dir
-from mcp_client import McpError, McpSession
+import requests
+
+from mcp_client import McpError, McpSession, parse_sse_bytes
 from waiting import wait_for
 
 APACHE = "/usr/sbin/apache2"
+CONF = Path(__file__).resolve().parent / "gateway-stdio.conf"   # the fault server "crash"
+V2026 = "2026-07-28"
 
 
 @pytest.fixture(scope="module")
 def env():
     d = run_dir("mcp-stdio-")
-    with own_stack(d, "--httpd", "2") as e:
+    with own_stack(d, "--httpd", "2", "--conf", str(CONF)) as e:
         if not e.get("MCP_STDIO_URLS"):
             pytest.skip("no mcp-stdio-supervisor is built: tests/stack runs no stdio server")
         yield e
@@ -154,6 +159,49 @@ def test_delete_ends_the_process(env):
     wait_for(lambda: not alive(pid), 15, f"stdio process {pid} to end after DELETE")
 
 
+def test_a_crashed_process_ends_its_session(env):
+    """The process exits on reading the session's first request: the request gets the
+    supervisor's error; the supervisor then answers 404 for the session, which ends the
+    gateway's session too."""
+    s = McpSession(url(env).replace("/mcp-stdio", "/mcp-stdio-crash"))
+    try:
+        s.initialize()
+        resp = s.request("tools/call", {"name": "echo", "arguments": {"text": "x"}})
+        assert "error" in resp and "exited" in resp["error"]["message"], resp
+        # The supervisor's 404 for the ended session ends the gateway's: on this request's
+        # stream (a 2025-11-25 session's began with its priming event), then with 404.
+        resp = s.request("tools/call", {"name": "echo", "arguments": {"text": "x"}})
+        assert resp["error"]["code"] == -32001, resp
+        assert session_dies(s).response.status_code == 404
+    finally:
+        s.close()
+
+
+def stateless_echo(env, text, instance=0):
+    """A 2026-07-28 client's tools/call through the era bridge (a pooled backend session: a
+    stdio process)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": text},
+                       "_meta": {"io.modelcontextprotocol/protocolVersion": V2026,
+                                 "io.modelcontextprotocol/clientCapabilities": {},
+                                 "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}}}
+    r = requests.post(url(env, instance), data=json.dumps(body), timeout=30,
+                      headers={"Content-Type": "application/json",
+                               "Accept": "application/json, text/event-stream",
+                               "MCP-Protocol-Version": V2026, "Mcp-Method": "tools/call",
+                               "Mcp-Name": "echo"})
+    assert r.status_code == 200, r.text
+    msgs = [e.json for e in parse_sse_bytes(r.content) if e.json] \
+        if r.headers.get("Content-Type", "").startswith("text/event-stream") else [r.json()]
+    return msgs[-1]
+
+
+def test_a_2026_client_through_the_era_bridge(env):
+    final = stateless_echo(env, "stateless")
+    assert final["result"]["content"][0]["text"] == "stateless", final
+    assert processes(env), "the bridge's pooled session is a stdio process"
+
+
 def graceful(env):
     log = Path(env["MCP_HTTPD_ERROR_LOGS"].split()[0])
     done = log.read_text(errors="replace").count("resuming normal operations")
@@ -184,6 +232,7 @@ def test_a_killed_supervisor_is_replaced_and_its_sessions_end(env):
     """A 2025-06-18 session's request is answered 404 (nothing was sent to it yet); a 2025-11-25
     session's stream began with its priming event, so its request gets the same error on the
     stream; either way the session is over and its next request is 404 at once."""
+    stateless_echo(env, "before")   # the bridge's pooled session exists
     sup = supervisor(env)
     before = processes(env)
     older = McpSession(url(env), protocol_version="2025-06-18")
@@ -197,6 +246,9 @@ def test_a_killed_supervisor_is_replaced_and_its_sessions_end(env):
                  "the stdio processes to die with their supervisor")
         wait_for(lambda: (p := supervisor(env)) and p != sup, 15,
                  "the httpd parent to start a new supervisor")
+        # The era bridge's pooled session went too: it is initialized anew, the call retried.
+        final = stateless_echo(env, "after the supervisor")
+        assert final["result"]["content"][0]["text"] == "after the supervisor", final
         err = session_dies(older)
         assert err.response.status_code == 404, err
         body = err.response.json()
