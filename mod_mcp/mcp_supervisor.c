@@ -727,6 +727,7 @@ static int setup_signals(void)
 
     signal(SIGPIPE, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
+    signal(SIGUSR1, SIG_IGN);   /* prefork signals its group with it at a graceful restart */
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
     sigaddset(&set, SIGTERM);
