@@ -779,3 +779,115 @@ def test_limits_429(supervisor):
     # An ended session frees its place at once.
     assert a1.delete().status == 204
     sup.initialize("t", headers=alice)
+
+
+# ---- a server that stops reading, users, many sessions, keep-alive ---------------------------
+
+# A stdio server in sh: answers initialize, then never reads stdin again and ignores nothing
+# (sleep dies of SIGTERM); "ready" on stderr once it has answered.
+DEAF_AFTER_INIT = ["/bin/sh", "-c",
+                   "read line; echo '{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{}}'; "
+                   "echo answered >&2; exec sleep 1000"]
+
+
+def test_stdin_never_read_503(supervisor):
+    sup = supervisor(config({"t": server_conf(),
+                             "deaf": server_conf(command=DEAF_AFTER_INIT, stop_grace=1)}))
+    c = sup.conn()
+    r = c.request("POST", "/stdio/deaf", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                          "params": {}})
+    assert r.status == 200
+    deaf = Session(sup, "deaf", r.headers["mcp-session-id"], c)
+    [pid] = sup.children()
+    note = {"jsonrpc": "2.0", "method": "notifications/message",
+            "params": {"level": "info", "data": "x" * (1024 * 1024)}}
+    statuses = []
+    for _ in range(20):
+        statuses.append(deaf.post(note).status)
+        if statuses[-1] != 202:
+            break
+    # The pipe takes 64 KiB, the queue 16 MiB: the 18th MiB is refused, and nothing waited.
+    assert statuses[-1] == 503 and 16 <= len(statuses) <= 18, statuses
+    r = deaf.post(note)
+    assert r.status == 503 and r.headers["retry-after"] == "1"
+    assert r.error().startswith("the stdio server is not reading its stdin: ")
+    s = sup.initialize("t")
+    assert text_of(s.tool("echo", text="unaffected")) == "unaffected"
+    # Ending it: stdin closed (sleep does not care), SIGTERM after stop_grace/2.
+    start = time.monotonic()
+    assert deaf.delete().status == 204
+    wait_for(lambda: not alive(pid), TIMEOUT, "the deaf process to end")
+    assert 0.4 < time.monotonic() - start < 1.5
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing user needs root")
+def test_user_and_group(supervisor):
+    sup = supervisor(config({"t": server_conf(command=DEAF_AFTER_INIT, user="nobody",
+                                              group="nogroup", directory="/tmp",
+                                              limits={"nofile": 100, "as": 2 ** 33})}))
+    r = sup.conn().request("POST", "/stdio/t", {"jsonrpc": "2.0", "id": 0,
+                                                "method": "initialize", "params": {}})
+    assert r.status == 200
+    [pid] = sup.children()
+    wait_for(lambda: Path(f"/proc/{pid}/comm").read_text() == "sleep\n", TIMEOUT, "the exec")
+    status = Path(f"/proc/{pid}/status").read_text()
+    uid = [line.split()[1:] for line in status.splitlines() if line.startswith("Uid:")][0]
+    gid = [line.split()[1:] for line in status.splitlines() if line.startswith("Gid:")][0]
+    groups = [line.split()[1:] for line in status.splitlines() if line.startswith("Groups:")][0]
+    import grp
+    import pwd
+    assert set(uid) == {str(pwd.getpwnam("nobody").pw_uid)}
+    assert set(gid) == {str(grp.getgrnam("nogroup").gr_gid)}
+    assert groups == [str(grp.getgrnam("nogroup").gr_gid)]
+    assert os.readlink(f"/proc/{pid}/cwd") == "/tmp"
+    limits = Path(f"/proc/{pid}/limits").read_text()
+    assert [line.split()[3:5] for line in limits.splitlines()
+            if line.startswith("Max open files")] == [["100", "100"]]
+    env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    assert [e for e in env if e and not e.startswith(b"PWD=")] == [b"LANG=C"]  # sh adds PWD
+    assert sorted(os.listdir(f"/proc/{pid}/fd")) == ["0", "1", "2"]
+
+
+# A stdio server that answers initialize and then only reads: a process costs little.
+# (Its stdout stays open on fd 3: a stdout closed is a process gone.)
+QUIET = ["/bin/sh", "-c", "read line; echo '{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{}}'; "
+                          "exec 3>&1; exec cat >/dev/null"]
+
+
+def test_many_idle_sessions(supervisor):
+    n = int(os.environ.get("MCP_STDIO_MANY", "1000"))
+    sup = supervisor(config({"q": server_conf(command=QUIET), "t": server_conf()}))
+    c = sup.conn()
+    sids = []
+    start = time.monotonic()
+    for _ in range(n):
+        r = c.request("POST", "/stdio/q", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                           "params": {}})
+        assert r.status == 200
+        sids.append(r.headers["mcp-session-id"])
+    took = time.monotonic() - start
+    assert len(sup.children()) == n
+    # With all of them idle, a session is served as fast as ever.
+    s = sup.initialize("t")
+    start = time.monotonic()
+    for i in range(20):
+        assert text_of(s.tool("echo", text=str(i))) == str(i)
+    assert time.monotonic() - start < 2.0
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    for sid in sids[::50]:
+        assert c.request("POST", "/stdio/q", note, headers={"Mcp-Session-Id": sid}).status == 202
+    for sid in sids:
+        assert c.request("DELETE", "/stdio/q", headers={"Mcp-Session-Id": sid}).status == 204
+    wait_for(lambda: len(sup.children()) == 1, 60, "the quiet processes to end")
+    print(f"{n} sessions started in {took:.1f} s")
+
+
+def test_keepalive_comment_on_an_open_stream(supervisor):
+    sup = supervisor()
+    s = sup.initialize()
+    get = s.get()
+    start = time.monotonic()
+    # The comment is the only thing on the stream: read its raw chunk.
+    line = get.conn.read_line(20)
+    assert get.conn.read_exact(int(line, 16) + 2, 5) == b":\n\n\r\n"
+    assert 14 < time.monotonic() - start < 17
