@@ -56,6 +56,17 @@ static int keep(mcp_lines_t *l, const char *p, size_t n)
     return 0;
 }
 
+/* A buffer grown for one long line is not kept for the short ones after it: a process that
+ * wrote one 16 MiB message would otherwise hold 16 MiB for the rest of its life. */
+static void shrink(mcp_lines_t *l)
+{
+    if (l->cap > 65536 && !l->len) {
+        free(l->buf);
+        l->buf = NULL;
+        l->cap = 0;
+    }
+}
+
 /* Hands over a line of n bytes at p (its CR, if any, still there). */
 static int deliver(mcp_lines_t *l, const char *p, size_t n, mcp_lines_fn *fn, void *baton)
 {
@@ -101,7 +112,9 @@ int mcp_lines_feed(mcp_lines_t *l, const char *buf, size_t len, mcp_lines_fn *fn
                 return l->error = rc;
             l->len = 0;
             l->skipping = !nl;
-            if ((rc = fn(baton, l->buf, l->max_line, 1)) != 0)
+            rc = fn(baton, l->buf, l->max_line, 1);
+            shrink(l);
+            if (rc != 0)
                 return rc;
             continue;
         }
@@ -111,7 +124,9 @@ int mcp_lines_feed(mcp_lines_t *l, const char *buf, size_t len, mcp_lines_fn *fn
             break;                         /* the line goes on in the next feed */
         kept = l->len;
         l->len = 0;
-        if ((rc = deliver(l, l->buf, kept, fn, baton)) != 0)
+        rc = deliver(l, l->buf, kept, fn, baton);
+        shrink(l);
+        if (rc != 0)
             return rc;
     }
     return 0;
@@ -120,11 +135,14 @@ int mcp_lines_feed(mcp_lines_t *l, const char *buf, size_t len, mcp_lines_fn *fn
 int mcp_lines_finish(mcp_lines_t *l, mcp_lines_fn *fn, void *baton)
 {
     size_t kept = l->len;
+    int rc;
 
     if (l->error || l->skipping || !kept)
         return l->error;
     l->len = 0;
-    return deliver(l, l->buf, kept, fn, baton);
+    rc = deliver(l, l->buf, kept, fn, baton);
+    shrink(l);
+    return rc;
 }
 
 size_t mcp_lines_pending(const mcp_lines_t *l)

@@ -5,7 +5,8 @@
  * A line ends at LF; a CR just before the LF is dropped with it (a server on Windows-minded
  * runtimes writes CRLF). Bytes arrive in any split; the lines and their order do not depend on
  * it. A line that fits in one feed is handed over where it lies, without a copy; only the
- * beginning of a line cut by the end of a feed is kept, in a buffer that grows up to the bound.
+ * beginning of a line cut by the end of a feed is kept, in a buffer that grows up to the bound
+ * (and is given back after a line over 64 KiB).
  *
  * Two ways with a line over the bound, chosen at creation:
  *   MCP_LINES_REFUSE  the feed fails with MCP_LINES_TOO_LONG (stdout: the process is ended);

@@ -324,6 +324,30 @@ int mcp_route_message(mcp_route_t *r, const char *id, const char *token, const c
     return enqueue(r, msg, len);
 }
 
+void mcp_route_cancel(mcp_route_t *r, const char *id, mcp_route_dest_t *dest)
+{
+    mcp_route_exchange_t *x = NULL;
+    req_id_t *slot = NULL;
+    orphan_t **link = NULL;
+
+    memset(dest, 0, sizeof(*dest));
+    if (!find_id(r, id, &x, &slot, &link))
+        return;
+    r->in_flight--;
+    if (!slot) {
+        orphan_t *o = *link;
+        *link = o->next;
+        free(o);
+        return;
+    }
+    slot->answered = 1;
+    x->unanswered--;
+    dest->exchange = x;
+    dest->owner = x->owner;
+    dest->answered = 1;
+    dest->last = x->unanswered == 0;
+}
+
 char *mcp_route_queue_pop(mcp_route_t *r, size_t *len)
 {
     queued_t *q = r->qhead;

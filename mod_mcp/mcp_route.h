@@ -74,6 +74,13 @@ typedef struct mcp_route_dest_t {
 int mcp_route_message(mcp_route_t *r, const char *id, const char *token, const char *msg,
                       size_t len, mcp_route_dest_t *dest);
 
+/* The client cancelled request id (notifications/cancelled): a server does not answer a
+ * cancelled request, so its exchange stops waiting for it, as if it were answered (dest says
+ * which exchange, and whether that was its last id: the caller ends it). An id not in flight,
+ * or an orphan (forgotten), leaves dest->exchange NULL. A response that comes all the same then
+ * goes where messages for nobody go. */
+void mcp_route_cancel(mcp_route_t *r, const char *id, mcp_route_dest_t *dest);
+
 /* The oldest queued message (malloc'd, NUL-terminated; the caller frees it) and its length;
  * NULL when the queue is empty. The caller drains the queue into each exchange it opens (but an
  * initialize's). */

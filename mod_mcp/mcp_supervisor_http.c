@@ -79,6 +79,8 @@ static void flush(sv_conn_t *c)
         return;
     }
     sv_watch_mod(&c->w, EPOLLIN | EPOLLRDHUP);
+    if (c->out.cap > 65536)
+        sv_buf_free(&c->out);                /* an idle connection keeps no large buffer */
     if (c->close_after)
         sv_http_kill(c);
 }

@@ -229,6 +229,7 @@ static void in_ready(sv_watch_t *w, uint32_t events)
         }
         sv_buf_consume(&pr->inq, (size_t)n);
     }
+    sv_buf_free(&pr->inq);               /* what a burst grew is not kept */
     sv_watch_del(w);
 }
 
@@ -282,7 +283,8 @@ static void route_one(sv_session_t *s, json_object *msg, const char *text, size_
         && json_object_is_type(params, json_type_object)
         && json_object_object_get_ex(params, "progressToken", &token))
         token_text = canonical(token);
-    if (!text) {
+    /* A CR is whitespace to JSON but a line end to SSE: such a message is serialised again. */
+    if (!text || memchr(text, '\r', len)) {
         text = json_object_to_json_string_ext(msg, json_plain);
         len = strlen(text);
     }
@@ -892,6 +894,34 @@ static int collect(sv_conn_t *c, json_object *msg, char ***ids, size_t *nids, ch
     return 0;
 }
 
+/* The requests the body cancels (notifications/cancelled): their exchanges stop waiting. */
+static void cancel_requests(sv_session_t *s, json_object *msg)
+{
+    size_t n = json_object_is_type(msg, json_type_array) ? json_object_array_length(msg) : 1, i;
+
+    for (i = 0; i < n && s->route; i++) {
+        json_object *m = json_object_is_type(msg, json_type_array)
+                         ? json_object_array_get_idx(msg, i) : msg, *method, *params, *id;
+        mcp_route_dest_t dest;
+        char *text;
+        if (!json_object_object_get_ex(m, "method", &method)
+            || !json_object_is_type(method, json_type_string)
+            || strcmp(json_object_get_string(method), "notifications/cancelled") != 0
+            || !json_object_object_get_ex(m, "params", &params)
+            || !json_object_object_get_ex(params, "requestId", &id))
+            continue;
+        text = canonical(id);
+        mcp_route_cancel(s->route, text, &dest);
+        if (dest.exchange) {
+            sv_conn_t *c = dest.owner;
+            sv_log(SV_DEBUG, "%s: request %s cancelled by the client", s->proc->label, text);
+            if (dest.last && c->xkind == SV_X_STREAM)
+                stream_finish(s, c);
+        }
+        free(text);
+    }
+}
+
 static void strs_free(char **v, size_t n)
 {
     size_t i;
@@ -923,6 +953,7 @@ void sv_session_post(sv_conn_t *c, sv_session_t *s, json_object *msg)
     if (!nids) {
         write_line(s->proc, msg);
         sv_http_empty(c, 202);
+        cancel_requests(s, msg);
         goto done;
     }
     rc = mcp_route_open(s->route, MCP_ROUTE_POST, c, (const char *const *)ids, nids,
@@ -940,6 +971,7 @@ void sv_session_post(sv_conn_t *c, sv_session_t *s, json_object *msg)
     sv_http_sse_start(c);
     drain_queue(s, c);
     write_line(s->proc, msg);
+    cancel_requests(s, msg);
 done:
     strs_free(ids, nids);
     strs_free(tokens, ntokens);

@@ -891,3 +891,38 @@ def test_keepalive_comment_on_an_open_stream(supervisor):
     line = get.conn.read_line(20)
     assert get.conn.read_exact(int(line, 16) + 2, 5) == b":\n\n\r\n"
     assert 14 < time.monotonic() - start < 17
+
+
+def test_cancelled_request_ends_its_wait(supervisor):
+    sup = supervisor()
+    s = sup.initialize()
+    rid, slow = s.request("tools/call", {"name": "slow",
+                                         "arguments": {"count": 100, "interval_ms": 50}})
+    assert slow.event()["method"] == "notifications/message"
+    start = time.monotonic()
+    r = s.post({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": rid, "reason": "test"}}, conn=sup.conn())
+    assert r.status == 202
+    # The server will not answer it: its stream ends at once, with no result.
+    rest = slow.events()
+    assert all("method" in e for e in rest)
+    assert time.monotonic() - start < 1.0
+    assert s.request("ping", rid=rid)[1].events()[-1]["id"] == rid  # the id is free again
+
+
+# Answers initialize, then closes its stdout and lives on.
+STDOUT_CLOSER = ["/bin/sh", "-c", "read line; echo '{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{}}'; "
+                                  "exec >&-; exec sleep 1000"]
+
+
+def test_stdout_closed(supervisor):
+    sup = supervisor(config({"t": server_conf(command=STDOUT_CLOSER, stop_grace=1)}))
+    c = sup.conn()
+    r = c.request("POST", "/stdio/t", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                       "params": {}})
+    assert r.status == 200
+    s = Session(sup, "t", r.headers["mcp-session-id"], c)
+    [pid] = sup.children()
+    wait_for(lambda: not alive(pid), TIMEOUT, "the process to be ended")
+    r = s.post({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert r.status == 404 and r.error().endswith("of this session closed its stdout")

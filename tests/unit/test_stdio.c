@@ -253,6 +253,24 @@ START_TEST(test_lines)
         ck_assert_uint_eq(mcp_lines_pending(l), 3);
         mcp_lines_destroy(l);
     }
+    /* A long line cut by feeds, then short ones: the same lines (the buffer is given back). */
+    {
+        static char big[200001];
+        mcp_lines_t *l = mcp_lines_create(300000, MCP_LINES_REFUSE);
+        memset(big, 'x', 200000);
+        big[199999] = '\n';
+        memset(&a, 0, sizeof(a));
+        ck_assert_int_eq(mcp_lines_feed(l, big, 100000, seen_line, &a), 0);
+        ck_assert_uint_eq(mcp_lines_pending(l), 100000);
+        ck_assert_int_eq(mcp_lines_feed(l, big + 100000, 100000, seen_line, &a), 0);
+        ck_assert_int_eq(a.count, 1);
+        ck_assert_uint_eq(mcp_lines_pending(l), 0);
+        memset(&a, 0, sizeof(a));
+        ck_assert_int_eq(mcp_lines_feed(l, "sh", 2, seen_line, &a), 0);
+        ck_assert_int_eq(mcp_lines_feed(l, "ort\n", 4, seen_line, &a), 0);
+        ck_assert_str_eq(a.text, "[short]");
+        mcp_lines_destroy(l);
+    }
     /* Sticky errors. */
     {
         mcp_lines_t *l = mcp_lines_create(2, MCP_LINES_REFUSE);
@@ -372,6 +390,44 @@ START_TEST(test_route)
     mcp_route_close(r, p2);
     mcp_route_close(r, x);
     ck_assert_uint_eq(mcp_route_exchanges(r), 0);
+    mcp_route_destroy(r);
+}
+END_TEST
+
+START_TEST(test_route_cancel)
+{
+    mcp_route_t *r = mcp_route_create(10, 100);
+    mcp_route_exchange_t *x;
+    const char *ids[] = {"1", "2"}, *dup;
+    mcp_route_dest_t d;
+
+    ck_assert_int_eq(mcp_route_open(r, MCP_ROUTE_POST, "P", ids, 2, NULL, 0, &x, &dup),
+                     MCP_ROUTE_OK);
+    mcp_route_cancel(r, "1", &d);
+    ck_assert_ptr_eq(d.owner, "P");
+    ck_assert(d.answered && !d.last);
+    mcp_route_cancel(r, "1", &d);              /* not in flight any more */
+    ck_assert_ptr_null(d.exchange);
+    {
+        mcp_route_exchange_t *q;                /* "1" may be used again */
+        ck_assert_int_eq(mcp_route_open(r, MCP_ROUTE_POST, "Q", ids, 1, NULL, 0, &q, &dup),
+                         MCP_ROUTE_OK);
+        mcp_route_message(r, "1", NULL, "m", 1, &d);
+        ck_assert_ptr_eq(d.owner, "Q");
+        mcp_route_close(r, q);
+    }
+    mcp_route_message(r, "2", NULL, "m", 1, &d);
+    ck_assert_ptr_eq(d.owner, "P");
+    ck_assert(d.last);
+    mcp_route_close(r, d.exchange);
+    /* An orphan cancelled is forgotten. */
+    ck_assert_int_eq(mcp_route_open(r, MCP_ROUTE_POST, "P", ids, 1, NULL, 0, &x, &dup),
+                     MCP_ROUTE_OK);
+    mcp_route_close(r, x);
+    ck_assert_uint_eq(mcp_route_in_flight(r), 1);
+    mcp_route_cancel(r, "1", &d);
+    ck_assert_ptr_null(d.exchange);
+    ck_assert_uint_eq(mcp_route_in_flight(r), 0);
     mcp_route_destroy(r);
 }
 END_TEST
@@ -557,6 +613,7 @@ static Suite *stdio_suite(void)
     tcase_add_test(tc, test_head_errors);
     tcase_add_test(tc, test_lines);
     tcase_add_test(tc, test_route);
+    tcase_add_test(tc, test_route_cancel);
     tcase_add_test(tc, test_route_queue_bounds);
     tcase_add_test(tc, test_proc_spawn);
     tcase_add_test(tc, test_proc_spawn_failures);
