@@ -701,7 +701,7 @@ static void reap_all(void)
     pid_t pid;
 
     while ((pid = mcp_proc_reap(&status)) > 0)
-        sv_session_reaped(pid, status);
+        sv_proc_reaped(pid, status);
 }
 
 static void signal_ready(sv_watch_t *w, uint32_t events)
@@ -780,11 +780,11 @@ static int stopped(void)
         sv_http_close_all();
         deadline = sv_now() + 120000;
     }
-    if (sv_session_procs() == 0)
+    if (sv_proc_count() == 0)
         return 1;
     if (sv_now() > deadline) {
         sv_log(SV_ERR, "%zu process(es) still not reaped after 120 s: exiting anyway",
-               sv_session_procs());
+               sv_proc_count());
         return 1;
     }
     return 0;

@@ -9,7 +9,8 @@
  *   mcp_supervisor.c          main: control pipe, signals, log, loop, timers, shutdown
  *   mcp_supervisor_config.c   the configuration line (JSON) read into sv_config_t
  *   mcp_supervisor_http.c     the listener, the connections, the HTTP API's requests
- *   mcp_supervisor_session.c  sessions and their processes: starting, routing, ending
+ *   mcp_supervisor_session.c  sessions: initialize, requests, routing, dying
+ *   mcp_supervisor_proc.c     their processes: I/O, ending, reaping
  *
  * Private to the program: no library links it. Internal names take the sv_ prefix.
  */
@@ -177,6 +178,11 @@ struct sv_session_t {
     sv_session_t *live_prev, *live_next;  /* sv's list of live sessions */
 };
 
+/* A line of the process's stdout (mcp_supervisor_proc.c); non-zero when the session is dead. */
+int sv_session_line(sv_session_t *s, const char *line, size_t len);
+/* Its process died or was ended: why, e.g. "exited with status 3". */
+void sv_session_died(sv_session_t *s, const char *what);
+
 /* Starts a session for an initialize POST on conn (its body parsed as msg). Answers conn itself
  * when it cannot (429, 502). */
 void sv_session_initialize(sv_conn_t *conn, sv_server_t *server, json_object *msg);
@@ -188,12 +194,42 @@ void sv_session_delete(sv_conn_t *conn, sv_session_t *s);
 void sv_session_detach(sv_conn_t *conn);
 /* Ends every session (the supervisor stops). */
 void sv_session_end_all(void);
-/* Child reaped (SIGCHLD). */
-void sv_session_reaped(pid_t pid, int status);
 /* Frees the dead sessions whose time is up; all of them when all is set. */
 void sv_session_sweep(int all);
 sv_session_t *sv_session_find(const char *hex);
-size_t sv_session_procs(void);     /* processes not yet reaped and ended */
+
+/* ---- processes (mcp_supervisor_proc.c) ------------------------------------------------- */
+struct sv_proc_t {
+    sv_hnode_t    node;              /* sv.procs, by pid */
+    char          pidkey[16];
+    mcp_proc_t    p;
+    sv_session_t *session;           /* NULL once the session died */
+    char          label[160];        /* "<server>/<tag>" in log lines */
+    sv_watch_t    out_w, err_w, in_w;
+    mcp_lines_t  *out_lines, *err_lines;
+    sv_buf_t      inq;               /* bytes waiting for its stdin */
+    int           reaped, status, freed;
+    uint64_t      grace_ms;
+    size_t        max_line;
+    sv_timer_t    end_timer, eof_timer;
+    double        tokens;            /* log lines it may still have logged (stderr, noise) */
+    uint64_t      refill_at;
+    long          suppressed;
+    char          last_stderr[256];
+    sv_proc_t    *prev, *next;
+};
+
+/* Starts the process of session s (its server's command); NULL with a sentence in err. */
+sv_proc_t *sv_proc_start(sv_session_t *s, char *err, size_t errlen);
+/* Writes to its stdin (what does not go now waits in pr->inq); -1 when its stdin is gone. */
+int sv_proc_write(sv_proc_t *pr, const char *data, size_t len);
+/* Ends it (stdin closed, then the signals); its session must be detached or dead. */
+void sv_proc_end(sv_proc_t *pr);
+/* A warning about what it wrote (rate-limited with its stderr), with its first 100 bytes. */
+void sv_proc_noise(sv_proc_t *pr, const char *what, const char *line, size_t len);
+/* A child was reaped (SIGCHLD): a session's process, or a descendant of one. */
+void sv_proc_reaped(pid_t pid, int status);
+size_t sv_proc_count(void);        /* processes not yet reaped and ended */
 
 /* ---- connections (mcp_supervisor_http.c) ------------------------------------------------- */
 enum { SV_X_NONE, SV_X_INIT, SV_X_STREAM };

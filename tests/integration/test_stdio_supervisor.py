@@ -378,7 +378,7 @@ def test_initialize_and_echo(supervisor):
     assert f"t/{s.sid[:8]}: stderr:" in line
 
 
-def test_gateway_tag_and_principal_in_log(supervisor):
+def test_gateway_tag_in_log(supervisor):
     sup = supervisor()
     s = sup.initialize(headers={"MCP-Gateway-Session-Tag": "abcdef01",
                                 "MCP-Supervisor-Principal": "alice"})
