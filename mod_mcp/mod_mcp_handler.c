@@ -337,6 +337,42 @@ static int check_session_limit(mcp_req_t *q)
     return OK;
 }
 
+/* A backend's 429 to initialize (a stdio supervisor's process limits, a backend's own rate
+ * limit) is the client's too, with the backend's Retry-After and its words. */
+/* The message of the JSON-RPC error a backend answered with (a JSON body), quoted, or NULL. */
+static const char *backend_error_message(mcp_req_t *q, exchange_t *e)
+{
+    request_rec *r = q->r;
+    const char *body, *why = NULL;
+    json_object *obj, *error;
+    apr_size_t len;
+
+    if (!e->x.sse && (body = mcp_exchange_body(&e->x, &len))
+        && (obj = mcp_jsonrpc_parse_value(r->pool, body, len))
+        && json_object_object_get_ex(obj, "error", &error)) {
+        why = mcp_jsonrpc_get_string(error, "message");
+    }
+    return why ? mcp_text_quote(r->pool, why, strlen(why), 512) : NULL;
+}
+
+static int backend_refused_session(mcp_req_t *q, exchange_t *e)
+{
+    request_rec *r = q->r;
+    const char *retry = apr_table_get(e->x.response.headers, "Retry-After");
+    const char *why = backend_error_message(q, e);
+
+    if (retry && *retry && strspn(retry, "0123456789") == strlen(retry) && strlen(retry) < 10) {
+        apr_table_setn(r->headers_out, "Retry-After", apr_pstrdup(r->pool, retry));
+    }
+    else {
+        apr_table_setn(r->headers_out, "Retry-After",
+                       apr_psprintf(r->pool, "%d", mcp_req_retry_secs(q)));
+    }
+    return mcp_req_error(q, HTTP_TOO_MANY_REQUESTS, MCP_JSONRPC_LIMIT_REACHED,
+                         "Too Many Requests: the backend refused a new session%s%s",
+                         why ? ": " : " (HTTP 429)", why ? why : "");
+}
+
 static int handle_initialize(mcp_req_t *q)
 {
     request_rec *r = q->r;
@@ -374,10 +410,19 @@ static int handle_initialize(mcp_req_t *q)
     if (st != MCP_BACKEND_OK) {
         return reply_backend_failure(q, st, err);
     }
+    if (e.x.response.status == HTTP_TOO_MANY_REQUESTS) {
+        return backend_refused_session(q, &e);
+    }
     if (e.x.response.status != HTTP_OK) {
-        return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
-                             "Bad Gateway: the backend answered initialize with HTTP %ld",
-                             e.x.response.status);
+        /* The backend's own words when it gave some (a stdio server's supervisor says why the
+         * process did not start); its 504 is a timeout behind the gateway: 504 here too. */
+        const char *why = backend_error_message(q, &e);
+        int timeout = e.x.response.status == HTTP_GATEWAY_TIME_OUT;
+
+        return mcp_req_error(q, timeout ? HTTP_GATEWAY_TIME_OUT : HTTP_BAD_GATEWAY,
+                             MCP_JSONRPC_BACKEND_ERROR, "%s: the backend answered initialize "
+                             "with HTTP %ld%s%s", timeout ? "Gateway Timeout" : "Bad Gateway",
+                             e.x.response.status, why ? ": " : "", why ? why : "");
     }
     if (e.x.response.session_id && !mcp_http_session_id_is_valid(e.x.response.session_id)) {
         /* It would be stored and sent back on every request: refused (and not DELETEd: the

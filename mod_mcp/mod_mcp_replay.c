@@ -173,10 +173,6 @@ static int follow(follower_t *f, mcp_router_sub_t *sub)
     int n;
 
     for (;;) {
-        if (mcp_stream_should_hand_over(&f->st)) {
-            mcp_stream_end_early(&f->st);
-            return 0;
-        }
         n = read_more(f);
         if (f->st.client_gone) {
             return 0;
@@ -203,6 +199,13 @@ static int follow(follower_t *f, mcp_router_sub_t *sub)
                 mcp_follower_owner_gone(f->q, f->pool, f->st.id, &state);
                 continue;
             }
+        }
+        /* Handed over only once what is stored was sent: a stopping child (a graceful restart,
+         * MaxConnectionsPerChild) that cut a resumed stream before its replay would send the
+         * client round in circles, each resumption cut again before the answer it looks for. */
+        if (mcp_stream_should_hand_over(&f->st)) {
+            mcp_stream_end_early(&f->st);
+            return 0;
         }
         if (sub) {
             mcp_router_wait(sub, failing_since ? POLL_WITHOUT_LISTENER : wake_up_timeout(f));
