@@ -18,15 +18,46 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+static const char *user_text(unsigned long uid)
+{
+    static char buf[32];
+
+    snprintf(buf, sizeof(buf), "#%lu", uid);
+    return buf;
+}
+
 int mcp_proc_resolve_user(mcp_proc_spec_t *spec, const char *user, const char *group,
                           char *err, size_t errlen)
 {
+    char name[256];
+
     spec->set_ids = 0;
     spec->ngroups = 0;
     if (!user && !group)
         return 0;
     spec->uid = getuid();
     spec->gid = getgid();
+    if (user && user[0] == '#') {
+        /* httpd's User takes "#<uid>": that uid, with its user's groups when it has one. */
+        char *end;
+        unsigned long uid = strtoul(user + 1, &end, 10);
+        struct passwd *pw;
+        if (!user[1] || *end || uid > 0x7fffffffUL) {
+            snprintf(err, errlen, "user \"%s\" is not #<number>", user);
+            return -1;
+        }
+        spec->uid = (uid_t)uid;
+        pw = getpwuid(spec->uid);
+        /* Copied: getpwnam below reuses the buffer pw points into. */
+        if (pw)
+            snprintf(name, sizeof(name), "%s", pw->pw_name);
+        user = pw ? name : NULL;
+        spec->ngroups = 0;
+        if (!pw && !group) {
+            snprintf(err, errlen, "user %s has no name, so no group: give a group", user_text(uid));
+            return -1;
+        }
+    }
     if (user) {
         struct passwd *pw;
         int n = MCP_PROC_MAX_GROUPS;
@@ -46,7 +77,18 @@ int mcp_proc_resolve_user(mcp_proc_spec_t *spec, const char *user, const char *g
         }
         spec->ngroups = (size_t)n;
     }
-    if (group) {
+    if (group && group[0] == '#') {
+        char *end;
+        unsigned long gid = strtoul(group + 1, &end, 10);
+        if (!group[1] || *end || gid > 0x7fffffffUL) {
+            snprintf(err, errlen, "group \"%s\" is not #<number>", group);
+            return -1;
+        }
+        spec->gid = (gid_t)gid;
+        spec->groups[0] = spec->gid;
+        spec->ngroups = 1;
+    }
+    else if (group) {
         struct group *gr;
         errno = 0;
         gr = getgrnam(group);

@@ -59,7 +59,8 @@ typedef struct mcp_proc_t {
 
 /* Fills the ids of spec from a user name and/or a group name (either may be NULL): the user's
  * uid, primary group and supplementary groups; a group given replaces the user's groups with
- * that one. Returns 0, or -1 with a sentence in err ("no user named x"). Uses getpwnam and
+ * that one. As httpd's User and Group, each may be "#<number>" (a uid without a passwd entry
+ * then needs a group). Returns 0, or -1 with a sentence in err ("no user named x"). Uses getpwnam and
  * getgrnam (it may read /etc/passwd or ask NSS): call it when the configuration is read, not
  * per start. */
 int mcp_proc_resolve_user(mcp_proc_spec_t *spec, const char *user, const char *group,

@@ -552,6 +552,15 @@ START_TEST(test_proc_spawn_failures)
     ck_assert_str_eq(err, "no user named no-such-user-here");
     ck_assert_int_eq(mcp_proc_resolve_user(&spec, NULL, "no-such-group-here", err, sizeof(err)),
                      -1);
+    ck_assert_int_eq(mcp_proc_resolve_user(&spec, "#12345", "#23456", err, sizeof(err)), 0);
+    ck_assert_int_eq(spec.uid, 12345);
+    ck_assert_int_eq(spec.gid, 23456);
+    ck_assert_uint_eq(spec.ngroups, 1);
+    ck_assert_int_eq(mcp_proc_resolve_user(&spec, "#12345", NULL, err, sizeof(err)), -1);
+    ck_assert_str_eq(err, "user #12345 has no name, so no group: give a group");
+    ck_assert_int_eq(mcp_proc_resolve_user(&spec, "#x", NULL, err, sizeof(err)), -1);
+    ck_assert_int_eq(mcp_proc_resolve_user(&spec, "#0", NULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(spec.uid, 0);
     ck_assert_int_eq(mcp_proc_resolve_user(&spec, "root", NULL, err, sizeof(err)), 0);
     ck_assert_int_eq(spec.uid, 0);
     ck_assert(spec.set_ids && spec.ngroups >= 1);
