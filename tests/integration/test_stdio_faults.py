@@ -22,6 +22,8 @@ client's own 30 s timeout; waits for process counts poll /proc with deadlines.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 from pathlib import Path
 
@@ -42,6 +44,7 @@ SERVERS = {
     "huge": (f"--stdio-huge-line {16 * 1024 * 1024}", "MaxLine 1M"),
     "noread": ("--stdio-no-read", "StartTimeout 2"),
     "flood": ("--stdio-stderr-flood", ""),
+    "single": ("", "MaxProcesses 1"),
 }
 
 
@@ -295,6 +298,59 @@ def test_200_sessions_start_and_end_200_processes_and_leave_none(st, sessions):
     assert len(started) >= 1
     # Every one ended and reaped: none left, not even a zombie.
     wait_for(lambda: set(processes(st, 1)) <= before, 20, "the 200 processes reaped")
+
+
+def test_a_server_at_its_limit_refuses_a_new_session_with_429(sessions):
+    first = sessions("single")
+    first.initialize()
+    second = sessions("single")
+    with pytest.raises(McpError) as e:
+        second.initialize()
+    assert e.value.response.status_code == 429
+    assert e.value.response.headers.get("Retry-After")
+    assert "limit" in e.value.response.json()["error"]["message"], e.value.response.text
+    first.delete()
+    wait_for(lambda: _initialized(second), 10, "a session once the first one ended")
+
+
+def _initialized(s: McpSession) -> bool:
+    try:
+        s.initialize()
+        return True
+    except McpError as e:
+        assert e.response is not None and e.response.status_code == 429, e
+        return False
+
+
+def test_a_session_whose_host_is_gone_ends_at_once_naming_it(st, sessions):
+    """Instance 1 stops: its supervisor and the session's process go with it. The session's next
+    request, on instance 2, finds the supervisor unreachable and ends the session (404 naming
+    the address), at once. (Last in this module: instance 1 stays stopped.)"""
+    s = sessions("plain")
+    s.initialize()
+    sup = supervisor(st, 1)
+    parent = int(Path(st["MCP_HTTPD_PIDFILE_1"]).read_text().split()[0])
+    os.kill(parent, signal.SIGTERM)
+    wait_for(lambda: not Path(f"/proc/{sup}").exists(), 20, "instance 1's supervisor gone")
+    other = McpSession(f"{st['BASES'][1]}/stdio-plain")
+    other.session_id, other.protocol_version = s.session_id, s.protocol_version
+    try:
+        resp = None
+        try:
+            resp = other.request("tools/call", {"name": "echo", "arguments": {"text": "x"}})
+        except McpError as e:
+            assert e.response.status_code == 404, e
+            message = e.response.json()["error"]["message"]
+        else:
+            assert resp["error"]["code"] == -32001, resp
+            message = resp["error"]["message"]
+        assert "127.0.0.1" in message and "unreachable" in message.lower() or \
+            "cannot be reached" in message, message
+        with pytest.raises(McpError) as e:
+            other.request("ping")
+        assert e.value.response.status_code == 404
+    finally:
+        other.close()
 
 
 # ---- httpd's children come and go; the processes stay ------------------------------------------
