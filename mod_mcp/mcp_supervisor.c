@@ -587,6 +587,7 @@ static void apply_config(const char *line, size_t len)
     char err[512], advertise[SV_ADVERTISE_MAX + 1];
     sv_config_t *c = sv_config_parse(line, len, err, sizeof(err));
     int first = sv.config == NULL, port = sv.port;
+    size_t i;
 
     if (!c) {
         sv_log(SV_ERR, "configuration refused: %s", err);
@@ -622,6 +623,26 @@ static void apply_config(const char *line, size_t len)
             sv.stopping = 1;
         }
         return;
+    }
+    /* A session id, "<32 hex>@<advertise>/stdio/<name>", must stay within what the gateway
+     * accepts (mcp_http_session_id_is_valid). */
+    for (i = 0; i < c->nservers; i++) {
+        size_t n = 32 + 1 + strlen(advertise) + 7 + strlen(c->servers[i]->name);
+        if (n > SV_SESSION_ID_MAX) {
+            snprintf(err, sizeof(err), "servers.%s: its session ids would have %zu characters, "
+                     "over %d: shorten the advertised URL or the name", c->servers[i]->name, n,
+                     SV_SESSION_ID_MAX);
+            sv_log(SV_ERR, "configuration refused: %s", err);
+            answer("error %s", err);
+            sv_config_free(c);
+            if (first) {
+                close(listen_fd);
+                listen_fd = -1;
+                exit_code = 1;
+                sv.stopping = 1;
+            }
+            return;
+        }
     }
     if (!first && strcmp(c->listen, sv.config->listen) != 0)
         sv_log(SV_WARN, "listen changed from %s to %s: the supervisor keeps listening on %s "

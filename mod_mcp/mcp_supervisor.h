@@ -47,6 +47,8 @@
 #define SV_CHUNK           65536                 /* one read per wake-up                 */
 #define SV_CONTROL_LINE    (16u * 1024 * 1024)   /* one configuration line               */
 #define SV_ADVERTISE_MAX   160
+#define SV_NAME_MAX        64                    /* a server's name (the glue's bound too) */
+#define SV_SESSION_ID_MAX  256                   /* what the gateway accepts              */
 #define SV_JSON_DEPTH      128
 
 /* ---- log (httpd's error log format, on stderr) ------------------------------------------- */

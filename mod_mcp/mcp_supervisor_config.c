@@ -200,7 +200,7 @@ static sv_server_t *parse_server(ctx_t *x, const char *name, json_object *o)
     s->refs = 1;
     s->name = sv_xstrdup(name);
     snprintf(where, sizeof(where), "servers.%.150s.", name);
-    if (!*name || strlen(name) > 100)
+    if (!*name || strlen(name) > SV_NAME_MAX)
         goto fail_name;
     for (p = name; *p; p++) {
         if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.", *p))
@@ -274,8 +274,8 @@ static sv_server_t *parse_server(ctx_t *x, const char *name, json_object *o)
     free(group);
     return s;
 fail_name:
-    bad(x, "servers: the name \"%.100s\" must be 1 to 100 letters, digits, '-', '_' or '.'",
-        name);
+    bad(x, "servers: the name \"%.100s\" must be 1 to %d letters, digits, '-', '_' or '.'",
+        name, SV_NAME_MAX);
 fail:
     free(user);
     free(group);
@@ -309,6 +309,12 @@ static int parse_top(ctx_t *x, sv_config_t *c, json_object *o)
     if (strncmp(c->advertise, "http://", 7) != 0) {
         bad(x, "advertise \"%.100s\" must be an http:// URL", c->advertise);
         goto fail;
+    }
+    for (p = c->advertise; *p; p++) {
+        if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e) {
+            bad(x, "advertise must be visible ASCII (it goes into session ids)");
+            goto fail;
+        }
     }
     if ((c->log_level = sv_log_level_parse(level)) < 0) {
         bad(x, "log_level \"%.40s\" is not one of emerg alert crit error warn notice info debug "

@@ -926,3 +926,15 @@ def test_stdout_closed(supervisor):
     wait_for(lambda: not alive(pid), TIMEOUT, "the process to be ended")
     r = s.post({"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert r.status == 404 and r.error().endswith("of this session closed its stdout")
+
+
+def test_session_id_within_256(supervisor):
+    sup = Supervisor()
+    long_url = "http://" + "h" * 137 + ".example:{port}"  # 158 bytes with a 5-digit port
+    answer = sup.configure(config({"n" * 64: server_conf()}, advertise=long_url))
+    assert answer.startswith("error servers.nnnn") and "over 256" in answer, answer
+    assert sup.proc.wait(timeout=TIMEOUT) == 1
+    sup = supervisor(config({"n" * 50: server_conf()}, advertise=long_url))
+    s = sup.conn().request("POST", "/stdio/" + "n" * 50, {
+        "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}})
+    assert s.status == 200 and len(s.headers["mcp-session-id"]) <= 256
