@@ -95,6 +95,13 @@ def children(pid):
     return [int(x) for x in out.split()]
 
 
+def proc_comm(pid):
+    try:
+        return open(f"/proc/{pid}/comm").read().strip()
+    except OSError:
+        return ""
+
+
 def proc_status(pid):
     """VmRSS (kB), threads, open fds, PSS (kB) of one process."""
     st = {"rss_kb": 0, "threads": 0, "fds": 0, "pss_kb": 0}
@@ -472,6 +479,16 @@ class Bench:
     MCPBackend ${{MCP_BACKEND_URL}}
     MCPAsyncStreams Off
 </Location>
+# the same server-everything over stdio, one process per session run by mod_mcp's supervisor
+# (as supergateway runs it), for measurements 2 and 9
+<MCPStdioServer everything>
+    Command {node} {se_js} stdio
+    SetEnv NODE_ENV production
+</MCPStdioServer>
+<Location /mcp-se-stdio>
+    SetHandler mcp
+    MCPBackend stdio:everything
+</Location>
 """)
         d, env = self.stack_up("main", 2, conf)
         self.main_dir, self.env = d, env
@@ -480,6 +497,7 @@ class Bench:
         self.gw2 = self.urls[1]
         self.gw_se = self.gw.replace("/mcp", "/mcp-se")
         self.gw_thr = self.gw.replace("/mcp", "/mcp-threaded")
+        self.gw_ses = self.gw.replace("/mcp", "/mcp-se-stdio")
         self.backend = env["MCP_BACKEND_URL"]
         # The trivial fixed-response handler: a static JSON file served by httpd's core.
         with open(os.path.join(d, "httpd-1", "htdocs", "trivial.json"), "w") as f:
@@ -501,6 +519,14 @@ class Bench:
         mcp_sessions(self.gw2, 32, sf("gw2"))
         mcp_sessions(self.se_url, 8, sf("se"))
         mcp_sessions(self.gw_se, 8, sf("gwse"))
+        mcp_sessions(self.gw_ses, 8, sf("gwses"), workers=2)
+        # the stdio supervisor and the server-everything processes it runs: their own CPU share
+        # (descendants of httpd's parent otherwise count as httpd)
+        self.supervisor_pid = next((c for c in children(self.httpd1_parent)
+                                    if proc_comm(c).startswith("mcp-stdio")), None)
+        if not self.supervisor_pid:
+            raise BenchError("no mcp-stdio-supervisor under httpd's parent")
+        self.cpu.add(self.supervisor_pid, "stdio supervisor+SE")
         mcp_sessions(self.sg_url, 8, sf("sg"), workers=2)
         self.sf = sf
         # one real call through each path before anything is measured
@@ -508,6 +534,7 @@ class Bench:
                                       (self.gw, "gw", "echo", {"text": "hello"}),
                                       (self.se_url, "se", "echo", {"message": "hello"}),
                                       (self.gw_se, "gwse", "echo", {"message": "hello"}),
+                                      (self.gw_ses, "gwses", "echo", {"message": "hello"}),
                                       (self.sg_url, "sg", "echo", {"message": "hello"})):
             sid = open(sf(name)).readline().strip()
             mcp_call(url, sid, tool, args)
@@ -831,16 +858,17 @@ class Bench:
         log("measurement 2: supergateway vs mod_mcp, both in front of server-everything")
         targets = [("supergateway", self.sg_url, self.sf("sg")),
                    ("mod_mcp→SE", self.gw_se, self.sf("gwse")),
+                   ("mod_mcp→stdio SE", self.gw_ses, self.sf("gwses")),
                    ("SE alone", self.se_url, self.sf("se"))]
         args = '{"message":"hello"}'
         for name, url, sfile in targets:
             self.wrk(url, sfile, 8, 1, args=args, label=name)
         for rep in range(self.reps):
             for c in self.concs:
-                for name, url, sfile in targets[rep % 3:] + targets[:rep % 3]:
+                for name, url, sfile in targets[rep % 4:] + targets[:rep % 4]:
                     r = self.wrk(url, sfile, c, self.dur, args=args, label=name)
                     self.record("m2", f"{name}/{c}", r)
-                    log(f"  rep {rep + 1} c={c:<2} {name:12s} {r['rps']:8.0f} req/s  "
+                    log(f"  rep {rep + 1} c={c:<2} {name:16s} {r['rps']:8.0f} req/s  "
                         f"p50 {r['p50_us'] / 1000:7.2f} ms  p99 {r['p99_us'] / 1000:7.2f} ms")
 
     # ---- measurement 3: the PostgreSQL ceiling for the same INSERT ------------------------------
@@ -960,9 +988,9 @@ class Bench:
         log("measurement 9: memory at 16 and 64 sessions, mod_mcp vs supergateway")
         args = {"message": "hello"}
         # measurement 2 made 8 sessions through each (bench.sf("sg"), bench.sf("gwse"))
-        have = {"sg": 8, "gw": 8}
+        have = {"sg": 8, "gw": 8, "gws": 8}
         for n in (16, 64):
-            for name, url in (("gw", self.gw_se), ("sg", self.sg_url)):
+            for name, url in (("gw", self.gw_se), ("sg", self.sg_url), ("gws", self.gw_ses)):
                 new = n - have[name]
                 path = os.path.join(self.work, f"m9-{name}-{n}.sessions")
                 sids = mcp_sessions(url, new, path, workers=2)
@@ -972,17 +1000,22 @@ class Bench:
             time.sleep(1)   # let the new processes settle (Node's heap after start-up)
             sg_pid, se_pid = self.sg_pid, self.se_pid
             h_rss, h_pss, h_n = self.tree_mem(self.httpd1_parent)
+            # the stdio supervisor and its processes are httpd's descendants: apart
+            s_rss, s_pss, s_n = self.tree_mem(self.supervisor_pid)
+            h_rss, h_pss, h_n = h_rss - s_rss, h_pss - s_pss, h_n - s_n
             g_rss, g_pss, g_n = self.tree_mem(sg_pid)
             sg_own = proc_status(sg_pid)
             se_rss, se_pss, _ = self.tree_mem(se_pid)
             r = {"sessions": n, "httpd_rss_kb": h_rss, "httpd_pss_kb": h_pss, "httpd_procs": h_n,
                  "sg_rss_kb": g_rss, "sg_pss_kb": g_pss, "sg_procs": g_n,
                  "sg_own_rss_kb": sg_own["rss_kb"], "se_http_rss_kb": se_rss,
-                 "se_http_pss_kb": se_pss}
+                 "se_http_pss_kb": se_pss, "stdio_rss_kb": s_rss, "stdio_pss_kb": s_pss,
+                 "stdio_procs": s_n}
             self.results.setdefault("m9", {})[str(n)] = r
             log(f"  {n} sessions: httpd {h_rss / 1024:.1f} MiB RSS ({h_n} processes), "
                 f"supergateway {g_rss / 1024:.1f} MiB RSS ({g_n} processes), "
-                f"ratio {h_rss / max(g_rss, 1):.3f}")
+                f"ratio {h_rss / max(g_rss, 1):.3f}; mod_mcp's stdio supervisor "
+                f"{s_rss / 1024:.1f} MiB RSS ({s_n} processes)")
 
     # ---- measurement 5: cross-process delivery -------------------------------------------------
 

@@ -44,6 +44,9 @@ def rows(res):
     for c in (1, 8, 32):
         out.append((f"2. mod_mcp → server-everything calls/s, concurrency {c}",
                     get(res, "m2", f"mod_mcp→SE/{c}", "rps"), "higher"))
+    for c in (1, 8, 32):
+        out.append((f"2. mod_mcp → stdio server-everything calls/s, concurrency {c}",
+                    get(res, "m2", f"mod_mcp→stdio SE/{c}", "rps"), "higher"))
     out.append(("2. supergateway calls/s, concurrency 8 (reference)",
                 get(res, "m2", "supergateway/8", "rps"), "higher"))
     out.append(("3. events stored/s by the gateway, concurrency 32",

@@ -51,7 +51,7 @@ MAIN_CPU = [("client", "client"), ("httpd", "httpd"), ("postgres", "PG"), ("back
             ("kernel", "kernel thr."), ("other", "other")]
 NODE_CPU = [("client", "client"), ("httpd", "httpd"), ("postgres", "PG"),
             ("supergateway", "supergateway+stdio SE"), ("server-everything", "SE (HTTP)"),
-            ("other", "other")]
+            ("stdio supervisor+SE", "mod_mcp's supervisor+stdio SE"), ("other", "other")]
 
 
 def write_report(res, bench_dir, work, quick):
@@ -129,6 +129,11 @@ def write_report(res, bench_dir, work, quick):
           f"{fmt(med(gse8))} calls/s vs supergateway {fmt(med(sg8))} calls/s at concurrency 8 "
           f"(ratio {fmt(med(gse8) / med(sg8), 2)}); mod_mcp stores every message, supergateway "
           f"stores nothing.")
+    gss8 = col("m2", "mod_mcp→stdio SE/8", "rps")
+    if sg8 and gss8:
+        w(f"* On equal terms (both running `server-everything stdio`, one process per session): "
+          f"mod_mcp {fmt(med(gss8))} calls/s vs supergateway {fmt(med(sg8))} calls/s at "
+          f"concurrency 8 (ratio {fmt(med(gss8) / med(sg8), 2)}).")
     ins = {c: col("m3", f"exec/{c}", "rate") for c in CONCS}
     if ins[32]:
         ev32 = col("m1", "mod_mcp/32", "events_per_s")
@@ -374,7 +379,7 @@ def write_report(res, bench_dir, work, quick):
       " / ".join(n for _, n in NODE_CPU) + " | new TCP connections per call | errors |")
     w("|---:|---|---:|---:|---:|---|---:|---:|")
     for c in CONCS:
-        for t in ("supergateway", "mod_mcp→SE", "SE alone"):
+        for t in ("supergateway", "mod_mcp→stdio SE", "mod_mcp→SE", "SE alone"):
             rs = R("m2", f"{t}/{c}")
             if rs:
                 w(f"| {c} | {t} | {cell([r['rps'] for r in rs])} | "
@@ -382,14 +387,25 @@ def write_report(res, bench_dir, work, quick):
                   f"{cpu_split(rs, NODE_CPU)} | {opens(rs)} | {sum(r['errors'] for r in rs)} |")
     w("")
     w("| concurrency | mod_mcp / supergateway calls/s | p50 mod_mcp − supergateway ms | "
-      "mod_mcp→SE / SE alone calls/s |")
-    w("|---:|---:|---:|---:|")
+      "mod_mcp→SE / SE alone calls/s | mod_mcp→stdio SE / supergateway calls/s (the same stdio "
+      "server, one process per session) | p50 mod_mcp→stdio SE − supergateway ms |")
+    w("|---:|---:|---:|---:|---:|---:|")
     for c in CONCS:
-        g, s, e = (R("m2", f"{n}/{c}") for n in ("mod_mcp→SE", "supergateway", "SE alone"))
+        g, s, e, o = (R("m2", f"{n}/{c}") for n in ("mod_mcp→SE", "supergateway", "SE alone",
+                                                     "mod_mcp→stdio SE"))
         if g and s:
+            stdio = (f"{fmt(med([r['rps'] for r in o]) / med([r['rps'] for r in s]), 2)} | "
+                     f"{fmt((med([r['p50_us'] for r in o]) - med([r['p50_us'] for r in s])) / 1000, 2)}"
+                     if o else "– | –")
             w(f"| {c} | {fmt(med([r['rps'] for r in g]) / med([r['rps'] for r in s]), 2)} | "
               f"{fmt((med([r['p50_us'] for r in g]) - med([r['p50_us'] for r in s])) / 1000, 2)}"
-              f" | {fmt(med([r['rps'] for r in g]) / med([r['rps'] for r in e]), 2) if e else '–'} |")
+              f" | {fmt(med([r['rps'] for r in g]) / med([r['rps'] for r in e]), 2) if e else '–'}"
+              f" | {stdio} |")
+    w("")
+    w("`mod_mcp→stdio SE` is the comparison on equal terms: mod_mcp runs the same "
+      "`server-everything stdio` as supergateway does, one process per session "
+      "(`MCPStdioServer`, through its supervisor), and stores every message; supergateway "
+      "stores nothing.")
     w("")
 
     # ---- 3 -----------------------------------------------------------------------------------
@@ -607,6 +623,28 @@ def write_report(res, bench_dir, work, quick):
               f"{fmt(r['sg_own_rss_kb'] / 1024, 1)} | {fmt(r['se_http_rss_kb'] / 1024, 1)} | "
               f"{fmt(r['httpd_rss_kb'] / max(r['sg_rss_kb'], 1), 3)} |")
         w("")
+        ns = sorted(m9, key=int)
+        if len(ns) >= 2 and all("stdio_rss_kb" in m9[n] for n in ns):
+            lo, hi = m9[ns[0]], m9[ns[-1]]
+            dn = int(ns[-1]) - int(ns[0])
+            w("mod_mcp with the same stdio server (`MCPStdioServer`): its supervisor and the "
+              "server-everything processes it runs, one per session (not in the httpd column "
+              "above):")
+            w("")
+            w("| sessions | supervisor + stdio SE RSS MiB (PSS) | processes |")
+            w("|---:|---:|---:|")
+            for n in ns:
+                r = m9[n]
+                w(f"| {n} | {fmt(r['stdio_rss_kb'] / 1024, 1)} ({fmt(r['stdio_pss_kb'] / 1024, 1)})"
+                  f" | {r['stdio_procs']} |")
+            w("")
+            w(f"Per idle stdio session ({ns[0]} → {ns[-1]}): "
+              f"{fmt((hi['stdio_rss_kb'] - lo['stdio_rss_kb']) / dn / 1024, 1)} MiB RSS, "
+              f"{fmt((hi['stdio_pss_kb'] - lo['stdio_pss_kb']) / dn / 1024, 1)} MiB PSS "
+              f"(supergateway: {fmt((hi['sg_rss_kb'] - lo['sg_rss_kb']) / dn / 1024, 1)} MiB RSS, "
+              f"{fmt((hi['sg_pss_kb'] - lo['sg_pss_kb']) / dn / 1024, 1)} MiB PSS) — almost all "
+              "of it the Node process of the session.")
+            w("")
 
     w("## What limits each number, and what a bigger machine would change")
     w("")
@@ -762,6 +800,7 @@ def plot(res, bench_dir, work):
     series = [("m1", "backend", "test backend alone"), ("m1", "mod_mcp", "mod_mcp (event store)"),
               ("m1", "trivial", "trivial httpd handler"), ("m2", "SE alone", "server-everything alone"),
               ("m2", "mod_mcp→SE", "mod_mcp → server-everything"),
+              ("m2", "mod_mcp→stdio SE", "mod_mcp → server-everything (stdio)"),
               ("m2", "supergateway", "supergateway → server-everything (stdio)")]
     files = []
     for i, (sec, key, title) in enumerate(series):
@@ -777,7 +816,7 @@ def plot(res, bench_dir, work):
                          f"{med([r['p99_us'] for r in rs]) / 1000}\n")
         files.append((path, title))
     png = os.path.join(bench_dir, "results.png")
-    colors = ["#1b9e77", "#d95f02", "#7570b3", "#66a61e", "#e7298a", "#a6761d"]
+    colors = ["#1b9e77", "#d95f02", "#7570b3", "#66a61e", "#e7298a", "#e6ab02", "#a6761d"]
     gp = [
         "set terminal pngcairo size 1600,700 font 'DejaVu Sans,11' noenhanced",
         f"set output '{png}'",
