@@ -337,8 +337,6 @@ static int check_session_limit(mcp_req_t *q)
     return OK;
 }
 
-/* A backend's 429 to initialize (a stdio supervisor's process limits, a backend's own rate
- * limit) is the client's too, with the backend's Retry-After and its words. */
 /* The message of the JSON-RPC error a backend answered with (a JSON body), quoted, or NULL. */
 static const char *backend_error_message(mcp_req_t *q, exchange_t *e)
 {
@@ -355,6 +353,8 @@ static const char *backend_error_message(mcp_req_t *q, exchange_t *e)
     return why ? mcp_text_quote(r->pool, why, strlen(why), 512) : NULL;
 }
 
+/* A backend's 429 to initialize (a stdio supervisor's process limits, a backend's own rate
+ * limit) is the client's too, with the backend's Retry-After and its words. */
 static int backend_refused_session(mcp_req_t *q, exchange_t *e)
 {
     request_rec *r = q->r;

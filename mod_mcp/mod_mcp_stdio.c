@@ -651,6 +651,10 @@ typedef struct stdio_retained_t {
 
 #define RETAINED_KEY "mod_mcp-stdio-supervisor-1"
 
+/* The retained data as this process knows it: set in post_config (the parent), inherited by the
+ * children; read per request without a look-up. */
+static stdio_retained_t *retained;
+
 static stdio_retained_t *retained_get(void)
 {
     stdio_retained_t *rt = ap_retained_data_get(RETAINED_KEY);
@@ -924,9 +928,8 @@ static void maintenance(int reason, void *data, apr_wait_t status)
                  ") %s; its stdio server processes are gone (their sessions end); starting a "
                  "new one", ch->proc.pid,
                  reason == APR_OC_REASON_LOST ? "was lost"
-                 : WIFSIGNALED(status) ? apr_psprintf(ch->pconf, "was killed by signal %d",
-                                                      WTERMSIG(status))
-                 : apr_psprintf(ch->pconf, "exited with status %d", WEXITSTATUS(status)));
+                 /* The MPM passes apr_proc_wait's code, which does not say which it is. */
+                 : apr_psprintf(ch->pconf, "ended (exit status or signal %d)", status));
     if (start(rt, ch->pconf, ch->path, ch->config_line, &err)
         != 0) {
         ap_log_error(APLOG_MARK, APLOG_ERR, 0, ch->s, "the stdio supervisor could not be "
@@ -1122,7 +1125,7 @@ static int stdio_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *pt
     if (ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_CREATE_PRE_CONFIG) {
         return OK;   /* the first pass only checks the configuration */
     }
-    rt = retained_get();
+    rt = retained = retained_get();
     if (!c || c->servers->nelts == 0) {
         if (rt->pid) {
             /* No stdio server any more: its control pipe's EOF stops it (reaped as a lost
@@ -1232,7 +1235,6 @@ static int stdio_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *p
 void mcp_stdio_call(request_rec *r, mcp_backend_call_t *call)
 {
     const stdio_backend_t *b = (const stdio_backend_t *)call->target;
-    stdio_retained_t *rt;
     mcp_backend_target_t *t;
     apr_array_header_t *lines;
     const char *tag;
@@ -1243,8 +1245,7 @@ void mcp_stdio_call(request_rec *r, mcp_backend_call_t *call)
     }
     /* A new session: this host's supervisor, at its port of now (a replaced supervisor may
      * listen elsewhere than when this child was forked). */
-    rt = retained_get();
-    port = rt->shared ? rt->shared->port : b->port;
+    port = retained && retained->shared ? retained->shared->port : b->port;
     if (port > 0 && port != b->port) {
         t = apr_pmemdup(r->pool, &b->target, sizeof(*t));
         t->url = local_url(r->pool, b, port);

@@ -79,13 +79,15 @@ def load_stack_env(path: str | os.PathLike) -> dict[str, str]:
 
 
 def httpd_pids(env: dict[str, str], instance: int = 0) -> list[int]:
-    """The parent of one httpd instance of a stack, then its children."""
+    """The parent of one httpd instance of a stack, then its children (httpd's own: not the
+    stdio supervisor the parent also runs)."""
     parent = int(Path(env["MCP_HTTPD_PIDFILES"].split()[instance]).read_text())
     pids = [parent]
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                if int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                if int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent \
+                        and (p / "comm").read_text().strip() == "apache2":
                     pids.append(int(p.name))
             except (OSError, ValueError, IndexError):
                 pass

@@ -53,7 +53,9 @@ def children(stack):
     pids = []
     for pidfile in Path(stack["MCP_STACK_DIR"]).glob("httpd-*/httpd.pid"):
         parent = pidfile.read_text().strip()
-        out = subprocess.run(["pgrep", "-P", parent], capture_output=True, text=True).stdout
+        # httpd's own children (-x apache2): not the stdio supervisor the parent also runs
+        out = subprocess.run(["pgrep", "-x", "apache2", "-P", parent], capture_output=True,
+                             text=True).stdout
         pids += out.split()
     return pids
 

@@ -101,7 +101,9 @@ def log_since(env, offset: int) -> list[str]:
 
 def children(env) -> list[int]:
     parent = Path(env["MCP_HTTPD_PIDFILES"].split()[0]).read_text().strip()
-    out = subprocess.run(["pgrep", "-P", parent], capture_output=True, text=True).stdout
+    # httpd's own children (-x apache2): not the stdio supervisor the parent also runs
+    out = subprocess.run(["pgrep", "-x", "apache2", "-P", parent], capture_output=True,
+                         text=True).stdout
     return [int(p) for p in out.split()]
 
 

@@ -177,6 +177,41 @@ def test_a_crashed_process_ends_its_session(env):
         s.close()
 
 
+def test_the_principal_reaches_the_supervisor(env):
+    """MaxProcessesPerUser 1 (gateway-stdio.conf's "limited", behind Basic auth): alice's second
+    session is refused with the supervisor's 429 and its Retry-After; bob's is not."""
+    limited = url(env).replace("/mcp-stdio", "/mcp-stdio-limited")
+    first = McpSession(limited, auth=("alice", "alice-pw"))
+    second = McpSession(limited, auth=("alice", "alice-pw"))
+    bob = McpSession(limited, auth=("bob", "bob-pw"))
+    try:
+        first.initialize()
+        with pytest.raises(McpError) as e:
+            second.initialize()
+        r = e.value.response
+        assert r.status_code == 429, r.text
+        assert r.headers.get("Retry-After", "").isdigit(), r.headers
+        assert r.json()["error"]["code"] == -32004, r.text
+        assert "alice" in r.json()["error"]["message"], r.text
+        bob.initialize()
+        assert first.delete().status_code == 200
+        # Once alice's process has ended, she may start another.
+        def again():
+            try:
+                second.initialize()
+                return True
+            except McpError as err:
+                assert err.response.status_code == 429, err
+                return False
+        wait_for(again, 15, "alice's process to end and a new session to be admitted")
+    finally:
+        for s in (second, bob):
+            if s.session_id:
+                s.delete()
+        for s in (first, second, bob):
+            s.close()
+
+
 def stateless_echo(env, text, instance=0):
     """A 2026-07-28 client's tools/call through the era bridge (a pooled backend session: a
     stdio process)."""
