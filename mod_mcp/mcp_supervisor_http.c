@@ -26,7 +26,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum { SV_C_HEAD, SV_C_BODY, SV_C_BUSY };
+enum { SV_C_HEAD, SV_C_BODY, SV_C_BUSY, SV_C_LINGER };
+
+#define SV_LINGER_MS 2000
 
 static sv_watch_t listen_w = {.fd = -1};
 static sv_conn_t *all_conns, *todo;
@@ -51,6 +53,24 @@ void sv_http_kill(sv_conn_t *c)
     c->dead = 1;
     sv_watch_mod(&c->w, 0);
     set_todo(c);
+}
+
+static void linger_over(sv_timer_t *t)
+{
+    sv_http_kill(t->data);
+}
+
+/* Closing a connection whose request body was not read: a close() with unread bytes sends an
+ * RST, which can reach the client before it has read the answer. So the sending side is shut
+ * down first, and what comes is read and dropped until the client closes (or 2 s pass). */
+static void linger(sv_conn_t *c)
+{
+    c->state = SV_C_LINGER;
+    if (shutdown(c->w.fd, SHUT_WR) < 0) {
+        sv_http_kill(c);
+        return;
+    }
+    sv_timer_set(&c->keepalive, SV_LINGER_MS, linger_over, c);
 }
 
 static void flush(sv_conn_t *c)
@@ -81,8 +101,8 @@ static void flush(sv_conn_t *c)
     sv_watch_mod(&c->w, EPOLLIN | EPOLLRDHUP);
     if (c->out.cap > 65536)
         sv_buf_free(&c->out);                /* an idle connection keeps no large buffer */
-    if (c->close_after)
-        sv_http_kill(c);
+    if (c->close_after && c->state != SV_C_LINGER)
+        linger(c);
 }
 
 static void put(sv_conn_t *c, const void *p, size_t n)
@@ -95,13 +115,11 @@ static void put(sv_conn_t *c, const void *p, size_t n)
 /* The response is written: the connection takes the next request (or closes). */
 static void complete(sv_conn_t *c)
 {
+    if (c->close_after && c->state != SV_C_LINGER)
+        c->state = SV_C_BUSY;               /* nothing more is parsed */
     flush(c);
-    if (c->dead)
+    if (c->dead || c->close_after)
         return;
-    if (c->close_after) {
-        c->state = SV_C_BUSY;               /* nothing more is read */
-        return;
-    }
     mcp_reqhead_reset(c->head);
     sv_buf_free(&c->body);
     c->body_need = 0;
@@ -508,6 +526,8 @@ static void conn_ready(sv_watch_t *w, uint32_t events)
         sv_http_kill(c);                     /* the peer is gone: so is its exchange */
         return;
     }
+    if (c->state == SV_C_LINGER)
+        return;                              /* dropped: the answer is out, the end near */
     sv_buf_add(&c->in, buf, (size_t)n);
     if (c->state == SV_C_BUSY) {
         /* Bytes while a response is going on: a pipelined request, kept for later, within
