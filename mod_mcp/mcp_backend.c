@@ -342,6 +342,16 @@ static void prepare(prepared_t *pr, CURL *h, apr_pool_t *p, const mcp_backend_ca
     if (call->target->unix_socket) {
         curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, call->target->unix_socket);
     }
+    if (call->tls) {
+        if (call->tls->ca_file) {
+            curl_easy_setopt(h, CURLOPT_CAINFO, call->tls->ca_file);
+        }
+        if (call->tls->cert_file) {
+            curl_easy_setopt(h, CURLOPT_SSLCERT, call->tls->cert_file);
+            curl_easy_setopt(h, CURLOPT_SSLKEY, call->tls->key_file ? call->tls->key_file
+                                                                   : call->tls->cert_file);
+        }
+    }
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
@@ -490,6 +500,7 @@ mcp_backend_status_t mcp_backend_async_finish(mcp_backend_async_t *a, int rc, co
 
 mcp_backend_status_t mcp_backend_delete_session(mcp_backend_pool_t *bp, apr_pool_t *p,
                                                 const mcp_backend_target_t *target,
+                                                const mcp_backend_tls_t *tls,
                                                 const char *session_id,
                                                 const char *protocol_version,
                                                 long connect_timeout_ms, long timeout_ms,
@@ -501,6 +512,7 @@ mcp_backend_status_t mcp_backend_delete_session(mcp_backend_pool_t *bp, apr_pool
 
     memset(&call, 0, sizeof(call));
     call.target = target;
+    call.tls = tls;
     call.method = "DELETE";
     call.session_id = session_id;
     call.protocol_version = protocol_version;

@@ -59,6 +59,16 @@ typedef int mcp_backend_body_fn(void *baton, const char *buf, apr_size_t len);
  * arrives (keep-alives, lease renewals, shutdown checks). Non-zero aborts the transfer. */
 typedef int mcp_backend_tick_fn(void *baton);
 
+/* TLS toward an https backend, beyond libcurl's defaults (the system's trusted CAs, no client
+ * certificate). Each member may be NULL. PEM files, read by libcurl at each new connection;
+ * connections are reused only between calls with the same settings. */
+typedef struct mcp_backend_tls_t {
+    const char *ca_file;      /* the CAs that verify the backend's certificate (instead of the
+                               * system's)                                                   */
+    const char *cert_file;    /* the gateway's client certificate (and its chain)           */
+    const char *key_file;     /* ... its key (NULL: in cert_file)                           */
+} mcp_backend_tls_t;
+
 typedef struct mcp_backend_call_t {
     const mcp_backend_target_t *target;
     const char *method;            /* "POST", "GET" or "DELETE"                          */
@@ -69,6 +79,7 @@ typedef struct mcp_backend_call_t {
     const char *last_event_id;     /* sent as Last-Event-ID when non-NULL                */
     const apr_array_header_t *headers; /* const char *: more "Name: value" lines, or NULL */
     const apr_array_header_t *identity; /* const char *: MCPBackendHeader lines, or NULL     */
+    const mcp_backend_tls_t *tls;  /* NULL: libcurl's defaults                           */
     const char *traceparent;       /* W3C trace context for the backend, or NULL (mcp_trace) */
     const char *tracestate;
     long        connect_timeout_ms;
@@ -120,6 +131,7 @@ mcp_backend_status_t mcp_backend_async_finish(mcp_backend_async_t *a, int rc, co
  * told that the gateway's session ended. *http_status gets the status (0 when none came). */
 mcp_backend_status_t mcp_backend_delete_session(mcp_backend_pool_t *bp, apr_pool_t *p,
                                                 const mcp_backend_target_t *target,
+                                                const mcp_backend_tls_t *tls,
                                                 const char *session_id,
                                                 const char *protocol_version,
                                                 long connect_timeout_ms, long timeout_ms,

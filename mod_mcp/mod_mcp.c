@@ -105,7 +105,8 @@ static void sweep_sessions(server_rec *s, apr_pool_t *pool)
                          mcp_id_tag(pool, e->id), bad);
             continue;
         }
-        if (mcp_backend_delete_session(mcp_child.backends, pool, stdio ? stdio : &target,
+        /* (Without a request, no section's TLS settings: libcurl's defaults.) */
+        if (mcp_backend_delete_session(mcp_child.backends, pool, stdio ? stdio : &target, NULL,
                                        e->backend_session_id,
                                        e->protocol_version, SWEEP_DELETE_CONNECT_MS,
                                        SWEEP_DELETE_MS, &status, &err) != MCP_BACKEND_OK) {

@@ -50,6 +50,26 @@ void *mcp_config_create_dir(apr_pool_t *p, char *dir)
     return conf;
 }
 
+/* Per setting: a section that names only the CA keeps the client certificate it inherits. */
+static mcp_backend_tls_t *merge_backend_tls(apr_pool_t *p, mcp_backend_tls_t *base,
+                                            mcp_backend_tls_t *add)
+{
+    mcp_backend_tls_t *tls;
+
+    if (!base || !add) {
+        return add ? add : base;
+    }
+    tls = apr_pmemdup(p, add, sizeof(*tls));
+    if (!add->ca_file) {
+        tls->ca_file = base->ca_file;
+    }
+    if (!add->cert_file) {
+        tls->cert_file = base->cert_file;
+        tls->key_file = base->key_file;
+    }
+    return tls;
+}
+
 /* The more specific section wins wherever it set the field. */
 #define MERGE(field, unset) merged->field = (add->field != (unset)) ? add->field : base->field
 
@@ -60,6 +80,7 @@ void *mcp_config_merge_dir(apr_pool_t *p, void *basev, void *addv)
 
     MERGE(backend_spec, NULL);
     MERGE(backend_headers, NULL);
+    merged->backend_tls = merge_backend_tls(p, base->backend_tls, add->backend_tls);
     MERGE(backend, NULL);
     MERGE(max_message_size, UNSET);
     MERGE(backend_connect_timeout, UNSET);
@@ -268,6 +289,50 @@ static const char *add_word(cmd_parms *cmd, void *dconf, const char *arg)
     }
     APR_ARRAY_PUSH(*list, const char *) = apr_pstrdup(cmd->pool, arg);
     return NULL;
+}
+
+/* ---- TLS toward the backend (MCPBackendCACertificateFile, MCPBackendClientCertificateFile) -- */
+
+/* A PEM file the gateway's children will read: its path from ServerRoot, readable now (httpd's
+ * parent reads it as root; the children run as User, so its mode matters too: see README). */
+static const char *pem_file(cmd_parms *cmd, const char *path, const char **out)
+{
+    const char *file = ap_server_root_relative(cmd->pool, path);
+    apr_file_t *f;
+
+    if (!file || apr_file_open(&f, file, APR_FOPEN_READ, APR_FPROT_OS_DEFAULT, cmd->temp_pool)
+        != APR_SUCCESS) {
+        return apr_psprintf(cmd->pool, "%s: cannot read %s", cmd->cmd->name, path);
+    }
+    apr_file_close(f);
+    *out = file;
+    return NULL;
+}
+
+/* This section's TLS settings (merged with the enclosing section's per setting). */
+static mcp_backend_tls_t *backend_tls(cmd_parms *cmd, void *dconf)
+{
+    mcp_dir_conf_t *conf = dconf;
+
+    if (!conf->backend_tls) {
+        conf->backend_tls = apr_pcalloc(cmd->pool, sizeof(*conf->backend_tls));
+    }
+    return conf->backend_tls;
+}
+
+static const char *set_backend_ca(cmd_parms *cmd, void *dconf, const char *path)
+{
+    return pem_file(cmd, path, &backend_tls(cmd, dconf)->ca_file);
+}
+
+static const char *set_backend_client_cert(cmd_parms *cmd, void *dconf, const char *cert,
+                                           const char *key)
+{
+    mcp_backend_tls_t *tls = backend_tls(cmd, dconf);
+    const char *err = pem_file(cmd, cert, &tls->cert_file);
+
+    tls->key_file = NULL;
+    return err ? err : key ? pem_file(cmd, key, &tls->key_file) : NULL;
 }
 
 /* ---- headers toward the backend (MCPBackendHeader, MCPBackendHeaderFile) ------------------- */
@@ -690,6 +755,12 @@ const command_rec mcp_config_cmds[] = {
                   "A header every backend request carries, its value an httpd expression "
                   "evaluated per request, e.g. MCPBackendHeader X-User \"%{REMOTE_USER}\" "
                   "(an empty value sends nothing)"),
+    AP_INIT_TAKE1("MCPBackendCACertificateFile", set_backend_ca, NULL, CONTEXT,
+                  "PEM file of the CAs that verify an https backend's certificate (default: the "
+                  "system's trusted CAs)"),
+    AP_INIT_TAKE12("MCPBackendClientCertificateFile", set_backend_client_cert, NULL, CONTEXT,
+                   "PEM file of the certificate the gateway presents to an https backend, and "
+                   "optionally its key's file (default: the key is in the same file)"),
     AP_INIT_TAKE2("MCPBackendHeaderFile", add_backend_header_file, NULL, CONTEXT,
                   "A header every backend request carries, its value the one line of a file read "
                   "at start-up (a static credential: MCPBackendHeaderFile Authorization "

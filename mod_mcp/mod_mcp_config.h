@@ -75,6 +75,11 @@ typedef struct mcp_dir_conf_t {
                                                         * only wait (mod_mcp_park)             */
     apr_array_header_t         *backend_headers;       /* mcp_backend_header_t: MCPBackendHeader
                                                         * and MCPBackendHeaderFile, in order   */
+    mcp_backend_tls_t          *backend_tls;           /* MCPBackendCACertificateFile and
+                                                        * MCPBackendClientCertificateFile: an
+                                                        * https backend's trust and our
+                                                        * certificate (NULL: libcurl's defaults,
+                                                        * no client certificate)               */
 } mcp_dir_conf_t;
 
 /* A header every backend request carries (the user's identity, a static credential). */

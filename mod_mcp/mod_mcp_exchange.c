@@ -142,6 +142,7 @@ void mcp_exchange_call_defaults(mcp_exchange_t *x, mcp_backend_call_t *call)
     call->connect_timeout_ms = (long)apr_time_as_msec(x->q->conf->backend_connect_timeout);
     call->traceparent = mcp_req_trace(x->q->r, &call->tracestate);
     call->identity = mcp_config_backend_headers(x->q->r, x->q->conf);
+    call->tls = x->q->conf->backend_tls;
     mcp_stdio_call(x->q->r, call);   /* a stdio server's supervisor: where, and who asks */
 }
 

@@ -255,7 +255,7 @@ void mcp_req_end_backend_session(mcp_req_t *q, const char *backend_session_id, c
         return;
     }
     if (mcp_backend_delete_session(mcp_child.backends, q->r->pool, q->conf->backend,
-                                   backend_session_id,
+                                   q->conf->backend_tls, backend_session_id,
                                    q->session ? q->session->protocol_version : NULL,
                                    (long)apr_time_as_msec(q->conf->backend_connect_timeout),
                                    (long)apr_time_as_msec(q->conf->backend_timeout), &status,

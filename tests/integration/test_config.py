@@ -73,6 +73,14 @@ CASES = [
      "backend"),
     ("MCPBackendHeaderFile Authorization /nonexistent/token",
      "MCPBackendHeaderFile Authorization: cannot open /nonexistent/token"),
+    # TLS toward the backend
+    ("MCPBackendCACertificateFile /etc/ssl/certs/ca-certificates.crt", None),
+    ("MCPBackendCACertificateFile /nonexistent/ca.pem",
+     "MCPBackendCACertificateFile: cannot read /nonexistent/ca.pem"),
+    ("MCPBackendClientCertificateFile /nonexistent/client.pem",
+     "MCPBackendClientCertificateFile: cannot read /nonexistent/client.pem"),
+    ("MCPBackendClientCertificateFile /etc/ssl/certs/ca-certificates.crt /nonexistent/client.key",
+     "MCPBackendClientCertificateFile: cannot read /nonexistent/client.key"),
 ]
 
 
