@@ -160,6 +160,55 @@ int mcp_era_listed(const char *list, const char *version)
     return 0;
 }
 
+/* Non-zero when the JSON array arr holds the string version. */
+static int array_lists(json_object *arr, const char *version)
+{
+    size_t i, n = json_object_array_length(arr);
+
+    for (i = 0; i < n; i++) {
+        json_object *v = json_object_array_get_idx(arr, i);
+
+        if (json_object_is_type(v, json_type_string)
+            && strcmp(json_object_get_string(v), version) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+const char *mcp_era_learn(apr_pool_t *p, int http_status, json_object *result, int error)
+{
+    char every[256], *version, *last = NULL;
+    const char *out = NULL;
+    json_object *versions;
+    int modern = 0;
+
+    if (http_status <= 0 || http_status >= 500) {
+        return NULL;
+    }
+    if (error || http_status >= 400) {
+        return mcp_protocol_list(MCP_ERA_2025);
+    }
+    if (!result) {
+        return NULL;
+    }
+    if (!json_object_is_type(result, json_type_object)
+        || !json_object_object_get_ex(result, "supportedVersions", &versions)
+        || !json_object_is_type(versions, json_type_array)) {
+        return mcp_protocol_list(MCP_ERA_2025);
+    }
+    /* The served revisions it lists, newest first (the order of mcp_protocol_list). */
+    apr_cpystrn(every, mcp_protocol_list(MCP_ERA_UNKNOWN), sizeof(every));
+    for (version = apr_strtok(every, ", ", &last); version;
+         version = apr_strtok(NULL, ", ", &last)) {
+        if (array_lists(versions, version)) {
+            out = out ? apr_pstrcat(p, out, ", ", version, NULL) : apr_pstrdup(p, version);
+            modern |= mcp_protocol_find(version)->era == MCP_ERA_2026;
+        }
+    }
+    return modern ? out : mcp_protocol_list(MCP_ERA_2025);
+}
+
 static int verdict(mcp_era_verdict_t *out, int code, const char *message)
 {
     out->code = code;

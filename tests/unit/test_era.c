@@ -267,6 +267,45 @@ START_TEST(many_param_headers)
 }
 END_TEST
 
+static const char *learned(int status, const char *result_json, int error)
+{
+    json_object *result = result_json ? json_tokener_parse(result_json) : NULL;
+    const char *out = mcp_era_learn(pool, status, result, error);
+
+    json_object_put(result);
+    return out;
+}
+
+START_TEST(learning_eras_from_discover)
+{
+    const char *legacy = "2025-11-25, 2025-06-18, 2025-03-26";
+
+    /* A backend of both eras, a 2026-only one, and what is not served left out. */
+    ck_assert_str_eq(learned(200, "{\"supportedVersions\":[\"2025-06-18\",\"2026-07-28\","
+                             "\"2025-11-25\"]}", 0), "2026-07-28, 2025-11-25, 2025-06-18");
+    ck_assert_str_eq(learned(200, "{\"supportedVersions\":[\"2026-07-28\"],\"ttlMs\":5}", 0),
+                     "2026-07-28");
+    ck_assert_str_eq(learned(200, "{\"supportedVersions\":[\"2026-07-28\",\"2024-11-05\","
+                             "\"2099-01-01\",7]}", 0), "2026-07-28");
+    /* A result that does not list 2026-07-28, or is no discover result: the 2025 era. */
+    ck_assert_str_eq(learned(200, "{\"supportedVersions\":[\"2025-11-25\"]}", 0), legacy);
+    ck_assert_str_eq(learned(200, "{\"supportedVersions\":\"2026-07-28\"}", 0), legacy);
+    ck_assert_str_eq(learned(200, "{}", 0), legacy);
+    ck_assert_str_eq(learned(200, "[\"2026-07-28\"]", 0), legacy);
+    /* A JSON-RPC error (in any status below 500) or a 4xx: a 2025-era backend. */
+    ck_assert_str_eq(learned(200, NULL, 1), legacy);
+    ck_assert_str_eq(learned(400, NULL, 1), legacy);
+    ck_assert_str_eq(learned(404, NULL, 0), legacy);
+    ck_assert_str_eq(learned(405, NULL, 0), legacy);
+    /* Nothing learned: no answer, a 5xx (even with an error in it), a 2xx without a response. */
+    ck_assert_ptr_null(learned(0, NULL, 0));
+    ck_assert_ptr_null(learned(500, NULL, 1));
+    ck_assert_ptr_null(learned(503, "{\"supportedVersions\":[\"2026-07-28\"]}", 0));
+    ck_assert_ptr_null(learned(200, NULL, 0));
+    ck_assert_ptr_null(learned(202, NULL, 0));
+}
+END_TEST
+
 static Suite *era_suite(void)
 {
     Suite *s = suite_create("mcp_era");
@@ -280,6 +319,7 @@ static Suite *era_suite(void)
     tcase_add_test(tc, param_declarations);
     tcase_add_test(tc, param_headers);
     tcase_add_test(tc, many_param_headers);
+    tcase_add_test(tc, learning_eras_from_discover);
     suite_add_tcase(s, tc);
     return s;
 }
