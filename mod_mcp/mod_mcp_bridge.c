@@ -883,8 +883,10 @@ static int relay(bridge_t *b, int *detached)
         }
         if (attempt == 0 && session_lost(b, status)) {
             ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "era bridge: the backend lost pooled "
-                          "session %s (404); a new one is initialized and the request sent "
-                          "again", mcp_id_tag(r->pool, b->pooled->id));
+                          "session %s (%s); a new one is initialized and the request sent "
+                          "again", mcp_id_tag(r->pool, b->pooled->id),
+                          status == MCP_BACKEND_OK ? "404"
+                          : "its stdio server's supervisor cannot be reached");
             mcp_stream_finish(&b->bs, "failed");
             mcp_store_session_terminate(mcp_req_db(q), r->pool, b->pooled->id, r->user,
                                         "backend");
