@@ -42,6 +42,9 @@
 #define SV_STDERR_RATE     5                     /* ... then per second                  */
 #define SV_STDERR_LINE     2048                  /* a longer stderr line is cut          */
 #define SV_CONN_OUT_MAX    (256u * 1024 * 1024)  /* a peer that reads nothing is dropped */
+#define SV_PAUSE_BYTES     (8u * 1024 * 1024)    /* a stream this far behind pauses the
+                                                    reading of its process's stdout ...  */
+#define SV_RESUME_BYTES    (1u * 1024 * 1024)    /* ... until it is back under this      */
 #define SV_EOF_WAIT_MS     200                   /* stdout closed: how long to wait for
                                                     the exit status before saying so     */
 #define SV_CHUNK           65536                 /* one read per wake-up                 */
@@ -194,6 +197,8 @@ void sv_session_get(sv_conn_t *conn, sv_session_t *s);
 void sv_session_delete(sv_conn_t *conn, sv_session_t *s);
 /* The session's exchange on conn is over (its client went away, or it ended). */
 void sv_session_detach(sv_conn_t *conn);
+/* conn has written out most of what it had: its session's process may be read again. */
+void sv_session_drained(sv_conn_t *c);
 /* Ends every session (the supervisor stops). */
 void sv_session_end_all(void);
 /* Frees the dead sessions whose time is up; all of them when all is set. */
@@ -211,6 +216,7 @@ struct sv_proc_t {
     mcp_lines_t  *out_lines, *err_lines;
     sv_buf_t      inq;               /* bytes waiting for its stdin */
     int           reaped, status, freed;
+    int           paused;            /* its stdout is not read: a stream is behind */
     uint64_t      grace_ms;
     size_t        max_line;
     sv_timer_t    end_timer, eof_timer;
@@ -225,6 +231,9 @@ struct sv_proc_t {
 sv_proc_t *sv_proc_start(sv_session_t *s, char *err, size_t errlen);
 /* Writes to its stdin (what does not go now waits in pr->inq); -1 when its stdin is gone. */
 int sv_proc_write(sv_proc_t *pr, const char *data, size_t len);
+/* Stops or resumes reading its stdout (a slow stream holds the process back, through its
+ * stdout pipe, instead of the supervisor holding its output). */
+void sv_proc_pause(sv_proc_t *pr, int paused);
 /* Ends it (stdin closed, then the signals); its session must be detached or dead. */
 void sv_proc_end(sv_proc_t *pr);
 /* A warning about what it wrote (rate-limited with its stderr), with its first 100 bytes. */

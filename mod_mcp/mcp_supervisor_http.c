@@ -96,8 +96,11 @@ static void flush(sv_conn_t *c)
             return;
         }
         sv_watch_mod(&c->w, EPOLLIN | EPOLLRDHUP | EPOLLOUT);
+        if (sv_buf_pending(&c->out) < SV_RESUME_BYTES)
+            sv_session_drained(c);
         return;
     }
+    sv_session_drained(c);
     sv_watch_mod(&c->w, EPOLLIN | EPOLLRDHUP);
     if (c->out.cap > 65536)
         sv_buf_free(&c->out);                /* an idle connection keeps no large buffer */

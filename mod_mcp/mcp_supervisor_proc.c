@@ -281,6 +281,16 @@ static void err_ready(sv_watch_t *w, uint32_t events)
     read_stderr(w->data);
 }
 
+void sv_proc_pause(sv_proc_t *pr, int paused)
+{
+    if (pr->paused == paused || pr->out_w.fd < 0)
+        return;
+    pr->paused = paused;
+    sv_watch_mod(&pr->out_w, paused ? 0 : EPOLLIN);
+    sv_log(SV_DEBUG, "%s: reading its stdout %s", pr->label,
+           paused ? "paused: a stream is over 8 MiB behind" : "resumed");
+}
+
 void sv_proc_reaped(pid_t pid, int status)
 {
     char key[16], what[128];

@@ -128,6 +128,8 @@ static void route_one(sv_session_t *s, json_object *msg, const char *text, size_
             sv_http_sse_event(c, text, len);
             if (dest.last)
                 stream_finish(s, c);
+            else if (sv_buf_pending(&c->out) > SV_PAUSE_BYTES && s->proc)
+                sv_proc_pause(s->proc, 1);
         }
     }
     free(id_text);
@@ -207,6 +209,14 @@ static void attach(sv_session_t *s, sv_conn_t *c, mcp_route_exchange_t *x, int k
     s->conns = c;
 }
 
+void sv_session_drained(sv_conn_t *c)
+{
+    sv_session_t *s = c->session;
+
+    if (s && s->proc && s->proc->paused)
+        sv_proc_pause(s->proc, 0);
+}
+
 static void unlink_conn(sv_session_t *s, sv_conn_t *c)
 {
     sv_conn_t **p;
@@ -219,6 +229,8 @@ static void unlink_conn(sv_session_t *s, sv_conn_t *c)
     }
     if (s->route && c->x)
         mcp_route_close(s->route, c->x);
+    if (s->proc && s->proc->paused)
+        sv_proc_pause(s->proc, 0);           /* the stream that was behind may be this one */
     c->session = NULL;
     c->x = NULL;
     c->sess_next = NULL;

@@ -953,3 +953,41 @@ def test_refused_body_is_read_before_the_close(supervisor):
         pass
     c.sock.shutdown(socket.SHUT_WR)
     assert c.closed_by_peer(TIMEOUT)
+
+
+# Answers initialize; at the next line floods its stdout with notifications, 1 KiB each.
+FLOODER = ["/bin/sh", "-c",
+           "read line; echo '{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{}}'; read line; "
+           "n='{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":"
+           "\"info\",\"data\":\"" + "x" * 960 + "\"}}'; while :; do echo \"$n\"; done"]
+
+
+def rss_kib(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("VmRSS:")[1].split()[0])
+
+
+def test_slow_stream_holds_the_process_back(supervisor):
+    sup = supervisor(config({"f": server_conf(command=FLOODER, stop_grace=1)},
+                            log_level="debug"))
+    c = sup.conn()
+    r = c.request("POST", "/stdio/f", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                       "params": {}})
+    s = Session(sup, "f", r.headers["mcp-session-id"], c)
+    get = s.get()                          # open, and not read for a while
+    assert s.post({"jsonrpc": "2.0", "method": "notifications/initialized"}).status == 202
+    before = rss_kib(sup.proc.pid)
+    wait_for(lambda: sup.logged("reading its stdout paused"), TIMEOUT, "the pause")
+    # The supervisor stops reading the flood once the stream is 8 MiB behind: its memory stays
+    # well under the 256 MiB at which it would drop the connection.
+    deadline = time.monotonic() + 3
+    peak = before
+    while time.monotonic() < deadline:
+        peak = max(peak, rss_kib(sup.proc.pid))
+        time.sleep(0.1)
+    assert peak - before < 64 * 1024, (before, peak)
+    # Read: the stream goes on.
+    for _ in range(20000):
+        assert get.event()["method"] == "notifications/message"
+    assert sup.logged("reading its stdout resumed")
+    assert s.delete().status == 204
