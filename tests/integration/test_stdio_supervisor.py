@@ -991,3 +991,35 @@ def test_slow_stream_holds_the_process_back(supervisor):
         assert get.event()["method"] == "notifications/message"
     assert sup.logged("reading its stdout resumed")
     assert s.delete().status == 204
+
+
+def test_answer_after_its_client_left_goes_to_the_get_stream(supervisor):
+    sup = supervisor()
+    s = sup.initialize()
+    c = sup.conn()
+    rid, slow = s.request("tools/call", {"name": "slow",
+                                         "arguments": {"count": 2, "interval_ms": 700}},
+                          conn=c, rid="left")
+    assert slow.event()["method"] == "notifications/message"
+    c.close()                              # the client goes; the call goes on
+    get = s.get()
+    # Its id stays in flight until answered...
+    dup = s.request("ping", rid="left")[1]
+    assert dup.status == 409
+    # ... and its answer, for nobody now, comes on the GET stream.
+    while (e := get.event()).get("id") != "left":
+        assert e["method"] == "notifications/message"
+    assert text_of(e) == "slow done: 2 steps"
+    assert s.request("ping", rid="left")[1].events()[-1]["id"] == "left"
+
+
+def test_log_line_format(supervisor):
+    import re
+    sup = supervisor()
+    s = sup.initialize()
+    s.tool("echo", text="x")
+    wait_for(lambda: sup.logged("stderr: mcp-test-backend: tools/call"), TIMEOUT, "the line")
+    form = re.compile(r"^\[(Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} \d{2} \d{2}:\d{2}:\d{2}"
+                      r"\.\d{6} \d{4}\] \[mcp:(emerg|alert|crit|error|warn|notice|info|debug)\] "
+                      rf"\[pid {sup.proc.pid}\] mcp-stdio: ")
+    assert sup.log and all(form.match(line) for line in sup.log), sup.log
