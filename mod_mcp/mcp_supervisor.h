@@ -254,7 +254,8 @@ struct sv_conn_t {
     long long             body_need;
     int                   state;        /* SV_C_* (mcp_supervisor_http.c) */
     int                   keep_alive;
-    int                   close_after;  /* close once out is written */
+    int                   close_after;  /* close once out is written ...               */
+    int                   finished;     /* ... and the response is complete            */
     int                   dead;         /* being closed: writes do nothing */
     int                   sse;          /* a chunked SSE response is open */
     /* the exchange this connection serves, when it waits for a process */

@@ -104,7 +104,7 @@ static void flush(sv_conn_t *c)
     sv_watch_mod(&c->w, EPOLLIN | EPOLLRDHUP);
     if (c->out.cap > 65536)
         sv_buf_free(&c->out);                /* an idle connection keeps no large buffer */
-    if (c->close_after && c->state != SV_C_LINGER)
+    if (c->close_after && c->finished && c->state != SV_C_LINGER)
         linger(c);
 }
 
@@ -118,6 +118,7 @@ static void put(sv_conn_t *c, const void *p, size_t n)
 /* The response is written: the connection takes the next request (or closes). */
 static void complete(sv_conn_t *c)
 {
+    c->finished = 1;
     if (c->close_after && c->state != SV_C_LINGER)
         c->state = SV_C_BUSY;               /* nothing more is parsed */
     flush(c);
@@ -440,6 +441,7 @@ static void head_done(sv_conn_t *c)
     char name[128];
 
     c->state = SV_C_BUSY;
+    c->finished = 0;
     c->keep_alive = mcp_reqhead_keep_alive(c->head);
     if (!c->keep_alive)
         c->close_after = 1;

@@ -1023,3 +1023,30 @@ def test_log_line_format(supervisor):
                       r"\.\d{6} \d{4}\] \[mcp:(emerg|alert|crit|error|warn|notice|info|debug)\] "
                       rf"\[pid {sup.proc.pid}\] mcp-stdio: ")
     assert sup.log and all(form.match(line) for line in sup.log), sup.log
+
+
+def test_connection_close_after_a_stream(supervisor):
+    """Connection: close (and Expect: 100-continue): the whole stream, then the close."""
+    sup = supervisor()
+    s = sup.initialize()
+    c = sup.conn()
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "slow", "arguments": {"count": 3, "interval_ms": 100},
+                                  "_meta": {"progressToken": "p"}}}).encode()
+    c.sock.sendall(f"POST /stdio/t HTTP/1.1\r\nMCP-Supervisor-Key: {KEY}\r\n"
+                   f"Mcp-Session-Id: {s.sid}\r\nConnection: close\r\nExpect: 100-continue\r\n"
+                   f"Content-Length: {len(body)}\r\n\r\n".encode())
+    assert c.read_line(TIMEOUT) == b"HTTP/1.1 100 Continue"
+    assert c.read_line(TIMEOUT) == b""
+    c.sock.sendall(body)
+    assert c.read_line(TIMEOUT) == b"HTTP/1.1 200 OK"
+    headers = {}
+    while (line := c.read_line(TIMEOUT)):
+        k, v = line.decode().split(":", 1)
+        headers[k.lower()] = v.strip()
+    assert headers["connection"] == "close" and headers["transfer-encoding"] == "chunked"
+    r = Response(c, 200, headers)
+    events = r.events()
+    assert [e.get("method") for e in events] == ["notifications/progress"] * 3 + [None]
+    c.sock.shutdown(socket.SHUT_WR)
+    assert c.closed_by_peer(TIMEOUT)
