@@ -36,7 +36,10 @@ SUPERVISOR = Path(os.environ.get("MCP_SUPERVISOR_BIN")
 BACKEND = Path(os.environ.get("MCP_BACKEND_BIN")
                or REPO / "tests" / "backend" / "mcp-test-backend").resolve()
 SANITIZER_ENV = {
-    "ASAN_OPTIONS": "detect_leaks=1:fast_unwind_on_malloc=0:disable_coredump=1",
+    # A small quarantine: freed memory kept by ASan would look like memory the supervisor holds
+    # (test_slow_stream_holds_the_process_back measures its RSS).
+    "ASAN_OPTIONS": "detect_leaks=1:fast_unwind_on_malloc=0:disable_coredump=1:"
+                    "quarantine_size_mb=8",
     "LSAN_OPTIONS": f"suppressions={REPO / 'tests' / 'lsan.supp'}:print_suppressions=0",
     "UBSAN_OPTIONS": "print_stacktrace=1",
 }
@@ -373,7 +376,8 @@ def test_initialize_and_echo(supervisor):
     # The same connection again (keep-alive), and a ping.
     assert s.call("ping")["result"] == {}
     # Log lines in httpd's format, the session's tag in them; stderr relayed at warn.
-    line = sup.logged("stderr: mcp-test-backend: tools/call")[0]
+    line = wait_for(lambda: sup.logged("stderr: mcp-test-backend: tools/call"), TIMEOUT,
+                    "the relayed stderr line")[0]
     assert line.startswith("[") and "] [mcp:warn] [pid " in line
     assert f"t/{s.sid[:8]}: stderr:" in line
 
@@ -383,7 +387,8 @@ def test_gateway_tag_in_log(supervisor):
     s = sup.initialize(headers={"MCP-Gateway-Session-Tag": "abcdef01",
                                 "MCP-Supervisor-Principal": "alice"})
     s.tool("echo", text="x")
-    assert sup.logged("t/abcdef01: stderr: mcp-test-backend: tools/call")
+    wait_for(lambda: sup.logged("t/abcdef01: stderr: mcp-test-backend: tools/call"), TIMEOUT,
+             "the line with the gateway's tag")
 
 
 def test_slow_progress_on_its_post_stream(supervisor):
@@ -615,7 +620,8 @@ def test_garbage_lines_ignored(supervisor):
     sup = supervisor(config({"t": server_conf("--stdio-garbage")}))
     s = sup.initialize()
     assert text_of(s.tool("echo", text="clean")) == "clean"
-    warned = sup.logged("a stdout line that is not JSON-RPC, ignored: \"this line is not JSON")
+    warned = wait_for(lambda: sup.logged("a stdout line that is not JSON-RPC, ignored: "
+                                         "\"this line is not JSON"), TIMEOUT, "the warning")
     assert warned and f"t/{s.sid[:8]}:" in warned[0]
 
 
@@ -701,7 +707,7 @@ def test_eof_on_the_control_pipe(supervisor):
     assert end["id"] == rid and "the supervisor is stopping" in end["error"]["message"]
     assert sup.proc.wait(timeout=TIMEOUT) == 0
     assert not any(alive(p) for p in pids)
-    assert sup.logged("stopping (EOF on the control pipe)")
+    wait_for(lambda: sup.logged("stopping (EOF on the control pipe)"), TIMEOUT, "the log line")
 
 
 def test_sigterm_stops(supervisor):
@@ -989,7 +995,7 @@ def test_slow_stream_holds_the_process_back(supervisor):
     # Read: the stream goes on.
     for _ in range(20000):
         assert get.event()["method"] == "notifications/message"
-    assert sup.logged("reading its stdout resumed")
+    wait_for(lambda: sup.logged("reading its stdout resumed"), TIMEOUT, "the resume")
     assert s.delete().status == 204
 
 
