@@ -169,6 +169,14 @@ static void child(const mcp_proc_spec_t *spec, int in_r, int out_w, int err_w, i
     }
     if (setpgid(0, 0) < 0)
         child_fail(report, "setpgid");
+    if (spec->nofile_soft) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && (rlim_t)spec->nofile_soft < rl.rlim_cur) {
+            rl.rlim_cur = (rlim_t)spec->nofile_soft;
+            if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                child_fail(report, "setrlimit");
+        }
+    }
     for (i = 0; i < spec->nlimits; i++) {
         struct rlimit rl;
         rl.rlim_cur = rl.rlim_max = (rlim_t)spec->limits[i].value;

@@ -46,6 +46,10 @@ typedef struct mcp_proc_spec_t {
     gid_t             groups[MCP_PROC_MAX_GROUPS];
     const mcp_proc_limit_t *limits;
     size_t            nlimits;
+    /* When non-zero: the soft RLIMIT_NOFILE the process starts with (the hard one is kept), for
+     * a caller that raised its own (a supervisor holds many descriptors; a server that walks
+     * every possible descriptor must not see that); a limit of RLIMIT_NOFILE in limits wins. */
+    unsigned long     nofile_soft;
 } mcp_proc_spec_t;
 
 typedef struct mcp_proc_t {

@@ -775,12 +775,14 @@ static void usage(FILE *f)
           f);
 }
 
-/* The most descriptors the hard limit allows: three per process, one per connection. */
+/* The most descriptors the hard limit allows: three per process, one per connection. The soft
+ * limit it had is what the processes get back (sv.nofile_soft). */
 static void raise_nofile(void)
 {
     struct rlimit rl;
 
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        sv.nofile_soft = (unsigned long)rl.rlim_cur;
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }

@@ -298,6 +298,7 @@ typedef struct sv_state_t {
     sv_hash_t     procs;           /* by pid */
     sv_hash_t     counts;          /* live sessions by server name, by "name\nprincipal" */
     long          live;            /* live sessions on this host */
+    unsigned long nofile_soft;     /* the soft RLIMIT_NOFILE before it was raised (0: same) */
 } sv_state_t;
 extern sv_state_t sv;
 

@@ -270,6 +270,7 @@ static sv_server_t *parse_server(ctx_t *x, const char *name, json_object *o)
     s->spec.envp = s->envp;
     s->spec.directory = s->directory;
     s->spec.limits = s->limits;
+    s->spec.nofile_soft = sv.nofile_soft;
     free(user);
     free(group);
     return s;

@@ -213,12 +213,13 @@ def config(servers: dict | None = None, **over) -> dict:
 
 
 class Supervisor:
-    def __init__(self, conf: dict | None = None):
+    def __init__(self, conf: dict | None = None, preexec_fn=None):
         if not SUPERVISOR.is_file():
             pytest.fail(f"{SUPERVISOR} is missing: run scripts/build", pytrace=False)
         self.proc = subprocess.Popen([str(SUPERVISOR)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env={**os.environ, **SANITIZER_ENV})
+                                     env={**os.environ, **SANITIZER_ENV},
+                                     preexec_fn=preexec_fn)
         self.answers: queue.Queue[str | None] = queue.Queue()
         self.log: list[str] = []
         self._threads = [threading.Thread(target=self._read_stdout, daemon=True),
@@ -346,8 +347,8 @@ def supervisor():
     leave no process, and report nothing from a sanitizer."""
     started: list[Supervisor] = []
 
-    def start(conf: dict | None = None) -> Supervisor:
-        s = Supervisor(config() if conf is None else conf)
+    def start(conf: dict | None = None, preexec_fn=None) -> Supervisor:
+        s = Supervisor(config() if conf is None else conf, preexec_fn)
         started.append(s)
         return s
 
@@ -1056,3 +1057,28 @@ def test_connection_close_after_a_stream(supervisor):
     assert [e.get("method") for e in events] == ["notifications/progress"] * 3 + [None]
     c.sock.shutdown(socket.SHUT_WR)
     assert c.closed_by_peer(TIMEOUT)
+
+
+def test_descriptor_limits(supervisor):
+    """The supervisor raises its soft RLIMIT_NOFILE to the hard one; processes get the soft one
+    back (a server that walks every descriptor number must not walk the supervisor's)."""
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    soft = min(1000, hard)
+
+    def lower():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    sup = supervisor(config({"t": server_conf(command=DEAF_AFTER_INIT)}), preexec_fn=lower)
+
+    def limits_of(pid):
+        for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+            if line.startswith("Max open files"):
+                return [int(v) for v in line.split()[3:5]]
+
+    assert limits_of(sup.proc.pid) == [hard, hard]
+    r = sup.conn().request("POST", "/stdio/t", {"jsonrpc": "2.0", "id": 0,
+                                                "method": "initialize", "params": {}})
+    assert r.status == 200
+    [pid] = sup.children()
+    assert limits_of(pid) == [soft, hard]
