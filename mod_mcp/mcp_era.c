@@ -209,6 +209,24 @@ const char *mcp_era_learn(apr_pool_t *p, int http_status, json_object *result, i
     return modern ? out : mcp_protocol_list(MCP_ERA_2025);
 }
 
+const char *mcp_era_learn_initialize(apr_pool_t *p, const char *modern, int http_status,
+                                     json_object *result)
+{
+    json_object *v;
+    const mcp_protocol_t *rev;
+
+    if (http_status <= 0) {
+        return NULL;
+    }
+    if (http_status < 300 && result && json_object_is_type(result, json_type_object)
+        && json_object_object_get_ex(result, "protocolVersion", &v)
+        && json_object_is_type(v, json_type_string)
+        && (rev = mcp_protocol_served(json_object_get_string(v))) && rev->era == MCP_ERA_2025) {
+        return apr_pstrcat(p, modern, ", ", mcp_protocol_list(MCP_ERA_2025), NULL);
+    }
+    return modern;
+}
+
 static int verdict(mcp_era_verdict_t *out, int code, const char *message)
 {
     out->code = code;

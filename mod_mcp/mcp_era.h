@@ -120,4 +120,13 @@ int mcp_era_listed(const char *list, const char *version);
  * result: the response's result (NULL when none); error: non-zero when a JSON-RPC error came. */
 const char *mcp_era_learn(apr_pool_t *p, int http_status, json_object *result, int error);
 
+/* The same, second step, for a backend whose discover result listed no 2025 revision (modern:
+ * what mcp_era_learn said of it): the answer to an initialize probe at 2025-11-25 tells whether
+ * it serves the 2025 era too (a TypeScript SDK v2 server of both eras lists only 2026-07-28 in
+ * server/discover). An InitializeResult naming a 2025 revision the gateway serves -> modern and
+ * the 2025 era's revisions (in p); any other answer (an error, -32022, a 4xx or 5xx) -> modern:
+ * a 2026-only backend; no answer (http_status 0) -> NULL, nothing learned. */
+const char *mcp_era_learn_initialize(apr_pool_t *p, const char *modern, int http_status,
+                                     json_object *result);
+
 #endif

@@ -28,49 +28,6 @@ APLOG_USE_MODULE(mcp);
 
 /* ---- small exchanges: initialize, notifications, responses --------------------------------- */
 
-typedef struct collected_t {
-    apr_pool_t         *pool;
-    apr_array_header_t *messages;   /* const char * */
-} collected_t;
-
-static int collect(void *baton, const char *json, apr_size_t len)
-{
-    collected_t *c = baton;
-
-    APR_ARRAY_PUSH(c->messages, const char *) = apr_pstrmemdup(c->pool, json, len);
-    return 0;
-}
-
-/* One POST of body (session: the backend's, or NULL), its answer's messages collected. */
-mcp_backend_status_t mcp_bridged_post(mcp_req_t *q, const char *session_id, const char *version,
-                                      const char *body, mcp_exchange_t *x,
-                                      apr_array_header_t **messages, const char **err)
-{
-    collected_t *c = apr_pcalloc(q->r->pool, sizeof(*c));
-    mcp_backend_call_t call;
-    mcp_backend_status_t status;
-    apr_size_t len;
-    const char *json;
-
-    c->pool = q->r->pool;
-    c->messages = apr_array_make(q->r->pool, 2, sizeof(const char *));
-    mcp_exchange_init(x, q, c);
-    x->on_message = collect;
-    memset(&call, 0, sizeof(call));
-    call.method = "POST";
-    call.body = body;
-    call.body_len = strlen(body);
-    call.session_id = session_id;
-    call.protocol_version = version;
-    call.timeout_ms = (long)apr_time_as_msec(q->conf->backend_timeout);
-    status = mcp_exchange_perform(x, &call, err);
-    if (status == MCP_BACKEND_OK && !x->sse && (json = mcp_exchange_body(x, &len)) != NULL) {
-        APR_ARRAY_PUSH(c->messages, const char *) = json;
-    }
-    *messages = c->messages;
-    return status;
-}
-
 /* Answers a backend's ping on the client's behalf: a 2026-07-28 client has no ping to give. */
 void mcp_bridged_pong(bridge_t *b, const mcp_store_session_t *s, json_object *ping)
 {
@@ -80,8 +37,8 @@ void mcp_bridged_pong(bridge_t *b, const mcp_store_session_t *s, json_object *pi
 
     mcp_store_events_append(mcp_req_db(b->q), b->q->r->pool, s, 0, 0, "in",
                             apr_pstrcat(b->q->r->pool, "[", pong, "]", NULL));
-    if (mcp_bridged_post(b->q, s->backend_session_id, s->protocol_version, pong, &x, &ignored,
-                         &err) != MCP_BACKEND_OK || x.response.status >= 300) {
+    if (mcp_exchange_collect(b->q, s->backend_session_id, s->protocol_version, pong, &x, &ignored,
+                             &err) != MCP_BACKEND_OK || x.response.status >= 300) {
         ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, b->q->r, "era bridge: the backend's ping "
                       "was not answered: %s", err ? err : apr_psprintf(b->q->r->pool, "HTTP %ld",
                                                                        x.response.status));
@@ -106,8 +63,8 @@ void mcp_bridged_cancel(bridge_t *b, const mcp_store_session_t *s, apr_int64_t b
     mcp_exchange_t x;
     const char *err = NULL, *n = mcp_bridge_cancelled(b->q->r->pool, backend_id, reason);
 
-    if (mcp_bridged_post(b->q, s->backend_session_id, s->protocol_version, n, &x, &ignored, &err)
-        != MCP_BACKEND_OK) {
+    if (mcp_exchange_collect(b->q, s->backend_session_id, s->protocol_version, n, &x, &ignored,
+                             &err) != MCP_BACKEND_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, b->q->r, "era bridge: the backend was not "
                       "told that request %" APR_INT64_T_FMT " is cancelled: %s", backend_id, err);
         return;
@@ -157,7 +114,7 @@ static mcp_store_session_t *pool_new(bridge_t *b, const char *caps_key, const ch
     mcp_store_status_t stored;
     mcp_exchange_t x;
 
-    if (mcp_bridged_post(q, NULL, NULL, init, &x, &messages, &err) != MCP_BACKEND_OK) {
+    if (mcp_exchange_collect(q, NULL, NULL, init, &x, &messages, &err) != MCP_BACKEND_OK) {
         *why = apr_psprintf(r->pool, "initialize failed: %s", err);
         return NULL;
     }
@@ -192,8 +149,8 @@ static mcp_store_session_t *pool_new(bridge_t *b, const char *caps_key, const ch
     s->server_info = member_text(r->pool, result, "serverInfo");
 
     initialized = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
-    if (mcp_bridged_post(q, s->backend_session_id, s->protocol_version, initialized, &x, &messages,
-                         &err) != MCP_BACKEND_OK || x.response.status >= 300) {
+    if (mcp_exchange_collect(q, s->backend_session_id, s->protocol_version, initialized, &x,
+                             &messages, &err) != MCP_BACKEND_OK || x.response.status >= 300) {
         mcp_bridged_end_session(b, s, "bridge initialize failed");
         *why = apr_psprintf(r->pool, "notifications/initialized failed: %s",
                             err ? err : apr_psprintf(r->pool, "HTTP %ld", x.response.status));
@@ -202,9 +159,9 @@ static mcp_store_session_t *pool_new(bridge_t *b, const char *caps_key, const ch
     if (json_object_object_get_ex(result, "capabilities", &params)
         && json_object_object_get_ex(params, "logging", NULL)) {
         /* Everything the backend logs comes; each request gets what its logLevel asks for. */
-        mcp_bridged_post(q, s->backend_session_id, s->protocol_version,
-                         "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"logging/setLevel\","
-                         "\"params\":{\"level\":\"debug\"}}", &x, &messages, &err);
+        mcp_exchange_collect(q, s->backend_session_id, s->protocol_version,
+                             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"logging/setLevel\","
+                             "\"params\":{\"level\":\"debug\"}}", &x, &messages, &err);
     }
     stored = mcp_store_session_insert_admitted(mcp_req_db(q), r->pool, s, mcp_req_holder(q), init,
                                                text, 0, 0, mcp_req_idle_secs(q), &refused);

@@ -93,8 +93,8 @@ static const char *subscribe_all(bridge_t *b, const char *acked)
                                        APR_INT64_T_FMT "-%d\",\"method\":\"resources/subscribe\","
                                        "\"params\":{\"uri\":%s}}", b->st.id, (int)i,
                                        mcp_jsonrpc_to_string(r->pool, uri, NULL));
-        if (mcp_bridged_post(b->q, b->pooled->backend_session_id, b->pooled->protocol_version,
-                             req, &x, &messages, &err) == MCP_BACKEND_OK
+        if (mcp_exchange_collect(b->q, b->pooled->backend_session_id, b->pooled->protocol_version,
+                                 req, &x, &messages, &err) == MCP_BACKEND_OK
             && x.response.status == HTTP_OK
             && messages->nelts > 0 && !strstr(APR_ARRAY_IDX(messages, 0, const char *),
                                               "\"error\"")) {

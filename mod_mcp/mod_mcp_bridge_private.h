@@ -54,12 +54,6 @@ typedef struct bridge_t {
     apr_array_header_t      *url_round;  /* json_object *: the URL elicitations of a -32042     */
 } bridge_t;
 
-/* One short POST of body to the backend (session: its id, or NULL), its answer's messages
- * collected into *messages (const char *). */
-mcp_backend_status_t mcp_bridged_post(mcp_req_t *q, const char *session_id, const char *version,
-                                      const char *body, mcp_exchange_t *x,
-                                      apr_array_header_t **messages, const char **err);
-
 /* Tells the backend (best effort; logged) that the call backend_id is cancelled, and stores the
  * notification as an inbound event of the pooled session s. */
 void mcp_bridged_cancel(bridge_t *b, const mcp_store_session_t *s, apr_int64_t backend_id,

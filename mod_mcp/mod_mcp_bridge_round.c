@@ -291,8 +291,9 @@ int mcp_bridged_round_retry(bridge_t *b, const char *state)
         const char *answer = APR_ARRAY_IDX(answers, i, const char *);
         mcp_store_events_append(mcp_req_db(q), r->pool, s, 0, 0, "in",
                                 apr_pstrcat(r->pool, "[", answer, "]", NULL));
-        if (mcp_bridged_post(q, s->backend_session_id, s->protocol_version, answer, &x, &ignored,
-                             &err) != MCP_BACKEND_OK || x.response.status >= 300) {
+        if (mcp_exchange_collect(q, s->backend_session_id, s->protocol_version, answer, &x,
+                                 &ignored, &err) != MCP_BACKEND_OK
+            || x.response.status >= 300) {
             return mcp_bridged_fail(b, HTTP_BAD_GATEWAY, apr_psprintf(r->pool, "Bad Gateway: the "
                                  "backend did not take the answer to its request: %s",
                                  err ? err : apr_psprintf(r->pool, "HTTP %ld",

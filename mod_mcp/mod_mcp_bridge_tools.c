@@ -58,8 +58,8 @@ static json_object *tools_read(bridge_t *b)
         int i;
 
         apr_pool_clear(tree);
-        if (mcp_bridged_post(b->q, b->pooled->backend_session_id, b->pooled->protocol_version,
-                             body, &x, &messages, &err) != MCP_BACKEND_OK
+        if (mcp_exchange_collect(b->q, b->pooled->backend_session_id, b->pooled->protocol_version,
+                                 body, &x, &messages, &err) != MCP_BACKEND_OK
             || x.response.status != HTTP_OK) {
             ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "era bridge: the backend's tool list "
                           "was not read (Mcp-Param-* headers are checked against the list read "

@@ -46,6 +46,7 @@ void *mcp_config_create_dir(apr_pool_t *p, char *dir)
     conf->async_streams = UNSET;
     conf->bridge_input_timeout = UNSET;
     conf->bridge_tools_ttl = UNSET;
+    conf->backend_protocols_ttl = UNSET;
     conf->shim_max_rounds = UNSET;
     return conf;
 }
@@ -110,6 +111,7 @@ void *mcp_config_merge_dir(apr_pool_t *p, void *basev, void *addv)
     MERGE(async_streams, UNSET);
     MERGE(bridge_input_timeout, UNSET);
     MERGE(bridge_tools_ttl, UNSET);
+    MERGE(backend_protocols_ttl, UNSET);
     return merged;
 }
 
@@ -142,9 +144,8 @@ const mcp_dir_conf_t *mcp_config_get(request_rec *r)
     DEFAULT(bridge_input_timeout, MCP_DEFAULT_BRIDGE_INPUT_TIMEOUT);
     DEFAULT(bridge_tools_ttl, MCP_DEFAULT_BRIDGE_TOOLS_TTL);
     DEFAULT(shim_max_rounds, MCP_SHIM_DEFAULT_MAX_ROUNDS);
-    if (!conf->backend_protocols) {
-        conf->backend_protocols = mcp_protocol_list(MCP_ERA_2025);
-    }
+    DEFAULT(backend_protocols_ttl, MCP_DEFAULT_BACKEND_PROTOCOLS_TTL);
+    /* backend_protocols stays NULL when unset: the backend's eras are learned (mod_mcp_eras). */
     if (!conf->allowed_origins) {
         conf->allowed_origins = apr_array_make(r->pool, 2, sizeof(const char *));
         APR_ARRAY_PUSH(conf->allowed_origins, const char *) = "self";
@@ -704,8 +705,14 @@ const command_rec mcp_config_cmds[] = {
                     "Host header names accepted besides the server's own names and loopback "
                     "(DNS-rebinding protection); * accepts any"),
     AP_INIT_ITERATE("MCPBackendProtocols", add_backend_protocol, NULL, CONTEXT,
-                    "The protocol revisions the backend serves (default: 2025-11-25 2025-06-18 "
-                    "2025-03-26); 2026-07-28 lets stateless requests through to it"),
+                    "The protocol revisions the backend serves (default: learned from the "
+                    "backend's answer to server/discover); 2026-07-28 lets stateless requests "
+                    "through to it"),
+    AP_INIT_TAKE1("MCPBackendProtocolsTTL", set_duration, INTERVAL(backend_protocols_ttl),
+                  CONTEXT,
+                  "How long the backend's eras learned by server/discover are used (shared by "
+                  "every process and host through PostgreSQL) before they are learned again, "
+                  "unless the discover result's ttlMs says (default 1h)"),
     AP_INIT_FLAG("MCPAsyncStreams", ap_set_flag_slot,
                  (void *)APR_OFFSETOF(mcp_dir_conf_t, async_streams), CONTEXT,
                  "Streams that only wait (standalone GET streams, Last-Event-ID followers) "

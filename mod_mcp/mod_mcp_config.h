@@ -32,6 +32,7 @@
 #define MCP_DEFAULT_MAX_BATCH_SIZE          100
 #define MCP_DEFAULT_BRIDGE_INPUT_TIMEOUT    apr_time_from_sec(300)
 #define MCP_DEFAULT_BRIDGE_TOOLS_TTL        apr_time_from_sec(60)
+#define MCP_DEFAULT_BACKEND_PROTOCOLS_TTL   apr_time_from_sec(3600)
 
 typedef struct mcp_dir_conf_t {
     const char                 *backend_spec;    /* MCPBackend as written                     */
@@ -57,7 +58,11 @@ typedef struct mcp_dir_conf_t {
     apr_array_header_t         *allowed_hosts;         /* const char *: names, localhost, *     */
     const char                 *backend_protocols;     /* MCPBackendProtocols: revisions the
                                                         * backend serves, ", "-separated, newest
-                                                        * first (default: the 2025 era's)      */
+                                                        * first; NULL (unset): learned, read
+                                                        * them with mcp_eras_backend           */
+    apr_interval_time_t         backend_protocols_ttl; /* MCPBackendProtocolsTTL: how long
+                                                        * learned eras are used, unless the
+                                                        * discover result's ttlMs says         */
     int                         shim_max_rounds;       /* MCPShimMaxRounds: input-required
                                                         * rounds per request (era shim)      */
     const char                 *oauth_resource;        /* MCPProtectedResource (an https URL)   */

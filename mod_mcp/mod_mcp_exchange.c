@@ -178,6 +178,49 @@ mcp_backend_status_t mcp_exchange_post(mcp_exchange_t *x, const char *body, apr_
     return mcp_exchange_perform(x, &call, err);
 }
 
+typedef struct collected_t {
+    apr_pool_t         *pool;
+    apr_array_header_t *messages;   /* const char * */
+} collected_t;
+
+static int collect(void *baton, const char *json, apr_size_t len)
+{
+    collected_t *c = baton;
+
+    APR_ARRAY_PUSH(c->messages, const char *) = apr_pstrmemdup(c->pool, json, len);
+    return 0;
+}
+
+mcp_backend_status_t mcp_exchange_collect(mcp_req_t *q, const char *session_id,
+                                          const char *version, const char *body,
+                                          mcp_exchange_t *x, apr_array_header_t **messages,
+                                          const char **err)
+{
+    collected_t *c = apr_pcalloc(q->r->pool, sizeof(*c));
+    mcp_backend_call_t call;
+    mcp_backend_status_t status;
+    apr_size_t len;
+    const char *json;
+
+    c->pool = q->r->pool;
+    c->messages = apr_array_make(q->r->pool, 2, sizeof(const char *));
+    mcp_exchange_init(x, q, c);
+    x->on_message = collect;
+    memset(&call, 0, sizeof(call));
+    call.method = "POST";
+    call.body = body;
+    call.body_len = strlen(body);
+    call.session_id = session_id;
+    call.protocol_version = version;
+    call.timeout_ms = (long)apr_time_as_msec(q->conf->backend_timeout);
+    status = mcp_exchange_perform(x, &call, err);
+    if (status == MCP_BACKEND_OK && !x->sse && (json = mcp_exchange_body(x, &len)) != NULL) {
+        APR_ARRAY_PUSH(c->messages, const char *) = json;
+    }
+    *messages = c->messages;
+    return status;
+}
+
 const char *mcp_exchange_body(mcp_exchange_t *x, apr_size_t *len)
 {
     char *buf;

@@ -81,6 +81,15 @@ int mcp_exchange_feed_news(mcp_exchange_t *x, const mcp_loop_news_t *news, int *
  * the answer is cut a second later; else the caller's on_tick). Non-zero asks to cut. */
 int mcp_exchange_feed_tick(mcp_exchange_t *x);
 
+/* One short POST of body (session_id, version: sent as Mcp-Session-Id and MCP-Protocol-Version,
+ * or NULL), bounded by MCPBackendTimeout; every message of the answer, JSON or SSE, collected
+ * into *messages (const char *, in r->pool); x->response has the status and headers. The era
+ * bridge's small exchanges (initialize, ping, answers) and the eras probe (mod_mcp_eras). */
+mcp_backend_status_t mcp_exchange_collect(mcp_req_t *q, const char *session_id,
+                                          const char *version, const char *body,
+                                          mcp_exchange_t *x, apr_array_header_t **messages,
+                                          const char **err);
+
 /* Fills in call's target and connect timeout from the request's configuration. */
 void mcp_exchange_call_defaults(mcp_exchange_t *x, mcp_backend_call_t *call);
 

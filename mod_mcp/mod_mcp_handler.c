@@ -28,6 +28,7 @@
 #include "mod_mcp_body.h"
 #include "mod_mcp_config.h"
 #include "mod_mcp_dbd.h"
+#include "mod_mcp_eras.h"
 #include "mod_mcp_exchange.h"
 #include "mod_mcp_oauth.h"
 #include "mod_mcp_handler.h"
@@ -561,9 +562,9 @@ static int handle_post(mcp_req_t *q)
             return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST,
                                  "Invalid Request: initialize must not be part of a batch");
         }
-        return mcp_shim_applies(q->conf) ? mcp_shim_initialize(q) : handle_initialize(q);
+        return mcp_eras_shimmed(q) ? mcp_shim_initialize(q) : handle_initialize(q);
     }
-    if (mcp_shim_applies(q->conf)) {
+    if (mcp_eras_shimmed(q)) {
         return mcp_shim_post(q);   /* a 2026-only backend: the era shim */
     }
     /* A single request: the session is checked, touched and its stream opened in one statement
@@ -594,7 +595,7 @@ static int handle_get(mcp_req_t *q)
     if (last_event_id) {
         return mcp_replay(q, last_event_id);
     }
-    return mcp_shim_applies(q->conf) ? mcp_shim_listen(q) : mcp_relay_standalone(q);
+    return mcp_eras_shimmed(q) ? mcp_shim_listen(q) : mcp_relay_standalone(q);
 }
 
 static int handle_delete(mcp_req_t *q)

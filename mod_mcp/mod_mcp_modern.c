@@ -11,6 +11,7 @@
 #include "mcp_http.h"
 #include "mcp_sse.h"
 #include "mod_mcp_bridge.h"
+#include "mod_mcp_eras.h"
 #include "mod_mcp_exchange.h"
 #include "mod_mcp_modern.h"
 #include "mod_mcp_park.h"
@@ -466,7 +467,7 @@ int mcp_modern_post(mcp_req_t *q)
     const mcp_jsonrpc_msg_t *msg = &q->body->msgs[0];
     mcp_era_headers_t h;
     mcp_era_verdict_t v;
-    const char *version;
+    const char *version, *backend = NULL;
     int present, bridged;
 
     if (q->body->is_batch) {
@@ -486,21 +487,24 @@ int mcp_modern_post(mcp_req_t *q)
         if (v.code == MCP_ERA_UNSUPPORTED_VERSION) {
             /* What server/discover would list: the stateless revisions, when the backend serves
              * them; else what it does serve (the client then falls back to initialize). */
+            if (!q->conf->era_bridge) {
+                backend = mcp_eras_backend(q);
+            }
             return mcp_req_unsupported_version(q, v.requested,
                                                q->conf->era_bridge
-                                               || mcp_era_listed(q->conf->backend_protocols,
+                                               || mcp_era_listed(backend,
                                                                  mcp_protocol_list(MCP_ERA_2026))
-                                               ? mcp_protocol_list(MCP_ERA_2026)
-                                               : q->conf->backend_protocols);
+                                               ? mcp_protocol_list(MCP_ERA_2026) : backend);
         }
         return mcp_req_error(q, HTTP_BAD_REQUEST, v.code, "%s", v.message);
     }
     version = mcp_era_claim(msg->obj, &present);
-    bridged = !mcp_era_listed(q->conf->backend_protocols, version);
+    backend = mcp_eras_backend(q);
+    bridged = !mcp_era_listed(backend, version);
     if (bridged && !q->conf->era_bridge) {
-        /* The backend serves the 2025 era only (MCPBackendProtocols) and MCPEraBridge is Off:
-         * the client falls back to initialize, which the gateway serves. */
-        return mcp_req_unsupported_version(q, version, q->conf->backend_protocols);
+        /* The backend serves the 2025 era only (MCPBackendProtocols, or learned) and
+         * MCPEraBridge is Off: the client falls back to initialize, which the gateway serves. */
+        return mcp_req_unsupported_version(q, version, backend);
     }
     q->rev = mcp_protocol_served(version);
     mcp_req_note_protocol(r, version);      /* the access log tells the eras apart */

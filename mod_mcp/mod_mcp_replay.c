@@ -9,6 +9,7 @@
 #include "mcp_id.h"
 #include "mcp_listener.h"
 #include "mcp_router.h"
+#include "mod_mcp_eras.h"
 #include "mod_mcp_park.h"
 #include "mod_mcp_relay.h"
 #include "mod_mcp_replay.h"
@@ -315,7 +316,7 @@ int mcp_replay(mcp_req_t *handler_q, const char *last_event_id)
      * answer: resuming one that ended (its response was cut by a graceful restart or
      * MCPStreamCloseAfter, or its client went) goes on with a new one, live. */
     if (ended && strcmp(stream.kind, "standalone") == 0 && !mcp_stream_server_stopping()) {
-        return mcp_shim_applies(q->conf) ? mcp_shim_listen_resumed(q)
+        return mcp_eras_shimmed(q) ? mcp_shim_listen_resumed(q)
                                          : mcp_relay_standalone_resumed(q);
     }
     return DONE;

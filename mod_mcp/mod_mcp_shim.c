@@ -32,24 +32,6 @@ APLOG_USE_MODULE(mcp);
 #define DISCOVER_CACHE  16
 #define MCP_SHIM_DEFAULT_LOG_LEVEL "info"
 
-int mcp_shim_applies(const mcp_dir_conf_t *conf)
-{
-    char legacy[256], *version, *last = NULL;
-
-    if (!conf->era_bridge || !conf->backend_protocols
-        || !mcp_era_listed(conf->backend_protocols, MCP_SHIM_VERSION)) {
-        return 0;
-    }
-    apr_cpystrn(legacy, mcp_protocol_list(MCP_ERA_2025), sizeof(legacy));
-    for (version = apr_strtok(legacy, ", ", &last); version;
-         version = apr_strtok(NULL, ", ", &last)) {
-        if (mcp_era_listed(conf->backend_protocols, version)) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 /* ---- one exchange with the backend, the answer relayed message by message ------------------ */
 
 typedef struct shim_call_t shim_call_t;
@@ -296,52 +278,72 @@ static int on_discover(shim_call_t *c, json_object *obj, const mcp_jsonrpc_msg_t
     return 0;
 }
 
-/* The backend's server/discover result (parsed in r->pool), from the cache or asked now. */
-static json_object *discover(mcp_req_t *q, const char **why)
+void mcp_shim_discover(mcp_req_t *q, apr_interval_time_t timeout, mcp_shim_discovered_t *out)
 {
     request_rec *r = q->r;
     static const char ask[] = "{\"jsonrpc\":\"2.0\",\"id\":\"" MCP_SHIM_ID_PREFIX "discover\","
                               "\"method\":\"server/discover\"}";
     const char *text = discover_cached(r->pool, q->conf->backend_spec), *err = NULL, *body;
-    const char *problem;
-    json_object *request, *result;
+    json_object *request;
     shim_call_t c;
     discover_t d;
     mcp_backend_status_t status;
     apr_size_t len;
 
+    memset(out, 0, sizeof(*out));
     if (text) {
-        return mcp_jsonrpc_parse_value(r->pool, text, strlen(text));
+        out->result = mcp_jsonrpc_parse_value(r->pool, text, strlen(text));
+        out->http_status = HTTP_OK;
+        return;
     }
     request = mcp_jsonrpc_parse_value(r->pool, ask, sizeof(ask) - 1);
     body = mcp_shim_stamp(r->pool, request, NULL, NULL, NULL, NULL, &len);
     memset(&d, 0, sizeof(d));
     call_init(&c, q, NULL, on_discover, &d);
-    status = call_backend(&c, request, body, len, q->conf->backend_timeout, &err);
+    status = call_backend(&c, request, body, len, timeout, &err);
     call_done(&c);
     if (status != MCP_BACKEND_OK) {
-        *why = apr_psprintf(r->pool, "server/discover failed: %s", err ? err : "no answer");
-        return NULL;
+        out->why = apr_psprintf(r->pool, "server/discover failed: %s", err ? err : "no answer");
+        return;
     }
+    out->http_status = (int)c.x.response.status;
+    out->error = d.error;
     if (!d.result) {
-        *why = d.error ? apr_psprintf(r->pool, "the backend answered server/discover with an "
-                                      "error: %s", d.error)
+        out->why = d.error ? apr_psprintf(r->pool, "the backend answered server/discover with "
+                                          "an error: %s", d.error)
             : apr_psprintf(r->pool, "the backend's answer to server/discover (HTTP %ld) holds no "
                            "response", c.x.response.status);
+        return;
+    }
+    if (!(out->result = mcp_jsonrpc_parse_value(r->pool, d.result, strlen(d.result)))) {
+        out->why = "the backend's server/discover result does not parse";
+        return;
+    }
+    /* A result the shim can use is kept for initialize (and for whoever asks next). */
+    if (!mcp_shim_discover_problem(out->result)) {
+        discover_keep(q->conf->backend_spec, d.result,
+                      mcp_shim_discover_ttl(out->result, DISCOVER_TTL_MS));
+    }
+}
+
+/* The backend's server/discover result (parsed in r->pool), from the cache or asked now, if the
+ * shim can use it. */
+static json_object *discover(mcp_req_t *q, const char **why)
+{
+    mcp_shim_discovered_t d;
+    const char *problem;
+
+    mcp_shim_discover(q, q->conf->backend_timeout, &d);
+    if (!d.result) {
+        *why = d.why;
         return NULL;
     }
-    if (!(result = mcp_jsonrpc_parse_value(r->pool, d.result, strlen(d.result)))) {
-        *why = "the backend's server/discover result does not parse";
-        return NULL;
-    }
-    if ((problem = mcp_shim_discover_problem(result))) {
-        *why = apr_psprintf(r->pool, "the backend's server/discover result is malformed: %s",
+    if ((problem = mcp_shim_discover_problem(d.result))) {
+        *why = apr_psprintf(q->r->pool, "the backend's server/discover result is malformed: %s",
                             problem);
         return NULL;
     }
-    discover_keep(q->conf->backend_spec, d.result, mcp_shim_discover_ttl(result,
-                                                                         DISCOVER_TTL_MS));
-    return result;
+    return d.result;
 }
 
 static const char *member_json(apr_pool_t *p, json_object *obj, const char *key)

@@ -1,8 +1,9 @@
 /* mod_mcp_shim — the era shim: 2025-era clients served in front of a 2026-only backend.
  *
- * A <Location> whose MCPBackendProtocols lists 2026-07-28 and no 2025 revision has a backend
- * that knows neither initialize nor sessions. mod_mcp_handler sends that Location's 2025-era
- * traffic here (mcp_shim_applies); the translations themselves are mcp_shim's:
+ * A <Location> whose backend serves 2026-07-28 and no 2025 revision (MCPBackendProtocols says so,
+ * or mod_mcp_eras learned it) has a backend that knows neither initialize nor sessions.
+ * mod_mcp_handler sends that Location's 2025-era traffic here (mcp_eras_shimmed); the
+ * translations themselves are mcp_shim's:
  *   - initialize: answered from the backend's server/discover (cached per backend and process
  *     for its ttlMs, 60 s when it gives none); the session is the gateway's (mcp.sessions, no
  *     backend session id), so every process and host serves it;
@@ -29,10 +30,20 @@
 
 #include "mod_mcp_request.h"
 
-/* Non-zero when the Location's backend serves 2026-07-28 and no revision of the 2025 era, and
- * MCPEraBridge is On (Off turns off both directions: such traffic is then forwarded as it
- * came). */
-int mcp_shim_applies(const mcp_dir_conf_t *conf);
+/* The backend's answer to server/discover. */
+typedef struct mcp_shim_discovered_t {
+    json_object *result;      /* the response's result, parsed in r->pool (NULL: none)        */
+    const char  *error;       /* a JSON-RPC error answer, as text (NULL: none)                 */
+    int          http_status; /* the answer's HTTP status; 0: none (unreachable, timed out,
+                               * broken)                                                      */
+    const char  *why;         /* when there is no result: what went wrong, for messages        */
+} mcp_shim_discovered_t;
+
+/* Asks the backend's server/discover (bounded by timeout; the request stamped as the shim stamps
+ * every request), or takes the result from the per-process cache: a result the shim can use
+ * (mcp_shim_discover_problem) is kept there, per backend, for its ttlMs (60 s when it gives
+ * none, at most an hour). Used by initialize, and by mod_mcp_eras to learn a backend's eras. */
+void mcp_shim_discover(mcp_req_t *q, apr_interval_time_t timeout, mcp_shim_discovered_t *out);
 
 /* initialize (the body parsed into q, a single message). Returns DONE. */
 int mcp_shim_initialize(mcp_req_t *q);

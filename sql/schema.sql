@@ -35,7 +35,8 @@ INSERT INTO mcp.schema_version (version, description) VALUES
     (8, 'the era bridge: each pooled session''s x-mcp-header declarations'),
     (9, 'indexes for the foreign keys of mcp.streams.bridged_to and mcp.bridge_rounds.session_id'),
     (10, 'the console''s indexes: sessions by md5(id) and by created_at'),
-    (11, 'the W3C trace id of each session''s initialize and of each stream''s request');
+    (11, 'the W3C trace id of each session''s initialize and of each stream''s request'),
+    (12, 'the protocol eras each backend serves, learned by server/discover (mcp.backend_eras)');
 
 -- One row per gateway session. The id is what clients send in Mcp-Session-Id;
 -- backend_session_id is what the backend issued (NULL for a stateless backend).
@@ -205,6 +206,15 @@ CREATE INDEX IF NOT EXISTS sessions_created_idx ON mcp.sessions (created_at);
 -- followed from the client through the gateway to the backend, which gets the same trace id.
 ALTER TABLE mcp.sessions ADD COLUMN trace_id text;
 ALTER TABLE mcp.streams  ADD COLUMN trace_id text;
+-- (sql/migrations/012-backend-eras.sql) the protocol eras each backend serves (MCPBackend as
+-- written), learned by a server/discover probe where MCPBackendProtocols does not say them:
+-- every process and host uses the row until expires_at, then probes again.
+CREATE TABLE mcp.backend_eras (
+    backend_url text        PRIMARY KEY,
+    protocols   text        NOT NULL,
+    learned_at  timestamptz NOT NULL DEFAULT now(),
+    expires_at  timestamptz NOT NULL
+);
 
 \ir functions.sql
 -- Partitions and retention; the partitions of today and the next days.

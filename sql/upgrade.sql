@@ -64,6 +64,10 @@ SELECT :mcp_version < 11 AS mcp_need \gset
 \if :mcp_need
     \ir migrations/011-trace-id.sql
 \endif
+SELECT :mcp_version < 12 AS mcp_need \gset
+\if :mcp_need
+    \ir migrations/012-backend-eras.sql
+\endif
 
 BEGIN;
 \ir functions.sql

@@ -5,7 +5,7 @@
 * routing: GET/DELETE with a 2026-07-28 header -> 405 Allow: POST; a modern header without the
   _meta claim -> 400/-32602; unsupported versions -> 400/-32022 with data.supported/requested
   in both eras; initialize asking for 2026-07-28 gets a 2025-11-25 session; a backend that
-  serves the 2025 era only (the default MCPBackendProtocols) -> -32022 listing what it serves;
+  said to serve the 2025 era only (MCPBackendProtocols) -> -32022 listing what it serves;
 * the transport rules: Mcp-Method/Mcp-Name against the body (=?base64?...?=, whitespace,
   header-name case, a header sent twice), required _meta, one message per POST;
 * what is stored: a stream with no session (protocol version, principal), every message, the

@@ -18,6 +18,8 @@
 //   legacy_seen              how many HTTP requests came without the 2026-07-28
 //                            MCP-Protocol-Version header (a 2026-only backend must see none
 //                            from the gateway's era shim).
+// Each server/discover request is logged on stdout as a line "server/discover" (the gateway's
+// probes for a backend's eras are counted from it).
 //
 // Usage: NODE22 modern-backend.mjs PORT [--host 127.0.0.1] [--modern-only]   (PORT 0: any; the
 // chosen port is printed as "listening <port>" on stdout). --modern-only: a 2026-only server,
@@ -386,6 +388,7 @@ async function bridge(req, res) {
     const chunks = [];
     for await (const c of req) chunks.push(c);
     if (req.headers["mcp-protocol-version"] !== "2026-07-28") legacySeen++;
+    if (req.headers["mcp-method"] === "server/discover") process.stdout.write("server/discover\n");
     const abort = new AbortController();
     // The gateway closing the connection before the answer is complete is a cancellation.
     res.on("close", () => { if (!res.writableFinished) abort.abort(); });

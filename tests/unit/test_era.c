@@ -306,6 +306,34 @@ START_TEST(learning_eras_from_discover)
 }
 END_TEST
 
+static const char *after_initialize(int status, const char *result_json)
+{
+    json_object *result = result_json ? json_tokener_parse(result_json) : NULL;
+    const char *out = mcp_era_learn_initialize(pool, "2026-07-28", status, result);
+
+    json_object_put(result);
+    return out;
+}
+
+START_TEST(learning_eras_from_initialize)
+{
+    /* A backend of both eras whose discover listed 2026-07-28 alone accepts initialize. */
+    ck_assert_str_eq(after_initialize(200, "{\"protocolVersion\":\"2025-11-25\"}"),
+                     "2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26");
+    ck_assert_str_eq(after_initialize(200, "{\"protocolVersion\":\"2025-03-26\"}"),
+                     "2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26");
+    /* A 2026-only backend: refused (-32022, a 4xx or 5xx), or a version of no 2025 revision. */
+    ck_assert_str_eq(after_initialize(400, NULL), "2026-07-28");
+    ck_assert_str_eq(after_initialize(200, NULL), "2026-07-28");
+    ck_assert_str_eq(after_initialize(500, NULL), "2026-07-28");
+    ck_assert_str_eq(after_initialize(200, "{\"protocolVersion\":\"2026-07-28\"}"), "2026-07-28");
+    ck_assert_str_eq(after_initialize(200, "{\"protocolVersion\":\"2024-11-05\"}"), "2026-07-28");
+    ck_assert_str_eq(after_initialize(200, "{\"protocolVersion\":7}"), "2026-07-28");
+    /* No answer: nothing learned. */
+    ck_assert_ptr_null(after_initialize(0, NULL));
+}
+END_TEST
+
 static Suite *era_suite(void)
 {
     Suite *s = suite_create("mcp_era");
@@ -320,6 +348,7 @@ static Suite *era_suite(void)
     tcase_add_test(tc, param_headers);
     tcase_add_test(tc, many_param_headers);
     tcase_add_test(tc, learning_eras_from_discover);
+    tcase_add_test(tc, learning_eras_from_initialize);
     suite_add_tcase(s, tc);
     return s;
 }
