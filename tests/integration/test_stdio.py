@@ -31,7 +31,11 @@ V2026 = "2026-07-28"
 @pytest.fixture(scope="module")
 def env():
     d = run_dir("mcp-stdio-")
-    with own_stack(d, "--httpd", "2", "--conf", str(CONF)) as e:
+    # A copy that test_graceful_restart_sends_the_new_configuration adds a server to.
+    conf = d / "gateway-stdio.conf"
+    conf.write_text(CONF.read_text())
+    with own_stack(d, "--httpd", "2", "--conf", str(conf)) as e:
+        e["CONF"] = str(conf)
         if not e.get("MCP_STDIO_URLS"):
             pytest.skip("no mcp-stdio-supervisor is built: tests/stack runs no stdio server")
         yield e
@@ -258,6 +262,41 @@ def test_graceful_restart_keeps_the_session_and_its_process(env):
         r = s.call("tools/call", {"name": "echo", "arguments": {"text": "after graceful"}})
         assert r["content"][0]["text"] == "after graceful", r
         assert alive(pid) and processes(env) - before == {pid}
+    finally:
+        s.delete()
+        s.close()
+
+
+def test_graceful_restart_sends_the_new_configuration(env):
+    """A server added to the configuration is served after a graceful restart, by the same
+    supervisor; the sessions of before go on."""
+    sup = supervisor(env)
+    s = session(env)
+    later = url(env).replace("/mcp-stdio", "/mcp-stdio-later")
+    try:
+        with pytest.raises(McpError) as e:
+            McpSession(later).initialize()
+        assert e.value.response.status_code in (404, 500), e.value
+        with open(env["CONF"], "a") as f:
+            f.write("""
+<MCPStdioServer later>
+    Command ${MCP_TEST_BACKEND_BIN} --stdio
+</MCPStdioServer>
+<Location /mcp-stdio-later>
+    SetHandler mcp
+    MCPBackend stdio:later
+</Location>
+""")
+        graceful(env)
+        assert supervisor(env) == sup
+        t = McpSession(later)
+        t.initialize()
+        r = t.call("tools/call", {"name": "echo", "arguments": {"text": "new server"}})
+        assert r["content"][0]["text"] == "new server", r
+        t.delete()
+        t.close()
+        r = s.call("tools/call", {"name": "echo", "arguments": {"text": "old session"}})
+        assert r["content"][0]["text"] == "old session", r
     finally:
         s.delete()
         s.close()
