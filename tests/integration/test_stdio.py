@@ -312,8 +312,9 @@ def test_a_killed_supervisor_is_replaced_and_its_sessions_end(env):
     older = McpSession(url(env), protocol_version="2025-06-18")
     older.initialize()
     newer = session(env)
+    getter = session(env)
     try:
-        wait_for(lambda: len(processes(env) - before) == 2, 10, "the sessions' stdio processes")
+        wait_for(lambda: len(processes(env) - before) == 3, 10, "the sessions' stdio processes")
         pids = processes(env) - before
         os.kill(sup, signal.SIGKILL)
         wait_for(lambda: not any(alive(p) for p in pids), 15,
@@ -333,8 +334,13 @@ def test_a_killed_supervisor_is_replaced_and_its_sessions_end(env):
         assert "supervisor at http://127.0.0.1:" in message or "not found" in message.lower(), body
         resp = newer.request("tools/call", {"name": "echo", "arguments": {"text": "x"}})
         assert resp.get("error", {}).get("code") == -32001, resp
+        # A standalone stream's GET: 404 too, naming the supervisor.
+        r = getter.get_raw({"Accept": "text/event-stream", "Mcp-Session-Id": getter.session_id,
+                            "MCP-Protocol-Version": getter.protocol_version})
+        assert r.status_code == 404, r.text
+        assert r.json()["error"]["code"] == -32001, r.text
         # The gateway's sessions ended with their processes: 404 at once from now on.
-        for s in (older, newer):
+        for s in (older, newer, getter):
             assert session_dies(s).response.status_code == 404
         # A new session works, on the new supervisor.
         t = session(env)
@@ -348,6 +354,7 @@ def test_a_killed_supervisor_is_replaced_and_its_sessions_end(env):
     finally:
         older.close()
         newer.close()
+        getter.close()
 
 
 def test_stop_httpd_leaves_no_supervisor_and_no_process(env):
