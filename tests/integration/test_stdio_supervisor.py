@@ -7,10 +7,12 @@ bodies, chunked SSE read event by event with deadlines), with `mcp-test-backend 
 supervisor's children (processes whose parent it is) and whether a pid still exists. Every wait
 has a deadline (wait_for polls); nothing sleeps blindly.
 
-The binaries: MCP_SUPERVISOR_BIN (default: the tree's mod_mcp/mcp-stdio-supervisor; run the file
-again with MCP_SUPERVISOR_BIN=build-asan/mod_mcp/mcp-stdio-supervisor for the ASan+UBSan build: a
-sanitizer report on its stderr fails the test, and LeakSanitizer's makes the exit status after
-EOF non-zero) and MCP_BACKEND_BIN (default: the tree's tests/backend/mcp-test-backend).
+The binaries: MCP_SUPERVISOR_BIN, else the --supervisor-bin of MCP_TEST_STACK_ARGS, else the one
+beside its --module (so scripts/test's sanitizer pass runs build-asan's), else the tree's
+mod_mcp/mcp-stdio-supervisor; run the file again with
+MCP_SUPERVISOR_BIN=build-asan/mod_mcp/mcp-stdio-supervisor for the ASan+UBSan build: a sanitizer
+report on its stderr fails the test, and LeakSanitizer's makes the exit status after EOF
+non-zero. MCP_BACKEND_BIN, else --backend-bin, else the tree's tests/backend/mcp-test-backend.
 Run: /usr/bin/python3 -m pytest -q tests/integration/test_stdio_supervisor.py
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shlex
 import signal
 import socket
 import subprocess
@@ -31,9 +34,28 @@ import pytest
 from waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-SUPERVISOR = Path(os.environ.get("MCP_SUPERVISOR_BIN")
-                  or REPO / "mod_mcp" / "mcp-stdio-supervisor").resolve()
-BACKEND = Path(os.environ.get("MCP_BACKEND_BIN")
+
+
+def _stack_arg(name: str) -> str | None:
+    """A value of MCP_TEST_STACK_ARGS (what scripts/test's sanitizer pass sets for tests/stack)."""
+    args = shlex.split(os.environ.get("MCP_TEST_STACK_ARGS", ""))
+    return args[args.index(name) + 1] if name in args[:-1] else None
+
+
+def _supervisor() -> Path:
+    if os.environ.get("MCP_SUPERVISOR_BIN"):
+        return Path(os.environ["MCP_SUPERVISOR_BIN"]).resolve()
+    if _stack_arg("--supervisor-bin") not in (None, "auto", "none"):
+        return Path(_stack_arg("--supervisor-bin")).resolve()
+    if _stack_arg("--module"):          # the one built beside the module, as tests/stack has it
+        beside = Path(_stack_arg("--module")).resolve().parent.parent / "mcp-stdio-supervisor"
+        if beside.is_file():
+            return beside
+    return REPO / "mod_mcp" / "mcp-stdio-supervisor"
+
+
+SUPERVISOR = _supervisor()
+BACKEND = Path(os.environ.get("MCP_BACKEND_BIN") or _stack_arg("--backend-bin")
                or REPO / "tests" / "backend" / "mcp-test-backend").resolve()
 SANITIZER_ENV = {
     # A small quarantine: freed memory kept by ASan would look like memory the supervisor holds
@@ -43,6 +65,16 @@ SANITIZER_ENV = {
     "LSAN_OPTIONS": f"suppressions={REPO / 'tests' / 'lsan.supp'}:print_suppressions=0",
     "UBSAN_OPTIONS": "print_stacktrace=1",
 }
+# An ASan-built test backend gets test_backend_stdio.py's options in its environment (which the
+# supervisor gives it whole): its reports come on its stderr, which the supervisor logs, and the
+# fixture fails the test on any.
+SERVER_ENV = {"LANG": "C"}
+if BACKEND.is_file() and b"__asan_init" in BACKEND.read_bytes():
+    SERVER_ENV.update({
+        "ASAN_OPTIONS": "detect_leaks=1:fast_unwind_on_malloc=0:disable_coredump=1:"
+                        "intercept_tls_get_addr=0",
+        "LSAN_OPTIONS": SANITIZER_ENV["LSAN_OPTIONS"],
+        "UBSAN_OPTIONS": "print_stacktrace=1"})
 KEY = "test-key-0123456789abcdef"
 TIMEOUT = 10.0
 PROTOCOL = "2025-11-25"
@@ -197,7 +229,7 @@ class Conn:
 # ---- the supervisor --------------------------------------------------------------------------
 
 def server_conf(*args: str, **over) -> dict:
-    conf = {"command": [str(BACKEND), "--stdio", *args], "env": {"LANG": "C"},
+    conf = {"command": [str(BACKEND), "--stdio", *args], "env": dict(SERVER_ENV),
             "start_timeout": 10, "idle_timeout": 0, "stop_grace": 2, "max_line": 1048576,
             "max_sessions": 0, "max_sessions_per_principal": 0}
     conf.update(over)
@@ -851,7 +883,8 @@ def test_user_and_group(supervisor):
     assert [line.split()[3:5] for line in limits.splitlines()
             if line.startswith("Max open files")] == [["100", "100"]]
     env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    assert [e for e in env if e and not e.startswith(b"PWD=")] == [b"LANG=C"]  # sh adds PWD
+    assert sorted(e for e in env if e and not e.startswith(b"PWD=")) == \
+        sorted(f"{k}={v}".encode() for k, v in SERVER_ENV.items())  # sh adds PWD
     assert sorted(os.listdir(f"/proc/{pid}/fd")) == ["0", "1", "2"]
 
 
