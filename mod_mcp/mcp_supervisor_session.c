@@ -1,12 +1,11 @@
-/* mcp_supervisor_session.c — sessions and their processes (docs/stdio.md, "Process lifetime"
- * and "The supervisor's HTTP API"): a session is started by initialize, routes what its process
- * writes (mcp_route) to the connections of its open exchanges, and dies once: its process
- * exited, was ended (DELETE, idle, a line over max_line, a failed start, the supervisor
- * stopping) or closed its stdout. Dying answers every request still unanswered with an error
- * carrying its id, ends every stream, and leaves the id known for 10 minutes (404 with why).
- *
- * A process outlives its session for as long as ending it takes (stdin closed, SIGTERM, SIGKILL
- * to its group, mcp_proc) and until it is reaped; it is freed then, or after the SIGKILL.
+/* mcp_supervisor_session.c — sessions (docs/stdio.md, "The supervisor's HTTP API"): a session
+ * is started by initialize (limits, its process, the wait for the answer), takes the requests
+ * of its id (written to the process, an exchange opened for those that wait for answers),
+ * routes what its process writes (mcp_route) to the connections of its open exchanges, and
+ * dies once: its process exited, was ended (DELETE, idle, a line over max_line, a failed start,
+ * the supervisor stopping) or closed its stdout. Dying answers every request still unanswered
+ * with an error carrying its id, ends every stream, hands the process to its ending
+ * (mcp_supervisor_proc.c), and leaves the id known for 10 minutes (404 with why).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
