@@ -1,5 +1,6 @@
 /* mcp_shim — the era shim's translations: a 2025-era client (initialize, Mcp-Session-Id) served
- * by the gateway in front of a 2026-only backend (MCPBackendProtocols lists only 2026-07-28).
+ * by the gateway in front of a 2026-only backend (MCPBackendProtocols lists only 2026-07-28, or
+ * mod_mcp_eras learned so).
  *
  * The gateway keeps the client's session itself (mcp.sessions, no backend session id) and
  * speaks the stateless revision to the backend:

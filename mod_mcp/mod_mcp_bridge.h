@@ -1,5 +1,6 @@
 /* mod_mcp_bridge — the era bridge: a 2026-07-28 (stateless) client served through a backend
- * that serves the 2025 era only (MCPEraBridge On, MCPBackendProtocols without 2026-07-28).
+ * that serves the 2025 era only (MCPEraBridge On, MCPBackendProtocols, or what mod_mcp_eras
+ * learned of the backend, without 2026-07-28).
  *
  * mod_mcp_modern hands such a request here after its checks. The translations are mcp_bridge's;
  * the state is PostgreSQL's (mcp_store_bridge):

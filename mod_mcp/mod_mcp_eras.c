@@ -1,6 +1,4 @@
 /* mod_mcp_eras — see mod_mcp_eras.h. */
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <apr_strings.h>
@@ -8,6 +6,7 @@
 #include <http_log.h>
 
 #include "mcp_era.h"
+#include "mcp_memo.h"
 #include "mcp_protocol.h"
 #include "mcp_shim.h"
 #include "mcp_store_eras.h"
@@ -22,58 +21,14 @@ APLOG_USE_MODULE(mcp);
 /* A probe waits at most this long (or MCPBackendTimeout when shorter). */
 #define PROBE_TIMEOUT apr_time_from_sec(10)
 
-typedef struct eras_entry_t {
-    char       *backend;     /* MCPBackend as written (malloc)                              */
-    char       *protocols;   /* what is known (malloc); NULL: nothing learned yet           */
-    apr_time_t  expires;     /* used until then; after, kept as the last eras known         */
-} eras_entry_t;
-
-static pthread_mutex_t eras_lock = PTHREAD_MUTEX_INITIALIZER;
-static eras_entry_t eras_cache[ERAS_CACHE];
-
-/* What this process knows of backend: 1 while fresh, 0 when stale or unknown; *protocols gets
- * the eras known (in p), fresh or stale, or NULL. */
-static int cached(apr_pool_t *p, const char *backend, const char **protocols)
-{
-    int i, fresh = 0;
-
-    *protocols = NULL;
-    pthread_mutex_lock(&eras_lock);
-    for (i = 0; i < ERAS_CACHE && eras_cache[i].backend; i++) {
-        if (strcmp(eras_cache[i].backend, backend) == 0) {
-            *protocols = eras_cache[i].protocols ? apr_pstrdup(p, eras_cache[i].protocols)
-                                                 : NULL;
-            fresh = eras_cache[i].expires > apr_time_now();
-            break;
-        }
-    }
-    pthread_mutex_unlock(&eras_lock);
-    return fresh;
-}
+/* What this process knows of its backends' eras: fresh until their lifetime ends, then kept as
+ * the last eras known; NULL: nothing learned. */
+static mcp_memo_slot_t eras_slots[ERAS_CACHE];
+static mcp_memo_t eras_memo = MCP_MEMO_INIT(eras_slots);
 
 static void keep(const char *backend, const char *protocols, apr_interval_time_t ttl)
 {
-    char *copy = protocols ? strdup(protocols) : NULL;
-    int i, slot = 0;
-
-    pthread_mutex_lock(&eras_lock);
-    for (i = 0; i < ERAS_CACHE; i++) {
-        if (!eras_cache[i].backend || strcmp(eras_cache[i].backend, backend) == 0) {
-            slot = i;
-            break;
-        }
-        if (eras_cache[i].expires < eras_cache[slot].expires) {
-            slot = i;
-        }
-    }
-    if (!eras_cache[slot].backend || strcmp(eras_cache[slot].backend, backend) != 0) {
-        free(eras_cache[slot].backend);
-        eras_cache[slot].backend = strdup(backend);
-    }
-    free(eras_cache[slot].protocols);
-    eras_cache[slot].protocols = copy;
-    eras_cache[slot].expires = eras_cache[slot].backend ? apr_time_now() + ttl : 0;
-    pthread_mutex_unlock(&eras_lock);
+    mcp_memo_put(&eras_memo, backend, protocols, apr_time_now() + ttl);
 }
 
 /* The eras of q's backend as another process or host learned them; 1 while still good. */
@@ -183,7 +138,8 @@ const char *mcp_eras_backend(mcp_req_t *q)
     if (!backend || (q->conf->backend && q->conf->backend->stdio)) {
         return mcp_protocol_list(MCP_ERA_2025);
     }
-    if (cached(q->r->pool, backend, &known) || stored(q, &known)) {
+    if (mcp_memo_get(&eras_memo, q->r->pool, backend, apr_time_now(), &known)
+        || stored(q, &known)) {
         return known ? known : mcp_protocol_list(MCP_ERA_2025);
     }
     /* The probe's own bounds: MCPBackendTimeout, at most PROBE_TIMEOUT. */

@@ -4,8 +4,9 @@
  * (Origin/Host, Accept, Content-Type, body size, JSON). A POST carrying the modern _meta claim
  * is validated (mcp_era_check: _meta, MCP-Protocol-Version, Mcp-Method, Mcp-Name; exactly one
  * request or notification), checked against the revisions the backend serves
- * (MCPBackendProtocols; -32022 with the supported list otherwise), recorded as a stream of its
- * own with no session (inbound message at seq 0), and forwarded with its MCP headers
+ * (MCPBackendProtocols, or learned: mcp_eras_backend; otherwise the era bridge, or -32022 with
+ * the supported list), recorded as a stream of its own with no session (inbound message at
+ * seq 0), and forwarded with its MCP headers
  * (Mcp-Param-* untouched). The answer, JSON or SSE, is stored message by message and relayed;
  * SSE events carry no ids (no resumption in this revision).
  *

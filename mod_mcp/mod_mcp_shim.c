@@ -1,6 +1,4 @@
 /* mod_mcp_shim — see mod_mcp_shim.h. */
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <apr_strings.h>
@@ -11,6 +9,7 @@
 #include "mcp_era.h"
 #include "mcp_http.h"
 #include "mcp_id.h"
+#include "mcp_memo.h"
 #include "mcp_shim.h"
 #include "mcp_sse.h"
 #include "mcp_store_shim.h"
@@ -195,62 +194,9 @@ static void audit_backend_side(mcp_stream_t *st, const char *json)
 
 /* ---- initialize ---------------------------------------------------------------------------- */
 
-typedef struct discover_entry_t {
-    char       *backend;
-    char       *result;     /* the discover result's JSON text (malloc) */
-    apr_time_t  expires;
-} discover_entry_t;
-
-static pthread_mutex_t discover_lock = PTHREAD_MUTEX_INITIALIZER;
-static discover_entry_t discover_cache[DISCOVER_CACHE];
-
-static const char *discover_cached(apr_pool_t *p, const char *backend)
-{
-    const char *out = NULL;
-    apr_time_t now = apr_time_now();
-    int i;
-
-    pthread_mutex_lock(&discover_lock);
-    for (i = 0; i < DISCOVER_CACHE && discover_cache[i].backend; i++) {
-        if (strcmp(discover_cache[i].backend, backend) == 0 && discover_cache[i].expires > now) {
-            out = apr_pstrdup(p, discover_cache[i].result);
-            break;
-        }
-    }
-    pthread_mutex_unlock(&discover_lock);
-    return out;
-}
-
-static void discover_keep(const char *backend, const char *result, long ttl_ms)
-{
-    int i, slot = 0;
-    char *copy = strdup(result);
-
-    if (!copy) {
-        return;
-    }
-    pthread_mutex_lock(&discover_lock);
-    for (i = 0; i < DISCOVER_CACHE; i++) {
-        if (!discover_cache[i].backend || strcmp(discover_cache[i].backend, backend) == 0) {
-            slot = i;
-            break;
-        }
-        if (discover_cache[i].expires < discover_cache[slot].expires) {
-            slot = i;
-        }
-    }
-    if (!discover_cache[slot].backend || strcmp(discover_cache[slot].backend, backend) != 0) {
-        free(discover_cache[slot].backend);
-        discover_cache[slot].backend = strdup(backend);
-    }
-    free(discover_cache[slot].result);
-    discover_cache[slot].result = copy;
-    discover_cache[slot].expires = apr_time_now() + apr_time_from_msec(ttl_ms);
-    if (!discover_cache[slot].backend) {
-        discover_cache[slot].expires = 0;
-    }
-    pthread_mutex_unlock(&discover_lock);
-}
+/* The server/discover results of this process's backends, for their ttlMs. */
+static mcp_memo_slot_t discover_slots[DISCOVER_CACHE];
+static mcp_memo_t discover_memo = MCP_MEMO_INIT(discover_slots);
 
 typedef struct discover_t {
     const char *result;      /* the result's JSON text                */
@@ -283,7 +229,7 @@ void mcp_shim_discover(mcp_req_t *q, apr_interval_time_t timeout, mcp_shim_disco
     request_rec *r = q->r;
     static const char ask[] = "{\"jsonrpc\":\"2.0\",\"id\":\"" MCP_SHIM_ID_PREFIX "discover\","
                               "\"method\":\"server/discover\"}";
-    const char *text = discover_cached(r->pool, q->conf->backend_spec), *err = NULL, *body;
+    const char *text = NULL, *err = NULL, *body;
     json_object *request;
     shim_call_t c;
     discover_t d;
@@ -291,7 +237,7 @@ void mcp_shim_discover(mcp_req_t *q, apr_interval_time_t timeout, mcp_shim_disco
     apr_size_t len;
 
     memset(out, 0, sizeof(*out));
-    if (text) {
+    if (mcp_memo_get(&discover_memo, r->pool, q->conf->backend_spec, apr_time_now(), &text)) {
         out->result = mcp_jsonrpc_parse_value(r->pool, text, strlen(text));
         out->http_status = HTTP_OK;
         return;
@@ -321,8 +267,8 @@ void mcp_shim_discover(mcp_req_t *q, apr_interval_time_t timeout, mcp_shim_disco
     }
     /* A result the shim can use is kept for initialize (and for whoever asks next). */
     if (!mcp_shim_discover_problem(out->result)) {
-        discover_keep(q->conf->backend_spec, d.result,
-                      mcp_shim_discover_ttl(out->result, DISCOVER_TTL_MS));
+        mcp_memo_put(&discover_memo, q->conf->backend_spec, d.result, apr_time_now()
+                     + apr_time_from_msec(mcp_shim_discover_ttl(out->result, DISCOVER_TTL_MS)));
     }
 }
 
