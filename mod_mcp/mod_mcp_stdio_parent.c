@@ -132,11 +132,14 @@ static void exec_supervisor(const char *path, int control_r, int answer_w, pid_t
     _exit(127);
 }
 
-/* Writes all of buf to fd, SIGPIPE ignored meanwhile (a supervisor that died early must not
- * kill the parent). */
+/* Writes all of buf to the control pipe (its parent's end is non-blocking) within
+ * ANSWER_WAIT_MS: a supervisor that stopped reading must not hold up the parent. SIGPIPE is
+ * ignored meanwhile (a supervisor that died early must not kill the parent). */
 static int write_all(int fd, const char *buf, apr_size_t len)
 {
+    apr_time_t deadline = apr_time_now() + apr_time_from_msec(ANSWER_WAIT_MS);
     struct sigaction ign, old;
+    struct pollfd pfd;
     ssize_t n;
     int rc = 0;
 
@@ -146,6 +149,20 @@ static int write_all(int fd, const char *buf, apr_size_t len)
     while (len > 0) {
         n = write(fd, buf, len);
         if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            apr_interval_time_t left = deadline - apr_time_now();
+
+            if (left <= 0) {
+                errno = ETIMEDOUT;
+                rc = -1;
+                break;
+            }
+            pfd.fd = fd;
+            pfd.events = POLLOUT;
+            pfd.revents = 0;
+            poll(&pfd, 1, (int)apr_time_as_msec(left) + 1);
             continue;
         }
         if (n <= 0) {
@@ -239,7 +256,7 @@ static int configure(stdio_retained_t *rt, apr_pool_t *p, const char *line, int 
     long port;
 
     *refused = 0;
-    if (write_all(rt->control_fd, line, strlen(line)) != 0 || write_all(rt->control_fd, "\n", 1)) {
+    if (write_all(rt->control_fd, apr_pstrcat(p, line, "\n", NULL), strlen(line) + 1) != 0) {
         *err = apr_psprintf(p, "writing its configuration: %s", strerror(errno));
         return -1;
     }
@@ -290,6 +307,7 @@ static int start(stdio_retained_t *rt, apr_pool_t *p, const char *path, const ch
         close(answer[0]);
         return -1;
     }
+    fcntl(control[1], F_SETFL, fcntl(control[1], F_GETFL) | O_NONBLOCK);   /* (write_all) */
     rt->pid = pid;
     rt->control_fd = control[1];
     rt->answer_fd = answer[0];
