@@ -392,7 +392,8 @@ static int timers_run(void)
 
 /* ---- watches ------------------------------------------------------------------------------ */
 
-void sv_watch_add(sv_watch_t *w, int fd, uint32_t events, sv_watch_fn *fn, void *data)
+/* Adds fd; -1 when epoll cannot watch it (a regular file, /dev/null: EPERM). */
+static int watch_add(sv_watch_t *w, int fd, uint32_t events, sv_watch_fn *fn, void *data)
 {
     struct epoll_event ev;
 
@@ -403,6 +404,16 @@ void sv_watch_add(sv_watch_t *w, int fd, uint32_t events, sv_watch_fn *fn, void 
     ev.events = events;
     ev.data.ptr = w;
     if (epoll_ctl(sv.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        w->fd = -1;
+        return -1;
+    }
+    return 0;
+}
+
+void sv_watch_add(sv_watch_t *w, int fd, uint32_t events, sv_watch_fn *fn, void *data)
+{
+    /* Every other fd is a pipe or socket of ours: failing here is a bug or out of memory. */
+    if (watch_add(w, fd, events, fn, data) < 0) {
         sv_log(SV_CRIT, "epoll_ctl ADD fd %d: %s", fd, strerror(errno));
         abort();
     }
@@ -857,7 +868,12 @@ int main(int argc, char **argv)
         return 1;
     }
     control_lines = mcp_lines_create(SV_CONTROL_LINE, MCP_LINES_REFUSE);
-    sv_watch_add(&control_w, 0, EPOLLIN, control_ready, NULL);
+    if (watch_add(&control_w, 0, EPOLLIN, control_ready, NULL) < 0) {
+        sv_log(SV_EMERG, "stdin must be the control pipe (a pipe or a socket): %s",
+               strerror(errno));
+        mcp_lines_destroy(control_lines);
+        return 1;
+    }
 
     for (;;) {
         int timeout, n, i;

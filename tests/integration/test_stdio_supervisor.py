@@ -1115,3 +1115,23 @@ def test_descriptor_limits(supervisor):
     assert r.status == 200
     [pid] = sup.children()
     assert limits_of(pid) == [soft, hard]
+
+
+def test_command_line():
+    r = subprocess.run([str(SUPERVISOR), "--version"], capture_output=True, timeout=TIMEOUT,
+                       env={**os.environ, **SANITIZER_ENV})
+    assert r.returncode == 0 and r.stdout.startswith(b"mcp-stdio-supervisor ")
+    r = subprocess.run([str(SUPERVISOR), "--help"], capture_output=True, timeout=TIMEOUT,
+                       env={**os.environ, **SANITIZER_ENV})
+    assert r.returncode == 0 and b"usage: mcp-stdio-supervisor" in r.stdout
+    r = subprocess.run([str(SUPERVISOR), "--what"], capture_output=True, timeout=TIMEOUT,
+                       env={**os.environ, **SANITIZER_ENV})
+    assert r.returncode == 2 and b"usage:" in r.stderr
+    # Stdin that is no pipe: said, exit 1.
+    r = subprocess.run([str(SUPERVISOR)], stdin=subprocess.DEVNULL, capture_output=True,
+                       timeout=TIMEOUT, env={**os.environ, **SANITIZER_ENV})
+    assert r.returncode == 1 and b"stdin must be the control pipe" in r.stderr
+    # EOF before any configuration: nothing to serve, exit 1.
+    r = subprocess.run([str(SUPERVISOR)], input=b"", capture_output=True,
+                       timeout=TIMEOUT, env={**os.environ, **SANITIZER_ENV})
+    assert r.returncode == 1 and r.stdout == b""
