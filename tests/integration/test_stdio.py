@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import STACK, own_stack, run_dir
+from conftest import STACK, database, own_stack, run_dir
 import requests
 
 from mcp_client import McpError, McpSession, parse_sse_bytes
@@ -214,6 +215,39 @@ def test_the_principal_reaches_the_supervisor(env):
                 s.delete()
         for s in (first, second, bob):
             s.close()
+
+
+def test_a_supervisor_that_does_not_accept_ends_the_session(env):
+    """The session's backend id names a supervisor whose connections time out (a socket that
+    accepts nothing, its queue full): the connect timeout (MCPBackendConnectTimeout 1 at
+    /mcp-stdio-quick) counts as unreachable: 404 naming that URL, the session ended. The stored
+    id is what routes the request."""
+    quick = url(env).replace("/mcp-stdio", "/mcp-stdio-quick")
+    s = McpSession(quick, protocol_version="2025-06-18")
+    srv = socket.socket()
+    held = socket.socket()
+    try:
+        s.initialize()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(0)
+        port = srv.getsockname()[1]
+        held.connect(("127.0.0.1", port))   # fills the accept queue: later SYNs are dropped
+        dead = f"http://127.0.0.1:{port}/stdio/test"
+        with database(env) as db, db.cursor() as cur:
+            cur.execute("UPDATE mcp.sessions SET backend_session_id = "
+                        "split_part(backend_session_id, '@', 1) || '@' || %s WHERE id = %s",
+                        (dead, s.session_id))
+            assert cur.rowcount == 1
+        err = session_dies(s)
+        assert err.response.status_code == 404, err
+        message = err.response.json()["error"]["message"]
+        assert f"supervisor at {dead} cannot be reached" in message, message
+        assert "timeout" in message.lower() or "timed out" in message.lower(), message
+        assert session_dies(s).response.status_code == 404
+    finally:
+        s.close()
+        held.close()
+        srv.close()
 
 
 def stateless_echo(env, text, instance=0):
