@@ -183,8 +183,9 @@ const char *mcp_era_learn(apr_pool_t *p, int http_status, json_object *result, i
     json_object *versions;
     int modern = 0;
 
-    if (http_status <= 0 || http_status >= 500) {
-        return NULL;
+    if (http_status <= 0 || http_status >= 500 || http_status == 401 || http_status == 403
+        || http_status == 408 || http_status == 429) {
+        return NULL;     /* no answer about the eras: not now, or not to the gateway */
     }
     if (error || http_status >= 400) {
         return mcp_protocol_list(MCP_ERA_2025);

@@ -113,9 +113,10 @@ int mcp_era_listed(const char *list, const char *version);
  * separated, newest first, only revisions the gateway serves; in p):
  *   - a result whose supportedVersions lists 2026-07-28: "2026-07-28" and the 2025 revisions it
  *     lists too (none: a 2026-only backend);
- *   - any other result, a JSON-RPC error, or an HTTP 4xx answer: the 2025 era's revisions (a
+ *   - any other result, a JSON-RPC error, or another HTTP 4xx answer: the 2025 era's revisions (a
  *     2025-era backend, which knows no server/discover);
- *   - no answer (http_status 0: unreachable, timed out, broken), a 5xx, or a 2xx without a
+ *   - no answer (http_status 0: unreachable, timed out, broken), a 5xx, 401, 403, 408 or 429
+ *     (whatever the body: the backend wants credentials, or is busy), or a 2xx without a
  *     JSON-RPC response: NULL, nothing learned.
  * result: the response's result (NULL when none); error: non-zero when a JSON-RPC error came. */
 const char *mcp_era_learn(apr_pool_t *p, int http_status, json_object *result, int error);

@@ -303,6 +303,11 @@ START_TEST(learning_eras_from_discover)
     ck_assert_ptr_null(learned(503, "{\"supportedVersions\":[\"2026-07-28\"]}", 0));
     ck_assert_ptr_null(learned(200, NULL, 0));
     ck_assert_ptr_null(learned(202, NULL, 0));
+    /* ... nor from a backend that wants credentials, or is busy. */
+    ck_assert_ptr_null(learned(401, NULL, 1));
+    ck_assert_ptr_null(learned(403, NULL, 0));
+    ck_assert_ptr_null(learned(408, NULL, 0));
+    ck_assert_ptr_null(learned(429, NULL, 1));
 }
 END_TEST
 
