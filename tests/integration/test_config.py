@@ -53,6 +53,8 @@ CASES = [
     ("MCPSessionIdleTimeout 2h", None),
     ("MCPStreamLease 5x", "MCPStreamLease: '5x' is not a duration (e.g. 30, 30s, 500ms, 5m)"),
     ("MCPEraBridgeToolsTTL 0", "MCPEraBridgeToolsTTL: '0' is too short (10ms at least)"),
+    ("MCPBackendProtocolsTTL 1d", "MCPBackendProtocolsTTL: '1d' is not a duration (e.g. 30, 30s, 500ms, 5m)"),
+    ("MCPBackendProtocolsTTL 12h", None),
     # lists and flags
     ("MCPAllowedHosts a.example b.example", None),
     ("MCPAllowedOrigins self ftp://x/y",
