@@ -275,6 +275,16 @@ def test_a_2026_client_through_the_era_bridge(env):
     assert processes(env), "the bridge's pooled session is a stdio process"
 
 
+def reconnected(s: McpSession) -> McpSession:
+    """The same session on a new connection: after a graceful restart an old child may still
+    hold the kept-alive one, and it ends a stream it takes with a retry hint (the client would
+    resume; these tests want the new generation's answer)."""
+    t = McpSession(s.url, protocol_version=s.protocol_version)
+    t.session_id, t.initialized = s.session_id, True
+    s.close()
+    return t
+
+
 def graceful(env):
     log = Path(env["MCP_HTTPD_ERROR_LOGS"].split()[0])
     done = log.read_text(errors="replace").count("resuming normal operations")
@@ -293,6 +303,7 @@ def test_graceful_restart_keeps_the_session_and_its_process(env):
         graceful(env)
         assert supervisor(env) == sup, "a graceful restart must keep the supervisor"
         assert alive(pid)
+        s = reconnected(s)
         r = s.call("tools/call", {"name": "echo", "arguments": {"text": "after graceful"}})
         assert r["content"][0]["text"] == "after graceful", r
         assert alive(pid) and processes(env) - before == {pid}
@@ -329,6 +340,7 @@ def test_graceful_restart_sends_the_new_configuration(env):
         assert r["content"][0]["text"] == "new server", r
         t.delete()
         t.close()
+        s = reconnected(s)
         r = s.call("tools/call", {"name": "echo", "arguments": {"text": "old session"}})
         assert r["content"][0]["text"] == "old session", r
     finally:
