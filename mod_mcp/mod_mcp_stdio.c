@@ -295,8 +295,7 @@ static apr_array_header_t *words_of(apr_pool_t *p, const char *args)
 }
 
 /* One inner line's meaning; NULL or what is wrong with it (the caller says where). */
-typedef const char *inner_fn(apr_pool_t *p, stdio_server_t *sv, const char *name,
-                             apr_array_header_t *words);
+typedef const char *inner_fn(stdio_server_t *sv, const char *name, apr_array_header_t *words);
 
 #define WORD(i) APR_ARRAY_IDX(words, (i), const char *)
 
@@ -306,10 +305,9 @@ static const char *one_word(const char *name, apr_array_header_t *words)
                                                   NULL);
 }
 
-static const char *inner_command(apr_pool_t *p, stdio_server_t *sv, const char *name,
+static const char *inner_command(stdio_server_t *sv, const char *name,
                                  apr_array_header_t *words)
 {
-    (void)p;
     if (words->nelts < 1) {
         return apr_pstrcat(words->pool, name, " needs the program and its arguments", NULL);
     }
@@ -321,10 +319,9 @@ static const char *inner_command(apr_pool_t *p, stdio_server_t *sv, const char *
     return NULL;
 }
 
-static const char *inner_setenv(apr_pool_t *p, stdio_server_t *sv, const char *name,
+static const char *inner_setenv(stdio_server_t *sv, const char *name,
                                 apr_array_header_t *words)
 {
-    (void)p;
     if (words->nelts < 1 || words->nelts > 2) {
         return apr_pstrcat(words->pool, name, " takes a variable's name and its value", NULL);
     }
@@ -336,12 +333,11 @@ static const char *inner_setenv(apr_pool_t *p, stdio_server_t *sv, const char *n
     return NULL;
 }
 
-static const char *inner_passenv(apr_pool_t *p, stdio_server_t *sv, const char *name,
+static const char *inner_passenv(stdio_server_t *sv, const char *name,
                                  apr_array_header_t *words)
 {
     int i;
 
-    (void)p;
     if (words->nelts < 1) {
         return apr_pstrcat(words->pool, name, " needs one or more variable names", NULL);
     }
@@ -354,12 +350,11 @@ static const char *inner_passenv(apr_pool_t *p, stdio_server_t *sv, const char *
     return NULL;
 }
 
-static const char *inner_word(apr_pool_t *p, stdio_server_t *sv, const char *name,
+static const char *inner_word(stdio_server_t *sv, const char *name,
                               apr_array_header_t *words)
 {
     const char *err = one_word(name, words);
 
-    (void)p;
     if (err) {
         return err;
     }
@@ -409,7 +404,7 @@ static const struct {
       "a number of processes (0: no limit)" },
 };
 
-static const char *inner_number(apr_pool_t *p, stdio_server_t *sv, const char *name,
+static const char *inner_number(stdio_server_t *sv, const char *name,
                                 apr_array_header_t *words)
 {
     const char *err = one_word(name, words);
@@ -417,7 +412,6 @@ static const char *inner_number(apr_pool_t *p, stdio_server_t *sv, const char *n
     size_t i;
     int bad;
 
-    (void)p;
     if (err) {
         return err;
     }
@@ -459,7 +453,7 @@ static const char *inner_line(cmd_parms *cmd, stdio_server_t *sv, const ap_direc
 
     for (i = 0; i < sizeof(inner) / sizeof(inner[0]); i++) {
         if (strcasecmp(inner[i].name, d->directive) == 0) {
-            err = inner[i].fn(cmd->pool, sv, inner[i].name, words);
+            err = inner[i].fn(sv, inner[i].name, words);
             break;
         }
     }

@@ -503,7 +503,7 @@ static int make_secret(stdio_retained_t *rt)
 }
 
 int mcp_stdio_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
-                             server_rec *s)
+                          server_rec *s)
 {
     stdio_retained_t *rt;
     stdio_conf_t *c = mcp_stdio_conf;
