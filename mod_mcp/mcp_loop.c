@@ -59,6 +59,8 @@ struct mcp_loop_src_t {
     xfer_t           *xfer;
     mcp_loop_src_t   *prev, *next;   /* every source                                        */
     mcp_loop_src_t   *qnext;         /* the run queue, or the graveyard                     */
+    mcp_loop_src_t   *dnext;         /* the loop's deferred marks (on_deferred)             */
+    int               on_deferred;
 };
 
 /* A backend transfer and what it brought that its source has not taken yet. Everything below
@@ -76,6 +78,7 @@ struct xfer_t {
     int                     headers;   /* the headers came and were not taken yet            */
     int                     headers_taken;
     int                     done;
+    int                     queued;    /* commands naming it that the loop has not run yet    */
     mcp_backend_status_t    status;
     const char             *err;       /* in pool                                            */
 };
@@ -118,6 +121,8 @@ struct mcp_loop_t {
     apr_size_t           ncurl_tags;
     apr_pool_t          *spare[SPARE_POOLS];   /* transfers' pools, cleared, for the next    */
     int                  nspare;
+    int                  acting;     /* in curl_action (the loop thread's)                   */
+    mcp_loop_src_t      *deferred;   /* sources with transfer news marked at its end          */
     int                  stopping;   /* sources are told to go                               */
     int                (*stop_check)(void);   /* ... also once this says so                   */
     int                  exiting;    /* threads end                                          */
@@ -164,6 +169,23 @@ static void mark(mcp_loop_src_t *src, unsigned events)
     }
 }
 
+/* Mutex held: the transfer of src has news. Within a curl action (headers, body and end often
+ * come in one read) its source is told once, at the action's end (curl_action): a thread that
+ * waits for it is woken once, not once for each, to find the mutex held by the loop thread. */
+static void mark_xfer(mcp_loop_src_t *src)
+{
+    mcp_loop_t *loop = src->loop;
+
+    if (!loop->acting) {
+        mark(src, MCP_LOOP_XFER);
+    }
+    else if (!src->on_deferred) {
+        src->on_deferred = 1;
+        src->dnext = loop->deferred;
+        loop->deferred = src;
+    }
+}
+
 static void bury(mcp_loop_src_t *src);
 
 /* Mutex held: a held source starts its life in the loop. */
@@ -194,6 +216,7 @@ static void command(mcp_loop_t *loop, cmd_kind_t kind, xfer_t *xfer)
     }
     c->kind = kind;
     c->xfer = xfer;
+    xfer->queued++;
     if (loop->cmds_tail) {
         loop->cmds_tail->next = c;
     }
@@ -204,7 +227,8 @@ static void command(mcp_loop_t *loop, cmd_kind_t kind, xfer_t *xfer)
     poke(loop);
 }
 
-/* Mutex held: the source goes to the graveyard (freed by the loop thread between batches). */
+/* Mutex held: the source goes to the graveyard (freed by the loop thread between batches: at
+ * its next wake-up, within MCP_LOOP_TICK; nothing waits for that, so it is not woken for it). */
 static void bury(mcp_loop_src_t *src)
 {
     mcp_loop_t *loop = src->loop;
@@ -222,7 +246,6 @@ static void bury(mcp_loop_src_t *src)
     loop->nsources--;
     src->qnext = loop->graveyard;
     loop->graveyard = src;
-    poke(loop);
 }
 
 /* ---- transfers (loop thread, except where it says otherwise) ---------------------------- */
@@ -284,6 +307,9 @@ static mcp_backend_status_t give_handle_back(xfer_t *x, CURLcode rc, const char 
     return mcp_backend_async_finish(x->a, (int)rc, err);
 }
 
+/* On the loop thread; or on any thread once the transfer is done (out of the multi handle, its
+ * handle given back) and no command names it (xfer_let_go), the loop then holding no
+ * pointer to it. */
 static void xfer_free(mcp_loop_t *loop, xfer_t *x)
 {
     const char *err;
@@ -331,7 +357,7 @@ static int xfer_on_body(void *baton, const char *buf, apr_size_t len)
         memcpy(x->buf + x->len, buf, len);
         x->len += len;
         if (x->src) {
-            mark(x->src, MCP_LOOP_XFER);
+            mark_xfer(x->src);
         }
     }
     apr_thread_mutex_unlock(loop->mutex);
@@ -348,7 +374,7 @@ static int xfer_on_headers(void *baton, const mcp_backend_response_t *response)
     apr_thread_mutex_lock(loop->mutex);
     x->headers = 1;
     if (x->src) {
-        mark(x->src, MCP_LOOP_XFER);
+        mark_xfer(x->src);
         rv = 0;
     }
     apr_thread_mutex_unlock(loop->mutex);
@@ -373,7 +399,7 @@ static void xfer_done(mcp_loop_t *loop, xfer_t *x, CURLcode rc, int cut)
     x->status = cut ? MCP_BACKEND_ABORTED : status;
     x->err = cut ? "stopped by the gateway" : err;
     if (x->src) {
-        mark(x->src, MCP_LOOP_XFER);
+        mark_xfer(x->src);
     }
     apr_thread_mutex_unlock(loop->mutex);
 }
@@ -416,7 +442,13 @@ static void run_commands(mcp_loop_t *loop)
             break;
         case CMD_FREE:
             xfer_free(loop, x);
+            x = NULL;
             break;
+        }
+        if (x) {
+            apr_thread_mutex_lock(loop->mutex);
+            x->queued--;
+            apr_thread_mutex_unlock(loop->mutex);
         }
         free(c);
     }
@@ -496,7 +528,9 @@ static void curl_action(mcp_loop_t *loop, curl_socket_t s, int flags)
     int running = 0;
     CURLMsg *msg;
     int left;
+    mcp_loop_src_t *src;
 
+    loop->acting = 1;
     curl_multi_socket_action(loop->multi, s, flags, &running);
     while ((msg = curl_multi_info_read(loop->multi, &left))) {
         if (msg->msg == CURLMSG_DONE) {
@@ -508,6 +542,16 @@ static void curl_action(mcp_loop_t *loop, curl_socket_t s, int flags)
             }
         }
     }
+    /* The marks deferred meanwhile (mark_xfer); a source buried since is freed only by this
+     * thread, later, and mark skips it. */
+    apr_thread_mutex_lock(loop->mutex);
+    loop->acting = 0;
+    while ((src = loop->deferred)) {
+        loop->deferred = src->dnext;
+        src->on_deferred = 0;
+        mark(src, MCP_LOOP_XFER);
+    }
+    apr_thread_mutex_unlock(loop->mutex);
 }
 
 /* ---- the loop thread ---------------------------------------------------------------------- */
@@ -991,12 +1035,25 @@ int mcp_loop_src_start(mcp_loop_src_t *src, mcp_backend_pool_t *bp,
     return 0;
 }
 
+/* Mutex held: a transfer its source lets go of. Non-zero when the caller frees it (after
+ * unlocking) instead of the loop thread: it is done and no command names it, so the loop
+ * thread is not woken only for that (one wake-up less per call). */
+static int xfer_let_go(mcp_loop_t *loop, xfer_t *x)
+{
+    x->src = NULL;
+    if (x->done && x->queued == 0) {
+        return 1;
+    }
+    command(loop, CMD_FREE, x);
+    return 0;
+}
+
 int mcp_loop_src_take(mcp_loop_src_t *src, apr_pool_t *p, apr_pool_t *scratch,
                       mcp_loop_news_t *news)
 {
     mcp_loop_t *loop = src->loop;
     xfer_t *x = src->xfer;
-    int any = 0;
+    int any = 0, free_it = 0;
 
     memset(news, 0, sizeof(*news));
     if (!x) {
@@ -1040,11 +1097,13 @@ int mcp_loop_src_take(mcp_loop_src_t *src, apr_pool_t *p, apr_pool_t *scratch,
         news->status = x->status;
         news->err = x->err ? apr_pstrdup(p, x->err) : NULL;
         src->xfer = NULL;
-        x->src = NULL;
-        command(loop, CMD_FREE, x);
+        free_it = xfer_let_go(loop, x);
         any = 1;
     }
     apr_thread_mutex_unlock(loop->mutex);
+    if (free_it) {
+        xfer_free(loop, x);
+    }
     return any;
 }
 
@@ -1060,15 +1119,16 @@ void mcp_loop_src_cut(mcp_loop_src_t *src)
 void mcp_loop_src_release(mcp_loop_src_t *src)
 {
     mcp_loop_t *loop = src->loop;
+    xfer_t *x;
+    int free_it = 0;
 
     mcp_loop_src_fd(src, -1, 0);
     apr_thread_mutex_lock(loop->mutex);
     src->released = 1;
     src->timer_at = 0;
     src->pending = 0;
-    if (src->xfer) {
-        src->xfer->src = NULL;
-        command(loop, CMD_FREE, src->xfer);
+    if ((x = src->xfer)) {
+        free_it = xfer_let_go(loop, x);
         src->xfer = NULL;
     }
     /* A held source is not run: it goes now. A running one goes when its run returns. */
@@ -1076,6 +1136,9 @@ void mcp_loop_src_release(mcp_loop_src_t *src)
         bury(src);
     }
     apr_thread_mutex_unlock(loop->mutex);
+    if (free_it) {
+        xfer_free(loop, x);
+    }
 }
 
 void mcp_loop_set_stop_check(mcp_loop_t *loop, int (*stopping)(void))
