@@ -82,9 +82,14 @@ Listen 127.0.0.1:{port}
     SSLCACertificateFile "{c['ca.pem']}"
     SSLVerifyClient require
     SSLVerifyDepth 1
+    # No idle keep-alive connection (the gateway's, from this same httpd) when the stack stops:
+    # an event MPM child stopped with one leaks its allocator (httpd's, not mod_mcp's).
+    KeepAlive Off
     RequestHeader set X-Client-CN "%{{SSL_CLIENT_S_DN_CN}}s"
     ProxyPass /mcp ${{MCP_BACKEND_URL}} flushpackets=on
 </VirtualHost>
+# (A generous connect timeout: the TLS handshake is made with this same httpd, slow under ASan.)
+MCPBackendConnectTimeout 30
 <Location /mcp-mtls>
     SetHandler mcp
     MCPBackend https://127.0.0.1:{port}/mcp
