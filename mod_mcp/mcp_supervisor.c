@@ -592,6 +592,25 @@ static int make_advertise(const char *tmpl, int port, char *out, size_t outlen)
     return rc;
 }
 
+/* A configuration line refused (c: what was parsed of it, or NULL): said in the log and on the
+ * answer pipe; the previous configuration stays, and without one (the first line) the
+ * supervisor exits 1. */
+static void refuse_config(sv_config_t *c, int first, const char *err)
+{
+    sv_log(SV_ERR, "configuration refused: %s", err);
+    answer("error %s", err);
+    if (c)
+        sv_config_free(c);
+    if (first) {
+        if (listen_fd >= 0) {
+            close(listen_fd);
+            listen_fd = -1;
+        }
+        exit_code = 1;
+        sv.stopping = 1;
+    }
+}
+
 /* One configuration line: the first binds the listener; each answers one line. */
 static void apply_config(const char *line, size_t len)
 {
@@ -601,12 +620,7 @@ static void apply_config(const char *line, size_t len)
     size_t i;
 
     if (!c) {
-        sv_log(SV_ERR, "configuration refused: %s", err);
-        answer("error %s", err);
-        if (first) {
-            exit_code = 1;
-            sv.stopping = 1;
-        }
+        refuse_config(NULL, first, err);
         return;
     }
     if (first) {
@@ -624,15 +638,7 @@ static void apply_config(const char *line, size_t len)
     if (make_advertise(c->advertise, port, advertise, sizeof(advertise)) < 0) {
         snprintf(err, sizeof(err), "advertise \"%.100s\" is over %d bytes once {port} is "
                  "replaced", c->advertise, SV_ADVERTISE_MAX);
-        sv_log(SV_ERR, "configuration refused: %s", err);
-        answer("error %s", err);
-        sv_config_free(c);
-        if (first) {
-            close(listen_fd);
-            listen_fd = -1;
-            exit_code = 1;
-            sv.stopping = 1;
-        }
+        refuse_config(c, first, err);
         return;
     }
     /* A session id, "<32 hex>@<advertise>/stdio/<name>", must stay within what the gateway
@@ -643,15 +649,7 @@ static void apply_config(const char *line, size_t len)
             snprintf(err, sizeof(err), "servers.%s: its session ids would have %zu characters, "
                      "over %d: shorten the advertised URL or the name", c->servers[i]->name, n,
                      SV_SESSION_ID_MAX);
-            sv_log(SV_ERR, "configuration refused: %s", err);
-            answer("error %s", err);
-            sv_config_free(c);
-            if (first) {
-                close(listen_fd);
-                listen_fd = -1;
-                exit_code = 1;
-                sv.stopping = 1;
-            }
+            refuse_config(c, first, err);
             return;
         }
     }
