@@ -125,6 +125,31 @@ GROUP_VARIANT = "group commit on (1 committer per child)"
 GROUP_MARK = "# ---- bench: group commit"
 
 
+def tree_mem(pid):
+    """RSS and PSS (kB) summed over a process and all its descendants, and how many."""
+    pids, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        pids.append(p)
+        todo += children(p)
+    sts = [proc_status(p) for p in pids]
+    return sum(st["rss_kb"] for st in sts), sum(st["pss_kb"] for st in sts), len(pids)
+
+
+def stdio_se_conf(node, se_js):
+    """server-everything over stdio behind mod_mcp at /mcp-se-stdio: one process per session,
+    run by the supervisor, as supergateway runs it (measurements 2 and 9, bench/stdio.py)."""
+    return f"""<MCPStdioServer everything>
+    Command {node} {se_js} stdio
+    SetEnv NODE_ENV production
+</MCPStdioServer>
+<Location /mcp-se-stdio>
+    SetHandler mcp
+    MCPBackend stdio:everything
+</Location>
+"""
+
+
 def httpd_conf(children, threads):
     """The httpd settings of a benchmark stack (Included after tests/stack's own): production-like
     logging, unlimited keep-alive, `children` event MPM children of `threads` threads started up
@@ -481,15 +506,7 @@ class Bench:
 </Location>
 # the same server-everything over stdio, one process per session run by mod_mcp's supervisor
 # (as supergateway runs it), for measurements 2 and 9
-<MCPStdioServer everything>
-    Command {node} {se_js} stdio
-    SetEnv NODE_ENV production
-</MCPStdioServer>
-<Location /mcp-se-stdio>
-    SetHandler mcp
-    MCPBackend stdio:everything
-</Location>
-""")
+{stdio_se_conf(node, se_js)}""")
         d, env = self.stack_up("main", 2, conf)
         self.main_dir, self.env = d, env
         self.urls = env["MCP_URLS"].split()
@@ -971,16 +988,6 @@ class Bench:
 
     # ---- measurement 9: memory, mod_mcp vs supergateway, per session count --------------------
 
-    def tree_mem(self, pid):
-        """RSS and PSS (kB) summed over a process and all its descendants, and how many."""
-        pids, todo = [], [pid]
-        while todo:
-            p = todo.pop()
-            pids.append(p)
-            todo += children(p)
-        sts = [proc_status(p) for p in pids]
-        return sum(st["rss_kb"] for st in sts), sum(st["pss_kb"] for st in sts), len(pids)
-
     def m9(self):
         """Both gateways in front of server-everything with N live sessions, each having made one
         call: the memory of mod_mcp's httpd instance (parent and children) against supergateway's
@@ -999,13 +1006,13 @@ class Bench:
                 have[name] = n
             time.sleep(1)   # let the new processes settle (Node's heap after start-up)
             sg_pid, se_pid = self.sg_pid, self.se_pid
-            h_rss, h_pss, h_n = self.tree_mem(self.httpd1_parent)
+            h_rss, h_pss, h_n = tree_mem(self.httpd1_parent)
             # the stdio supervisor and its processes are httpd's descendants: apart
-            s_rss, s_pss, s_n = self.tree_mem(self.supervisor_pid)
+            s_rss, s_pss, s_n = tree_mem(self.supervisor_pid)
             h_rss, h_pss, h_n = h_rss - s_rss, h_pss - s_pss, h_n - s_n
-            g_rss, g_pss, g_n = self.tree_mem(sg_pid)
+            g_rss, g_pss, g_n = tree_mem(sg_pid)
             sg_own = proc_status(sg_pid)
-            se_rss, se_pss, _ = self.tree_mem(se_pid)
+            se_rss, se_pss, _ = tree_mem(se_pid)
             r = {"sessions": n, "httpd_rss_kb": h_rss, "httpd_pss_kb": h_pss, "httpd_procs": h_n,
                  "sg_rss_kb": g_rss, "sg_pss_kb": g_pss, "sg_procs": g_n,
                  "sg_own_rss_kb": sg_own["rss_kb"], "se_http_rss_kb": se_rss,

@@ -32,16 +32,6 @@ SG_JS = os.path.join(NM, "supergateway", "dist", "index.js")
 ARGS = '{"message":"hello"}'
 
 
-def tree_mem(pid):
-    pids, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        pids.append(p)
-        todo += bench.children(p)
-    sts = [bench.proc_status(p) for p in pids]
-    return sum(s["rss_kb"] for s in sts), sum(s["pss_kb"] for s in sts), len(pids)
-
-
 def wrk(url, sessions, conc, secs):
     threads = 1 if conc == 1 else 2
     p = subprocess.run(["wrk", "-t", str(threads), "-c", str(conc), "-d", f"{secs}s", "--timeout",
@@ -68,16 +58,7 @@ def main():
     os.chmod(work, 0o755)
     conf = os.path.join(work, "stdio.conf")
     with open(conf, "w") as f:
-        f.write(bench.httpd_conf(2, 64) + f"""
-<MCPStdioServer everything>
-    Command {NODE} {SE_JS} stdio
-    SetEnv NODE_ENV production
-</MCPStdioServer>
-<Location /mcp-se-stdio>
-    SetHandler mcp
-    MCPBackend stdio:everything
-</Location>
-""")
+        f.write(bench.httpd_conf(2, 64) + bench.stdio_se_conf(NODE, SE_JS))
     sdir, sg = os.path.join(work, "stack"), None
     try:
         p = subprocess.run([os.path.join(bench.REPO, "tests", "stack"), "up", "--dir", sdir,
@@ -140,8 +121,8 @@ def main():
                     bench.mcp_call(url, sid, "echo", {"message": "hello"})
             have = n
             time.sleep(1)   # Node's heap after start-up
-            s_rss, s_pss, s_n = tree_mem(supervisor)
-            g_rss, g_pss, g_n = tree_mem(sg.pid)
+            s_rss, s_pss, s_n = bench.tree_mem(supervisor)
+            g_rss, g_pss, g_n = bench.tree_mem(sg.pid)
             mem.append((n, s_rss, s_pss, g_rss, g_pss))
             print(f"{n:>4} {s_rss / 1024:8.1f} {s_pss / 1024:8.1f} ({s_n} processes)   "
                   f"{g_rss / 1024:8.1f} {g_pss / 1024:8.1f} ({g_n} processes)", flush=True)
