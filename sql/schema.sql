@@ -36,7 +36,8 @@ INSERT INTO mcp.schema_version (version, description) VALUES
     (9, 'indexes for the foreign keys of mcp.streams.bridged_to and mcp.bridge_rounds.session_id'),
     (10, 'the console''s indexes: sessions by md5(id) and by created_at'),
     (11, 'the W3C trace id of each session''s initialize and of each stream''s request'),
-    (12, 'the protocol eras each backend serves, learned by server/discover (mcp.backend_eras)');
+    (12, 'the protocol eras each backend serves, learned by server/discover (mcp.backend_eras)'),
+    (13, 'federation: each federated session''s member sessions (mcp.session_members), mcp.streams.member');
 
 -- One row per gateway session. The id is what clients send in Mcp-Session-Id;
 -- backend_session_id is what the backend issued (NULL for a stateless backend).
@@ -215,6 +216,23 @@ CREATE TABLE mcp.backend_eras (
     learned_at  timestamptz NOT NULL DEFAULT now(),
     expires_at  timestamptz NOT NULL
 );
+-- (sql/migrations/013-federation.sql) federation (<MCPMember> sections): the backend session the
+-- gateway holds with each member of a federated session, so any process and host routes its
+-- messages; a member that failed is tried again when first needed. streams.member: which member
+-- answered (NULL: the only backend, or the gateway's own merged answer).
+CREATE TABLE mcp.session_members (
+    session_id         text        NOT NULL REFERENCES mcp.sessions (id) ON DELETE CASCADE,
+    member             text        NOT NULL,
+    backend_url        text        NOT NULL,
+    backend_session_id text,
+    protocol_version   text,
+    state              text        NOT NULL CHECK (state IN ('open', 'failed')),
+    error              text,
+    initialize_result  text,
+    updated_at         timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (session_id, member)
+);
+ALTER TABLE mcp.streams ADD COLUMN member text;
 
 \ir functions.sql
 -- Partitions and retention; the partitions of today and the next days.

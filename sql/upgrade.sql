@@ -68,6 +68,10 @@ SELECT :mcp_version < 12 AS mcp_need \gset
 \if :mcp_need
     \ir migrations/012-backend-eras.sql
 \endif
+SELECT :mcp_version < 13 AS mcp_need \gset
+\if :mcp_need
+    \ir migrations/013-federation.sql
+\endif
 
 BEGIN;
 \ir functions.sql
