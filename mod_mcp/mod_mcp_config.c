@@ -13,6 +13,7 @@
 #include "mcp_protocol.h"
 #include "mcp_shim.h"
 #include "mod_mcp_config.h"
+#include "mod_mcp_members.h"
 #include "mod_mcp_oauth.h"
 #include "mod_mcp_stdio.h"
 
@@ -79,10 +80,19 @@ void *mcp_config_merge_dir(apr_pool_t *p, void *basev, void *addv)
     const mcp_dir_conf_t *base = basev, *add = addv;
     mcp_dir_conf_t *merged = apr_pcalloc(p, sizeof(*merged));
 
-    MERGE(backend_spec, NULL);
+    if (add->backend_spec) {
+        /* One backend, or members: a Location that says either replaces both. */
+        merged->backend_spec = add->backend_spec;
+        merged->backend = add->backend;
+        merged->members = add->members;
+    }
+    else {
+        merged->backend_spec = base->backend_spec;
+        merged->backend = base->backend;
+        merged->members = base->members;
+    }
     MERGE(backend_headers, NULL);
     merged->backend_tls = merge_backend_tls(p, base->backend_tls, add->backend_tls);
-    MERGE(backend, NULL);
     MERGE(max_message_size, UNSET);
     MERGE(backend_connect_timeout, UNSET);
     MERGE(backend_timeout, UNSET);
@@ -214,6 +224,10 @@ static const char *set_backend(cmd_parms *cmd, void *dconf, const char *arg)
     mcp_backend_target_t *target = NULL;
     const char *err = NULL;
 
+    if (conf->members) {
+        return "MCPBackend and <MCPMember> exclude each other: a Location has one backend, or "
+               "members";
+    }
     if (strncasecmp(arg, "stdio:", 6) == 0) {
         /* A stdio server (mod_mcp_stdio): its supervisor's URL is known in post_config. */
         conf->backend = mcp_stdio_backend(cmd, arg + 6, &err);
@@ -278,6 +292,17 @@ static const char *set_count(cmd_parms *cmd, void *dconf, const char *arg)
     }
     *FIELD(int, dconf, cmd) = (int)n;
     return err;
+}
+
+apr_array_header_t *mcp_config_words(apr_pool_t *p, const char *args)
+{
+    apr_array_header_t *words = apr_array_make(p, 4, sizeof(const char *));
+    const char *w;
+
+    while (args && *args && *(w = ap_getword_conf(p, &args))) {
+        APR_ARRAY_PUSH(words, const char *) = w;
+    }
+    return words;
 }
 
 /* A list of words, replacing what an enclosing section said. */
@@ -645,6 +670,10 @@ const command_rec mcp_config_cmds[] = {
                   "URL of the backend MCP server: http://host:port/path, https://..., "
                   "unix:/path/to.sock|http://localhost/path, or stdio:name (an "
                   "<MCPStdioServer name>)"),
+    AP_INIT_RAW_ARGS("<MCPMember", mcp_members_section, NULL, CONTEXT,
+                     "A member of a federated endpoint: <MCPMember name> with Backend, Prefix, "
+                     "AllowTools, DenyTools, RenameTool, DescribeTool, MaxAnswerSize; several "
+                     "serve one endpoint (instead of MCPBackend)"),
     AP_INIT_TAKE1("MCPMaxMessageSize", set_size,
                   BOUNDED(max_message_size, 1, MCP_MAX_MESSAGE_SIZE_LIMIT), CONTEXT,
                   "Largest JSON-RPC message accepted from a client or a backend, in bytes "

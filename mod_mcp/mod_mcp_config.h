@@ -80,6 +80,9 @@ typedef struct mcp_dir_conf_t {
                                                         * only wait (mod_mcp_park)             */
     apr_array_header_t         *backend_headers;       /* mcp_backend_header_t: MCPBackendHeader
                                                         * and MCPBackendHeaderFile, in order   */
+    apr_array_header_t         *members;               /* mcp_member_conf_t *: <MCPMember>
+                                                        * sections (mod_mcp_members), a
+                                                        * federated endpoint; NULL: none       */
     mcp_backend_tls_t          *backend_tls;           /* MCPBackendCACertificateFile and
                                                         * MCPBackendClientCertificateFile: an
                                                         * https backend's trust and our
@@ -114,6 +117,10 @@ typedef struct mcp_server_conf_t {
 } mcp_server_conf_t;
 
 extern const command_rec mcp_config_cmds[];
+
+/* The words of a directive's arguments as httpd splits them (quotes keep a word together), in
+ * p: for the lines of a section (<MCPStdioServer>, <MCPMember>). */
+apr_array_header_t *mcp_config_words(apr_pool_t *p, const char *args);
 
 void *mcp_config_create_server(apr_pool_t *p, server_rec *s);
 void *mcp_config_merge_server(apr_pool_t *p, void *base, void *add);

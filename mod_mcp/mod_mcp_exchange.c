@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include <apr_strings.h>
+#include <curl/curl.h>
 #include <httpd.h>
 #include <http_protocol.h>
 
@@ -160,6 +161,89 @@ mcp_backend_status_t mcp_exchange_perform(mcp_exchange_t *x, mcp_backend_call_t 
     mcp_exchange_begin(x);
     status = mcp_backend_perform(mcp_child.backends, q->r->pool, call, &x->response, err);
     return mcp_exchange_end(x, status, err);
+}
+
+/* The multi handle's callbacks: each exchange's own hooks, the response copied. */
+static int on_headers_copied(void *baton, const mcp_backend_response_t *resp)
+{
+    return mcp_exchange_feed_headers(baton, resp);
+}
+
+void mcp_exchange_perform_all(mcp_exchange_t *const *xs, mcp_backend_call_t *calls, int n,
+                              mcp_backend_status_t *status, const char **err)
+{
+    mcp_backend_async_t **as;
+    CURLM *multi;
+    int i, running = 0;
+
+    if (n <= 0) {
+        return;
+    }
+    as = apr_pcalloc(xs[0]->q->r->pool, sizeof(*as) * (apr_size_t)n);
+    multi = curl_multi_init();
+
+    for (i = 0; i < n; i++) {
+        mcp_exchange_t *x = xs[i];
+
+        status[i] = MCP_BACKEND_FAILED;
+        err[i] = NULL;
+        mcp_exchange_call_defaults(x, &calls[i]);
+        calls[i].on_headers = on_headers_copied;
+        calls[i].on_body = on_body;
+        calls[i].on_tick = on_tick;
+        calls[i].baton = x;
+        mcp_exchange_begin(x);
+        if (!multi) {
+            err[i] = "cannot create an HTTP client multi handle";
+            continue;
+        }
+        if (!(as[i] = mcp_backend_async_create(mcp_child.backends, x->q->r->pool, &calls[i], 0,
+                                               &err[i]))) {
+            continue;
+        }
+        if (curl_multi_add_handle(multi, mcp_backend_async_curl(as[i])) != CURLM_OK) {
+            err[i] = "cannot start the exchange";
+            status[i] = mcp_backend_async_finish(as[i], CURLE_FAILED_INIT, &err[i]);
+            as[i] = NULL;
+            continue;
+        }
+        running++;
+    }
+    while (running > 0) {
+        CURLMsg *msg;
+        int left, still;
+
+        if (curl_multi_perform(multi, &still) != CURLM_OK
+            || curl_multi_poll(multi, NULL, 0, 200, NULL) != CURLM_OK) {
+            break;
+        }
+        while ((msg = curl_multi_info_read(multi, &left))) {
+            if (msg->msg != CURLMSG_DONE) {
+                continue;
+            }
+            for (i = 0; i < n; i++) {
+                if (as[i] && mcp_backend_async_curl(as[i]) == (void *)msg->easy_handle) {
+                    CURLcode rc = msg->data.result;
+                    curl_multi_remove_handle(multi, msg->easy_handle);
+                    status[i] = mcp_backend_async_finish(as[i], (int)rc, &err[i]);
+                    status[i] = mcp_exchange_end(xs[i], status[i], &err[i]);
+                    as[i] = NULL;
+                    running--;
+                    break;
+                }
+            }
+        }
+    }
+    for (i = 0; i < n; i++) {
+        if (as[i]) {   /* the multi handle failed under it */
+            curl_multi_remove_handle(multi, mcp_backend_async_curl(as[i]));
+            status[i] = mcp_backend_async_finish(as[i], CURLE_ABORTED_BY_CALLBACK, &err[i]);
+            status[i] = mcp_exchange_end(xs[i], status[i], &err[i]);
+        }
+    }
+    if (multi) {
+        curl_multi_cleanup(multi);
+    }
 }
 
 mcp_backend_status_t mcp_exchange_post(mcp_exchange_t *x, const char *body, apr_size_t len,

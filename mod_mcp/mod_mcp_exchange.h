@@ -63,6 +63,13 @@ void mcp_exchange_init(mcp_exchange_t *x, mcp_req_t *q, void *baton);
 mcp_backend_status_t mcp_exchange_perform(mcp_exchange_t *x, mcp_backend_call_t *call,
                                           const char **err);
 
+/* Several exchanges at once (a federated endpoint's fan-out: initialize, the lists, ping), each
+ * as mcp_exchange_perform would make it alone (its own x->q, so its own configuration and
+ * target), on a multi handle of this thread's: they take as long as the slowest. status[i] and
+ * err[i] are each one's outcome. */
+void mcp_exchange_perform_all(mcp_exchange_t *const *xs, mcp_backend_call_t *calls, int n,
+                              mcp_backend_status_t *status, const char **err);
+
 /* The same exchange driven from outside, by a transfer on the event loop (mcp_loop): begin,
  * then the headers and body pieces as they come (the caller's hooks run as with perform; a
  * non-zero return asks to cut the transfer), then end with the transfer's status and error. */

@@ -31,6 +31,7 @@
 #include "mod_mcp_eras.h"
 #include "mod_mcp_exchange.h"
 #include "mod_mcp_oauth.h"
+#include "mod_mcp_federation.h"
 #include "mod_mcp_handler.h"
 #include "mod_mcp_modern.h"
 #include "mod_mcp_relay.h"
@@ -407,6 +408,9 @@ static int handle_initialize(mcp_req_t *q)
     apr_table_setn(r->notes, MCP_STDIO_SESSION_TAG_NOTE, mcp_id_tag(r->pool, session.id));
     request_text = apr_pstrmemdup(r->pool, q->raw, q->raw_len);
     counter_offer(q, request);
+    if (q->conf->members) {
+        return mcp_federation_initialize(q, &session, request_text);
+    }
     st = exchange(q, &e, NULL, &err);
     if (st != MCP_BACKEND_OK) {
         return reply_backend_failure(q, st, err);
@@ -546,9 +550,16 @@ static int handle_post(mcp_req_t *q)
     }
     switch (mcp_era_route(1, apr_table_get(q->r->headers_in, "MCP-Protocol-Version"), q->body)) {
     case MCP_ROUTE_MODERN:
-        return mcp_modern_post(q);
     case MCP_ROUTE_NO_CLAIM:
-        return mcp_modern_no_claim(q);
+        if (q->conf->members) {
+            /* The stateless era is not served on a federated endpoint (yet): the client is
+             * told which revisions are, as for any revision not served. */
+            return mcp_req_unsupported_version(q, apr_table_get(q->r->headers_in,
+                                                                "MCP-Protocol-Version"),
+                                               mcp_protocol_served_list());
+        }
+        return mcp_era_route(1, apr_table_get(q->r->headers_in, "MCP-Protocol-Version"), q->body)
+               == MCP_ROUTE_MODERN ? mcp_modern_post(q) : mcp_modern_no_claim(q);
     default:
         break;
     }
@@ -562,7 +573,11 @@ static int handle_post(mcp_req_t *q)
             return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST,
                                  "Invalid Request: initialize must not be part of a batch");
         }
-        return mcp_eras_shimmed(q) ? mcp_shim_initialize(q) : handle_initialize(q);
+        return !q->conf->members && mcp_eras_shimmed(q) ? mcp_shim_initialize(q)
+                                                        : handle_initialize(q);
+    }
+    if (q->conf->members) {
+        return mcp_federation_post(q);   /* several members behind this endpoint */
     }
     if (mcp_eras_shimmed(q)) {
         return mcp_shim_post(q);   /* a 2026-only backend: the era shim */
@@ -594,6 +609,9 @@ static int handle_get(mcp_req_t *q)
     }
     if (last_event_id) {
         return mcp_replay(q, last_event_id);
+    }
+    if (q->conf->members) {
+        return mcp_federation_listen(q, 0);
     }
     return mcp_eras_shimmed(q) ? mcp_shim_listen(q) : mcp_relay_standalone(q);
 }
@@ -628,7 +646,12 @@ static int handle_delete(mcp_req_t *q)
     }
     ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s terminated by the client (%ld open "
                   "stream(s) ended)", mcp_id_tag(q->r->pool, q->session->id), ended);
-    mcp_req_end_backend_session(q, q->session->backend_session_id, "client");
+    if (q->conf->members) {
+        mcp_federation_end(q, "client");
+    }
+    else {
+        mcp_req_end_backend_session(q, q->session->backend_session_id, "client");
+    }
     return mcp_req_empty(q, HTTP_OK);
 }
 
@@ -695,7 +718,7 @@ int mcp_handler(request_rec *r)
     q.conf = mcp_config_get(r);
     mcp_status_count(MCP_STAT_REQUESTS, 1);
     mcp_req_trace(r, NULL);   /* the access log's mcp-trace, whatever the answer */
-    if (!q.conf->backend) {
+    if (!q.conf->backend && !q.conf->members) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r,
                       "SetHandler mcp is used at %s without MCPBackend", r->uri);
         return mcp_req_error(&q, HTTP_INTERNAL_SERVER_ERROR, MCP_JSONRPC_INTERNAL_ERROR,

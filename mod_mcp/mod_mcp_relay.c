@@ -13,6 +13,7 @@
 #include "mcp_text.h"
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_exchange.h"
+#include "mod_mcp_federation.h"
 #include "mod_mcp_park.h"
 #include "mod_mcp_relay.h"
 #include "mod_mcp_status.h"
@@ -63,6 +64,25 @@ typedef struct relay_t {
     int                     settled_http, settled_code;
     const char             *settled_message;
 } relay_t;
+
+/* ---- where the request goes ---------------------------------------------------------------- */
+
+/* The backend session, revision and body of the request: its member's on a federated endpoint
+ * (mod_mcp_federation), else the session's and the client's. */
+static void fill_call(const mcp_req_t *q, mcp_backend_call_t *call)
+{
+    call->body = q->member ? q->member->body : q->raw;
+    call->body_len = q->member ? q->member->body_len : q->raw_len;
+    call->session_id = q->member ? q->member->backend_session_id
+                                 : q->session->backend_session_id;
+    call->protocol_version = q->member ? q->member->protocol_version
+                                       : q->session->protocol_version;
+}
+
+static const char *backend_session_id(const mcp_req_t *q)
+{
+    return q->member ? q->member->backend_session_id : q->session->backend_session_id;
+}
 
 /* ---- what the relay learns from each message --------------------------------------------- */
 
@@ -128,6 +148,15 @@ static int relay_parsed(relay_t *rl, json_object *obj, const char *json, apr_siz
     }
     if (msg.kind == MCP_MSG_RESPONSE || msg.kind == MCP_MSG_ERROR) {
         settle(rl, msg.id);
+    }
+    if (rl->q->member && mcp_federation_outbound(rl->q, rl->q->r->pool, obj, &json, &len)) {
+        /* A member's message in the client's names: a JSON answer is this text too. */
+        int rc = mcp_stream_add(&rl->st, json, len);
+        if (!rl->st.rewritten) {
+            rl->st.rewritten = json;
+            rl->st.rewritten_len = len;
+        }
+        return rc;
     }
     return mcp_stream_add(&rl->st, json, len);
 }
@@ -301,10 +330,7 @@ static mcp_backend_status_t forward(relay_t *rl, const char *method, apr_interva
 
     memset(&call, 0, sizeof(call));
     call.method = method;
-    call.body = q->raw;
-    call.body_len = q->raw_len;
-    call.session_id = q->session->backend_session_id;
-    call.protocol_version = q->session->protocol_version;
+    fill_call(q, &call);
     call.timeout_ms = (long)apr_time_as_msec(timeout);
     rl->sent = apr_time_now();
     status = mcp_exchange_perform(&rl->x, &call, err);
@@ -434,8 +460,14 @@ static int failure(relay_t *rl, mcp_backend_status_t status, const char *err, in
     long code = rl->x.response.status;
 
     *data = NULL;
-    if ((*message = mcp_stdio_lost(q->r->pool, q->conf->backend, q->session->backend_session_id,
+    if ((*message = mcp_stdio_lost(q->r->pool, q->conf->backend, backend_session_id(q),
                                    status, err))) {
+        if (q->member) {
+            /* A federated member's process: that member is opened again next time. */
+            *message = mcp_federation_member_lost(q);
+            *http = HTTP_BAD_GATEWAY;
+            return MCP_JSONRPC_BACKEND_ERROR;
+        }
         /* The session's process went with its supervisor: the client starts anew. */
         *http = HTTP_NOT_FOUND;
         return MCP_JSONRPC_SESSION_NOT_FOUND;
@@ -453,6 +485,10 @@ static int failure(relay_t *rl, mcp_backend_status_t status, const char *err, in
         *http = HTTP_BAD_GATEWAY;
         *message = apr_psprintf(q->r->pool, "Bad Gateway: the exchange with the backend failed: "
                                 "%s", err);
+    }
+    else if (backend_lost_session(rl) && q->member) {
+        *http = HTTP_BAD_GATEWAY;
+        *message = mcp_federation_member_lost(q);
     }
     else if (backend_lost_session(rl)) {
         *http = HTTP_NOT_FOUND;
@@ -687,10 +723,7 @@ static int requests_parked(relay_t *rl)
     rl->pk = pk;
     memset(&call, 0, sizeof(call));
     call.method = "POST";
-    call.body = q->raw;
-    call.body_len = q->raw_len;
-    call.session_id = q->session->backend_session_id;
-    call.protocol_version = q->session->protocol_version;
+    fill_call(q, &call);
     call.timeout_ms = (long)apr_time_as_msec(q->conf->stream_timeout);
     mcp_exchange_call_defaults(&rl->x, &call);
     rl->half.on_news = request_news;

@@ -12,6 +12,7 @@
 #include "mod_mcp_eras.h"
 #include "mod_mcp_park.h"
 #include "mod_mcp_relay.h"
+#include "mod_mcp_federation.h"
 #include "mod_mcp_replay.h"
 #include "mod_mcp_shim.h"
 #include "mod_mcp_status.h"
@@ -316,6 +317,9 @@ int mcp_replay(mcp_req_t *handler_q, const char *last_event_id)
      * answer: resuming one that ended (its response was cut by a graceful restart or
      * MCPStreamCloseAfter, or its client went) goes on with a new one, live. */
     if (ended && strcmp(stream.kind, "standalone") == 0 && !mcp_stream_server_stopping()) {
+        if (q->conf->members) {
+            return mcp_federation_listen(q, 1);
+        }
         return mcp_eras_shimmed(q) ? mcp_shim_listen_resumed(q)
                                          : mcp_relay_standalone_resumed(q);
     }

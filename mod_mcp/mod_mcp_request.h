@@ -36,6 +36,18 @@ extern mcp_child_t mcp_child;
     "Bad Gateway: the gateway process relaying this request stopped before the response " \
     "(its lease ran out); the request's outcome is unknown"
 
+/* A federated request's member (mod_mcp_federation): the relay sends the request there, rewritten
+ * for it, instead of to the Location's backend, and rewrites what the member sends the client
+ * (mcp_fed_outbound). The request's conf is then a copy whose backend is the member's. */
+typedef struct mcp_req_member_t {
+    const struct mcp_fed_member_t *fed;   /* its name and naming rules                    */
+    const char *backend_session_id;       /* its session (mcp.session_members)            */
+    const char *protocol_version;         /* ... and the revision it negotiated           */
+    const char *body;                     /* the request in its own names                 */
+    apr_size_t  body_len;
+    const char *method;                   /* the request's method                         */
+} mcp_req_member_t;
+
 typedef struct mcp_req_t {
     request_rec          *r;
     const mcp_dir_conf_t *conf;
@@ -47,6 +59,7 @@ typedef struct mcp_req_t {
     mcp_store_session_t  *session;        /* the live session (NULL for initialize)        */
     const mcp_protocol_t *rev;            /* the session's negotiated revision             */
     mcp_store_t          *db;             /* the request's store handle (mcp_req_db)       */
+    const mcp_req_member_t *member;       /* a federated request's member, or NULL         */
 } mcp_req_t;
 
 /* A JSON-RPC error answer with this status; returns DONE. */

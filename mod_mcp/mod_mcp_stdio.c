@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "mod_mcp_stdio.h"
+#include "mod_mcp_config.h"
 #include "mod_mcp_stdio_private.h"
 
 APLOG_USE_MODULE(mcp);
@@ -282,18 +283,6 @@ const char *mcp_stdio_set_max_processes(cmd_parms *cmd, void *dconf, const char 
 
 /* ---- <MCPStdioServer name> ---------------------------------------------------------------- */
 
-/* The words of an inner line, as httpd splits a directive's arguments (quotes kept together). */
-static apr_array_header_t *words_of(apr_pool_t *p, const char *args)
-{
-    apr_array_header_t *words = apr_array_make(p, 4, sizeof(const char *));
-    const char *w;
-
-    while (args && *args && *(w = ap_getword_conf(p, &args))) {
-        APR_ARRAY_PUSH(words, const char *) = w;
-    }
-    return words;
-}
-
 /* One inner line's meaning; NULL or what is wrong with it (the caller says where). */
 typedef const char *inner_fn(stdio_server_t *sv, const char *name, apr_array_header_t *words);
 
@@ -447,7 +436,7 @@ static const struct {
 
 static const char *inner_line(cmd_parms *cmd, stdio_server_t *sv, const ap_directive_t *d)
 {
-    apr_array_header_t *words = words_of(cmd->pool, d->args);
+    apr_array_header_t *words = mcp_config_words(cmd->pool, d->args);
     const char *err = NULL;
     size_t i;
 

@@ -1,0 +1,94 @@
+/* mcp_store_members — see mcp_store_members.h. */
+#include <string.h>
+
+#include <apr_strings.h>
+#include <json-c/json.h>
+
+#include "mcp_store_members.h"
+
+#define NARGS(a) MCP_STORE_NARGS(a)
+
+static void add_text(json_object *o, const char *key, const char *v)
+{
+    json_object_object_add(o, key, v ? json_object_new_string(v) : NULL);
+}
+
+mcp_store_status_t mcp_store_members_put(mcp_store_t *db, apr_pool_t *p, const char *session_id,
+                                         const mcp_store_member_t *members, int n)
+{
+    /* One statement for all of them: the rows travel as one JSON array. */
+    static const char sql[] =
+        "INSERT INTO mcp.session_members (session_id, member, backend_url, backend_session_id,"
+        "                                 protocol_version, state, error, initialize_result)"
+        " SELECT $1, m.member, m.backend_url, m.backend_session_id, m.protocol_version,"
+        "        m.state, m.error, m.initialize_result"
+        "   FROM jsonb_to_recordset($2::jsonb) AS m(member text, backend_url text,"
+        "        backend_session_id text, protocol_version text, state text, error text,"
+        "        initialize_result text)"
+        " ON CONFLICT (session_id, member) DO UPDATE"
+        "   SET backend_url = EXCLUDED.backend_url,"
+        "       backend_session_id = EXCLUDED.backend_session_id,"
+        "       protocol_version = EXCLUDED.protocol_version, state = EXCLUDED.state,"
+        "       error = EXCLUDED.error, initialize_result = EXCLUDED.initialize_result,"
+        "       updated_at = now()";
+    json_object *rows = json_object_new_array();
+    const char *args[2];
+    int i;
+
+    for (i = 0; i < n; i++) {
+        json_object *row = json_object_new_object();
+        add_text(row, "member", members[i].member);
+        add_text(row, "backend_url", members[i].backend_url);
+        add_text(row, "backend_session_id", members[i].backend_session_id);
+        add_text(row, "protocol_version", members[i].protocol_version);
+        add_text(row, "state", members[i].open ? "open" : "failed");
+        add_text(row, "error", members[i].error);
+        add_text(row, "initialize_result", members[i].initialize_result);
+        json_object_array_add(rows, row);
+    }
+    args[0] = session_id;
+    args[1] = apr_pstrdup(p, json_object_to_json_string_ext(rows, JSON_C_TO_STRING_PLAIN));
+    json_object_put(rows);
+    return mcp_store_exec(db, p, "storing the session's members", sql, NARGS(args), args, NULL);
+}
+
+mcp_store_status_t mcp_store_members_get(mcp_store_t *db, apr_pool_t *p, const char *session_id,
+                                         apr_array_header_t **members, const char **client_info,
+                                         const char **client_capabilities)
+{
+    static const char sql[] =
+        "SELECT m.member, m.backend_url, m.backend_session_id, m.protocol_version, m.state,"
+        "       m.error, m.initialize_result, s.client_info::text, s.client_capabilities::text"
+        "  FROM mcp.sessions s LEFT JOIN mcp.session_members m ON m.session_id = s.id"
+        " WHERE s.id = $1";
+    const char *args[1];
+    mcp_store_status_t rv;
+    PGresult *res;
+    int i;
+
+    args[0] = session_id;
+    *members = apr_array_make(p, 4, sizeof(mcp_store_member_t));
+    *client_info = *client_capabilities = NULL;
+    if ((rv = mcp_store_exec_row(db, p, "reading the session's members", sql, NARGS(args), args,
+                                 &res)) != MCP_STORE_OK) {
+        return rv;
+    }
+    *client_info = mcp_store_cell(res, 0, 7);
+    *client_capabilities = mcp_store_cell(res, 0, 8);
+    for (i = 0; i < PQntuples(res); i++) {
+        mcp_store_member_t *m;
+
+        if (!mcp_store_cell(res, i, 0)) {
+            continue;   /* a session without members yet */
+        }
+        m = apr_array_push(*members);
+        m->member = mcp_store_cell(res, i, 0);
+        m->backend_url = mcp_store_cell(res, i, 1);
+        m->backend_session_id = mcp_store_cell(res, i, 2);
+        m->protocol_version = mcp_store_cell(res, i, 3);
+        m->open = strcmp(mcp_store_cell(res, i, 4), "open") == 0;
+        m->error = mcp_store_cell(res, i, 5);
+        m->initialize_result = mcp_store_cell(res, i, 6);
+    }
+    return MCP_STORE_OK;
+}

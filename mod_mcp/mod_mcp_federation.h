@@ -1,0 +1,56 @@
+/* mod_mcp_federation — a federated endpoint's requests: several backend MCP servers (its
+ * <MCPMember> sections, mod_mcp_members) behind one <Location>, served as one MCP server.
+ *
+ * The gateway's session holds one backend session per member (mcp.session_members, so any
+ * process and host serves it): all of them are opened at initialize, at once; a member that
+ * fails there is left out (logged, and told the client in a notifications/message) and opened
+ * again when next needed. What each request becomes:
+ *
+ *   initialize           every member's, at once; one InitializeResult (mcp_fed_merge_initialize)
+ *   tools/call ...       the member that the name's prefix (the URI's scheme prefix) names, the
+ *                        request rewritten to the member's own names; its answer streamed through
+ *                        the relay like a single backend's (mcp_fed_outbound on every message)
+ *   the four lists       the members (the cursor's), at once; one merged page
+ *   ping, setLevel       every open member, at once; one empty result
+ *   notifications        every open member; the client's answers to a member's requests (and
+ *                        cancellations of them) go to that member, with its own id
+ *   GET                  one stream of every member's standalone stream (held by its thread)
+ *   DELETE               every member's session ends
+ *
+ * Store before write, resumption with Last-Event-ID, the audit and the limits are the gateway's
+ * as for a single backend: every answer goes through a stored stream. The 2026-07-28 era is not
+ * served on a federated endpoint (such a client is told, -32022, which revisions are).
+ */
+#ifndef MOD_MCP_FEDERATION_H
+#define MOD_MCP_FEDERATION_H
+
+#include "mod_mcp_request.h"
+
+/* initialize on a federated endpoint: session->id is the new session's id (nothing else set);
+ * request_text what the client sent. Answers; returns DONE. */
+int mcp_federation_initialize(mcp_req_t *q, mcp_store_session_t *session,
+                              const char *request_text);
+
+/* A POST of a federated session that is not initialize (a request, or notifications and
+ * responses). Answers; returns DONE (or SUSPENDED: a parked answer, as mcp_relay_requests). */
+int mcp_federation_post(mcp_req_t *q);
+
+/* The standalone GET stream of a federated session (q->session loaded): the members' GET
+ * streams, merged. resumed: as mcp_relay_standalone_resumed. */
+int mcp_federation_listen(mcp_req_t *q, int resumed);
+
+/* Tells every open member that its session ended (DELETE), best effort (logged). */
+void mcp_federation_end(mcp_req_t *q, const char *why);
+
+/* The relay's hook for a message a member sent the client (obj, parsed from json): rewritten
+ * for the client (mcp_fed_outbound). Non-zero, with *json and *len the new text (in p), when it
+ * changed. */
+int mcp_federation_outbound(mcp_req_t *q, apr_pool_t *p, json_object *obj, const char **json,
+                            apr_size_t *len);
+
+/* The relay's hook for a member that no longer knows its session (404 with a JSON-RPC error):
+ * the member is marked failed, to be opened again at the next request; the gateway's session
+ * goes on. Returns the message for the client. */
+const char *mcp_federation_member_lost(mcp_req_t *q);
+
+#endif
