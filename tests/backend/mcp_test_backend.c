@@ -127,6 +127,7 @@ static int g_stopping;              /* shutdown: every wait gives up */
 static unsigned long g_next_stream; /* numbers SSE streams (event ids), atomic */
 static unsigned long g_next_srv;    /* numbers our server->client requests, atomic */
 static int g_threads = 4;           /* MHD's thread pool (--threads) */
+static size_t g_page_size;          /* tools/list pages of this many tools (--page-size); 0: all */
 
 /* ------------------------------------------------------------------------
  * Small utilities.  Allocation failure in a test server is fatal.
@@ -2807,10 +2808,16 @@ static const struct tool {
      SCHEMA_HEADER_PARAM, NULL, 0, tool_custom_header},
 };
 
-static json_object *tools_list(void)
+/* tools/list from the tool at index first on: the whole table, or with --page-size N at most
+   N tools and a nextCursor (the index of the next one, as a decimal string) while more are
+   left. */
+static json_object *tools_list(size_t first)
 {
     json_object *list = json_object_new_array(), *result = json_object_new_object();
-    for (size_t i = 0; i < NELEM(tools); i++) {
+    size_t end = NELEM(tools);
+    if (g_page_size && first + g_page_size < end)
+        end = first + g_page_size;
+    for (size_t i = first; i < end; i++) {
         json_object *t = json_object_new_object();
         json_object_object_add(t, "name", json_object_new_string(tools[i].name));
         json_object_object_add(t, "description", json_object_new_string(tools[i].description));
@@ -2820,6 +2827,11 @@ static json_object *tools_list(void)
         json_object_array_add(list, t);
     }
     json_object_object_add(result, "tools", list);
+    if (end < NELEM(tools)) {
+        char next[32];
+        snprintf(next, sizeof next, "%zu", end);
+        json_object_object_add(result, "nextCursor", json_object_new_string(next));
+    }
     return result;
 }
 
@@ -3131,7 +3143,20 @@ static json_object *m_set_level(struct rpc *c)
 
 static json_object *m_tools_list(struct rpc *c)
 {
-    return rpc_result(c->id, tools_list());
+    json_object *cursor = member(c->params, "cursor");
+    size_t first = 0;
+    if (cursor) {
+        /* Only a cursor this server gave (--page-size): the decimal index of a tool. */
+        const char *text = json_object_is_type(cursor, json_type_string)
+                               ? json_object_get_string(cursor) : "";
+        char *end;
+        unsigned long n = strtoul(text, &end, 10);
+        if (!g_page_size || !*text || *end || *text == '-' || *text == '+' || n == 0 ||
+            n >= NELEM(tools))
+            return bad_params(c, "cursor is not one this server gave");
+        first = (size_t)n;
+    }
+    return rpc_result(c->id, tools_list(first));
 }
 
 static json_object *m_tools_call(struct rpc *c)
@@ -4239,12 +4264,13 @@ static void usage(FILE *f)
     fputs("usage: mcp-test-backend [--listen HOST:PORT] [--port N] [--unix PATH]\n"
           "                        [--pidfile FILE] [--portfile FILE]\n"
           "                        [--mode auto|json|sse] [--stateless] [--quiet]\n"
-          "                        [--threads N]\n"
+          "                        [--threads N] [--page-size N]\n"
           "       mcp-test-backend --stdio [--quiet] [--stdio-crash-after N]\n"
           "                        [--stdio-exit-at-start] [--stdio-garbage]\n"
           "                        [--stdio-huge-line BYTES] [--stdio-no-read]\n"
           "                        [--stdio-stderr-flood]\n"
           "Serves MCP Streamable HTTP on /mcp (default 127.0.0.1, ephemeral port).\n"
+          "--page-size N: tools/list answers pages of N tools, with a nextCursor.\n"
           "--stdio serves one MCP session on stdin/stdout instead (the MCP stdio\n"
           "transport): a JSON-RPC message per line each way, the same tools, prompts\n"
           "and resources, a log line per message on stderr (not with --quiet), and\n"
@@ -4275,6 +4301,7 @@ int main(int argc, char **argv)
         {"portfile", required_argument, NULL, 'F'}, {"mode", required_argument, NULL, 'm'},
         {"stateless", no_argument, NULL, 's'},     {"quiet", no_argument, NULL, 'q'},
         {"threads", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
+        {"page-size", required_argument, NULL, 'g'},
         {"stdio", no_argument, NULL, 1000},
         {"stdio-crash-after", required_argument, NULL, 1001},
         {"stdio-exit-at-start", no_argument, NULL, 1002},
@@ -4332,6 +4359,15 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'g': {
+            long n = strtol(optarg, &end, 10);
+            if (*end || !*optarg || n < 1 || n > 1000) {
+                fprintf(stderr, "mcp-test-backend: --page-size wants 1..1000\n");
+                return 2;
+            }
+            g_page_size = (size_t)n;
+            break;
+        }
         case 'm':
             if (!strcmp(optarg, "auto"))
                 cfg.mode = MODE_AUTO;
