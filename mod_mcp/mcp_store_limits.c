@@ -5,6 +5,7 @@
 
 #include <apr_strings.h>
 
+#include "mcp_store_members.h"
 #include "mcp_store_private.h"
 
 static mcp_store_refusal_t refusal(const char *text)
@@ -133,7 +134,8 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     mcp_store_t *db, apr_pool_t *p, mcp_store_session_t *session, int idle_secs,
     const char *request_id, const char *method, const char *inbound, const char *trace_id,
     const char *owner, int lease_secs, const mcp_store_limits_t *limits, int n_primed,
-    const char *const *primed, apr_int64_t *stream_id, mcp_store_refusal_t *refused)
+    const char *const *primed, struct mcp_store_member_t *member, apr_int64_t *stream_id,
+    mcp_store_refusal_t *refused)
 {
     /* The admission comes between the session's check and the stream's insert. The session's
      * row is locked in one mode only, chosen from a plain read: an UPDATE (the touch) when its
@@ -162,9 +164,9 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
         "  SELECT mcp.admit_stream(se.id, $5, 0, $6::int, $7::int, 0) AS refused FROM se" \
         "), s AS (" \
         "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner," \
-        "                           lease_until, holder, trace_id)" \
+        "                           lease_until, holder, trace_id, member)" \
         "  SELECT se.id, 'request', $8, " JSONB("$8") ", $9, $10," \
-        "         now() + make_interval(secs => $11::int), $5, $14" \
+        "         now() + make_interval(secs => $11::int), $5, $14, $15" \
         "    FROM se, a WHERE a.refused IS NULL" \
         "  RETURNING id, session_id" \
         "), e AS (" \
@@ -176,11 +178,13 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
         "  SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, NULL, se.principal FROM s, se" \
         "   WHERE se.protocol_version = ANY ($13::text[])" \
         ")" \
-        "SELECT s.id, se.backend_session_id, se.protocol_version, a.refused" \
-        "  FROM se CROSS JOIN a LEFT JOIN s ON true"
+        "SELECT s.id, se.backend_session_id, se.protocol_version, a.refused," \
+        "       m.backend_session_id, m.protocol_version, m.state" \
+        "  FROM se CROSS JOIN a LEFT JOIN s ON true" \
+        "  LEFT JOIN mcp.session_members m ON m.session_id = se.id AND m.member = $15"
     static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
 #undef SQL
-    const char *args[14];
+    const char *args[15];
     mcp_store_status_t rv;
     PGresult *res;
 
@@ -199,6 +203,7 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     args[11] = inbound;
     args[12] = mcp_store__text_array(p, n_primed, primed);
     args[13] = trace_id;
+    args[14] = member ? member->member : NULL;
     /* request_id and inbound are valid JSON (the caller parsed them). */
     if ((rv = mcp_store_exec_row(db, p, "storing the request and its stream",
                                  mcp_store__plain_jsonb(request_id)
@@ -209,6 +214,13 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     session->backend_session_id = mcp_store_cell(res, 0, 1);
     session->protocol_version = mcp_store_cell(res, 0, 2);
     *refused = refusal(mcp_store_cell(res, 0, 3));
+    if (member) {
+        const char *state = mcp_store_cell(res, 0, 6);
+        member->backend_session_id = mcp_store_cell(res, 0, 4);
+        member->protocol_version = mcp_store_cell(res, 0, 5);
+        member->open = state && strcmp(state, "open") == 0;
+        member->error = state ? NULL : "no session with it yet";
+    }
     if (!*refused) {
         *stream_id = apr_atoi64(PQgetvalue(res, 0, 0));
     }

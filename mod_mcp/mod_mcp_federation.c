@@ -68,8 +68,7 @@ static void fed_init(fed_t *f, mcp_req_t *q)
         m->mc = APR_ARRAY_IDX(members, i, const mcp_member_conf_t *);
         m->conf = *q->conf;
         m->conf.backend = m->mc->target;
-        m->conf.backend_spec = m->mc->spec;
-        m->conf.members = NULL;
+        m->conf.members = NULL;   /* (backend_spec stays the endpoint's: its sessions') */
         m->q = *q;
         m->q.conf = &m->conf;
         m->q.member = NULL;
@@ -685,30 +684,55 @@ static int ask_all(fed_t *f)
 
 /* ---- a request routed to its member --------------------------------------------------------- */
 
+/* A request for one member: the relay checks the session, opens the stream and reads the
+ * member's row in one statement, then asks mcp_federation_member_ready. */
 static int routed(fed_t *f, int index, json_object *rewritten)
 {
     mcp_req_t *q = f->q;
     const mcp_jsonrpc_msg_t *msg = &q->body->msgs[0];
     member_t *m = &f->m[index];
     mcp_req_member_t *rm = apr_pcalloc(q->r->pool, sizeof(*rm));
-    int *want = apr_pcalloc(q->r->pool, sizeof(int) * (apr_size_t)f->n);
 
-    want[index] = 1;
-    reopen(f, want);
-    if (!is_open(m)) {
-        return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR, "Bad Gateway: the "
-                             "member that serves this request (%s) is unavailable: %s",
-                             m->mc->fed.name, m->row.error);
-    }
     rm->fed = &f->fed[index];
-    rm->backend_session_id = m->row.backend_session_id;
-    rm->protocol_version = m->row.protocol_version;
+    rm->endpoint = q->conf;
+    rm->row.member = m->mc->fed.name;
+    rm->row.backend_url = m->mc->spec;
     rm->body = mcp_jsonrpc_to_string(q->r->pool, rewritten, &rm->body_len);
     rm->method = msg->method;
     m->q.member = rm;
-    m->q.session = q->session;
-    m->q.rev = q->rev;
     return mcp_relay_requests(&m->q);
+}
+
+const char *mcp_federation_member_ready(mcp_req_t *q)
+{
+    mcp_req_t endpoint_q = *q;
+    mcp_store_status_t st;
+    member_t *m;
+    int *want;
+    fed_t f;
+
+    if (q->member->row.open) {
+        return NULL;
+    }
+    endpoint_q.conf = q->member->endpoint;
+    endpoint_q.member = NULL;
+    fed_init(&f, &endpoint_q);
+    if ((st = fed_load(&f, q->session->id)) != MCP_STORE_OK) {
+        return apr_psprintf(q->r->pool, "the session's members could not be read: %s",
+                            mcp_req_db(q)->error);
+    }
+    if (!(m = fed_member(&f, q->member->fed->name))) {
+        return "the member is no longer configured";
+    }
+    want = apr_pcalloc(q->r->pool, sizeof(int) * (apr_size_t)f.n);
+    want[m - f.m] = 1;
+    reopen(&f, want);
+    if (!is_open(m)) {
+        return apr_psprintf(q->r->pool, "the member that serves this request (%s) is "
+                            "unavailable: %s", m->mc->fed.name, m->row.error);
+    }
+    q->member->row = m->row;
+    return NULL;
 }
 
 static int one_request(fed_t *f)
@@ -747,6 +771,9 @@ static int one_request(fed_t *f)
         copy = mcp_jsonrpc_parse_value(p, q->raw, q->raw_len);
         break;
     }
+    if (index >= 0) {
+        return routed(f, index, copy);
+    }
     if ((i = mcp_req_load_session(q)) != OK) {
         return i;
     }
@@ -760,7 +787,7 @@ static int one_request(fed_t *f)
     case MCP_FED_ALL:
         return ask_all(f);
     default:
-        return routed(f, index, copy);
+        return routed(f, index, copy);   /* (never reached: routed above) */
     }
 }
 
@@ -898,7 +925,7 @@ const char *mcp_federation_member_lost(mcp_req_t *q)
 
     memset(&row, 0, sizeof(row));
     row.member = q->member->fed->name;
-    row.backend_url = q->conf->backend_spec;
+    row.backend_url = q->member->row.backend_url;
     row.error = "it no longer knew its session (HTTP 404)";
     if (mcp_store_members_put(mcp_req_db(q), p, q->session->id, &row, 1) != MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "federation: marking member %s of session "

@@ -48,6 +48,10 @@ void mcp_federation_end(mcp_req_t *q, const char *why);
 int mcp_federation_outbound(mcp_req_t *q, apr_pool_t *p, json_object *obj, const char **json,
                             apr_size_t *len);
 
+/* The relay's hook once a routed request's stream is open (q->member->row read with it): NULL
+ * when the member's session is open (opened now, if it was not); else why it could not be. */
+const char *mcp_federation_member_ready(mcp_req_t *q);
+
 /* The relay's hook for a member that no longer knows its session (404 with a JSON-RPC error):
  * the member is marked failed, to be opened again at the next request; the gateway's session
  * goes on. Returns the message for the client. */

@@ -73,15 +73,15 @@ static void fill_call(const mcp_req_t *q, mcp_backend_call_t *call)
 {
     call->body = q->member ? q->member->body : q->raw;
     call->body_len = q->member ? q->member->body_len : q->raw_len;
-    call->session_id = q->member ? q->member->backend_session_id
+    call->session_id = q->member ? q->member->row.backend_session_id
                                  : q->session->backend_session_id;
-    call->protocol_version = q->member ? q->member->protocol_version
+    call->protocol_version = q->member ? q->member->row.protocol_version
                                        : q->session->protocol_version;
 }
 
 static const char *backend_session_id(const mcp_req_t *q)
 {
-    return q->member ? q->member->backend_session_id : q->session->backend_session_id;
+    return q->member ? q->member->row.backend_session_id : q->session->backend_session_id;
 }
 
 /* ---- what the relay learns from each message --------------------------------------------- */
@@ -837,6 +837,13 @@ int mcp_relay_requests(mcp_req_t *handler_q)
     }
 
     watch_start(rl);
+    if (q->member && (err = mcp_federation_member_ready(q))) {
+        /* A federated request whose member could not be opened: its stored error. */
+        watch_stop(rl);
+        answered_by_backend = settle_answer(rl, MCP_BACKEND_UNREACHABLE, err, &json, &json_len,
+                                            &http, &code, &message);
+        return answer(rl, answered_by_backend, json, json_len, http, code, message);
+    }
     /* What the answer is can wait without a thread. */
     if (!rl->st.client_gone && (rc = requests_parked(rl)) != DECLINED) {
         return rc;

@@ -18,6 +18,7 @@
 #include "mcp_protocol.h"
 #include "mcp_router.h"
 #include "mcp_store.h"
+#include "mcp_store_members.h"
 #include "mod_mcp_config.h"
 
 /* What every request of this process shares; set once in child_init. */
@@ -41,8 +42,9 @@ extern mcp_child_t mcp_child;
  * (mcp_fed_outbound). The request's conf is then a copy whose backend is the member's. */
 typedef struct mcp_req_member_t {
     const struct mcp_fed_member_t *fed;   /* its name and naming rules                    */
-    const char *backend_session_id;       /* its session (mcp.session_members)            */
-    const char *protocol_version;         /* ... and the revision it negotiated           */
+    const struct mcp_dir_conf_t *endpoint; /* the federated Location's configuration      */
+    mcp_store_member_t row;               /* its session (mcp.session_members), read by
+                                           * mcp_req_open_request with the stream's open   */
     const char *body;                     /* the request in its own names                 */
     apr_size_t  body_len;
     const char *method;                   /* the request's method                         */
@@ -59,7 +61,7 @@ typedef struct mcp_req_t {
     mcp_store_session_t  *session;        /* the live session (NULL for initialize)        */
     const mcp_protocol_t *rev;            /* the session's negotiated revision             */
     mcp_store_t          *db;             /* the request's store handle (mcp_req_db)       */
-    const mcp_req_member_t *member;       /* a federated request's member, or NULL         */
+    mcp_req_member_t     *member;         /* a federated request's member, or NULL         */
 } mcp_req_t;
 
 /* A JSON-RPC error answer with this status; returns DONE. */
