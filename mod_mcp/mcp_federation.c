@@ -797,11 +797,12 @@ static int fed_cap(json_object *caps, const char *key, const char *flag, int *fl
 {
     json_object *cap, *v;
 
-    if (!json_object_object_get_ex(caps, key, &cap) || !json_object_is_type(cap, json_type_object)) {
+    if (!json_object_object_get_ex(caps, key, &cap)
+        || !json_object_is_type(cap, json_type_object)) {
         return 0;
     }
-    if (flag && json_object_object_get_ex(cap, flag, &v) && json_object_is_type(v, json_type_boolean)
-        && json_object_get_boolean(v)) {
+    if (flag && json_object_object_get_ex(cap, flag, &v)
+        && json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v)) {
         *flag_set = 1;
     }
     return 1;

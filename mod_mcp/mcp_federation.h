@@ -161,7 +161,8 @@ json_object *mcp_fed_list_merge(apr_pool_t *p, const char *method, json_object *
 
 /* What the gateway does with a client's message of a method. */
 typedef enum {
-    MCP_FED_LOCAL = 0,   /* initialize (the gateway's own); anything else: the glue answers -32601 */
+    MCP_FED_LOCAL = 0,   /* initialize (the gateway's own); anything else (the glue answers
+                          * -32601)                                                             */
     MCP_FED_ROUTED,      /* tools/call, prompts/get, resources/read, resources/subscribe,
                           * resources/unsubscribe, completion/complete: mcp_fed_route            */
     MCP_FED_LIST,        /* tools/list, prompts/list, resources/list, resources/templates/list:
