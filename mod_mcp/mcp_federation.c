@@ -741,6 +741,47 @@ static void fed_expose_member(apr_pool_t *p, const mcp_fed_member_t *m, json_obj
     }
 }
 
+/* A content block's resource URI (resource_link: uri; an embedded resource: resource.uri). */
+static void fed_expose_block(apr_pool_t *p, const mcp_fed_member_t *m, json_object *block)
+{
+    const char *type = mcp_jsonrpc_get_string(block, "type");
+    json_object *resource;
+
+    if (!type) {
+        return;
+    }
+    if (strcmp(type, "resource_link") == 0) {
+        fed_expose_member(p, m, block, "uri");
+    }
+    else if (strcmp(type, "resource") == 0
+             && json_object_object_get_ex(block, "resource", &resource)
+             && json_object_is_type(resource, json_type_object)) {
+        fed_expose_member(p, m, resource, "uri");
+    }
+}
+
+/* The resource URIs in content blocks: content, an array of blocks (a tool's result) or one
+ * block (a prompt message's). */
+static void fed_expose_content(apr_pool_t *p, const mcp_fed_member_t *m, json_object *content)
+{
+    size_t i, n;
+
+    if (json_object_is_type(content, json_type_object)) {
+        fed_expose_block(p, m, content);
+        return;
+    }
+    if (!json_object_is_type(content, json_type_array)) {
+        return;
+    }
+    n = json_object_array_length(content);
+    for (i = 0; i < n; i++) {
+        json_object *block = json_object_array_get_idx(content, i);
+        if (json_object_is_type(block, json_type_object)) {
+            fed_expose_block(p, m, block);
+        }
+    }
+}
+
 void mcp_fed_outbound(apr_pool_t *p, const mcp_fed_member_t *m, json_object *msg,
                       const char *answered_method)
 {
@@ -776,6 +817,28 @@ void mcp_fed_outbound(apr_pool_t *p, const mcp_fed_member_t *m, json_object *msg
 
             if (json_object_is_type(item, json_type_object)) {
                 fed_expose_member(p, m, item, "uri");
+            }
+        }
+        return;
+    }
+    if (answered_method && json_object_object_get_ex(msg, "result", &result)
+        && json_object_is_type(result, json_type_object)) {
+        json_object *content, *messages;
+
+        if (strcmp(answered_method, "tools/call") == 0
+            && json_object_object_get_ex(result, "content", &content)) {
+            fed_expose_content(p, m, content);
+        }
+        else if (strcmp(answered_method, "prompts/get") == 0
+                 && json_object_object_get_ex(result, "messages", &messages)
+                 && json_object_is_type(messages, json_type_array)) {
+            n = json_object_array_length(messages);
+            for (i = 0; i < n; i++) {
+                json_object *pm = json_object_array_get_idx(messages, i);
+                if (json_object_is_type(pm, json_type_object)
+                    && json_object_object_get_ex(pm, "content", &content)) {
+                    fed_expose_content(p, m, content);
+                }
             }
         }
     }

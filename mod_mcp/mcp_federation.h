@@ -192,7 +192,10 @@ int mcp_fed_route(apr_pool_t *p, const mcp_fed_member_t *members, int n, json_ob
  * tagged (mcp_fed_tag_id); notifications/resources/updated its params.uri exposed;
  * notifications/cancelled its params.requestId tagged (the member cancels a request it sent);
  * a response whose request's method answered_method is "resources/read" (the glue knows; NULL
- * when it does not) its result.contents[].uri exposed. Everything else stays as it is:
+ * when it does not) its result.contents[].uri exposed; of "tools/call" and "prompts/get" the
+ * resource URIs of its content blocks (resource_link's uri, an embedded resource's
+ * resource.uri; result.content[], result.messages[].content), so that the client can read them
+ * through the gateway. Everything else stays as it is:
  * progress, list_changed and logging notifications, other responses (a tool's result too), a
  * batch (the glue hands one message at a time), an id that cannot be tagged. */
 void mcp_fed_outbound(apr_pool_t *p, const mcp_fed_member_t *m, json_object *msg,

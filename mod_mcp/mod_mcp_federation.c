@@ -899,7 +899,9 @@ int mcp_federation_outbound(mcp_req_t *q, apr_pool_t *p, json_object *obj, const
 
     mcp_jsonrpc_classify(obj, &msg);
     if (msg.kind == MCP_MSG_RESPONSE) {
-        if (!q->member->method || strcmp(q->member->method, "resources/read") != 0) {
+        if (!q->member->method || (strcmp(q->member->method, "resources/read") != 0
+                                   && strcmp(q->member->method, "tools/call") != 0
+                                   && strcmp(q->member->method, "prompts/get") != 0)) {
             return 0;
         }
         answered = q->member->method;

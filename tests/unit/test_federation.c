@@ -866,13 +866,36 @@ START_TEST(test_outbound_resources_read_response)
 }
 END_TEST
 
+START_TEST(test_outbound_content_uris)
+{
+    mcp_fed_member_t m = member("beta", "b_"), un = member("alpha", "");
+    const char *call = "{\"id\":1,\"result\":{\"content\":[{\"type\":\"resource_link\",\"uri\":"
+                       "\"file:///a\"},{\"type\":\"resource\",\"resource\":{\"uri\":\"file:///b\","
+                       "\"text\":\"x\"}},{\"type\":\"text\",\"text\":\"file:///c\"}]}}";
+    const char *prompt = "{\"id\":2,\"result\":{\"messages\":[{\"role\":\"user\",\"content\":"
+                         "{\"type\":\"resource\",\"resource\":{\"uri\":\"file:///d\"}}}]}}";
+
+    /* A tool's or a prompt's resources can be read through the gateway: their URIs exposed. */
+    ck_assert_str_eq(outbound(&m, call, "tools/call"),
+                     "{\"id\":1,\"result\":{\"content\":[{\"type\":\"resource_link\",\"uri\":"
+                     "\"beta+file:///a\"},{\"type\":\"resource\",\"resource\":{\"uri\":"
+                     "\"beta+file:///b\",\"text\":\"x\"}},{\"type\":\"text\",\"text\":"
+                     "\"file:///c\"}]}}");
+    ck_assert_str_eq(outbound(&m, prompt, "prompts/get"),
+                     "{\"id\":2,\"result\":{\"messages\":[{\"role\":\"user\",\"content\":"
+                     "{\"type\":\"resource\",\"resource\":{\"uri\":\"beta+file:///d\"}}}]}}");
+    ck_assert_str_eq(outbound(&un, call, "tools/call"), call);
+    ck_assert_str_eq(outbound(&m, call, NULL), call);
+}
+END_TEST
+
 START_TEST(test_outbound_untouched)
 {
     static const char *const same[] = {
         "{\"method\":\"notifications/progress\",\"params\":{\"progressToken\":5,\"progress\":1}}",
         "{\"method\":\"notifications/tools/list_changed\"}",
         "{\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"x\"}}",
-        "{\"id\":1,\"result\":{\"content\":[{\"type\":\"resource_link\",\"uri\":\"file:///a\"}]}}",
+        "{\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"file:///a\"}]}}",
         "{\"id\":1,\"error\":{\"code\":-32601,\"message\":\"no\"}}",
         "{\"id\":{\"a\":1},\"method\":\"roots/list\"}",
         "{\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":null}}",
@@ -976,6 +999,7 @@ static Suite *federation_suite(void)
     tcase_add_test(out, test_outbound_resources_updated);
     tcase_add_test(out, test_outbound_cancelled);
     tcase_add_test(out, test_outbound_resources_read_response);
+    tcase_add_test(out, test_outbound_content_uris);
     tcase_add_test(out, test_outbound_untouched);
     tcase_add_test(init, test_merge_initialize);
     tcase_add_test(init, test_merge_initialize_nothing);
