@@ -213,8 +213,7 @@ void mcp_exchange_perform_all(mcp_exchange_t *const *xs, mcp_backend_call_t *cal
         CURLMsg *msg;
         int left, still;
 
-        if (curl_multi_perform(multi, &still) != CURLM_OK
-            || curl_multi_poll(multi, NULL, 0, 200, NULL) != CURLM_OK) {
+        if (curl_multi_perform(multi, &still) != CURLM_OK) {
             break;
         }
         while ((msg = curl_multi_info_read(multi, &left))) {
@@ -232,6 +231,10 @@ void mcp_exchange_perform_all(mcp_exchange_t *const *xs, mcp_backend_call_t *cal
                     break;
                 }
             }
+        }
+        /* Waits only while one is left (a poll with nothing to wait for takes its whole 200 ms). */
+        if (running > 0 && curl_multi_poll(multi, NULL, 0, 200, NULL) != CURLM_OK) {
+            break;
         }
     }
     for (i = 0; i < n; i++) {
