@@ -31,6 +31,7 @@
 #include "mod_mcp_console.h"
 #include "mod_mcp_handler.h"
 #include "mod_mcp_lease.h"
+#include "mod_mcp_members.h"
 #include "mod_mcp_park.h"
 #include "mod_mcp_request.h"
 #include "mod_mcp_status.h"
@@ -74,13 +75,59 @@ static void note_expired(void *baton, const char *id, const char *backend_url,
     e->protocol_version = protocol_version;
 }
 
+/* Tells a backend (spec: MCPBackend or a member's Backend, as written) that its session of
+ * expired session id ended (DELETE). */
+static void tell_backend(server_rec *s, apr_pool_t *pool, const char *id, const char *spec,
+                         const char *backend_session_id, const char *protocol_version)
+{
+    mcp_backend_target_t target;
+    const mcp_backend_target_t *stdio = mcp_stdio_target_of(spec);
+    const char *bad = NULL, *err = NULL;
+    long status = 0;
+
+    if (!stdio && (bad = mcp_backend_target_parse(pool, spec, &target))) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "sweep: session %s: %s",
+                     mcp_id_tag(pool, id), bad);
+        return;
+    }
+    /* (Without a request, no section's TLS settings: libcurl's defaults.) */
+    if (mcp_backend_delete_session(mcp_child.backends, pool, stdio ? stdio : &target, NULL,
+                                   backend_session_id, protocol_version,
+                                   SWEEP_DELETE_CONNECT_MS, SWEEP_DELETE_MS, &status, &err)
+        != MCP_BACKEND_OK) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "sweep: the backend was not told that "
+                     "its session %s ended (expired): %s",
+                     mcp_id_tag(pool, backend_session_id), err);
+    }
+}
+
+/* A federated session's members (<MCPMember>): each open one is told. */
+static void tell_members(server_rec *s, apr_pool_t *pool, mcp_store_t *db, const char *id)
+{
+    apr_array_header_t *members;
+    const char *info, *caps;
+    int i;
+
+    if (mcp_store_members_get(db, pool, id, &members, &info, &caps) != MCP_STORE_OK) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "sweep: the members of session %s were "
+                     "not told that it expired: %s", mcp_id_tag(pool, id), db->error);
+        return;
+    }
+    for (i = 0; i < members->nelts; i++) {
+        const mcp_store_member_t *m = &APR_ARRAY_IDX(members, i, mcp_store_member_t);
+        if (m->open && m->backend_session_id) {
+            tell_backend(s, pool, id, m->backend_url, m->backend_session_id,
+                         m->protocol_version);
+        }
+    }
+}
+
 /* Expires idle sessions and tells their backends (DELETE), after the database is given back. */
 static void sweep_sessions(server_rec *s, apr_pool_t *pool)
 {
     apr_array_header_t *expired = apr_array_make(pool, SWEEP_SESSIONS, sizeof(expired_t));
     /* One try: the sweep comes again. An outage is logged by the gate, not here. */
     mcp_store_t *db = mcp_db_server(pool, s, 0);
-    const char *err = NULL;
     long n = 0;
     int i;
 
@@ -90,29 +137,19 @@ static void sweep_sessions(server_rec *s, apr_pool_t *pool)
     }
     for (i = 0; i < expired->nelts; i++) {
         expired_t *e = &APR_ARRAY_IDX(expired, i, expired_t);
-        mcp_backend_target_t target;
-        const mcp_backend_target_t *stdio = mcp_stdio_target_of(e->backend_url);
-        const char *bad = NULL;
-        long status = 0;
 
         ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "sweep: session %s expired "
                      "(MCPSessionIdleTimeout)", mcp_id_tag(pool, e->id));
-        if (!e->backend_session_id || !mcp_child.backends) {
+        if (!mcp_child.backends) {
             continue;
         }
-        if (!stdio && (bad = mcp_backend_target_parse(pool, e->backend_url, &target))) {
-            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "sweep: session %s: %s",
-                         mcp_id_tag(pool, e->id), bad);
-            continue;
+        if (strncmp(e->backend_url, MCP_MEMBERS_SPEC_PREFIX,
+                    sizeof(MCP_MEMBERS_SPEC_PREFIX) - 1) == 0) {
+            tell_members(s, pool, db, e->id);
         }
-        /* (Without a request, no section's TLS settings: libcurl's defaults.) */
-        if (mcp_backend_delete_session(mcp_child.backends, pool, stdio ? stdio : &target, NULL,
-                                       e->backend_session_id,
-                                       e->protocol_version, SWEEP_DELETE_CONNECT_MS,
-                                       SWEEP_DELETE_MS, &status, &err) != MCP_BACKEND_OK) {
-            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "sweep: the backend was not told that "
-                         "its session %s ended (expired): %s",
-                         mcp_id_tag(pool, e->backend_session_id), err);
+        else if (e->backend_session_id) {
+            tell_backend(s, pool, e->id, e->backend_url, e->backend_session_id,
+                         e->protocol_version);
         }
     }
 }

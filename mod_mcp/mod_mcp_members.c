@@ -188,7 +188,7 @@ const char *mcp_members_section(cmd_parms *cmd, void *dconf, const char *arg)
         conf->members = apr_array_make(cmd->pool, 4, sizeof(mcp_member_conf_t *));
         /* What the sessions of this endpoint record as their backend (mcp.sessions.backend_url):
          * a session is served by the endpoint that began it. */
-        conf->backend_spec = apr_pstrcat(cmd->pool, "federation:", cmd->path, NULL);
+        conf->backend_spec = apr_pstrcat(cmd->pool, MCP_MEMBERS_SPEC_PREFIX, cmd->path, NULL);
     }
     if (mcp_members_find(conf->members, name)) {
         return apr_psprintf(cmd->pool, "<MCPMember %s>: a member of that name is configured "

@@ -32,6 +32,10 @@
 #include "mcp_backend.h"
 #include "mcp_federation.h"
 
+/* What a federated endpoint's sessions record as their backend (mcp.sessions.backend_url): this,
+ * then the Location's path. */
+#define MCP_MEMBERS_SPEC_PREFIX "federation:"
+
 typedef struct mcp_member_conf_t {
     mcp_fed_member_t            fed;      /* name, prefix and shaping (mcp_federation)       */
     const char                 *spec;     /* Backend as written (mcp.session_members)        */

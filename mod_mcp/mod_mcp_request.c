@@ -10,6 +10,7 @@
 #include "mcp_id.h"
 #include "mcp_trace.h"
 #include "mod_mcp_dbd.h"
+#include "mod_mcp_federation.h"
 #include "mod_mcp_request.h"
 #include "mod_mcp_status.h"
 
@@ -283,6 +284,15 @@ static void expire_idle_session(mcp_req_t *q)
     if (st == MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "session %s expired (MCPSessionIdleTimeout)",
                       mcp_id_tag(q->r->pool, q->session_header));
+        if (q->conf->members) {
+            mcp_store_session_t expired;
+
+            memset(&expired, 0, sizeof(expired));
+            expired.id = q->session_header;
+            q->session = &expired;
+            mcp_federation_end(q, "expired");
+            q->session = NULL;
+        }
         mcp_req_end_backend_session(q, backend_session_id, "expired");
     }
     else if (st != MCP_STORE_NOT_FOUND) {
