@@ -286,6 +286,7 @@ class Listener:
         self.s = joined(s, s.url)
         self.until = until
         self.events: list = []
+        self.ids: list = []      # the SSE event id of each of events
         self.error = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -295,6 +296,7 @@ class Listener:
             for ev in self.s.get_stream(timeout=30):
                 if ev.json is not None:
                     self.events.append(ev.json)
+                    self.ids.append(ev.id)
                 if self.until(self.events):
                     break
         except Exception as e:    # (shown by the test's assertion)
@@ -490,6 +492,30 @@ def test_member_down_at_initialize_comes_back(env, mcp, db):
     assert not [m for m in s2.side_messages if m.get("method") == "notifications/message"]
     assert names(s2.call("tools/list")) == tools
 
+    # The member restarts (a new process: its sessions are gone). The next call to it is told
+    # that the member lost its session (502 or a JSON-RPC error naming it), the row is marked
+    # failed, and the call after that opens the member again; alpha's session is untouched.
+    alpha_session = info(s)["session"]
+    late.stop()
+    env["_backends"].remove(late)
+    late = Backend(env, Path(env["RUN_DIR"]), "backend-late-2", int(env["PORT_LATE"]))
+    env["_backends"].append(late)
+    resp = None
+    try:
+        resp = s.request("tools/call", {"name": "late_echo", "arguments": {"text": "lost"}})
+    except Exception as e:      # (an HTTP error status)
+        resp = {"error": {"message": str(e)}}
+    assert "error" in resp and "late" in resp["error"]["message"], resp
+    assert text_of(s.call("tools/call", {"name": "late_echo", "arguments": {"text": "again"}})) \
+        == "again"
+    new_late = info(s, "late_session_info")["session"]
+    assert new_late != late_info["session"]
+    assert info(s)["session"] == alpha_session
+    with db.cursor() as cur:
+        cur.execute("SELECT state, backend_session_id FROM mcp.session_members "
+                    "WHERE session_id = %s AND member = 'late'", (s.session_id,))
+        assert cur.fetchone() == ("open", new_late)
+
 
 # ---- 4. sampling from two members at once -----------------------------------------------------------
 
@@ -641,6 +667,78 @@ def test_resume_on_the_other_instance(env, mcp):
         assert "result" in resumed[-1].json and "slow done" in text_of(resumed[-1].json["result"])
     finally:
         other.close()
+
+
+def test_get_stream_resumed_on_the_other_instance(env, mcp, db):
+    """The federated standalone GET stream, opened on instance 1 and dropped after beta's first
+    notification (instance 1 sees its client go and closes it), is resumed with its
+    Last-Event-ID on instance 2: the stream goes on there, live, with every member's: alpha's
+    and beta's next notifications arrive, and the first is not sent again."""
+    s = mcp()
+    s.initialize()
+    first = Listener(s, lambda ev: any(m.get("params", {}).get("data") == "one" for m in ev))
+    first.opened()
+    s.call("tools/call", {"name": "beta_notify", "arguments": {"text": "one"}})
+    first.thread.join(20)
+    assert not first.thread.is_alive() and first.error is None, first.error
+    first_id = first.ids[-1]      # the event id of "one"
+    assert first_id, first.ids
+
+    def status():
+        with db.cursor() as cur:
+            cur.execute("SELECT status FROM mcp.streams WHERE id = %s",
+                        (int(first_id.split("-")[0]),))
+            return cur.fetchone()[0]
+    wait_for(lambda: status() != "open", 10, "instance 1 to close the dropped GET stream")
+    other = joined(s, url(env, "/mcp-federated", 1))
+    got = []
+
+    def resume():
+        try:
+            for ev in other.get_stream(last_event_id=first_id, timeout=30):
+                if ev.json is not None:
+                    got.append(ev.json)
+                if {"two", "three"} <= {m.get("params", {}).get("data") for m in got}:
+                    break
+        except Exception as e:
+            got.append({"error": str(e)})
+        finally:
+            other.close()
+
+    t = threading.Thread(target=resume, daemon=True)
+    t.start()
+    time.sleep(0.3)
+    s.call("tools/call", {"name": "notify", "arguments": {"text": "two"}})
+    s.call("tools/call", {"name": "beta_notify", "arguments": {"text": "three"}})
+    t.join(20)
+    datas = [m.get("params", {}).get("data") for m in got]
+    assert {"two", "three"} <= set(datas), got
+    assert "one" not in datas, got
+
+
+def test_batches_and_the_2026_era_are_refused(env, mcp):
+    """A federated endpoint takes one request per POST (a batch of requests is 400 -32600) and
+    does not serve the 2026-07-28 era (-32022 with the revisions it serves); initialize asking
+    for 2026-07-28 gets a 2025-11-25 session."""
+    s = mcp(protocol_version="2025-03-26")
+    s.initialize()
+    batch = [{"jsonrpc": "2.0", "id": s.next_id(), "method": "tools/call",
+              "params": {"name": "echo", "arguments": {"text": "a"}}},
+             {"jsonrpc": "2.0", "id": s.next_id(), "method": "tools/call",
+              "params": {"name": "beta_echo", "arguments": {"text": "b"}}}]
+    r = s.post_raw(json.dumps(batch))
+    assert r.status_code == 400 and r.json()["error"]["code"] == -32600, r.text
+    r = requests.post(url(env, "/mcp-federated"),
+                      data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+                                       "params": {}}),
+                      headers={"Content-Type": "application/json",
+                               "Accept": "application/json, text/event-stream",
+                               "MCP-Protocol-Version": "2026-07-28",
+                               "Mcp-Method": "server/discover"}, timeout=10)
+    assert r.status_code == 400 and r.json()["error"]["code"] == -32022, r.text
+    assert "2025-11-25" in r.json()["error"]["data"]["supported"], r.text
+    s2 = mcp(protocol_version="2026-07-28")
+    assert s2.initialize()["protocolVersion"] == "2025-11-25"
 
 
 # ---- 8. authorization ------------------------------------------------------------------------------
