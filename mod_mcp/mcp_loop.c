@@ -56,7 +56,7 @@ struct mcp_loop_src_t {
     apr_time_t        go_at;     /* held: let go at the loop's first look after it (0: not yet) */
     unsigned          told;      /* MCP_LOOP_STOPPING was sent: TOLD_CHECK, TOLD_STOP        */
     apr_pool_t       *scratch;   /* running: its worker's scratch pool                      */
-    xfer_t           *xfer;
+    xfer_t           *xfer[MCP_LOOP_SLOTS];   /* its transfers, by slot                     */
     mcp_loop_src_t   *prev, *next;   /* every source                                        */
     mcp_loop_src_t   *qnext;         /* the run queue, or the graveyard                     */
     mcp_loop_src_t   *dnext;         /* the loop's deferred marks (on_deferred)             */
@@ -845,9 +845,11 @@ void mcp_loop_stop(mcp_loop_t *loop, apr_interval_time_t grace)
     free_the_dead(loop);
     while ((src = loop->sources)) {
         loop->sources = src->next;
-        if (src->xfer) {
-            src->xfer->src = NULL;
-            xfer_free(loop, src->xfer);
+        for (i = 0; i < MCP_LOOP_SLOTS; i++) {
+            if (src->xfer[i]) {
+                src->xfer[i]->src = NULL;
+                xfer_free(loop, src->xfer[i]);
+            }
         }
         free(src);
     }
@@ -986,9 +988,9 @@ void mcp_loop_wake(mcp_loop_src_t *src)
     apr_thread_mutex_unlock(src->loop->mutex);
 }
 
-int mcp_loop_src_start(mcp_loop_src_t *src, mcp_backend_pool_t *bp,
-                       const mcp_backend_call_t *call, apr_size_t max_buffered, int lean,
-                       const char **err)
+int mcp_loop_src_start_slot(mcp_loop_src_t *src, int slot, mcp_backend_pool_t *bp,
+                            const mcp_backend_call_t *call, apr_size_t max_buffered, int lean,
+                            const char **err)
 {
     mcp_loop_t *loop = src->loop;
     mcp_backend_call_t c = *call;
@@ -996,8 +998,12 @@ int mcp_loop_src_start(mcp_loop_src_t *src, mcp_backend_pool_t *bp,
     xfer_t *x;
 
     *err = NULL;
-    if (src->xfer) {
-        *err = "the source has a transfer already";
+    if (slot < 0 || slot >= MCP_LOOP_SLOTS) {
+        *err = "no such transfer slot";
+        return -1;
+    }
+    if (src->xfer[slot]) {
+        *err = "the source has a transfer in that slot already";
         return -1;
     }
     if (!(p = pool_get(loop))) {
@@ -1023,7 +1029,7 @@ int mcp_loop_src_start(mcp_loop_src_t *src, mcp_backend_pool_t *bp,
     curl_easy_setopt(x->curl, CURLOPT_BUFFERSIZE,
                      (long)(lean ? MCP_LOOP_LEAN_BUFFER : MCP_LOOP_BUFFER));
     apr_thread_mutex_lock(loop->mutex);
-    src->xfer = x;
+    src->xfer[slot] = x;
     if (loop->stopping) {
         x->done = 1;
         x->status = MCP_BACKEND_ABORTED;
@@ -1033,6 +1039,13 @@ int mcp_loop_src_start(mcp_loop_src_t *src, mcp_backend_pool_t *bp,
     command(loop, CMD_ADD, x);
     apr_thread_mutex_unlock(loop->mutex);
     return 0;
+}
+
+int mcp_loop_src_start(mcp_loop_src_t *src, mcp_backend_pool_t *bp,
+                       const mcp_backend_call_t *call, apr_size_t max_buffered, int lean,
+                       const char **err)
+{
+    return mcp_loop_src_start_slot(src, 0, bp, call, max_buffered, lean, err);
 }
 
 /* Mutex held: a transfer its source lets go of. Non-zero when the caller frees it (after
@@ -1048,15 +1061,15 @@ static int xfer_let_go(mcp_loop_t *loop, xfer_t *x)
     return 0;
 }
 
-int mcp_loop_src_take(mcp_loop_src_t *src, apr_pool_t *p, apr_pool_t *scratch,
-                      mcp_loop_news_t *news)
+int mcp_loop_src_take_slot(mcp_loop_src_t *src, int slot, apr_pool_t *p, apr_pool_t *scratch,
+                           mcp_loop_news_t *news)
 {
     mcp_loop_t *loop = src->loop;
-    xfer_t *x = src->xfer;
+    xfer_t *x;
     int any = 0, free_it = 0;
 
     memset(news, 0, sizeof(*news));
-    if (!x) {
+    if (slot < 0 || slot >= MCP_LOOP_SLOTS || !(x = src->xfer[slot])) {
         return 0;
     }
     apr_thread_mutex_lock(loop->mutex);
@@ -1096,7 +1109,7 @@ int mcp_loop_src_take(mcp_loop_src_t *src, apr_pool_t *p, apr_pool_t *scratch,
         news->done = 1;
         news->status = x->status;
         news->err = x->err ? apr_pstrdup(p, x->err) : NULL;
-        src->xfer = NULL;
+        src->xfer[slot] = NULL;
         free_it = xfer_let_go(loop, x);
         any = 1;
     }
@@ -1107,37 +1120,56 @@ int mcp_loop_src_take(mcp_loop_src_t *src, apr_pool_t *p, apr_pool_t *scratch,
     return any;
 }
 
-void mcp_loop_src_cut(mcp_loop_src_t *src)
+int mcp_loop_src_take(mcp_loop_src_t *src, apr_pool_t *p, apr_pool_t *scratch,
+                      mcp_loop_news_t *news)
 {
+    return mcp_loop_src_take_slot(src, 0, p, scratch, news);
+}
+
+void mcp_loop_src_cut_slot(mcp_loop_src_t *src, int slot)
+{
+    if (slot < 0 || slot >= MCP_LOOP_SLOTS) {
+        return;
+    }
     apr_thread_mutex_lock(src->loop->mutex);
-    if (src->xfer) {
-        command(src->loop, CMD_CUT, src->xfer);
+    if (src->xfer[slot]) {
+        command(src->loop, CMD_CUT, src->xfer[slot]);
     }
     apr_thread_mutex_unlock(src->loop->mutex);
+}
+
+void mcp_loop_src_cut(mcp_loop_src_t *src)
+{
+    mcp_loop_src_cut_slot(src, 0);
 }
 
 void mcp_loop_src_release(mcp_loop_src_t *src)
 {
     mcp_loop_t *loop = src->loop;
-    xfer_t *x;
-    int free_it = 0;
+    xfer_t *to_free[MCP_LOOP_SLOTS];
+    int i, n = 0;
 
     mcp_loop_src_fd(src, -1, 0);
     apr_thread_mutex_lock(loop->mutex);
     src->released = 1;
     src->timer_at = 0;
     src->pending = 0;
-    if ((x = src->xfer)) {
-        free_it = xfer_let_go(loop, x);
-        src->xfer = NULL;
+    for (i = 0; i < MCP_LOOP_SLOTS; i++) {
+        xfer_t *x = src->xfer[i];
+        if (x) {
+            src->xfer[i] = NULL;
+            if (xfer_let_go(loop, x)) {
+                to_free[n++] = x;
+            }
+        }
     }
     /* A held source is not run: it goes now. A running one goes when its run returns. */
     if (src->state == SRC_HELD) {
         bury(src);
     }
     apr_thread_mutex_unlock(loop->mutex);
-    if (free_it) {
-        xfer_free(loop, x);
+    for (i = 0; i < n; i++) {
+        xfer_free(loop, to_free[i]);
     }
 }
 

@@ -29,7 +29,9 @@
  * Backend transfers (mcp_backend_async) run on the loop's one curl multi handle, in the loop
  * thread; their callbacks only copy what arrives into the source's transfer buffer (bounded:
  * past max_buffered bytes the transfer is paused until a run takes them), so the loop never
- * blocks on a source's work (parsing, storing, writing).
+ * blocks on a source's work (parsing, storing, writing). A source has MCP_LOOP_SLOTS transfer
+ * slots, one transfer each (a federated stream's members' GETs: several backends feeding one
+ * piece of work, whose runs never overlap); slot 0 is the one the calls without _slot use.
  *
  * Pure code: APR, epoll, eventfd and libcurl; no httpd headers. Linux only (epoll).
  */
@@ -55,6 +57,9 @@ typedef struct mcp_loop_src_t mcp_loop_src_t;
  * stream would hold for nothing), and for lean ones (libcurl's smallest). */
 #define MCP_LOOP_BUFFER       4096
 #define MCP_LOOP_LEAN_BUFFER  1024
+
+/* Transfers a source may have at once (slots 0 .. MCP_LOOP_SLOTS - 1). */
+#define MCP_LOOP_SLOTS 16
 
 /* How often timers are looked at. */
 #define MCP_LOOP_TICK apr_time_from_msec(50)
@@ -105,11 +110,18 @@ void mcp_loop_wake(mcp_loop_src_t *src);
  * bounds the bytes kept for the owner. lean: a transfer that mostly waits (a standalone
  * stream), read through libcurl's smallest receive buffer (MCP_LOOP_LEAN_BUFFER; an idle one
  * holds less, a busy one takes more rounds); otherwise MCP_LOOP_BUFFER. Non-zero, with *err,
- * when it cannot be started. Owner only; one transfer per source at a time (a new one after
- * the last one's end was taken). */
+ * when it cannot be started. Owner only; one transfer per slot at a time (a new one after
+ * the last one's end was taken); this is slot 0's. */
 int mcp_loop_src_start(mcp_loop_src_t *src, mcp_backend_pool_t *bp,
                        const mcp_backend_call_t *call, apr_size_t max_buffered, int lean,
                        const char **err);
+
+/* The same in slot (0 .. MCP_LOOP_SLOTS - 1): one transfer per slot at a time, each with its
+ * own buffer and bound; any news of any slot is one MCP_LOOP_XFER for the source (its run
+ * takes each slot's). mcp_loop_src_start is slot 0's. */
+int mcp_loop_src_start_slot(mcp_loop_src_t *src, int slot, mcp_backend_pool_t *bp,
+                            const mcp_backend_call_t *call, apr_size_t max_buffered, int lean,
+                            const char **err);
 
 /* What the transfer brought since the last take. */
 typedef struct mcp_loop_news_t {
@@ -128,11 +140,18 @@ typedef struct mcp_loop_news_t {
 int mcp_loop_src_take(mcp_loop_src_t *src, apr_pool_t *p, apr_pool_t *scratch,
                       mcp_loop_news_t *news);
 
+/* The same for slot's transfer (mcp_loop_src_take is slot 0's). */
+int mcp_loop_src_take_slot(mcp_loop_src_t *src, int slot, apr_pool_t *p, apr_pool_t *scratch,
+                           mcp_loop_news_t *news);
+
 /* Cuts the source's transfer (its end comes as news, status ABORTED). Owner only. */
 void mcp_loop_src_cut(mcp_loop_src_t *src);
 
+/* The same for slot's transfer (mcp_loop_src_cut is slot 0's). */
+void mcp_loop_src_cut_slot(mcp_loop_src_t *src, int slot);
+
 /* The source is done (owner only: its run, or while held): its descriptor is no longer watched,
- * its transfer is cut, and its memory is freed after the current run returns. */
+ * its transfers are cut, and its memory is freed after the current run returns. */
 void mcp_loop_src_release(mcp_loop_src_t *src);
 
 /* stopping() is asked at every look of the loop thread (every MCP_LOOP_TICK); once it says so,
@@ -144,7 +163,7 @@ void mcp_loop_set_stop_check(mcp_loop_t *loop, int (*stopping)(void));
 /* Non-zero once mcp_loop_stop began. */
 int mcp_loop_stopping(const mcp_loop_t *loop);
 
-/* Sources in the loop (held, idle, queued or running) and transfers running. */
+/* Sources in the loop (held, idle, queued or running) and transfers running (every slot's). */
 void mcp_loop_stats(mcp_loop_t *loop, int *sources, int *transfers);
 
 #endif

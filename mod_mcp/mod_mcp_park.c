@@ -95,8 +95,9 @@ struct mcp_park_t {
     int                    more;        /* the last read stopped at a bound                    */
     int                    gone;        /* the client went                                     */
     int                    ended;       /* the stream ended and everything was read            */
-    const mcp_park_half_t *half;
-    int                    half_done;
+    const mcp_park_half_t *half[MCP_LOOP_SLOTS];   /* the backend halves, by transfer slot */
+    unsigned               halves;      /* slots with a half (bits)                            */
+    unsigned               halves_done; /* ... done                                           */
     apr_time_t             started;
     apr_time_t             last_write;
     apr_time_t             next_tick;
@@ -116,6 +117,24 @@ struct mcp_park_t {
 };
 
 static mcp_loop_t *park_loop;            /* NULL: streams are not parked in this process */
+
+/* The backend halves: slot's bit; some half goes on; every half there was is done. */
+#define SLOT_BIT(slot) (1u << (unsigned)(slot))
+
+static int halves_on(const mcp_park_t *pk)
+{
+    return (pk->halves & ~pk->halves_done) != 0;
+}
+
+static int halves_over(const mcp_park_t *pk)
+{
+    return pk->halves && !halves_on(pk);
+}
+
+static int half_on(const mcp_park_t *pk, int slot)
+{
+    return ((pk->halves & ~pk->halves_done) & SLOT_BIT(slot)) != 0;
+}
 
 /* ---- a metadata bucket that makes buffering filters pass on what they hold --------------- */
 
@@ -368,17 +387,21 @@ static void give_back(mcp_park_t *pk)
 static int end_response(mcp_park_t *pk, const char *why, int retry_hint, int forced,
                         int half_ok)
 {
-    if (pk->half && !pk->half_done && (forced || !pk->half->outlives_client)) {
-        if (half_ok || forced) {
-            pk->half_done = 1;
-            pk->half->on_stop(pk->half->baton, why);
-        }
-        else if (!pk->stop_half) {
-            pk->stop_half = why;
+    int slot;
+
+    for (slot = 0; slot < MCP_LOOP_SLOTS; slot++) {
+        if (half_on(pk, slot) && (forced || !pk->half[slot]->outlives_client)) {
+            if (half_ok || forced) {
+                pk->halves_done |= SLOT_BIT(slot);
+                pk->half[slot]->on_stop(pk->half[slot]->baton, why);
+            }
+            else if (!pk->stop_half) {
+                pk->stop_half = why;
+            }
         }
     }
     end_client(pk, why, retry_hint);
-    if (pk->half && !pk->half_done) {
+    if (halves_on(pk)) {
         return 0;
     }
     give_back(pk);
@@ -387,16 +410,20 @@ static int end_response(mcp_park_t *pk, const char *why, int retry_hint, int for
 
 /* ---- a run -------------------------------------------------------------------------------- */
 
-/* One take of the half's news per run: a backend that floods would otherwise keep one worker
+/* One take of each half's news per run: a backend that floods would otherwise keep one worker
  * for itself (what comes meanwhile queues the source again, behind the others). */
 static void half_news(mcp_park_t *pk)
 {
     mcp_loop_news_t news;
+    int slot;
 
-    if (!pk->half_done && mcp_loop_src_take(pk->src, pk->r->pool, pk->scratch, &news)
-        && pk->half->on_news(pk->half->baton, &news)) {
-        pk->half_done = 1;
-        mcp_loop_src_cut(pk->src);
+    for (slot = 0; slot < MCP_LOOP_SLOTS; slot++) {
+        if (half_on(pk, slot)
+            && mcp_loop_src_take_slot(pk->src, slot, pk->r->pool, pk->scratch, &news)
+            && pk->half[slot]->on_news(pk->half[slot]->baton, &news)) {
+            pk->halves_done |= SLOT_BIT(slot);
+            mcp_loop_src_cut_slot(pk->src, slot);
+        }
     }
 }
 
@@ -420,9 +447,17 @@ static void look_at_stream(mcp_park_t *pk)
 static apr_interval_time_t tick_of(const mcp_park_t *pk)
 {
     const mcp_dir_conf_t *conf = pk->q->conf;
+    apr_interval_time_t tick = 0;
+    int slot;
 
-    if (pk->half && !pk->half_done && pk->half->tick > 0) {
-        return pk->half->tick;
+    for (slot = 0; slot < MCP_LOOP_SLOTS; slot++) {
+        if (half_on(pk, slot) && pk->half[slot]->tick > 0
+            && (!tick || pk->half[slot]->tick < tick)) {
+            tick = pk->half[slot]->tick;
+        }
+    }
+    if (tick) {
+        return tick;
     }
     /* A stream whose half writes through is woken for whatever it must look at (its stores,
      * its end, a DELETE, a lost lease, a restart): it ticks only to keep MCPStreamCloseAfter. */
@@ -434,9 +469,13 @@ static apr_interval_time_t tick_of(const mcp_park_t *pk)
 
 static void half_tick(mcp_park_t *pk)
 {
-    if (pk->half && !pk->half_done && pk->half->on_tick(pk->half->baton)) {
-        pk->half_done = 1;
-        mcp_loop_src_cut(pk->src);
+    int slot;
+
+    for (slot = 0; slot < MCP_LOOP_SLOTS; slot++) {
+        if (half_on(pk, slot) && pk->half[slot]->on_tick(pk->half[slot]->baton)) {
+            pk->halves_done |= SLOT_BIT(slot);
+            mcp_loop_src_cut_slot(pk->src, slot);
+        }
     }
 }
 
@@ -456,7 +495,14 @@ static void arm_timer(mcp_park_t *pk, apr_time_t at)
  * own (the MPM waits for its connection); only a stop ends it. */
 static int outlives_restart(const mcp_park_t *pk)
 {
-    return pk->half && !pk->half_done && pk->half->outlives_restart;
+    int slot;
+
+    for (slot = 0; slot < MCP_LOOP_SLOTS; slot++) {
+        if (half_on(pk, slot) && pk->half[slot]->outlives_restart) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* A run of pk. half_ok: it may call the half's hooks (see half_admit); when not, the events
@@ -479,7 +525,7 @@ static void run_stream(mcp_park_t *pk, unsigned events, int half_ok)
             return;
         }
     }
-    if ((events & MCP_LOOP_XFER) && pk->half && !pk->half_done) {
+    if ((events & MCP_LOOP_XFER) && halves_on(pk)) {
         half_news(pk);
     }
     if (half_ok && now >= pk->next_tick) {
@@ -504,7 +550,7 @@ static void run_stream(mcp_park_t *pk, unsigned events, int half_ok)
             mcp_follower_renew(pk->q, pk->scratch, pk->stream_id, pk->follower_id);
         }
     }
-    if (pk->through && (events & MCP_LOOP_WOKEN) && pk->half && !pk->half_done) {
+    if (pk->through && (events & MCP_LOOP_WOKEN) && halves_on(pk)) {
         half_tick(pk);   /* ended elsewhere: a DELETE, a lost lease */
         /* The half looks at the table at most once a second: a wake-up it did not look at
          * yet (a DELETE right after a store) is looked at by the next tick. */
@@ -515,11 +561,16 @@ static void run_stream(mcp_park_t *pk, unsigned events, int half_ok)
     if (pk->client_ended) {
         /* Only the half goes on (disconnect is not cancellation), until it is done; or it
          * stops now, having been told to while it could not run. */
-        if (half_ok && pk->stop_half && pk->half && !pk->half_done) {
-            pk->half_done = 1;
-            pk->half->on_stop(pk->half->baton, pk->stop_half);
+        if (half_ok && pk->stop_half) {
+            int slot;
+            for (slot = 0; slot < MCP_LOOP_SLOTS; slot++) {
+                if (half_on(pk, slot) && !pk->half[slot]->outlives_client) {
+                    pk->halves_done |= SLOT_BIT(slot);
+                    pk->half[slot]->on_stop(pk->half[slot]->baton, pk->stop_half);
+                }
+            }
         }
-        if (!pk->half || pk->half_done) {
+        if (!halves_on(pk)) {
             give_back(pk);
             return;
         }
@@ -550,7 +601,7 @@ static void run_stream(mcp_park_t *pk, unsigned events, int half_ok)
         }
         if (n >= 0 && !pk->more && !pending) {
             if (pk->owned) {
-                pk->ended = pk->half_done;
+                pk->ended = halves_over(pk);
             }
             else if ((events & MCP_LOOP_WOKEN) || ticked || retried) {
                 look_at_stream(pk);
@@ -564,7 +615,7 @@ static void run_stream(mcp_park_t *pk, unsigned events, int half_ok)
     else {
         pending = push(pk);
         if (pk->through && !pending && !pk->behind) {
-            pk->ended = pk->half_done;
+            pk->ended = halves_over(pk);
         }
     }
     pk->runs++;
@@ -671,8 +722,7 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
     pk->put_off = 0;
     pk->retry_at = 0;
     /* The process exits: the half stops now whatever the database does. */
-    if (pk->half && !pk->half_done
-        && !((events & MCP_LOOP_STOPPING) && mcp_loop_stopping(park_loop))) {
+    if (halves_on(pk) && !((events & MCP_LOOP_STOPPING) && mcp_loop_stopping(park_loop))) {
         half_ok = admitted = half_admit(pk);
         if (!half_ok) {
             pk->put_off = events & (MCP_LOOP_XFER | MCP_LOOP_WOKEN);
@@ -808,10 +858,13 @@ mcp_park_t *mcp_park_create(mcp_req_t *q, apr_int64_t stream_id, apr_int64_t cur
     return pk;
 }
 
-int mcp_park_backend(mcp_park_t *pk, const mcp_backend_call_t *call,
-                     const mcp_park_half_t *half, const char **err)
+int mcp_park_backend_slot(mcp_park_t *pk, int slot, const mcp_backend_call_t *call,
+                          const mcp_park_half_t *half, const char **err)
 {
-    pk->half = half;
+    if (slot < 0 || slot >= MCP_LOOP_SLOTS || (pk->halves & SLOT_BIT(slot))) {
+        *err = "no such backend half slot, or one that is taken";
+        return -1;
+    }
     if (!half->lean) {
         /* A request's answer mostly comes while this thread waits, and the connection then
          * serves the client's next request: its allocator keeps freed memory, as for any
@@ -820,8 +873,20 @@ int mcp_park_backend(mcp_park_t *pk, const mcp_backend_call_t *call,
          * CPU per call.) */
         apr_allocator_max_free_set(apr_pool_allocator_get(pk->c->pool), ap_max_mem_free);
     }
-    return mcp_loop_src_start(pk->src, mcp_child.backends, call,
-                              (apr_size_t)pk->q->conf->stream_queue_bytes, half->lean, err);
+    if (mcp_loop_src_start_slot(pk->src, slot, mcp_child.backends, call,
+                                (apr_size_t)pk->q->conf->stream_queue_bytes, half->lean, err)
+        != 0) {
+        return -1;
+    }
+    pk->half[slot] = half;
+    pk->halves |= SLOT_BIT(slot);
+    return 0;
+}
+
+int mcp_park_backend(mcp_park_t *pk, const mcp_backend_call_t *call,
+                     const mcp_park_half_t *half, const char **err)
+{
+    return mcp_park_backend_slot(pk, 0, call, half, err);
 }
 
 void mcp_park_write_through(mcp_park_t *pk, mcp_stream_t *st)
@@ -850,10 +915,17 @@ static void flush_here(mcp_park_t *pk)
 int mcp_park_wait(mcp_park_t *pk, int (*done)(void *baton), apr_interval_time_t timeout)
 {
     apr_time_t deadline = apr_time_now() + timeout, next_tick = apr_time_now() + PARK_WAIT_TICK;
+    void *baton = NULL;
+    int slot;
 
+    for (slot = MCP_LOOP_SLOTS - 1; slot >= 0; slot--) {
+        if (pk->halves & SLOT_BIT(slot)) {
+            baton = pk->half[slot]->baton;   /* the lowest slot's */
+        }
+    }
     /* This thread's scratch pool while it waits (a parked stream's runs have their worker's). */
     apr_pool_create(&pk->scratch, pk->r->pool);
-    while (!pk->half_done && !done(pk->half->baton)) {
+    while (halves_on(pk) && !done(baton)) {
         apr_time_t now = apr_time_now(), until;
         unsigned events;
 
@@ -877,7 +949,7 @@ int mcp_park_wait(mcp_park_t *pk, int (*done)(void *baton), apr_interval_time_t 
     }
     apr_pool_destroy(pk->scratch);
     pk->scratch = NULL;
-    return pk->half_done;
+    return halves_over(pk);
 }
 
 apr_pool_t *mcp_park_scratch(const mcp_park_t *pk)
@@ -921,7 +993,7 @@ void mcp_park_abandon(mcp_park_t *pk)
     apr_allocator_max_free_set(apr_pool_allocator_get(pk->c->pool), ap_max_mem_free);
     mcp_router_unsubscribe(pk->sub);
     pk->sub = NULL;
-    pk->half_done = 1;
+    pk->halves_done = pk->halves;
     mcp_loop_src_release(pk->src);
 }
 

@@ -28,7 +28,11 @@
  *
  * The backend half (the standalone stream's backend GET, mod_mcp_relay): a transfer on the
  * loop's curl multi handle whose news is handed to the half's hooks in the parked stream's runs,
- * so parsing and storing happen on a worker, never in the loop thread.
+ * so parsing and storing happen on a worker, never in the loop thread. A parked stream may have
+ * several halves, one per transfer slot of its source (mcp_park_backend_slot: a federated
+ * stream's members' GETs, all storing on the one stream): each run hands each half its own
+ * slot's news, one half after the other, never two at once; the stream's halves are over when
+ * every one of them is done.
  *
  * Where it is used: MCPAsyncStreams On, the event MPM, an httpd release it was tested on, and a
  * request on the client's own connection (HTTP/1.x, with or without TLS; an HTTP/2 stream is
@@ -98,17 +102,22 @@ mcp_park_t *mcp_park_create(mcp_req_t *q, apr_int64_t stream_id, apr_int64_t cur
 int mcp_park_backend(mcp_park_t *pk, const mcp_backend_call_t *call,
                      const mcp_park_half_t *half, const char **err);
 
+/* The same in transfer slot (0 .. MCP_LOOP_SLOTS - 1; mcp_park_backend is slot 0): one half per
+ * slot. A half whose transfer cannot start is not the stream's (the others go on). */
+int mcp_park_backend_slot(mcp_park_t *pk, int slot, const mcp_backend_call_t *call,
+                          const mcp_park_half_t *half, const char **err);
+
 /* The backend half stores on st (the parked stream's own, owned): what it stores is written from
  * memory at once when the client has everything before it, instead of being read back from
  * the table; only a client that fell behind is served from the table. A stateless st (a
  * 2026-07-28 call's) gets its events written without ids, as its own writes would be. */
 void mcp_park_write_through(mcp_park_t *pk, mcp_stream_t *st);
 
-/* Before the handler returns: hands the backend half's news to its hooks on this thread until
- * done() says enough (its baton is the half's) or timeout passes, and writes (blocking, as a
- * handler does) what the half wrote through. Returns non-zero when the half is done
- * meanwhile: a request whose answer came that soon is ended by its handler as any other (the
- * connection stays open for the client's next request), with mcp_park_abandon. */
+/* Before the handler returns: hands the backend halves' news to their hooks on this thread until
+ * done() says enough (its baton is the half's: the lowest slot's) or timeout passes, and writes
+ * (blocking, as a handler does) what the halves wrote through. Returns non-zero when every half
+ * is done meanwhile: a request whose answer came that soon is ended by its handler as any other
+ * (the connection stays open for the client's next request), with mcp_park_abandon. */
 int mcp_park_wait(mcp_park_t *pk, int (*done)(void *baton), apr_interval_time_t timeout);
 
 /* For the half's hooks: a pool for what they need only while they run (cleared after the run
@@ -126,7 +135,7 @@ int mcp_park_gone(const mcp_park_t *pk);
 int mcp_park_go(mcp_park_t *pk, apr_int64_t cursor);
 
 /* Gives up on parking before mcp_park_go (the request goes on with its thread, or ends): the
- * backend half's transfer is cut without its hooks. */
+ * backend halves' transfers are cut without their hooks. */
 void mcp_park_abandon(mcp_park_t *pk);
 
 #endif

@@ -47,6 +47,12 @@ typedef struct probe_t {
     int                 done;
     mcp_backend_status_t end;
     char                body[200000];
+    /* transfers in slots (slotted: the run takes every slot's news, not slot 0's) */
+    int                 slotted;
+    apr_size_t          slot_bytes[MCP_LOOP_SLOTS];
+    int                 slot_done[MCP_LOOP_SLOTS];
+    mcp_backend_status_t slot_end[MCP_LOOP_SLOTS];
+    int                 slot_mixed;   /* a slot got bytes that are not its server's          */
 } probe_t;
 
 static apr_pool_t *pool;
@@ -81,6 +87,25 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
     apr_thread_mutex_lock(p->mutex);
     p->seen |= events;
     p->runs++;
+    if (p->slotted && (events & MCP_LOOP_XFER)) {
+        int slot;
+        apr_size_t i;
+        for (slot = 0; slot < MCP_LOOP_SLOTS; slot++) {
+            while (mcp_loop_src_take_slot(src, slot, p->pool, p->pool, &news)) {
+                /* slot k's server sends 'A' + k */
+                for (i = 0; i < news.len; i++) {
+                    p->slot_mixed |= news.data[i] != (char)('A' + slot);
+                }
+                p->slot_bytes[slot] += news.len;
+                if (news.done) {
+                    p->slot_done[slot] = 1;
+                    p->slot_end[slot] = news.status;
+                    break;
+                }
+            }
+        }
+        events &= ~MCP_LOOP_XFER;
+    }
     while ((events & MCP_LOOP_XFER) && mcp_loop_src_take(src, p->pool, p->pool, &news)) {
         if (news.headers) {
             p->headers = 1;
@@ -372,6 +397,7 @@ typedef struct server_t {
     int         port;
     apr_size_t  n;
     int         silent;
+    char        fill;     /* every byte is this one (0: the alphabet)                    */
 } server_t;
 
 static void *APR_THREAD_FUNC serve(apr_thread_t *t, void *data)
@@ -395,7 +421,7 @@ static void *APR_THREAD_FUNC serve(apr_thread_t *t, void *data)
             while (sent < s->n) {
                 apr_size_t k = s->n - sent < sizeof(piece) ? s->n - sent : sizeof(piece);
                 for (i = 0; i < k; i++) {
-                    piece[i] = (char)('a' + (sent + i) % 26);
+                    piece[i] = s->fill ? s->fill : (char)('a' + (sent + i) % 26);
                 }
                 w = write(c, piece, k);
                 if (w <= 0) {
@@ -447,7 +473,7 @@ static void start_get(probe_t *p, server_t *s, apr_size_t max_buffered)
 START_TEST(test_transfer_through_a_small_buffer)
 {
     probe_t *p = probe_new();
-    server_t s = { 0, 0, 150000, 0 };
+    server_t s = { 0, 0, 150000, 0, 0 };
     apr_thread_t *t = server_start(&s);
     apr_status_t rv;
     apr_size_t i;
@@ -474,7 +500,7 @@ END_TEST
 START_TEST(test_transfer_cut)
 {
     probe_t *p = probe_new();
-    server_t s = { 0, 0, 0, 1 };
+    server_t s = { 0, 0, 0, 1, 0 };
     apr_thread_t *t = server_start(&s);
     apr_status_t rv;
 
@@ -496,7 +522,7 @@ END_TEST
 START_TEST(test_release_cuts_a_running_transfer)
 {
     probe_t *p = probe_new();
-    server_t s = { 0, 0, 0, 1 };
+    server_t s = { 0, 0, 0, 1, 0 };
     apr_thread_t *t = server_start(&s);
     apr_status_t rv;
     int transfers = -1;
@@ -524,7 +550,7 @@ END_TEST
 START_TEST(test_a_handle_given_back_is_left_alone)
 {
     probe_t *a = probe_new(), *b = probe_new();
-    server_t sa = { 0, 0, 100, 0 }, sb = { 0, 0, 100, 0 };
+    server_t sa = { 0, 0, 100, 0, 0 }, sb = { 0, 0, 100, 0, 0 };
     apr_thread_t *ta = server_start(&sa), *tb = server_start(&sb);
     static mcp_backend_target_t target;
     mcp_backend_pool_t *bp = mcp_backend_pool_create(pool, 2);
@@ -557,6 +583,110 @@ START_TEST(test_a_handle_given_back_is_left_alone)
 }
 END_TEST
 
+/* Several transfers on one source, each in a slot of its own: each one's bytes come out of its
+ * slot only (through buffers far below the bodies: pauses and resumes per slot), every end
+ * is seen, the runs never overlap; a source released while two slots' transfers wait cuts
+ * both. */
+static int slots_done(probe_t *p)
+{
+    return p->slot_done[0] && p->slot_done[3] && p->slot_done[MCP_LOOP_SLOTS - 1];
+}
+
+START_TEST(test_transfers_in_slots)
+{
+    probe_t *p = probe_new();
+    static const int slot[3] = { 0, 3, MCP_LOOP_SLOTS - 1 };
+    server_t s[3];
+    apr_thread_t *t[3];
+    static mcp_backend_target_t target[3];
+    mcp_backend_pool_t *bp = mcp_backend_pool_create(pool, 4);
+    mcp_backend_call_t call;
+    const char *err = NULL;
+    apr_status_t rv;
+    int i;
+
+    p->slotted = 1;
+    for (i = 0; i < 3; i++) {
+        memset(&s[i], 0, sizeof(s[i]));
+        s[i].n = 60000 + (apr_size_t)i * 10000;
+        s[i].fill = (char)('A' + slot[i]);
+        t[i] = server_start(&s[i]);
+        target[i].url = apr_psprintf(pool, "http://127.0.0.1:%d/mcp", s[i].port);
+        memset(&call, 0, sizeof(call));
+        call.target = &target[i];
+        call.method = "GET";
+        call.connect_timeout_ms = 2000;
+        ck_assert_int_eq(mcp_loop_src_start_slot(p->src, slot[i], bp, &call, 1000, i == 1,
+                                                 &err), 0);
+    }
+    /* One transfer per slot; no slot past the last. */
+    ck_assert_int_ne(mcp_loop_src_start_slot(p->src, 3, bp, &call, 1000, 0, &err), 0);
+    ck_assert_int_ne(mcp_loop_src_start_slot(p->src, MCP_LOOP_SLOTS, bp, &call, 1000, 0, &err),
+                     0);
+    mcp_loop_src_go(p->src, 0);
+    ck_assert(await(p, slots_done, apr_time_from_sec(10)));
+    for (i = 0; i < 3; i++) {
+        apr_thread_join(&rv, t[i]);
+        close(s[i].fd);
+        ck_assert_int_eq(p->slot_end[slot[i]], MCP_BACKEND_OK);
+        ck_assert_uint_eq(p->slot_bytes[slot[i]], s[i].n);
+    }
+    ck_assert_int_eq(p->slot_mixed, 0);
+    ck_assert_int_eq(p->overlapped, 0);
+}
+END_TEST
+
+START_TEST(test_release_cuts_every_slot)
+{
+    probe_t *p = probe_new();
+    server_t a = { 0, 0, 0, 1, 0 }, b = { 0, 0, 0, 1, 0 };
+    apr_thread_t *ta = server_start(&a), *tb = server_start(&b);
+    static mcp_backend_target_t target[2];
+    mcp_backend_pool_t *bp = mcp_backend_pool_create(pool, 4);
+    mcp_backend_call_t call;
+    const char *err = NULL;
+    apr_status_t rv;
+    int transfers = -1;
+
+    p->slotted = 1;
+    memset(&call, 0, sizeof(call));
+    call.method = "GET";
+    call.connect_timeout_ms = 2000;
+    target[0].url = apr_psprintf(pool, "http://127.0.0.1:%d/mcp", a.port);
+    call.target = &target[0];
+    ck_assert_int_eq(mcp_loop_src_start_slot(p->src, 1, bp, &call, 4096, 1, &err), 0);
+    target[1].url = apr_psprintf(pool, "http://127.0.0.1:%d/mcp", b.port);
+    call.target = &target[1];
+    ck_assert_int_eq(mcp_loop_src_start_slot(p->src, 2, bp, &call, 4096, 1, &err), 0);
+    mcp_loop_src_go(p->src, 0);
+    apr_sleep(MS(200));
+    mcp_loop_stats(loop, NULL, &transfers);
+    ck_assert_int_eq(transfers, 2);
+    /* A cut of one slot ends that one only. */
+    apr_thread_mutex_lock(p->mutex);
+    mcp_loop_src_cut_slot(p->src, 1);
+    apr_thread_mutex_unlock(p->mutex);
+    apr_sleep(MS(200));
+    apr_thread_mutex_lock(p->mutex);
+    ck_assert(p->slot_done[1] && !p->slot_done[2]);
+    ck_assert_int_eq(p->slot_end[1], MCP_BACKEND_ABORTED);
+    apr_thread_mutex_unlock(p->mutex);
+    mcp_loop_stats(loop, NULL, &transfers);
+    ck_assert_int_eq(transfers, 1);
+    p->release_on |= MCP_LOOP_WOKEN;
+    mcp_loop_wake(p->src);
+    ck_assert(await(p, saw_woken, MS(2000)));
+    apr_sleep(MS(200));
+    mcp_loop_stats(loop, NULL, &transfers);
+    ck_assert_int_eq(transfers, 0);
+    ck_assert_int_eq(sources(), 0);
+    apr_thread_join(&rv, ta);
+    apr_thread_join(&rv, tb);
+    close(a.fd);
+    close(b.fd);
+}
+END_TEST
+
 static Suite *loop_suite(void)
 {
     Suite *s = suite_create("loop");
@@ -583,6 +713,8 @@ static Suite *loop_suite(void)
     tcase_add_test(tc, test_transfer_cut);
     tcase_add_test(tc, test_release_cuts_a_running_transfer);
     tcase_add_test(tc, test_a_handle_given_back_is_left_alone);
+    tcase_add_test(tc, test_transfers_in_slots);
+    tcase_add_test(tc, test_release_cuts_every_slot);
     suite_add_tcase(s, tc);
     return s;
 }
