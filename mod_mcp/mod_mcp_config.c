@@ -477,17 +477,58 @@ static const char *add_backend_header_file(cmd_parms *cmd, void *dconf, const ch
     return NULL;
 }
 
+const char *mcp_config_backend_line(cmd_parms *cmd, mcp_dir_conf_t *own, const char *line,
+                                    const apr_array_header_t *words)
+{
+    const char *const *w = (const char *const *)words->elts;
+    command_rec named = *cmd->cmd;   /* the directive's own name in what it says */
+    const command_rec *section = cmd->cmd;
+    const char *err;
+
+    if (!strcasecmp(line, "Header") && words->nelts == 2) {
+        named.name = "MCPBackendHeader";
+        cmd->cmd = &named;
+        err = add_backend_header(cmd, own, w[0], w[1]);
+    }
+    else if (!strcasecmp(line, "HeaderFile") && words->nelts == 2) {
+        named.name = "MCPBackendHeaderFile";
+        cmd->cmd = &named;
+        err = add_backend_header_file(cmd, own, w[0], w[1]);
+    }
+    else if (!strcasecmp(line, "CACertificateFile") && words->nelts == 1) {
+        named.name = "MCPBackendCACertificateFile";
+        cmd->cmd = &named;
+        err = set_backend_ca(cmd, own, w[0]);
+    }
+    else if (!strcasecmp(line, "ClientCertificateFile")
+             && (words->nelts == 1 || words->nelts == 2)) {
+        named.name = "MCPBackendClientCertificateFile";
+        cmd->cmd = &named;
+        err = set_backend_client_cert(cmd, own, w[0], words->nelts == 2 ? w[1] : NULL);
+    }
+    else {
+        return apr_psprintf(cmd->pool, "%s takes %s", line,
+                            !strcasecmp(line, "ClientCertificateFile")
+                            ? "a certificate file and, optionally, its key file"
+                            : !strcasecmp(line, "CACertificateFile") ? "one file"
+                            : "a header name and a value");
+    }
+    cmd->cmd = section;
+    return err;
+}
+
 const apr_array_header_t *mcp_config_backend_headers(request_rec *r,
                                                      const mcp_dir_conf_t *conf)
 {
-    static const char key[] = "mcp-backend-headers";
     apr_array_header_t *lines = NULL;
-    const char *err, *v;
+    const char *err, *v, *key;
     int i;
 
     if (!conf->backend_headers) {
         return NULL;
     }
+    /* Per list: a federated endpoint's members may each have their own. */
+    key = apr_psprintf(r->pool, "mcp-backend-headers %pp", (void *)conf->backend_headers);
     apr_pool_userdata_get((void **)&lines, key, r->pool);
     if (lines) {
         return lines;
@@ -506,7 +547,7 @@ const apr_array_header_t *mcp_config_backend_headers(request_rec *r,
         }
         APR_ARRAY_PUSH(lines, const char *) = apr_pstrcat(r->pool, h->name, ": ", v, NULL);
     }
-    apr_pool_userdata_setn(lines, key, NULL, r->pool);
+    apr_pool_userdata_set(lines, key, NULL, r->pool);
     return lines;
 }
 

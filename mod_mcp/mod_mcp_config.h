@@ -118,6 +118,13 @@ typedef struct mcp_server_conf_t {
 
 extern const command_rec mcp_config_cmds[];
 
+/* A line of a section that sets what a backend is sent, as the directive of that name does, in
+ * own (a zeroed mcp_dir_conf_t of the section's): Header Name expr (MCPBackendHeader),
+ * HeaderFile Name path (MCPBackendHeaderFile), CACertificateFile path, ClientCertificateFile
+ * cert [key]. NULL, or what is wrong. */
+const char *mcp_config_backend_line(cmd_parms *cmd, mcp_dir_conf_t *own, const char *line,
+                                    const apr_array_header_t *words);
+
 /* The words of a directive's arguments as httpd splits them (quotes keep a word together), in
  * p: for the lines of a section (<MCPStdioServer>, <MCPMember>). */
 apr_array_header_t *mcp_config_words(apr_pool_t *p, const char *args);

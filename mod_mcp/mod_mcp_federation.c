@@ -70,6 +70,12 @@ static void fed_init(fed_t *f, mcp_req_t *q)
         m->mc = APR_ARRAY_IDX(members, i, const mcp_member_conf_t *);
         m->conf = *q->conf;
         m->conf.backend = m->mc->target;
+        if (m->mc->headers) {
+            m->conf.backend_headers = (apr_array_header_t *)m->mc->headers;
+        }
+        if (m->mc->tls) {
+            m->conf.backend_tls = (mcp_backend_tls_t *)m->mc->tls;
+        }
         m->conf.members = NULL;   /* (backend_spec stays the endpoint's: its sessions') */
         m->q = *q;
         m->q.conf = &m->conf;

@@ -102,10 +102,30 @@ static const char *inner_max_answer(cmd_parms *cmd, mcp_member_conf_t *m, const 
     return NULL;
 }
 
+/* Header, HeaderFile, CACertificateFile, ClientCertificateFile: as the Location's directives,
+ * for this member only. */
+static const char *inner_sent(cmd_parms *cmd, mcp_member_conf_t *m, const char *name,
+                              apr_array_header_t *words)
+{
+    mcp_dir_conf_t *own = apr_pcalloc(cmd->pool, sizeof(*own));
+    const char *err;
+
+    own->backend_headers = (apr_array_header_t *)m->headers;
+    own->backend_tls = (mcp_backend_tls_t *)m->tls;
+    if ((err = mcp_config_backend_line(cmd, own, name, words))) {
+        return err;
+    }
+    m->headers = own->backend_headers;
+    m->tls = own->backend_tls;
+    return NULL;
+}
+
 static const struct {
     const char *name;
     inner_fn   *fn;
 } inner[] = {
+    { "Header", inner_sent }, { "HeaderFile", inner_sent },
+    { "CACertificateFile", inner_sent }, { "ClientCertificateFile", inner_sent },
     { "Backend", inner_backend }, { "Prefix", inner_prefix },
     { "AllowTools", inner_globs }, { "DenyTools", inner_globs },
     { "RenameTool", inner_rename }, { "DescribeTool", inner_describe },
@@ -126,7 +146,8 @@ static const char *inner_line(cmd_parms *cmd, mcp_member_conf_t *m, const ap_dir
     }
     if (i == sizeof(inner) / sizeof(inner[0])) {
         err = apr_psprintf(cmd->pool, "'%s' is not a directive of <MCPMember> (Backend, Prefix, "
-                           "AllowTools, DenyTools, RenameTool, DescribeTool, MaxAnswerSize)",
+                           "AllowTools, DenyTools, RenameTool, DescribeTool, MaxAnswerSize, "
+                           "Header, HeaderFile, CACertificateFile, ClientCertificateFile)",
                            d->directive);
     }
     return err ? apr_psprintf(cmd->pool, "<MCPMember %s>, line %d of %s: %s", m->fed.name,

@@ -18,8 +18,11 @@
  * MCPBackend), Prefix (prepended to its tool and prompt names; default "<name>_"; "none" for the
  * one member that is not prefixed), AllowTools and DenyTools (fnmatch globs on the member's own
  * tool and prompt names; deny wins), RenameTool (own new), DescribeTool (own "text"),
- * MaxAnswerSize (bytes of a member's answer to a list request; 0: MCPMaxMessageSize).
- * Everything else (timeouts, MCPBackendHeader, TLS) is the Location's and applies to each member.
+ * MaxAnswerSize (bytes of a member's answer to a list request; 0: MCPMaxMessageSize), and what
+ * the member is sent instead of what the Location says for all: Header, HeaderFile (as
+ * MCPBackendHeader, MCPBackendHeaderFile: the member's lines replace the Location's),
+ * CACertificateFile, ClientCertificateFile (as MCPBackendCACertificateFile, ...).
+ * Everything else (timeouts, limits) is the Location's and applies to each member.
  * A Location's sections replace an enclosing one's; MCPBackend and <MCPMember> exclude each
  * other (mod_mcp_handler says so in the log when both are found).
  */
@@ -40,6 +43,10 @@ typedef struct mcp_member_conf_t {
     mcp_fed_member_t            fed;      /* name, prefix and shaping (mcp_federation)       */
     const char                 *spec;     /* Backend as written (mcp.session_members)        */
     const mcp_backend_target_t *target;   /* ... parsed                                      */
+    const apr_array_header_t   *headers;  /* Header, HeaderFile: mcp_backend_header_t, instead
+                                           * of the Location's (NULL: the Location's)         */
+    const mcp_backend_tls_t    *tls;      /* CACertificateFile, ClientCertificateFile, instead
+                                           * of the Location's (NULL: the Location's)         */
     const char                 *file;     /* where the section is, for log lines             */
     int                         line;
 } mcp_member_conf_t;
