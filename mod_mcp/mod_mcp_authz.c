@@ -115,7 +115,7 @@ static authz_status check(request_rec *r, const char *require_line, const void *
         return probe->kind != p->kind || matches(p, probe->name) ? AUTHZ_GRANTED : AUTHZ_DENIED;
     }
     /* Only MCP POSTs name anything; the handler refuses what is not JSON. */
-    if (!p || !conf->backend || r->method_number != M_POST
+    if (!p || (!conf->backend && !conf->members) || r->method_number != M_POST
         || !mcp_http_media_type_is(apr_table_get(r->headers_in, "Content-Type"),
                                    "application/json")) {
         return AUTHZ_GRANTED;
