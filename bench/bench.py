@@ -150,6 +150,28 @@ def stdio_se_conf(node, se_js):
 """
 
 
+FED_MEMBERS = ("a", "b", "c")   # measurement 10's members: a unprefixed, b_ and c_
+FED_TOOL = "c_echo"             # ... the call: the last member's echo (prefixed: renamed both ways)
+
+
+def federated_conf():
+    """A federated endpoint at /mcp-fed3: three <MCPMember>s, each the stack's C test backend
+    (the one behind /mcp), the first unprefixed and the others under "b_" and "c_" (measurement
+    10, bench/federation.py). Inside <IfDirective <MCPMember>: a --tree module without
+    federation starts, and measurement 10 says it was skipped."""
+    members = "".join(f"""    <MCPMember {m}>
+        Backend ${{MCP_BACKEND_URL}}
+        Prefix {"none" if i == 0 else m + "_"}
+    </MCPMember>
+""" for i, m in enumerate(FED_MEMBERS))
+    return f"""<IfDirective <MCPMember>
+<Location /mcp-fed3>
+    SetHandler mcp
+{members}</Location>
+</IfDirective>
+"""
+
+
 def httpd_conf(children, threads):
     """The httpd settings of a benchmark stack (Included after tests/stack's own): production-like
     logging, unlimited keep-alive, `children` event MPM children of `threads` threads started up
@@ -506,7 +528,8 @@ class Bench:
 </Location>
 # the same server-everything over stdio, one process per session run by mod_mcp's supervisor
 # (as supergateway runs it), for measurements 2 and 9
-{stdio_se_conf(node, se_js)}""")
+{stdio_se_conf(node, se_js)}# three members, each the C test backend, behind one endpoint: measurement 10
+{federated_conf()}""")
         d, env = self.stack_up("main", 2, conf)
         self.main_dir, self.env = d, env
         self.urls = env["MCP_URLS"].split()
@@ -515,6 +538,7 @@ class Bench:
         self.gw_se = self.gw.replace("/mcp", "/mcp-se")
         self.gw_thr = self.gw.replace("/mcp", "/mcp-threaded")
         self.gw_ses = self.gw.replace("/mcp", "/mcp-se-stdio")
+        self.gw_fed = self.gw.replace("/mcp", "/mcp-fed3")
         self.backend = env["MCP_BACKEND_URL"]
         # The trivial fixed-response handler: a static JSON file served by httpd's core.
         with open(os.path.join(d, "httpd-1", "htdocs", "trivial.json"), "w") as f:
@@ -1024,6 +1048,49 @@ class Bench:
                 f"ratio {h_rss / max(g_rss, 1):.3f}; mod_mcp's stdio supervisor "
                 f"{s_rss / 1024:.1f} MiB RSS ({s_n} processes)")
 
+    # ---- measurement 10: a federated endpoint (3 members) vs the single-backend one ------------
+
+    def m10(self):
+        """tools/call echo and tools/list through /mcp-fed3 (three members, each the C test
+        backend) beside /mcp (that backend alone behind mod_mcp) and the backend itself:
+        calls/s and latency, interleaved. Needs self.gw, self.gw_fed, self.backend, self.sf and
+        the sessions sf("gw") and sf("backend") (setup_main; bench/federation.py)."""
+        log("measurement 10: federation, tools/call and tools/list through 3 members vs 1")
+        try:
+            mcp_sessions(self.gw_fed, 32, self.sf("fed3"))
+        except BenchError as e:
+            self.results["m10_skipped"] = f"no federated endpoint ({str(e)[:200]})"
+            log(f"  skipped: {self.results['m10_skipped']}")
+            return
+        echo = '{"text":"hello"}'
+        sid = open(self.sf("fed3")).readline().strip()
+        mcp_call(self.gw_fed, sid, FED_TOOL, {"text": "hello"})
+        calls = [("single", self.gw, "gw", "echo"), ("federated", self.gw_fed, "fed3", FED_TOOL)]
+        lists = [("backend", self.backend, "backend"), ("single", self.gw, "gw"),
+                 ("federated", self.gw_fed, "fed3")]
+        concs = [1, 8]
+        for name, url, sf, tool in calls:   # warm-up: every child, its connections and caches
+            self.wrk(url, self.sf(sf), 8, 1, tool=tool, args=echo, label=f"call {name}")
+        for name, url, sf in lists:
+            self.wrk(url, self.sf(sf), 8, 1, tool="tools/list", label=f"list {name}")
+        for rep in range(self.reps):
+            for c in concs:
+                for name, url, sf, tool in calls[rep % 2:] + calls[:rep % 2]:
+                    r = self.wrk(url, self.sf(sf), c, self.dur, tool=tool, args=echo,
+                                 label=f"call {name}")
+                    self.record("m10", f"call {name}/{c}", r)
+                    log(f"  rep {rep + 1} c={c} tools/call {name:9s} {r['rps']:7.0f} calls/s  "
+                        f"p50 {r['p50_us'] / 1000:6.2f} ms  p99 {r['p99_us'] / 1000:6.2f} ms")
+            for name, url, sf in lists[rep % 3:] + lists[:rep % 3]:
+                r = self.wrk(url, self.sf(sf), 1, self.dur, tool="tools/list",
+                             label=f"list {name}")
+                self.record("m10", f"list {name}/1", r)
+                log(f"  rep {rep + 1} c=1 tools/list {name:9s} {r['rps']:7.0f} lists/s  "
+                    f"p50 {r['p50_us'] / 1000:6.2f} ms  p99 {r['p99_us'] / 1000:6.2f} ms")
+        self.results["m10_concs"] = concs
+        self.results["m10_members"] = len(FED_MEMBERS)
+        self.results["m10_tool"] = FED_TOOL
+
     # ---- measurement 5: cross-process delivery -------------------------------------------------
 
     def m5_once(self, loaded):
@@ -1406,6 +1473,7 @@ MaxConnectionsPerChild 0
             log(f"FAILED: {e}")
             self.results["m6_failed"] = str(e)[:600]
         self.m9()
+        self.m10()
         self.results["elapsed_s"] = time.time() - self.t_start
         from report import write_report   # noqa: E402 - the report lives in bench/report.py
         write_report(self.results, BENCH, self.work, self.quick)
@@ -1417,6 +1485,8 @@ MaxConnectionsPerChild 0
         errs["m7"] = self.results["m7"]["errors"]
         errs.update({f"m8 {k}": sum(r["errors"] for r in rs)
                      for k, rs in self.results["runs"].get("m8", {}).items()})
+        errs.update({f"m10 {k}": sum(r["errors"] for r in rs)
+                     for k, rs in self.results["runs"].get("m10", {}).items()})
         bad = {k: v for k, v in errs.items() if v}
         if self.results.get("m6_failed"):
             bad["m6"] = self.results["m6_failed"][:200]

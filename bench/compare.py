@@ -69,6 +69,11 @@ def rows(res):
         out.append(("7. httpd RSS growth under load, bytes per call",
                     (m7[-1]["rss_kb"] - m7[1]["rss_kb"]) * 1024
                     / max(m7[-1]["calls"] - m7[1]["calls"], 1), "lower"))
+    for c in (1, 8):
+        out.append((f"10. federated (3 members) tools/call calls/s, concurrency {c}",
+                    get(res, "m10", f"call federated/{c}", "rps"), "higher"))
+    out.append(("10. federated (3 members) tools/list p50 ms, concurrency 1",
+                get(res, "m10", "list federated/1", "p50_us", 1e-3), "lower"))
     for v in ("as shipped", "NOTIFY triggers disabled", "synchronous_commit off"):
         out.append((f"attribution, concurrency 32, {v}: calls/s",
                     get(res, "attr", v, "rps"), "higher"))

@@ -8,6 +8,7 @@
 -- Streamable HTTP client must send. wrk reads each answer to its end (Content-Length or the last
 -- chunk of an SSE stream); response() checks that it is a 200 holding a JSON-RPC result, and
 -- done() prints one JSON line (prefix "BENCH ") with the counts and latency percentiles.
+-- TOOL "tools/list" (a method, not a tool's name) sends tools/list instead (ARGS unused).
 local threads = {}
 local counter = 0
 
@@ -52,8 +53,13 @@ end
 function request()
    next_sess = next_sess % nsess + 1
    next_id = next_id + 1
-   local body = '{"jsonrpc":"2.0","id":' .. next_id .. ',"method":"tools/call","params":{"name":"'
-      .. tool .. '","arguments":' .. args .. '}}'
+   local body
+   if tool == "tools/list" then
+      body = '{"jsonrpc":"2.0","id":' .. next_id .. ',"method":"tools/list","params":{}}'
+   else
+      body = '{"jsonrpc":"2.0","id":' .. next_id .. ',"method":"tools/call","params":{"name":"'
+         .. tool .. '","arguments":' .. args .. '}}'
+   end
    return wrk.format("POST", path, {
       ["Content-Type"] = "application/json",
       ["Accept"] = "application/json, text/event-stream",

@@ -165,6 +165,15 @@ def write_report(res, bench_dir, work, quick):
             f"supergateway {fmt(r['sg_rss_kb'] / 1024, 1)} MiB (ratio "
             f"{fmt(r['httpd_rss_kb'] / max(r['sg_rss_kb'], 1), 3)})" for n, r in m9.items())
           + " (measurement 9).")
+    m10c = res.get("m10_concs") or []
+    if m10c and R("m10", "call federated/1") and R("m10", "list federated/1"):
+        p50 = lambda k: med(col("m10", k, "p50_us")) / 1000   # noqa: E731
+        w(f"* Federation ({res.get('m10_members', 3)} members, each the test backend, behind one "
+          f"endpoint): a `tools/call` costs ×"
+          f"{fmt(p50('call federated/1') / p50('call single/1'), 2)} the single-backend one's "
+          f"p50 at concurrency 1 (goal ≤ 1.1); `tools/list` over all members "
+          f"{fmt(p50('list federated/1') - p50('list single/1'), 2)} ms more than one member's "
+          f"through mod_mcp (goal ≤ 1 ms) (measurement 10).")
     m8c = res.get("m8_concs") or []
     if m8c and R("m8", f"h2+TLS/{m8c[-1]}") and R("m8", f"HTTP/1.1/{m8c[-1]}"):
         c = m8c[-1]
@@ -645,6 +654,39 @@ def write_report(res, bench_dir, work, quick):
               f"{fmt((hi['sg_pss_kb'] - lo['sg_pss_kb']) / dn / 1024, 1)} MiB PSS) — almost all "
               "of it the Node process of the session.")
             w("")
+
+    # ---- 10 ----------------------------------------------------------------------------------
+    if m10c:
+        w(f"## 10. Federation: {res.get('m10_members', 3)} members behind one endpoint vs a "
+          "single backend")
+        w("")
+        w(f"`/mcp-fed3` on the main stack: {res.get('m10_members', 3)} `<MCPMember>`s, each the "
+          "C test backend behind `/mcp` (the first unprefixed, the others under `b_` and `c_`). "
+          f"`tools/call` of `{res.get('m10_tool', 'c_echo')}` (the last member's echo: routed by "
+          "its prefix, renamed both ways) against `/mcp`'s `echo`; `tools/list` (every member "
+          "asked at once, the lists merged) against `/mcp`'s and the backend's own. 32 sessions "
+          "each, interleaved; `bench/federation.py` runs this measurement alone. The goals "
+          "(issue 22): a call ≤ ×1.1 the single-backend call, a list over the members ≤ the "
+          "slowest member's + 1 ms (one member's list through mod_mcp: `/mcp`'s).")
+        w("")
+        w("| request | concurrency | endpoint | calls/s | p50 ms | p99 ms | CPU cores: " +
+          " / ".join(n for _, n in MAIN_CPU) + " | errors |")
+        w("|---|---:|---|---:|---:|---:|---|---:|")
+        rows = [(f"call {t}/{c}", "`tools/call`", c, t) for c in m10c
+                for t in ("single", "federated")]
+        rows += [(f"list {t}/1", "`tools/list`", 1, t) for t in ("backend", "single", "federated")]
+        names = {"backend": "the backend alone", "single": "`/mcp` (1 backend)",
+                 "federated": f"`/mcp-fed3` ({res.get('m10_members', 3)} members)"}
+        for key, what, c, t in rows:
+            rs = R("m10", key)
+            if rs:
+                w(f"| {what} | {c} | {names[t]} | {cell([r['rps'] for r in rs])} | "
+                  f"{ms([r['p50_us'] for r in rs])} | {ms([r['p99_us'] for r in rs])} | "
+                  f"{cpu_split(rs, MAIN_CPU)} | {sum(r['errors'] for r in rs)} |")
+        w("")
+    elif res.get("m10_skipped"):
+        w(f"## 10. Federation: skipped ({res['m10_skipped']})")
+        w("")
 
     w("## What limits each number, and what a bigger machine would change")
     w("")
