@@ -10,7 +10,9 @@ both the stack's test backend) and the Locations of CONF below:
   /fed-late      alpha (the stack's backend) and late (prefix late_), whose port nobody listens
                  on until test_member_down_at_initialize_comes_back starts a backend there
   /fed-authz     Require mcp-tool beta_echo echo (behind Basic auth)
-  /fed-identity  MCPBackendHeader X-User from the authenticated user (behind Basic auth)
+  /fed-identity  MCPBackendHeader X-User from the authenticated user (behind Basic auth); a
+                 third member, gamma, with a Header of its own instead
+  /fed-small     beta's list answers limited (MaxAnswerSize 2000)
   /fed-shaped    AllowTools, DenyTools, RenameTool and DescribeTool on both members
 
 What each test proves is in its docstring. The config test (MCPBackend beside <MCPMember>) runs
@@ -95,6 +97,22 @@ CONF = """
     </MCPMember>
     <MCPMember beta>
         Backend ${{MCP_BACKEND_URL}}
+    </MCPMember>
+    <MCPMember gamma>
+        Backend ${{MCP_BACKEND_URL}}
+        Header X-Member "gamma for %{{REMOTE_USER}}"
+    </MCPMember>
+</Location>
+
+<Location /fed-small>
+    SetHandler mcp
+    <MCPMember alpha>
+        Backend ${{MCP_BACKEND_URL}}
+        Prefix none
+    </MCPMember>
+    <MCPMember beta>
+        Backend ${{MCP_BACKEND_URL}}
+        MaxAnswerSize 2000
     </MCPMember>
 </Location>
 
@@ -400,11 +418,15 @@ def test_pagination_across_members(env, mcp):
 def test_forged_member_cursor_is_invalid_params(env, mcp):
     """A gateway cursor that decodes well but carries a member cursor the member never gave
     (the member answers -32602) is the client's error, -32602, as for a single backend's
-    tampered cursor; not a Bad Gateway."""
+    tampered cursor; not a Bad Gateway, nor a page without that member."""
     s = mcp("/fed-two")
     s.initialize()
-    err = error_of(s, "tools/list", {"cursor": b64([["alpha", "999"]])})
-    assert err["code"] == -32602, err
+    alone = s.request("tools/list", {"cursor": b64([["alpha", "999"]])})
+    # Beside a member whose cursor is good: the page is refused too, not answered without
+    # alpha (which would end alpha's listing silently).
+    beside = s.request("tools/list", {"cursor": b64([["alpha", "999"], ["beta", str(PAGE_B)]])})
+    assert [alone.get("error", {}).get("code"), beside.get("error", {}).get("code")] == \
+        [-32602, -32602], (alone, beside)
 
 
 # ---- 2. routing ---------------------------------------------------------------------------------------
@@ -435,6 +457,13 @@ def test_routing(env, mcp, db):
     assert [c["uri"] for c in r["contents"]] == ["test://static-text"], r
     r = s.call("resources/read", {"uri": "beta+test://template/42/data"})
     assert r["contents"][0]["uri"] == "beta+test://template/42/data", r
+    # A resource embedded in beta's tool result carries the beta+ URI; alpha's its own.
+    r = s.call("tools/call", {"name": "beta_test_embedded_resource", "arguments": {}})
+    assert [c["resource"]["uri"] for c in r["content"] if c["type"] == "resource"] == \
+        ["beta+test://embedded-resource"], r
+    r = s.call("tools/call", {"name": "test_embedded_resource", "arguments": {}})
+    assert [c["resource"]["uri"] for c in r["content"] if c["type"] == "resource"] == \
+        ["test://embedded-resource"], r
     # Prompts.
     assert s.call("prompts/get", {"name": "beta_test_simple_prompt"})["messages"]
     # Unknown names.
@@ -753,12 +782,10 @@ def test_require_mcp_tool_filters_the_list(env, mcp):
     assert text_of(s.call("tools/call", {"name": "echo", "arguments": {"text": "a"}})) == "a"
 
 
-@pytest.mark.xfail(strict=True, reason="mod_mcp_authz.c check(): `!conf->backend` grants every "
-                   "request of a federated Location (conf->members, no conf->backend), so Require "
-                   "mcp-tool/-prompt/-resource hide names from the lists but refuse no call")
 def test_require_mcp_tool_refuses_other_tools(env, mcp):
     """/fed-authz: beta_add and add, which no Require line allows, are refused (403, the tool
-    named), as on a single-backend Location."""
+    named), as on a single-backend Location. (Every call was granted on a federated Location
+    before 5bf77bf.)"""
     s = mcp("/fed-authz", auth=ALICE)
     s.initialize()
     for tool in ("beta_add", "add"):
@@ -771,16 +798,35 @@ def test_require_mcp_tool_refuses_other_tools(env, mcp):
 # ---- 9. identity ------------------------------------------------------------------------------------
 
 def test_identity_header_reaches_both_members(env, mcp):
-    """/fed-identity: MCPBackendHeader X-User reaches alpha's and beta's backend sessions; the
-    client's Authorization header reaches neither."""
+    """/fed-identity: MCPBackendHeader X-User reaches alpha's and beta's backend sessions; gamma's
+    own Header replaces the Location's for gamma (X-Member, no X-User); the client's
+    Authorization header reaches none."""
     for user, pw in (ALICE, ("bob", "bob-pw")):
         s = mcp("/fed-identity", auth=(user, pw))
         s.initialize()
-        for tool in ("session_info", "beta_session_info"):
+        for tool in ("session_info", "beta_session_info", "gamma_session_info"):
             i = info(s, tool)
             headers = {k.lower(): v for k, v in (i["headers"] or {}).items()}
-            assert headers.get("x-user") == user, (tool, i)
+            if tool.startswith("gamma"):
+                assert headers.get("x-member") == f"gamma for {user}", (tool, i)
+                assert "x-user" not in headers, (tool, i)
+            else:
+                assert headers.get("x-user") == user and "x-member" not in headers, (tool, i)
             assert "authorization" not in headers and i["authorizationHeaders"] == 0, (tool, i)
+
+
+def test_max_answer_size(env, mcp):
+    """/fed-small: beta's tools/list answer is larger than its MaxAnswerSize, so the merged list
+    is alpha's alone; beta's smaller answers (prompts/list) are merged, and its tools can still
+    be called (the limit is on list answers)."""
+    own = backend_lists(env)
+    s = mcp("/fed-small")
+    s.initialize()
+    assert names(s.call("tools/list")) == own["tools"]
+    assert names(s.call("prompts/list"), "prompts") == \
+        own["prompts"] + ["beta_" + n for n in own["prompts"]]
+    assert text_of(s.call("tools/call", {"name": "beta_echo", "arguments": {"text": "ok"}})) \
+        == "ok"
 
 
 # ---- 10. shaping ---------------------------------------------------------------------------------
