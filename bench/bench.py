@@ -156,18 +156,22 @@ FED_TOOL = "c_echo"             # ... the call: the last member's echo (prefixed
 
 def federated_conf():
     """A federated endpoint at /mcp-fed3: three <MCPMember>s, each the stack's C test backend
-    (the one behind /mcp), the first unprefixed and the others under "b_" and "c_" (measurement
-    10, bench/federation.py). Inside <IfDirective <MCPMember>: a --tree module without
-    federation starts, and measurement 10 says it was skipped."""
-    members = "".join(f"""    <MCPMember {m}>
+    (the one behind /mcp), the first unprefixed and the others under "b_" and "c_"; and
+    /mcp-fed1, the first of them alone (what federation costs apart from the members' number).
+    Measurement 10, bench/federation.py. Inside <IfDirective <MCPMember>: a --tree module
+    without federation starts, and measurement 10 says it was skipped."""
+    members = ["".join(f"""    <MCPMember {m}>
         Backend ${{MCP_BACKEND_URL}}
         Prefix {"none" if i == 0 else m + "_"}
     </MCPMember>
-""" for i, m in enumerate(FED_MEMBERS))
+""" for i, m in enumerate(FED_MEMBERS[:n])) for n in (len(FED_MEMBERS), 1)]
     return f"""<IfDirective <MCPMember>
 <Location /mcp-fed3>
     SetHandler mcp
-{members}</Location>
+{members[0]}</Location>
+<Location /mcp-fed1>
+    SetHandler mcp
+{members[1]}</Location>
 </IfDirective>
 """
 
@@ -538,7 +542,6 @@ class Bench:
         self.gw_se = self.gw.replace("/mcp", "/mcp-se")
         self.gw_thr = self.gw.replace("/mcp", "/mcp-threaded")
         self.gw_ses = self.gw.replace("/mcp", "/mcp-se-stdio")
-        self.gw_fed = self.gw.replace("/mcp", "/mcp-fed3")
         self.backend = env["MCP_BACKEND_URL"]
         # The trivial fixed-response handler: a static JSON file served by httpd's core.
         with open(os.path.join(d, "httpd-1", "htdocs", "trivial.json"), "w") as f:
@@ -1052,22 +1055,25 @@ class Bench:
 
     def m10(self):
         """tools/call echo and tools/list through /mcp-fed3 (three members, each the C test
-        backend) beside /mcp (that backend alone behind mod_mcp) and the backend itself:
-        calls/s and latency, interleaved. Needs self.gw, self.gw_fed, self.backend, self.sf and
-        the sessions sf("gw") and sf("backend") (setup_main; bench/federation.py)."""
+        backend) beside /mcp (that backend alone behind mod_mcp) and the backend itself, and
+        tools/list through /mcp-fed1 (one member): calls/s and latency, interleaved. Needs
+        self.gw, self.backend, self.sf and the sessions sf("gw") and sf("backend") (setup_main;
+        bench/federation.py)."""
         log("measurement 10: federation, tools/call and tools/list through 3 members vs 1")
+        fed, fed1 = self.gw.replace("/mcp", "/mcp-fed3"), self.gw.replace("/mcp", "/mcp-fed1")
         try:
-            mcp_sessions(self.gw_fed, 32, self.sf("fed3"))
+            mcp_sessions(fed, 32, self.sf("fed3"))
+            mcp_sessions(fed1, 32, self.sf("fed1"))
         except BenchError as e:
             self.results["m10_skipped"] = f"no federated endpoint ({str(e)[:200]})"
             log(f"  skipped: {self.results['m10_skipped']}")
             return
         echo = '{"text":"hello"}'
         sid = open(self.sf("fed3")).readline().strip()
-        mcp_call(self.gw_fed, sid, FED_TOOL, {"text": "hello"})
-        calls = [("single", self.gw, "gw", "echo"), ("federated", self.gw_fed, "fed3", FED_TOOL)]
+        mcp_call(fed, sid, FED_TOOL, {"text": "hello"})
+        calls = [("single", self.gw, "gw", "echo"), ("federated", fed, "fed3", FED_TOOL)]
         lists = [("backend", self.backend, "backend"), ("single", self.gw, "gw"),
-                 ("federated", self.gw_fed, "fed3")]
+                 ("federated1", fed1, "fed1"), ("federated", fed, "fed3")]
         concs = [1, 8]
         for name, url, sf, tool in calls:   # warm-up: every child, its connections and caches
             self.wrk(url, self.sf(sf), 8, 1, tool=tool, args=echo, label=f"call {name}")
@@ -1081,11 +1087,11 @@ class Bench:
                     self.record("m10", f"call {name}/{c}", r)
                     log(f"  rep {rep + 1} c={c} tools/call {name:9s} {r['rps']:7.0f} calls/s  "
                         f"p50 {r['p50_us'] / 1000:6.2f} ms  p99 {r['p99_us'] / 1000:6.2f} ms")
-            for name, url, sf in lists[rep % 3:] + lists[:rep % 3]:
+            for name, url, sf in lists[rep % 4:] + lists[:rep % 4]:
                 r = self.wrk(url, self.sf(sf), 1, self.dur, tool="tools/list",
                              label=f"list {name}")
                 self.record("m10", f"list {name}/1", r)
-                log(f"  rep {rep + 1} c=1 tools/list {name:9s} {r['rps']:7.0f} lists/s  "
+                log(f"  rep {rep + 1} c=1 tools/list {name:10s} {r['rps']:6.0f} lists/s  "
                     f"p50 {r['p50_us'] / 1000:6.2f} ms  p99 {r['p99_us'] / 1000:6.2f} ms")
         self.results["m10_concs"] = concs
         self.results["m10_members"] = len(FED_MEMBERS)

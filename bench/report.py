@@ -664,7 +664,9 @@ def write_report(res, bench_dir, work, quick):
           "C test backend behind `/mcp` (the first unprefixed, the others under `b_` and `c_`). "
           f"`tools/call` of `{res.get('m10_tool', 'c_echo')}` (the last member's echo: routed by "
           "its prefix, renamed both ways) against `/mcp`'s `echo`; `tools/list` (every member "
-          "asked at once, the lists merged) against `/mcp`'s and the backend's own. 32 sessions "
+          "asked at once, the lists merged) against `/mcp`'s, the backend's own and that of "
+          "`/mcp-fed1`, the first member alone (federation's cost apart from the members' "
+          "number). 32 sessions "
           "each, interleaved; `bench/federation.py` runs this measurement alone. The goals "
           "(issue 22): a call ≤ ×1.1 the single-backend call, a list over the members ≤ the "
           "slowest member's + 1 ms (one member's list through mod_mcp: `/mcp`'s).")
@@ -674,8 +676,10 @@ def write_report(res, bench_dir, work, quick):
         w("|---|---:|---|---:|---:|---:|---|---:|")
         rows = [(f"call {t}/{c}", "`tools/call`", c, t) for c in m10c
                 for t in ("single", "federated")]
-        rows += [(f"list {t}/1", "`tools/list`", 1, t) for t in ("backend", "single", "federated")]
+        rows += [(f"list {t}/1", "`tools/list`", 1, t)
+                 for t in ("backend", "single", "federated1", "federated")]
         names = {"backend": "the backend alone", "single": "`/mcp` (1 backend)",
+                 "federated1": "`/mcp-fed1` (1 member)",
                  "federated": f"`/mcp-fed3` ({res.get('m10_members', 3)} members)"}
         for key, what, c, t in rows:
             rs = R("m10", key)
