@@ -30,6 +30,10 @@ started with --tls --http2 is reached over every wire too: parametrize a fixture
 wanted_modes() and take wire_client(mode, env) (or wire_of). fault_backend(stack_dir) runs
 tests/backend/mcp-fault-backend on STACK_DIR/faults.sock, where the .confs' fault locations point.
 
+Markers: not_asan  a test that scripts/test's ASan+UBSan pass leaves out (`-m "not not_asan"`):
+its sanitizer value is nil or already had from the tests of its module that stay in that pass
+(each use says why). The event MPM pass runs it, as does any run without that -m.
+
 Run with Debian's interpreter: /usr/bin/python3 -m pytest -v tests/integration
 """
 
@@ -61,6 +65,16 @@ STACK_ARGS = shlex.split(os.environ.get("MCP_TEST_STACK_ARGS", ""))
 GATEWAY_CONF = Path(__file__).resolve().parent / "gateway.conf"
 # How tests that take `any_wire` reach the gateway (see the module docstring).
 WIRE_MODES = ("http1", "h2c", "h2tls")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "not_asan: left out of scripts/test's ASan+UBSan pass "
+                            "(its sanitizer value is nil or had from the module's other tests)")
+
+
+# Whether the tests run against the sanitizer build (scripts/test's ASan+UBSan pass names
+# build-asan's module in MCP_TEST_STACK_ARGS): loops of N sessions run fewer there.
+ASAN = any("build-asan" in a for a in STACK_ARGS)
 
 
 def load_stack_env(path: str | os.PathLike) -> dict[str, str]:
