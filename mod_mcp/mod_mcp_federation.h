@@ -14,7 +14,10 @@
  *   ping, setLevel       every open member, at once; one empty result
  *   notifications        every open member; the client's answers to a member's requests (and
  *                        cancellations of them) go to that member, with its own id
- *   GET                  one stream of every member's standalone stream (held by its thread)
+ *   GET                  one stream of every member's standalone stream: parked where streams
+ *                        can be (mod_mcp_park: a backend half per member, its GET in a transfer
+ *                        slot of the stream's loop source, all storing on the one stream), else
+ *                        held by its thread
  *   DELETE               every member's session ends
  *
  * Store before write, resumption with Last-Event-ID, the audit and the limits are the gateway's
