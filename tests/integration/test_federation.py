@@ -9,7 +9,8 @@ both the stack's test backend) and the Locations of CONF below:
                  server->client ids collide (each process numbers its own from srv-1)
   /fed-late      alpha (the stack's backend) and late (prefix late_), whose port nobody listens
                  on until test_member_down_at_initialize_comes_back starts a backend there
-  /fed-authz     Require mcp-tool beta_echo echo (behind Basic auth)
+  /fed-authz     Require mcp-tool beta_echo echo, mcp-prompt beta_test_simple_prompt,
+                 mcp-resource beta+test://static-* (behind Basic auth)
   /fed-identity  MCPBackendHeader X-User from the authenticated user (behind Basic auth); a
                  third member, gamma, with a Header of its own instead
   /fed-small     beta's list answers limited (MaxAnswerSize 2000)
@@ -74,6 +75,8 @@ CONF = """
     <RequireAll>
         Require valid-user
         Require mcp-tool beta_echo echo
+        Require mcp-prompt beta_test_simple_prompt
+        Require mcp-resource beta+test://static-*
     </RequireAll>
     <MCPMember alpha>
         Backend ${{MCP_BACKEND_URL}}
@@ -791,10 +794,16 @@ def test_batches_and_the_2026_era_are_refused(env, mcp):
 
 def test_require_mcp_tool_filters_the_list(env, mcp):
     """/fed-authz (Require mcp-tool beta_echo echo): tools/list shows those two only, in member
-    order, and both can be called."""
+    order, and both can be called. The prompt and resource lines name exposed names too:
+    prompts/list and resources/list show only what they allow, and that can be used."""
     s = mcp("/fed-authz", auth=ALICE)
     s.initialize()
     assert names(s.call("tools/list")) == ["echo", "beta_echo"]
+    assert names(s.call("prompts/list"), "prompts") == ["beta_test_simple_prompt"]
+    uris = names(s.call("resources/list"), "resources", "uri")
+    assert uris and all(u.startswith("beta+test://static-") for u in uris), uris
+    assert s.call("prompts/get", {"name": "beta_test_simple_prompt"})["messages"]
+    assert s.call("resources/read", {"uri": uris[0]})["contents"][0]["uri"] == uris[0]
     assert text_of(s.call("tools/call", {"name": "beta_echo", "arguments": {"text": "b"}})) == "b"
     assert text_of(s.call("tools/call", {"name": "echo", "arguments": {"text": "a"}})) == "a"
 
@@ -810,6 +819,13 @@ def test_require_mcp_tool_refuses_other_tools(env, mcp):
                                    "params": {"name": tool, "arguments": {"a": 1, "b": 2}}}))
         assert r.status_code == 403, (tool, r.status_code, r.text)
         assert f"tool '{tool}'" in r.json()["error"]["message"], r.text
+    for method, params, what in (
+            ("prompts/get", {"name": "test_simple_prompt"}, "prompt 'test_simple_prompt'"),
+            ("resources/read", {"uri": "beta+test://watched-resource"}, "Require mcp-resource"),
+            ("resources/read", {"uri": "test://static-text"}, "Require mcp-resource")):
+        r = s.post_raw(json.dumps({"jsonrpc": "2.0", "id": s.next_id(), "method": method,
+                                   "params": params}))
+        assert r.status_code == 403 and what in r.json()["error"]["message"], (method, r.text)
 
 
 # ---- 9. identity ------------------------------------------------------------------------------------
@@ -873,6 +889,12 @@ def test_shaping(env, mcp):
         err = error_of(s, "tools/call", {"name": name, "arguments": {"a": 1, "b": 1, "text": "x"}})
         assert err["code"] == -32602, (name, err)
     assert info(s, "b-session_info")["session"] != info(s)["session"]
+    # The globs apply to prompts too (alpha's are all test_*, beta allows none of its own); a
+    # prefixed member's URIs go by its name (beta+), whatever its Prefix.
+    assert s.call("prompts/list")["prompts"] == []
+    uris = names(s.call("resources/list"), "resources", "uri")
+    assert "beta+test://static-text" in uris and "test://static-text" in uris, uris
+    assert not [u for u in uris if u.startswith("b-")], uris
 
 
 # ---- 11. DELETE -------------------------------------------------------------------------------------
