@@ -29,6 +29,7 @@
 #include "mod_mcp_dbd.h"
 #include "mod_mcp_detach.h"
 #include "mod_mcp_console.h"
+#include "mod_mcp_exchange.h"
 #include "mod_mcp_handler.h"
 #include "mod_mcp_lease.h"
 #include "mod_mcp_members.h"
@@ -388,6 +389,7 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
     mcp_child.leases = mcp_lease_keeper_start(pchild, s);
     mcp_park_child_init(pchild, s);
     mcp_detach_child_init(pchild, s);
+    mcp_exchange_child_init(pchild);
     listener = apr_pcalloc(pchild, sizeof(*listener));
     listener->s = s;
     listener->pool = pchild;

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include <apr_strings.h>
+#include <apr_thread_proc.h>
 #include <curl/curl.h>
 #include <httpd.h>
 #include <http_protocol.h>
@@ -163,6 +164,41 @@ mcp_backend_status_t mcp_exchange_perform(mcp_exchange_t *x, mcp_backend_call_t 
     return mcp_exchange_end(x, status, err);
 }
 
+/* Each thread's multi handle for mcp_exchange_perform_all, kept for the thread's life: the
+ * connections to the members live in a multi handle's cache, so a new one per fan-out would be
+ * a new connection to every member every time. */
+static apr_threadkey_t *multi_key;
+
+static void multi_free(void *multi)
+{
+    curl_multi_cleanup(multi);
+}
+
+void mcp_exchange_child_init(apr_pool_t *pchild)
+{
+    if (apr_threadkey_private_create(&multi_key, multi_free, pchild) != APR_SUCCESS) {
+        multi_key = NULL;   /* a multi handle per fan-out, then */
+    }
+}
+
+/* This thread's multi handle (*own: the caller's to clean up, when there is no key). */
+static CURLM *thread_multi(int *own)
+{
+    void *multi = NULL;
+
+    *own = 0;
+    if (multi_key && apr_threadkey_private_get(&multi, multi_key) == APR_SUCCESS && multi) {
+        return multi;
+    }
+    if (!(multi = curl_multi_init())) {
+        return NULL;
+    }
+    if (!multi_key || apr_threadkey_private_set(multi, multi_key) != APR_SUCCESS) {
+        *own = 1;
+    }
+    return multi;
+}
+
 /* The multi handle's callbacks: each exchange's own hooks, the response copied. */
 static int on_headers_copied(void *baton, const mcp_backend_response_t *resp)
 {
@@ -174,13 +210,13 @@ void mcp_exchange_perform_all(mcp_exchange_t *const *xs, mcp_backend_call_t *cal
 {
     mcp_backend_async_t **as;
     CURLM *multi;
-    int i, running = 0;
+    int i, running = 0, own;
 
     if (n <= 0) {
         return;
     }
     as = apr_pcalloc(xs[0]->q->r->pool, sizeof(*as) * (apr_size_t)n);
-    multi = curl_multi_init();
+    multi = thread_multi(&own);
 
     for (i = 0; i < n; i++) {
         mcp_exchange_t *x = xs[i];
@@ -244,7 +280,7 @@ void mcp_exchange_perform_all(mcp_exchange_t *const *xs, mcp_backend_call_t *cal
             status[i] = mcp_exchange_end(xs[i], status[i], &err[i]);
         }
     }
-    if (multi) {
+    if (multi && own) {
         curl_multi_cleanup(multi);
     }
 }

@@ -63,6 +63,10 @@ void mcp_exchange_init(mcp_exchange_t *x, mcp_req_t *q, void *baton);
 mcp_backend_status_t mcp_exchange_perform(mcp_exchange_t *x, mcp_backend_call_t *call,
                                           const char **err);
 
+/* Per process (child_init): each thread keeps its multi handle for mcp_exchange_perform_all
+ * (and its connections to the members) until it exits. */
+void mcp_exchange_child_init(apr_pool_t *pchild);
+
 /* Several exchanges at once (a federated endpoint's fan-out: initialize, the lists, ping), each
  * as mcp_exchange_perform would make it alone (its own x->q, so its own configuration and
  * target), on a multi handle of this thread's: they take as long as the slowest. status[i] and

@@ -202,14 +202,18 @@ static json_object *response_to(apr_pool_t *p, const member_t *m, json_object *i
     return NULL;
 }
 
-/* Why a member's answer is not the result asked for (NULL: it is; *result then set). */
-static const char *answer_problem(apr_pool_t *p, const member_t *m, json_object *id,
-                                  json_object **result, const char **text)
+/* Why a member's answer is not the result asked for (NULL: it is; *result then set); *code the
+ * member's JSON-RPC error code when it answered with one (else 0; may be NULL). */
+static const char *answer_problem_code(apr_pool_t *p, const member_t *m, json_object *id,
+                                       json_object **result, const char **text, int *code)
 {
-    json_object *response, *error;
+    json_object *response, *error, *c;
     const char *why;
 
     *result = NULL;
+    if (code) {
+        *code = 0;
+    }
     if (m->status != MCP_BACKEND_OK) {
         return apr_psprintf(p, "%s", m->err ? m->err : "the exchange failed");
     }
@@ -221,6 +225,10 @@ static const char *answer_problem(apr_pool_t *p, const member_t *m, json_object 
     }
     if (json_object_object_get_ex(response, "error", &error)) {
         why = mcp_jsonrpc_get_string(error, "message");
+        if (code && json_object_object_get_ex(error, "code", &c)
+            && json_object_is_type(c, json_type_int)) {
+            *code = json_object_get_int(c);
+        }
         return apr_psprintf(p, "it answered with an error: %s",
                             why ? mcp_text_quote(p, why, strlen(why), 200) : "(no message)");
     }
@@ -229,6 +237,12 @@ static const char *answer_problem(apr_pool_t *p, const member_t *m, json_object 
         return "its response has no result object";
     }
     return NULL;
+}
+
+static const char *answer_problem(apr_pool_t *p, const member_t *m, json_object *id,
+                                  json_object **result, const char **text)
+{
+    return answer_problem_code(p, m, id, result, text, NULL);
 }
 
 /* ---- opening members' sessions -------------------------------------------------------------- */
@@ -564,6 +578,7 @@ static int list_page(fed_t *f)
     json_object *params = NULL, *cursor = NULL, **results, *merged;
     apr_array_header_t *pairs = NULL;
     const char **names, *next = NULL, *failures = "";
+    const char *refused = NULL;   /* a member refused the cursor the client's carried for it */
     int *want = apr_pcalloc(p, sizeof(int) * (apr_size_t)f->n);
     const char **cursors = apr_pcalloc(p, sizeof(char *) * (apr_size_t)f->n);
     mcp_stream_t st;
@@ -629,8 +644,13 @@ static int list_page(fed_t *f)
         if (!want[i]) {
             continue;
         }
+        int code = 0;
+
         why = !is_open(m) ? apr_psprintf(p, "unavailable (%s)", m->row.error)
-                          : answer_problem(p, m, msg->id, &result, &text);
+                          : answer_problem_code(p, m, msg->id, &result, &text, &code);
+        if (!refused && cursors[i] && code == MCP_JSONRPC_INVALID_PARAMS) {
+            refused = apr_psprintf(p, "%s: %s", m->mc->fed.name, why);
+        }
         if (!why && m->mc->fed.max_answer && strlen(text) > m->mc->fed.max_answer) {
             why = apr_psprintf(p, "its answer (%" APR_SIZE_T_FMT " bytes) exceeds its "
                                "MaxAnswerSize (%" APR_SIZE_T_FMT ")", strlen(text),
@@ -646,6 +666,14 @@ static int list_page(fed_t *f)
         dropped += mcp_fed_list_rewrite(p, &f->fed[i], msg->method, result);
         results[i] = result;
         answered++;
+    }
+    if (refused) {
+        /* A cursor a member refuses is the client's mistake (a single backend's -32602), and
+         * the page is refused whole: a page without that member would end its listing
+         * silently. */
+        return finish_answer(&st, mcp_jsonrpc_error_body(p, msg->id, MCP_JSONRPC_INVALID_PARAMS,
+            apr_psprintf(p, "Invalid params: the cursor is not one this endpoint gave (%s)",
+                         refused), NULL));
     }
     if (answered == 0) {
         return finish_answer(&st, mcp_jsonrpc_error_body(p, msg->id, MCP_JSONRPC_BACKEND_ERROR,
