@@ -41,7 +41,9 @@ SELECT s.id                                   AS stream_id,
        req.message_text                       AS request_text,
        resp.message_text                      AS response_text,
        s.bridged_to                           AS backend_stream_id,
-       s.trace_id                             -- the W3C trace id the backend got too
+       s.trace_id,                            -- the W3C trace id the backend got too
+       s.member                               -- the <MCPMember> that answered (NULL: the
+                                              -- Location's only backend)
   FROM mcp.streams s
   LEFT JOIN mcp.sessions ses ON ses.id = s.session_id   -- none for 2026-07-28 requests
   JOIN mcp.events req ON req.stream_id = s.id AND req.seq = 0 AND req.direction = 'in'
