@@ -66,8 +66,9 @@ int mcp_fed_name_allowed(const mcp_fed_member_t *m, const char *own)
     return !fed_globs_match(m->deny, own);
 }
 
-/* The value of the table entry whose key is exactly key (apr_table_get ignores case), or NULL. */
-static const char *fed_table_exact(const apr_table_t *t, const char *key)
+/* The first entry whose key (by_value: whose value) is exactly s (apr_table_get ignores case
+ * and looks at keys only), or NULL. */
+static const apr_table_entry_t *fed_entry(const apr_table_t *t, const char *s, int by_value)
 {
     const apr_array_header_t *elts;
     const apr_table_entry_t *e;
@@ -79,31 +80,28 @@ static const char *fed_table_exact(const apr_table_t *t, const char *key)
     elts = apr_table_elts(t);
     e = (const apr_table_entry_t *)elts->elts;
     for (i = 0; i < elts->nelts; i++) {
-        if (e[i].key && strcmp(e[i].key, key) == 0) {
-            return e[i].val;
+        const char *v = by_value ? e[i].val : e[i].key;
+        if (e[i].key && v && strcmp(v, s) == 0) {
+            return &e[i];
         }
     }
     return NULL;
 }
 
+/* The value of the table entry whose key is exactly key, or NULL. */
+static const char *fed_table_exact(const apr_table_t *t, const char *key)
+{
+    const apr_table_entry_t *e = fed_entry(t, key, 0);
+
+    return e ? e->val : NULL;
+}
+
 /* The key of the first rename whose new name is exactly new_name, or NULL. */
 static const char *fed_renamed_from(const apr_table_t *t, const char *new_name)
 {
-    const apr_array_header_t *elts;
-    const apr_table_entry_t *e;
-    int i;
+    const apr_table_entry_t *e = fed_entry(t, new_name, 1);
 
-    if (!t) {
-        return NULL;
-    }
-    elts = apr_table_elts(t);
-    e = (const apr_table_entry_t *)elts->elts;
-    for (i = 0; i < elts->nelts; i++) {
-        if (e[i].key && e[i].val && strcmp(e[i].val, new_name) == 0) {
-            return e[i].key;
-        }
-    }
-    return NULL;
+    return e ? e->key : NULL;
 }
 
 /* The own name behind a name the member shows (renamed, not yet prefixed), or NULL when that
