@@ -440,14 +440,11 @@ def test_pagination_across_members(env, mcp):
         assert err["code"] == -32602, (bad, err)
 
 
-@pytest.mark.xfail(strict=True, reason="mod_mcp_federation.c list_page: a member that refuses its "
-                   "part of a gateway cursor (-32602) beside others is left out of the page, which "
-                   "is answered without it (its listing ends silently); alone, the page is -32002 "
-                   "Bad Gateway at 58c4da0")
 def test_forged_member_cursor_is_invalid_params(env, mcp):
     """A gateway cursor that decodes well but carries a member cursor the member never gave
     (the member answers -32602) is the client's error, -32602, as for a single backend's
-    tampered cursor; not a Bad Gateway, nor a page without that member."""
+    tampered cursor; not a Bad Gateway, nor a page without that member. (Both were, before
+    5403aaf.)"""
     s = mcp("/fed-two")
     s.initialize()
     alone = s.request("tools/list", {"cursor": b64([["alpha", "999"]])})
