@@ -475,6 +475,11 @@ def test_routing(env, mcp, db):
                     "WHERE session_id = %s ORDER BY member", (s.session_id,))
         rows = cur.fetchall()
     assert rows == [("alpha", ia["session"], "open"), ("beta", ib["session"], "open")]
+    # The audit says which member answered each call (mcp.streams.member), by the client's name.
+    with db.cursor() as cur:
+        cur.execute("SELECT tool, member, outcome FROM mcp.tool_calls WHERE session_id = %s "
+                    "AND tool LIKE '%%echo' ORDER BY started_at", (s.session_id,))
+        assert cur.fetchall() == [("echo", "alpha", "ok"), ("beta_echo", "beta", "ok")]
     assert s.session_id not in (ia["session"], ib["session"])
     # Resources.
     r = s.call("resources/read", {"uri": "beta+test://static-text"})
