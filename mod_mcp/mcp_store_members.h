@@ -27,6 +27,21 @@ typedef struct mcp_store_member_t {
 mcp_store_status_t mcp_store_members_put(mcp_store_t *db, apr_pool_t *p, const char *session_id,
                                          const mcp_store_member_t *members, int n);
 
+/* Stores the members of session_id that were opened again (or failed again), each only where its
+ * row is not open (or absent): of several processes that open a member at once, the first one's
+ * session is stored. *stored (may be NULL) gets, per row, 1 when it was stored, 0 when another
+ * was already there (the caller ends its own session with the member and reads the row). */
+mcp_store_status_t mcp_store_members_reopened(mcp_store_t *db, apr_pool_t *p,
+                                              const char *session_id,
+                                              const mcp_store_member_t *members, int n,
+                                              int *stored);
+
+/* Marks the member failed (why) when its row still holds backend_session_id, the session the
+ * member lost: one opened again meanwhile stays. */
+mcp_store_status_t mcp_store_member_lost(mcp_store_t *db, apr_pool_t *p, const char *session_id,
+                                         const char *member, const char *backend_session_id,
+                                         const char *why);
+
 /* The session's members (mcp_store_member_t, in p), in no particular order, an empty array when
  * it has none; and what its client said in its initialize (JSON texts, NULL when absent), to
  * open a member's session later the same way. NOT_FOUND: no such session. */

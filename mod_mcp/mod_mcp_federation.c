@@ -307,8 +307,10 @@ static void reopen(fed_t *f, const int *want)
     apr_pool_t *p = f->q->r->pool;
     json_object *id = json_object_new_string("mcp-federation-open"), *result;
     mcp_store_member_t *rows = apr_pcalloc(p, sizeof(*rows) * (apr_size_t)f->n);
+    member_t **who = apr_pcalloc(p, sizeof(*who) * (apr_size_t)f->n);
+    int *stored = apr_pcalloc(p, sizeof(int) * (apr_size_t)f->n);
     const char *body = initialize_body(f);
-    int i, k = 0;
+    int i, k = 0, lost = 0;
 
     for (i = 0; i < f->n; i++) {
         member_t *m = &f->m[i];
@@ -329,6 +331,7 @@ static void reopen(fed_t *f, const int *want)
             continue;
         }
         settle_opening(f, m, id, &result);
+        who[k] = m;
         rows[k++] = m->row;
         if (is_open(m)) {
             ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, f->q->r, "federation: session %s: member %s "
@@ -346,12 +349,83 @@ static void reopen(fed_t *f, const int *want)
         f->m[i].asked = f->m[i].asked && is_open(&f->m[i]);
     }
     fan_out(f, 0, f->q->conf->backend_timeout);
-    if (mcp_store_members_put(mcp_req_db(f->q), p, f->q->session->id, rows, k)
+    if (mcp_store_members_reopened(mcp_req_db(f->q), p, f->q->session->id, rows, k, stored)
         != MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, f->q->r, "federation: storing the members of "
                       "session %s failed (they are opened again next time): %s",
                       mcp_id_tag(p, f->q->session->id), mcp_req_db(f->q)->error);
+        return;
     }
+    /* Another request opened some of them meanwhile: its session is the member's, this one's
+     * ends. */
+    for (i = 0; i < k; i++) {
+        if (!stored[i]) {
+            if (is_open(who[i])) {
+                mcp_req_end_backend_session(&who[i]->q, who[i]->row.backend_session_id,
+                                            "opened twice at once");
+            }
+            memset(&who[i]->row, 0, sizeof(who[i]->row));
+            lost++;
+        }
+    }
+    if (lost && fed_load(f, f->q->session->id) != MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, f->q->r, "federation: reading the members of "
+                      "session %s failed: %s", mcp_id_tag(p, f->q->session->id),
+                      mcp_req_db(f->q)->error);
+    }
+}
+
+/* Non-zero when m answered as a member that lost its session does (it restarted): 404 with a
+ * JSON-RPC error. */
+static int lost_session(apr_pool_t *p, const member_t *m)
+{
+    const char *body;
+
+    return m->status == MCP_BACKEND_OK && m->x.response.status == HTTP_NOT_FOUND
+        && m->messages && m->messages->nelts == 1
+        && (body = APR_ARRAY_IDX(m->messages, 0, const char *)) != NULL
+        && mcp_jsonrpc_is_error_message(p, body, strlen(body));
+}
+
+/* fan_out to the open members asked, and once more to each that lost its session meanwhile:
+ * it is marked failed, opened again, and asked again (its answer replaces the 404). */
+static void fan_out_open(fed_t *f, apr_interval_time_t timeout)
+{
+    apr_pool_t *p = f->q->r->pool;
+    const char **bodies = apr_pcalloc(p, sizeof(*bodies) * (apr_size_t)f->n);
+    int *lost = apr_pcalloc(p, sizeof(int) * (apr_size_t)f->n);
+    int i, n = 0;
+
+    fan_out(f, 0, timeout);
+    for (i = 0; i < f->n; i++) {
+        member_t *m = &f->m[i];
+
+        if (!m->asked || !lost_session(p, m)) {
+            continue;
+        }
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, f->q->r, "federation: session %s: member %s "
+                      "no longer knows its session; it is opened again",
+                      mcp_id_tag(p, f->q->session->id), m->mc->fed.name);
+        if (mcp_store_member_lost(mcp_req_db(f->q), p, f->q->session->id, m->mc->fed.name,
+                                  m->row.backend_session_id,
+                                  "it no longer knew its session (HTTP 404)") != MCP_STORE_OK) {
+            continue;
+        }
+        m->row.open = 0;
+        m->row.error = "it no longer knew its session (HTTP 404)";
+        bodies[i] = m->body;
+        lost[i] = 1;
+        n++;
+    }
+    if (n == 0) {
+        return;
+    }
+    reopen(f, lost);
+    for (i = 0; i < f->n; i++) {
+        f->m[i].asked = lost[i] && is_open(&f->m[i]);
+        f->m[i].body = lost[i] ? bodies[i] : f->m[i].body;
+    }
+    fan_out(f, 0, timeout);
 }
 
 /* ---- initialize ---------------------------------------------------------------------------- */
@@ -635,7 +709,7 @@ static int list_page(fed_t *f)
         }
         m->body = mcp_jsonrpc_to_string(p, copy, NULL);
     }
-    fan_out(f, 0, q->conf->backend_timeout);
+    fan_out_open(f, q->conf->backend_timeout);
     for (i = 0; i < f->n; i++) {
         member_t *m = &f->m[i];
         const char *why, *text = NULL;
@@ -705,7 +779,7 @@ static int ask_all(fed_t *f)
         f->m[i].asked = is_open(&f->m[i]);
         f->m[i].body = apr_pstrmemdup(p, q->raw, q->raw_len);
     }
-    fan_out(f, 0, q->conf->backend_timeout);
+    fan_out_open(f, q->conf->backend_timeout);
     for (i = 0; i < f->n; i++) {
         json_object *result;
         const char *text, *why;
@@ -963,22 +1037,20 @@ int mcp_federation_outbound(mcp_req_t *q, apr_pool_t *p, json_object *obj, const
 const char *mcp_federation_member_lost(mcp_req_t *q)
 {
     apr_pool_t *p = q->r->pool;
-    mcp_store_member_t row;
+    const char *name = q->member->fed->name;
 
-    memset(&row, 0, sizeof(row));
-    row.member = q->member->fed->name;
-    row.backend_url = q->member->row.backend_url;
-    row.error = "it no longer knew its session (HTTP 404)";
-    if (mcp_store_members_put(mcp_req_db(q), p, q->session->id, &row, 1) != MCP_STORE_OK) {
+    if (mcp_store_member_lost(mcp_req_db(q), p, q->session->id, name,
+                              q->member->row.backend_session_id,
+                              "it no longer knew its session (HTTP 404)") != MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, q->r, "federation: marking member %s of session "
-                      "%s failed: %s", row.member, mcp_id_tag(p, q->session->id),
+                      "%s failed: %s", name, mcp_id_tag(p, q->session->id),
                       mcp_req_db(q)->error);
     }
     ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r, "federation: session %s: member %s no "
                   "longer knows its session; it is opened again at the next request",
-                  mcp_id_tag(p, q->session->id), row.member);
+                  mcp_id_tag(p, q->session->id), name);
     return apr_psprintf(p, "Bad Gateway: the member that serves this request (%s) lost its "
-                        "session; it is opened again at the next request", row.member);
+                        "session; it is opened again at the next request", name);
 }
 
 /* ---- DELETE --------------------------------------------------------------------------------- */
