@@ -11,6 +11,7 @@ both the stack's test backend) and the Locations of CONF below:
                  on until test_member_down_at_initialize_comes_back starts a backend there
   /fed-race      as /fed-late, its member race (prefix race_) on a port of its own
   /fed-restart   alpha and again (prefix again_), whose backend restarts in its test
+  /fed-down      two members on a port where nothing ever listens
   /fed-authz     Require mcp-tool beta_echo echo, mcp-prompt beta_test_simple_prompt,
                  mcp-resource beta+test://static-* (behind Basic auth)
   /fed-identity  MCPBackendHeader X-User from the authenticated user (behind Basic auth); a
@@ -87,6 +88,17 @@ CONF = """
     </MCPMember>
     <MCPMember again>
         Backend http://127.0.0.1:{port_restart}/mcp
+    </MCPMember>
+</Location>
+
+<Location /fed-down>
+    SetHandler mcp
+    <MCPMember nobody>
+        Backend http://127.0.0.1:{port_dead}/mcp
+        Prefix none
+    </MCPMember>
+    <MCPMember nobody2>
+        Backend http://127.0.0.1:{port_dead}/mcp
     </MCPMember>
 </Location>
 
@@ -182,7 +194,8 @@ class Backend:
         run_env = dict(os.environ)
         san = Path(env["MCP_STACK_DIR"], "sanitizer", "backend.env")
         if san.is_file():
-            run_env.update(line.split("=", 1) for line in san.read_text().splitlines() if "=" in line)
+            run_env.update(line.split("=", 1) for line in san.read_text().splitlines()
+                           if "=" in line)
         portfile = d / f"{name}.port"
         portfile.unlink(missing_ok=True)
         with open(self.log, "ab") as log:
@@ -209,7 +222,7 @@ class Backend:
 def env():
     d = run_dir("mcp-federation-")
     ports = {"port_a": free_port(), "port_b": free_port(), "port_late": free_port(),
-             "port_race": free_port(), "port_restart": free_port()}
+             "port_race": free_port(), "port_restart": free_port(), "port_dead": free_port()}
     conf = d / "federation.conf"
     conf.write_text(CONF.format(**ports))
     with own_stack(d, "--httpd", "2", "--tls", "--http2", "--conf", str(conf)) as e:
@@ -266,7 +279,7 @@ def joined(s: McpSession, u: str) -> McpSession:
     return other
 
 
-# ---- helpers --------------------------------------------------------------------------------------
+# ---- helpers ------------------------------------------------------------------------------------
 
 def names(result, key="tools", field="name") -> list[str]:
     return [item[field] for item in result[key]]
@@ -363,7 +376,7 @@ class Listener:
         return got
 
 
-# ---- 1. merged lists, and pagination across members -------------------------------------------------
+# ---- 1. merged lists, and pagination across members ---------------------------------------------
 
 def test_merged_lists(env, mcp):
     """tools/list, prompts/list, resources/list and resources/templates/list of /mcp-federated:
@@ -455,7 +468,7 @@ def test_forged_member_cursor_is_invalid_params(env, mcp):
         [-32602, -32602], (alone, beside)
 
 
-# ---- 2. routing ---------------------------------------------------------------------------------------
+# ---- 2. routing ---------------------------------------------------------------------------------
 
 def test_routing(env, mcp, db):
     """echo and beta_echo reach two backend sessions (session_info reports the backend session:
@@ -521,7 +534,7 @@ def test_routing(env, mcp, db):
     assert info(s)["logLevel"] == "error" and info(s, "beta_session_info")["logLevel"] == "error"
 
 
-# ---- 3. a member down at initialize, and back ------------------------------------------------------
+# ---- 3. a member down at initialize, and back ---------------------------------------------------
 
 def test_member_down_at_initialize_comes_back(env, mcp, db):
     """/fed-late's member late has nobody on its port: initialize succeeds with alpha's tools only,
@@ -593,11 +606,26 @@ def test_member_down_at_initialize_comes_back(env, mcp, db):
         assert cur.fetchone() == ("open", new_late)
 
 
-@pytest.mark.xfail(strict=False, reason="mod_mcp_federation.c reopen(): each request that finds the "
-                   "member failed opens a backend session of its own, and mcp_store_members_put "
-                   "overwrites the row (last writer wins); the sessions the other requests opened "
-                   "are never ended (no DELETE), and their requests ran on a session the gateway "
-                   "then forgets. (A race: not strict, in case all six find the row open.)")
+def test_every_member_down_at_initialize(env, mcp):
+    """/fed-down: no member can start a session, so initialize fails (502, -32002) naming both,
+    and no gateway session is made."""
+    s = mcp("/fed-down")
+    r = s.post_raw(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                               "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                          "clientInfo": {"name": "t", "version": "0"}}}))
+    assert r.status_code == 502, r.text
+    err = r.json()["error"]
+    assert err["code"] == -32002, err
+    assert "nobody:" in err["message"] and "nobody2:" in err["message"], err
+    assert "Mcp-Session-Id" not in r.headers
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "mod_mcp_federation.c reopen(): each request that finds the member failed opens a backend "
+    "session of its own, and mcp_store_members_put overwrites the row (last writer wins); the "
+    "sessions the other requests opened are never ended (no DELETE), and their requests ran on "
+    "a session the gateway then forgets. (A race: not strict, in case all six find the row "
+    "open.)"))
 def test_concurrent_requests_open_a_returning_member_once(env, mcp):
     """/fed-race's member race is down at initialize, then comes up; several requests of the
     session at once (tools/list on both instances) all find it again, and every backend session
@@ -660,7 +688,7 @@ def test_member_restarted_is_listed_again(env, mcp):
     assert lists[-1] == own + ["again_" + n for n in own], lists
 
 
-# ---- 4. sampling from two members at once -----------------------------------------------------------
+# ---- 4. sampling from two members at once -------------------------------------------------------
 
 def test_sampling_from_two_members_with_colliding_ids(env, mcp):
     """/fed-two: sample (alpha) and beta_sample at once, on two backends that number their
@@ -741,7 +769,7 @@ def test_sampling_answered_through_the_other_instance(env, mcp):
         other.close()
 
 
-# ---- 5. cancellation ------------------------------------------------------------------------------
+# ---- 5. cancellation ----------------------------------------------------------------------------
 
 def test_cancellation_of_a_call_routed_to_beta(env, mcp, db):
     """notifications/cancelled for a slow call of beta_slow: the call ends early at beta's backend
@@ -820,7 +848,8 @@ def test_resume_on_the_other_instance(env, mcp):
     try:
         assert text_of(other.call("tools/call", {"name": "beta_echo",
                                                  "arguments": {"text": "on 2"}})) == "on 2"
-        assert info(other, "beta_session_info")["session"] == info(s, "beta_session_info")["session"]
+        assert info(other, "beta_session_info")["session"] == \
+            info(s, "beta_session_info")["session"]
         events = s.request_stream("tools/call", {"name": "beta_slow",
                                                  "arguments": {"count": 6, "interval_ms": 150},
                                                  "_meta": {"progressToken": "r"}},
@@ -911,7 +940,7 @@ def test_batches_and_the_2026_era_are_refused(env, mcp):
     assert s2.initialize()["protocolVersion"] == "2025-11-25"
 
 
-# ---- 8. authorization ------------------------------------------------------------------------------
+# ---- 8. authorization ---------------------------------------------------------------------------
 
 def test_require_mcp_tool_filters_the_list(env, mcp):
     """/fed-authz (Require mcp-tool beta_echo echo): tools/list shows those two only, in member
@@ -949,7 +978,7 @@ def test_require_mcp_tool_refuses_other_tools(env, mcp):
         assert r.status_code == 403 and what in r.json()["error"]["message"], (method, r.text)
 
 
-# ---- 9. identity ------------------------------------------------------------------------------------
+# ---- 9. identity --------------------------------------------------------------------------------
 
 def test_identity_header_reaches_both_members(env, mcp):
     """/fed-identity: MCPBackendHeader X-User reaches alpha's and beta's backend sessions; gamma's
@@ -1018,7 +1047,7 @@ def test_shaping(env, mcp):
     assert not [u for u in uris if u.startswith("b-")], uris
 
 
-# ---- 11. DELETE -------------------------------------------------------------------------------------
+# ---- 11. DELETE ---------------------------------------------------------------------------------
 
 def test_delete_ends_every_member_session(env, mcp):
     """DELETE of a federated session ends alpha's and beta's backend sessions: the backend answers
@@ -1042,7 +1071,7 @@ def test_delete_ends_every_member_session(env, mcp):
     assert [ping(sid) for sid in sids] == [404, 404]
 
 
-# ---- 12. HTTP/2 -------------------------------------------------------------------------------------
+# ---- 12. HTTP/2 ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", wanted_modes())
 def test_lists_and_calls_over_every_wire(env, mode):
@@ -1069,7 +1098,7 @@ def test_lists_and_calls_over_every_wire(env, mode):
         assert s.delete().status_code in (200, 204)
 
 
-# ---- config ----------------------------------------------------------------------------------------
+# ---- config -------------------------------------------------------------------------------------
 
 CONFIG = """ServerRoot {d}
 PidFile {d}/pid
