@@ -5,7 +5,7 @@ users); wrk and psycopg2 must be installed (bench/run installs them).
 
     bench/percall.py [--tree DIR]... [--conc 1,8,32] [--secs 4] [--reps 2]
                      [--proto 2025-11-25|2025-06-18] [--pg-set NAME=VALUE]...
-                     [--conf-add N=DIRECTIVE]... [--children N]
+                     [--conf-add N=DIRECTIVE]... [--children N] [--sessions 32|1]
 
 Each --tree (default: this repository) is a built checkout: its tests/stack starts a private
 stack (one httpd, event MPM, with that tree's module, schema and test backend). The points are
@@ -13,8 +13,13 @@ run interleaved (tree A, tree B, tree A, ...) so that the machine's load hits al
 tree may be given twice with --conf-add N=DIRECTIVE adding a line to the N-th's (0-based) httpd
 configuration, e.g. --tree . --tree . --conf-add 1="MCPDatabaseGroupCommit 1". Per point
 it prints calls/s and p50/p99 (noisy on a shared machine) and the figures that do not depend on
-the load: PostgreSQL CPU per call (all postgres processes, from /proc), httpd CPU per call,
+the load: PostgreSQL CPU per call (all postgres processes, from /proc; and its client backends
+of user mcp alone, without the background processes), httpd CPU per call,
 write transactions per call, NOTIFYs per call, WAL bytes per call, event rows per call.
+The clients rotate over --sessions sessions (default 32); --sessions 1 makes every call of every
+connection in one session (an agent making parallel tool calls: they contend for its row).
+MultiXacts/call counts the multixact ids PostgreSQL made (the shared row locks of concurrent
+transactions on one row: mxid_age('1') is the next id - 1).
 """
 import argparse
 import os
@@ -30,7 +35,7 @@ import psycopg2  # noqa: E402
 
 
 class Target:
-    def __init__(self, tree, work, proto, idx, pg_set=(), conf_add=(), children=1):
+    def __init__(self, tree, work, proto, idx, pg_set=(), conf_add=(), children=1, sessions=32):
         self.tree = os.path.abspath(tree)
         self.name = self.tree + "".join(f" + {c}" for c in conf_add)
         self.dir = os.path.join(work, f"t{idx}")
@@ -46,7 +51,8 @@ class Target:
         self.env = bench.read_env(os.path.join(self.dir, "stack.env"))
         self.url = self.env["MCP_URLS"].split()[0]
         self.cpu = bench.CpuMeter()
-        self.cpu.add(bench.pidfile(self.env["MCP_PG_PIDFILE"]), "postgres")
+        self.pg_pid = int(bench.pidfile(self.env["MCP_PG_PIDFILE"]))
+        self.cpu.add(self.pg_pid, "postgres")
         self.cpu.add(bench.pidfile(self.env["MCP_HTTPD_PIDFILES"].split()[0]), "httpd")
         self.cpu.add(bench.pidfile(self.env.get("MCP_BACKEND_PIDFILE", "")), "backend")
         self.pg = psycopg2.connect(self.env["MCP_PG"].replace("user=mcp", "user=postgres"))
@@ -60,9 +66,29 @@ class Target:
         bench.PROTO = proto
         self.sessions = os.path.join(work, f"t{idx}.sessions")
         # The sessions negotiate proto (mcp_sessions' default is bound at import: 2025-11-25).
-        bench.mcp_sessions(self.url, 32, self.sessions, proto=proto)
+        bench.mcp_sessions(self.url, sessions, self.sessions, proto=proto)
         sid = open(self.sessions).readline().strip()
         bench.mcp_call(self.url, sid, "echo", {"text": "hello"})
+
+    def backends_ticks(self):
+        """CPU ticks of the postmaster's client backends of user mcp (the gateway's
+        connections): PostgreSQL's work for the calls without its background processes, whose
+        share per call grows as calls/s fall on a loaded machine."""
+        out = {}
+        for p in os.listdir("/proc"):
+            if not p.isdigit():
+                continue
+            try:
+                s = open(f"/proc/{p}/stat").read()
+                rest = s[s.rindex(")") + 2:].split()
+                if int(rest[1]) != self.pg_pid:
+                    continue
+                if not open(f"/proc/{p}/cmdline", "rb").read().startswith(b"postgres: mcp "):
+                    continue
+            except (OSError, ValueError):
+                continue
+            out[(p, rest[19])] = int(rest[11]) + int(rest[12])
+        return out
 
     def sql(self, q):
         with self.pg.cursor() as c:
@@ -70,20 +96,20 @@ class Target:
             return c.fetchone()
 
     def counters(self):
-        xid, lsn, ev = self.sql(
+        xid, lsn, ev, mx = self.sql(
             "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint,"
             " pg_current_wal_insert_lsn() - '0/0'::pg_lsn,"
-            " (SELECT last_value FROM mcp.events_id_seq)")
-        return int(xid), int(lsn), int(ev), self.notifies.count
+            " (SELECT last_value FROM mcp.events_id_seq), mxid_age('1'::xid)")
+        return int(xid), int(lsn), int(ev), self.notifies.count, int(mx)
 
     def point(self, conc, secs, proto):
         threads = 1 if conc == 1 else 2
         cmd = ["wrk", "-t", str(threads), "-c", str(conc), "-d", f"{secs}s", "--timeout", "10s",
                "-s", bench.LUA, self.url, "--", self.sessions, proto, "echo",
                '{"text":"hello"}', str(threads)]
-        c0, cpu0 = self.counters(), self.cpu.snapshot()
+        c0, cpu0, b0 = self.counters(), self.cpu.snapshot(), self.backends_ticks()
         p = subprocess.run(cmd, text=True, capture_output=True)
-        cpu1 = self.cpu.snapshot()
+        cpu1, b1 = self.cpu.snapshot(), self.backends_ticks()
         time.sleep(0.3)   # the last notifications on their way to the counter
         c1 = self.counters()
         import json
@@ -100,11 +126,14 @@ class Target:
             "p50 ms": r["p50_us"] / 1000, "p99 ms": r["p99_us"] / 1000,
             "errors": r["bad"] + r["connect_err"] + r["read_err"] + r["timeout_err"],
             "PG CPU ms/call": cores.get("postgres", 0) * el * 1000 / calls,
+            "PG backends CPU ms/call": sum(t - b0.get(k, 0) for k, t in b1.items())
+                                       / bench.CLK * 1000 / calls,
             "httpd CPU ms/call": cores.get("httpd", 0) * el * 1000 / calls,
             "xacts/call": (c1[0] - c0[0]) / calls,
             "NOTIFYs/call": (c1[3] - c0[3]) / calls,
             "WAL B/call": (c1[1] - c0[1]) / calls,
             "events/call": (c1[2] - c0[2]) / calls,
+            "MultiXacts/call": (c1[4] - c0[4]) / calls,
         }
 
     def down(self):
@@ -125,6 +154,8 @@ def main():
                     help="NAME=VALUE: a PostgreSQL setting for every tree's stack")
     ap.add_argument("--children", type=int, default=1,
                     help="httpd children of 64 threads (bench/run's main stack has 2)")
+    ap.add_argument("--sessions", type=int, default=32,
+                    help="sessions the clients rotate over (1: every call in one session)")
     ap.add_argument("--conf-add", action="append", default=[],
                     help="N=DIRECTIVE: a line added to the N-th tree's httpd configuration")
     a = ap.parse_args()
@@ -138,7 +169,8 @@ def main():
             n, line = kv.split("=", 1)
             adds.setdefault(int(n), []).append(line)
         for i, t in enumerate(trees):
-            targets.append(Target(t, work, a.proto, i, a.pg_set, adds.get(i, ()), a.children))
+            targets.append(Target(t, work, a.proto, i, a.pg_set, adds.get(i, ()), a.children,
+                                  a.sessions))
         res = {}
         for rep in range(a.reps):
             for c in [int(x) for x in a.conc.split(",")]:
@@ -146,7 +178,7 @@ def main():
                 for t in order:
                     res.setdefault((t.name, c), []).append(t.point(c, a.secs, a.proto))
         keys = list(next(iter(res.values()))[0].keys())
-        print(f"protocol {a.proto}; medians of {a.reps} interleaved runs of {a.secs} s")
+        print(f"protocol {a.proto}; {a.sessions} session(s); medians of {a.reps} interleaved runs of {a.secs} s")
         for (tree, c), rs in res.items():
             print(f"{tree} c={c}: " + ", ".join(
                 f"{k} {bench.med([r[k] for r in rs]):.{0 if k in ('calls/s', 'WAL B/call') else 3}f}"
