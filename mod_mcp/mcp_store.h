@@ -125,7 +125,7 @@ void mcp_store_init(mcp_store_t *db, const mcp_store_lender_t *lender, void *bat
     "last_seen_at = CASE WHEN last_seen_at < now() - interval '1 second' THEN now()" \
     " ELSE last_seen_at END"
 
-#define MCP_STORE_SCHEMA_VERSION 13
+#define MCP_STORE_SCHEMA_VERSION 14
 
 /* The schema version of the database conn (a connection db's lender is lending) is connected to:
  * the highest in mcp.schema_version; 1 when that table does not exist but mcp.sessions does, 0

@@ -37,7 +37,8 @@ INSERT INTO mcp.schema_version (version, description) VALUES
     (10, 'the console''s indexes: sessions by md5(id) and by created_at'),
     (11, 'the W3C trace id of each session''s initialize and of each stream''s request'),
     (12, 'the protocol eras each backend serves, learned by server/discover (mcp.backend_eras)'),
-    (13, 'federation: each federated session''s member sessions (mcp.session_members), mcp.streams.member');
+    (13, 'federation: each federated session''s member sessions (mcp.session_members), mcp.streams.member'),
+    (14, 'mcp.events.session_id references mcp.sessions on mcp.events_default only (rows of no stream)');
 
 -- One row per gateway session. The id is what clients send in Mcp-Session-Id;
 -- backend_session_id is what the backend issued (NULL for a stateless backend).
@@ -111,7 +112,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS streams_one_standalone_idx
 CREATE SEQUENCE mcp.events_id_seq;
 CREATE TABLE IF NOT EXISTS mcp.events (
     id          bigint      NOT NULL DEFAULT nextval('mcp.events_id_seq'),
-    session_id  text        REFERENCES mcp.sessions (id) ON DELETE CASCADE,  -- NULL: 2026-07-28
+    session_id  text,                     -- NULL: 2026-07-28 (its foreign key: below)
     stream_id   bigint      REFERENCES mcp.streams (id) ON DELETE CASCADE,
     seq         bigint,
     direction   text        NOT NULL CHECK (direction IN ('in', 'out')),
@@ -128,6 +129,13 @@ ALTER SEQUENCE mcp.streams_id_seq OWNED BY mcp.streams.id;
 ALTER SEQUENCE mcp.events_id_seq OWNED BY mcp.events.id;
 -- Rows of no stream, and of streams no day partition holds.
 CREATE TABLE mcp.events_default PARTITION OF mcp.events DEFAULT;
+-- session_id references mcp.sessions here only (schema 14): a row of a stream names its session
+-- through stream_id too (mcp.streams.session_id, checked once per stream, ON DELETE CASCADE), and
+-- its session_id is the stream's (every statement stores that one; the test stacks compare them).
+-- Checked per row, the key cost a query and a FOR KEY SHARE lock of the session's row per row
+-- (concurrent calls of one session: a MultiXact per answer).
+ALTER TABLE mcp.events_default ADD CONSTRAINT events_default_session_id_fkey
+    FOREIGN KEY (session_id) REFERENCES mcp.sessions (id) ON DELETE CASCADE;
 
 -- Replay reads a stream's rows after a cursor, in order.
 CREATE UNIQUE INDEX IF NOT EXISTS events_stream_seq_idx ON mcp.events (stream_id, seq);

@@ -72,6 +72,10 @@ SELECT :mcp_version < 13 AS mcp_need \gset
 \if :mcp_need
     \ir migrations/013-federation.sql
 \endif
+SELECT :mcp_version < 14 AS mcp_need \gset
+\if :mcp_need
+    \ir migrations/014-events-session-fk-default-only.sql
+\endif
 
 BEGIN;
 \ir functions.sql

@@ -189,6 +189,42 @@ def node_backend(node: str, d: Path, script: str, *args: str):
             backend.kill()
 
 
+EVENTS_OF_ANOTHER_SESSION = """
+SELECT e.id, e.stream_id, e.session_id, s.session_id
+  FROM mcp.events e JOIN mcp.streams s ON s.id = e.stream_id
+ WHERE e.session_id IS DISTINCT FROM s.session_id
+ LIMIT 5
+"""
+
+
+def events_of_another_session(env: dict[str, str]):
+    """Rows of mcp.events whose session_id is not their stream's (at most 5), or None when the
+    stack's database cannot be asked (stopped by its test, or never made). Since schema 14 only
+    mcp.events_default's rows are checked against mcp.sessions per row; a stream's rows name
+    their session through the stream, and every statement stores the stream's: the stacks'
+    teardowns hold each run to that."""
+    try:
+        conn = psycopg2.connect(env["MCP_PG"], connect_timeout=5)
+    except Exception:
+        return None
+    try:
+        conn.autocommit = True
+        with conn.cursor() as c:
+            c.execute(EVENTS_OF_ANOTHER_SESSION)
+            return c.fetchall()
+    except psycopg2.Error:
+        return None
+    finally:
+        conn.close()
+
+
+def check_events_sessions(env: dict[str, str]) -> None:
+    bad = events_of_another_session(env)
+    if bad:
+        raise RuntimeError("mcp.events rows whose session is not their stream's "
+                           f"(id, stream, session, stream's session): {bad}")
+
+
 @contextlib.contextmanager
 def own_stack(d: Path, *args: str):
     """A stack of a test module's own in d/stack: `tests/stack up ARGS $MCP_TEST_STACK_ARGS`
@@ -202,7 +238,9 @@ def own_stack(d: Path, *args: str):
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 timeout=300).returncode
         assert rc == 0, _show(d / "stack-up.log")
-        yield load_stack_env(stack_dir / "stack.env")
+        env = load_stack_env(stack_dir / "stack.env")
+        yield env
+        check_events_sessions(env)
     finally:
         down = subprocess.run([str(STACK), "down", "--dir", str(stack_dir)],
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
@@ -279,6 +317,7 @@ def stack():
         pytest.fail(f"tests/stack up failed (exit {rc}):\n{_show(up_log)}", pytrace=False)
     try:
         yield plain_endpoints(load_stack_env(d / "stack.env"))
+        check_events_sessions(load_stack_env(d / "stack.env"))
     finally:
         down_log = d / "stack-down.log"
         with open(down_log, "wb") as out:

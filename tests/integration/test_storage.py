@@ -150,3 +150,27 @@ def test_a_refused_response_becomes_a_stored_error_for_its_request(session, refu
     stored = [t for (t,) in rows(pg, "SELECT message_text FROM mcp.events WHERE stream_id = %s"
                                      " AND direction = 'out' AND kind = 'message'", stream_id)]
     assert stored == [answers[-1].data]   # exactly one answer, the one the client got
+
+
+def test_rows_of_a_stream_name_its_session_and_go_with_it(session, stack, pg):
+    """Schema 14: mcp.events.session_id references mcp.sessions on mcp.events_default only (the
+    rows of no stream); a stream's rows name their session through the stream, whose key is
+    checked once. The session_id stored on them is the stream's, and deleting a session still
+    deletes every row of it."""
+    from conftest import events_of_another_session
+    session.call("tools/call", {"name": "echo", "arguments": {"text": "hello"}})
+    assert events_of_another_session(stack) == []
+    keys = rows(pg, "SELECT c.relname FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid"
+                    " WHERE k.contype = 'f' AND k.confrelid = 'mcp.sessions'::regclass"
+                    "   AND c.relname LIKE 'events%%'")
+    assert keys == [("events_default",)]
+    (streamed, unstreamed), = rows(pg, "SELECT count(*) FILTER (WHERE stream_id IS NOT NULL),"
+                                       " count(*) FILTER (WHERE stream_id IS NULL)"
+                                       " FROM mcp.events WHERE session_id = %s", session.session_id)
+    assert streamed >= 2 and unstreamed >= 3     # the call; initialize (2), initialized
+    # A session the gateway no longer uses (retention deletes such rows): every row goes.
+    pg.cursor().execute("DELETE FROM mcp.sessions WHERE id = %s", (session.session_id,))
+    assert rows(pg, "SELECT count(*) FROM mcp.events WHERE session_id = %s",
+                session.session_id) == [(0,)]
+    assert rows(pg, "SELECT count(*) FROM mcp.streams WHERE session_id = %s",
+                session.session_id) == [(0,)]
