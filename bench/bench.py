@@ -560,6 +560,8 @@ class Bench:
         # the JSON answer shape: a 2025-06-18 session gets application/json for a request
         mcp_sessions(self.gw, 32, sf("gwjson"), proto=JSON_PROTO)
         mcp_sessions(self.gw_thr, 32, sf("gwthr"))
+        # every call of every connection in one session (an agent's parallel tool calls), c = 8
+        mcp_sessions(self.gw, 1, sf("gw1"))
         mcp_sessions(self.gw2, 32, sf("gw2"))
         mcp_sessions(self.se_url, 8, sf("se"))
         mcp_sessions(self.gw_se, 8, sf("gwse"))
@@ -618,6 +620,11 @@ class Bench:
     def seq_value(self, name):
         return self.sql(f"SELECT last_value FROM {name}")[0][0]
 
+    def next_multixact(self):
+        """The next MultiXact id - 1: its growth counts the MultiXacts made meanwhile (the row
+        locks that concurrent transactions share, e.g. on one session's row)."""
+        return int(self.sql("SELECT mxid_age('1'::xid)")[0][0])
+
     def next_xid(self):
         """The next transaction id to be assigned: its growth counts the write transactions
         committed meanwhile (exactly, unlike the statistics counters, which lag)."""
@@ -631,8 +638,11 @@ class Bench:
                    ("mod_mcp", self.gw, self.sf("gw")),
                    ("trivial", self.trivial, self.sf("gw")),
                    ("mod_mcp-json", self.gw, self.sf("gwjson")),
-                   ("mod_mcp-threaded", self.gw_thr, self.sf("gwthr"))]
+                   ("mod_mcp-threaded", self.gw_thr, self.sf("gwthr")),
+                   ("mod_mcp-1session", self.gw, self.sf("gw1"))]
         proto = lambda name: JSON_PROTO if name == "mod_mcp-json" else PROTO
+        # calls of one session: the point of issue 25 (c = 8 only)
+        only = {"mod_mcp-1session": (8,)}
         for name, url, sfile in targets:   # warm-up
             self.wrk(url, sfile, 8, 1, label=name, proto=proto(name))
         for rep in range(self.reps):
@@ -640,10 +650,13 @@ class Bench:
                 k = rep % len(targets)
                 order = targets[k:] + targets[:k]
                 for name, url, sfile in order:
+                    if c not in only.get(name, (c,)):
+                        continue
                     gw = name.startswith("mod_mcp")
                     if gw:
                         ev0, st0, tx0 = (self.seq_value("mcp.events_id_seq"),
                                          self.seq_value("mcp.streams_id_seq"), self.next_xid())
+                        mx0 = self.next_multixact()
                         nt0, wal0 = self.notifies.count, self.wal_lsn()
                     r = self.wrk(url, sfile, c, self.dur, label=name, proto=proto(name))
                     if gw:
@@ -654,6 +667,7 @@ class Bench:
                         r["commits_per_s"] = (self.next_xid() - tx0) / secs
                         r["notifies_per_s"] = (self.notifies.count - nt0) / secs
                         r["wal_bytes_per_s"] = (self.wal_lsn() - wal0) / secs
+                        r["multixacts_per_s"] = (self.next_multixact() - mx0) / secs
                     r["rss_kb"] = {
                         "httpd": sum(proc_status(p)["rss_kb"] for p in
                                      [self.httpd1_parent] + children(self.httpd1_parent)),

@@ -280,17 +280,20 @@ def write_report(res, bench_dir, work, quick):
     w("### Cost per call through mod_mcp, both answer shapes")
     w("")
     w("SSE: a 2025-11-25 session (priming event, then the answer); JSON: a 2025-06-18 session "
-      "(`application/json`). PostgreSQL CPU per call is the CPU time of all postgres processes "
+      "(`application/json`); SSE, one session: every connection's calls in one session (an "
+      "agent's parallel tool calls; they share its row's locks: MultiXacts). PostgreSQL CPU per call is the CPU time of all postgres processes "
       "(from /proc) divided by the calls; transactions are transaction ids used; NOTIFYs are "
       "counted on a LISTEN connection; WAL bytes from the WAL insert position. These figures "
       "hardly depend on the machine's load, unlike calls/s. RSS after the point: httpd (parent "
       "and children) and the test backend.")
     w("")
     w("| concurrency | shape | calls/s | p50 ms | p99 ms | PG CPU ms/call | httpd CPU ms/call | "
-      "transactions/call | NOTIFYs/call | WAL bytes/call | httpd RSS MiB | backend RSS MiB |")
-    w("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+      "transactions/call | NOTIFYs/call | WAL bytes/call | MultiXacts/call | httpd RSS MiB | "
+      "backend RSS MiB |")
+    w("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for c in CONCS:
-        for t, shape in (("mod_mcp", "SSE"), ("mod_mcp-json", "JSON")):
+        for t, shape in (("mod_mcp", "SSE"), ("mod_mcp-json", "JSON"),
+                         ("mod_mcp-1session", "SSE, one session")):
             rs = R("m1", f"{t}/{c}")
             if not rs:
                 continue
@@ -302,6 +305,7 @@ def write_report(res, bench_dir, work, quick):
               f"{fmt(per(lambda r: r.get('commits_per_s', 0)), 2)} | "
               f"{fmt(per(lambda r: r.get('notifies_per_s', 0)), 2)} | "
               f"{fmt(per(lambda r: r.get('wal_bytes_per_s', 0)))} | "
+              f"{fmt(per(lambda r: r['multixacts_per_s']), 2) if 'multixacts_per_s' in rs[0] else '–'} | "
               f"{fmt(med([r.get('rss_kb', {}).get('httpd', 0) / 1024 for r in rs]), 1)} | "
               f"{fmt(med([r.get('rss_kb', {}).get('backend', 0) / 1024 for r in rs]), 1)} |")
     w("")
