@@ -620,17 +620,12 @@ def test_every_member_down_at_initialize(env, mcp):
     assert "Mcp-Session-Id" not in r.headers
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "mod_mcp_federation.c reopen(): each request that finds the member failed opens a backend "
-    "session of its own, and mcp_store_members_put overwrites the row (last writer wins); the "
-    "sessions the other requests opened are never ended (no DELETE), and their requests ran on "
-    "a session the gateway then forgets. (A race: not strict, in case all six find the row "
-    "open.)"))
 def test_concurrent_requests_open_a_returning_member_once(env, mcp):
     """/fed-race's member race is down at initialize, then comes up; several requests of the
     session at once (tools/list on both instances) all find it again, and every backend session
     opened for it but not kept is ended: the backend has exactly one session of it left (the one
-    the next call uses)."""
+    the next call uses). (Each request kept its own before b19fa13, the last stored, the others
+    never ended.)"""
     s = mcp("/fed-race")
     s.initialize()
     assert not [t for t in names(s.call("tools/list")) if t.startswith("race_")]
@@ -664,15 +659,11 @@ def test_concurrent_requests_open_a_returning_member_once(env, mcp):
     assert opened - ended == {kept}, f"backend sessions left open: {opened - ended - {kept}}"
 
 
-@pytest.mark.xfail(strict=True, reason="mod_mcp_federation.c list_page(): a member that answers "
-                   "HTTP 404 (it lost its session) is only logged ('left out of the answer: it "
-                   "answered HTTP 404'); its row stays open, so every later list leaves it out "
-                   "(ping and the GET stream likewise) until a routed call (the relay's "
-                   "mcp_federation_member_lost) marks it failed")
 def test_member_restarted_is_listed_again(env, mcp):
     """/fed-restart: member again's backend restarts (its sessions are gone) while the session
     lives. The lists do not lose it for good: by the second tools/list after the restart its
-    tools are back (a list that finds its session gone opens it again, as a call does)."""
+    tools are back (a list that finds its session gone opens it again, as a call does). (It was
+    left out of every list until a call to it before b19fa13.)"""
     d = Path(env["RUN_DIR"])
     b = Backend(env, d, "backend-restart", int(env["PORT_RESTART"]))
     env["_backends"].append(b)
