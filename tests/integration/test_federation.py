@@ -528,6 +528,11 @@ def test_routing(env, mcp, db):
     assert err["code"] == -32602, err
     err = error_of(s, "prompts/get", {"name": "nosuch"})
     assert err["code"] == -32602, err
+    # The client's notifications go to every member (initialized at the start, this one now).
+    assert s.notify("notifications/roots/list_changed").status_code == 202
+    for i in (info(s), info(s, "beta_session_info")):
+        assert i["notifications"].get("notifications/roots/list_changed") == 1, i
+        assert i["notifications"].get("notifications/initialized") == 1, i
     # ping and logging/setLevel go to every member: one empty result.
     assert s.call("ping") == {}
     assert s.call("logging/setLevel", {"level": "error"}) == {}
@@ -563,6 +568,12 @@ def test_member_down_at_initialize_comes_back(env, mcp, db):
                     "AND member = 'late'", (s.session_id,))
         state, error = cur.fetchone()
     assert state == "failed" and error, (state, error)
+    # The GET stream serves the members that are there.
+    listen = Listener(s)
+    listen.opened()
+    s.call("tools/call", {"name": "notify", "arguments": {"text": "alpha alone"}})
+    listen.wait(lambda m: m.get("params", {}).get("data") == "alpha alone",
+                "alpha's notification while late is down")
 
     late = Backend(env, Path(env["RUN_DIR"]), "backend-late", int(env["PORT_LATE"]))
     env["_backends"].append(late)
