@@ -701,18 +701,29 @@ def test_member_restarted_is_listed_again(env, mcp):
 
 # ---- 4. sampling from two members at once -------------------------------------------------------
 
-def test_sampling_from_two_members_with_colliding_ids(env, mcp):
+@pytest.mark.parametrize("mode", wanted_modes())
+def test_sampling_from_two_members_with_colliding_ids(env, mode):
     """/fed-two: sample (alpha) and beta_sample at once, on two backends that number their
-    server->client requests alike (each its srv-1): both sampling/createMessage requests reach
-    the client with ids tagged by member, different; each answer, POSTed with the tagged id,
-    completes its own call."""
-    s = mcp("/fed-two")
-    s.initialize(capabilities={"sampling": {}})
+    server->client requests alike (each process its own srv-1, srv-2, ...; only this test asks
+    them, once each per mode): both sampling/createMessage requests reach the client with ids
+    tagged by member, different, though the backends' own are the same; each answer, POSTed
+    with the tagged id, completes its own call. Over every wire (HTTP/2: both calls on one
+    connection)."""
+    with wire_client(mode, env) as s:
+        s.url = s.url_of(0, "/fed-two")
+        s.initialize(capabilities={"sampling": {}})
+        try:
+            sample_two(s)
+        finally:
+            s.delete()
+
+
+def sample_two(s: McpSession):
     asks: "queue.Queue[tuple]" = queue.Queue()
     finals: dict = {}
 
     def run(tool):
-        caller = joined(s, s.url)
+        caller = joined(s, s.url) if s.transport == "http1" else s   # h2: one connection
         try:
             for ev in caller.request_stream("tools/call", {"name": tool,
                                                            "arguments": {"prompt": tool}}):
@@ -724,7 +735,8 @@ def test_sampling_from_two_members_with_colliding_ids(env, mcp):
         except Exception as e:
             finals[tool] = e
         finally:
-            caller.close()
+            if caller is not s:
+                caller.close()
 
     threads = [threading.Thread(target=run, args=(t,), daemon=True)
                for t in ("sample", "beta_sample")]
@@ -734,9 +746,9 @@ def test_sampling_from_two_members_with_colliding_ids(env, mcp):
     ida, idb = got["sample"]["id"], got["beta_sample"]["id"]
     assert ida != idb
     assert ida.startswith("mcpfed:alpha:") and idb.startswith("mcpfed:beta:"), (ida, idb)
-    # The backends' own ids, the same: srv-1 of each process.
+    # The backends' own ids, the same: srv-N of each process.
     own_a, own_b = ida[len("mcpfed:alpha:"):], idb[len("mcpfed:beta:"):]
-    assert own_a == own_b == json.dumps("srv-1"), (ida, idb)
+    assert own_a == own_b and json.loads(own_a).startswith("srv-"), (ida, idb)
     assert got["beta_sample"]["params"]["messages"][0]["content"]["text"] == "beta_sample"
     # Answered in the other order than asked, each with its own text.
     for rid, text in ((idb, "answer for beta"), (ida, "answer for alpha")):
