@@ -3,6 +3,7 @@
 HTTP/2) serves tests/stack's /mcp-federated (members alpha, unprefixed, and beta, prefix beta_,
 both the stack's test backend) and the Locations of CONF below:
 
+  /fed-idle      /mcp-federated's members, sessions idle for 2 s expire (MCPSweepInterval 1)
   /fed-two       alpha and beta (default prefix beta_) on two test backends of this module's own
                  (ports chosen up front, started after the stack), whose tools/list pages (7 and 5
                  tools a page, --page-size): pagination across members, and two backends whose
@@ -46,6 +47,21 @@ ALICE = ("alice", "alice-pw")
 PAGE_A, PAGE_B = 7, 5   # --page-size of /fed-two's two backends
 
 CONF = """
+# The sweep (expired sessions) runs every second.
+MCPSweepInterval 1
+
+<Location /fed-idle>
+    SetHandler mcp
+    MCPSessionIdleTimeout 2
+    <MCPMember alpha>
+        Backend ${{MCP_BACKEND_URL}}
+        Prefix none
+    </MCPMember>
+    <MCPMember beta>
+        Backend ${{MCP_BACKEND_URL}}
+    </MCPMember>
+</Location>
+
 <Location /fed-two>
     SetHandler mcp
     <MCPMember alpha>
@@ -1078,20 +1094,39 @@ def test_delete_ends_every_member_session(env, mcp):
     s = mcp()
     s.initialize()
     sids = [info(s)["session"], info(s, "beta_session_info")["session"]]
-    backend = env["MCP_BACKEND_URL"]
-
-    def ping(sid):
-        return requests.post(backend, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
-                             headers={"Accept": "application/json, text/event-stream",
-                                      "Content-Type": "application/json",
-                                      "Mcp-Session-Id": sid,
-                                      "MCP-Protocol-Version": s.protocol_version},
-                             timeout=10).status_code
-
-    assert [ping(sid) for sid in sids] == [200, 200]
+    assert [backend_ping(env, sid) for sid in sids] == [200, 200]
     assert s.delete().status_code in (200, 204)
     s.session_id = None
-    assert [ping(sid) for sid in sids] == [404, 404]
+    assert [backend_ping(env, sid) for sid in sids] == [404, 404]
+
+
+def backend_ping(env, sid: str, version="2025-11-25") -> int:
+    """The HTTP status of a ping straight to the stack's backend in its session sid."""
+    return requests.post(env["MCP_BACKEND_URL"], json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                         headers={"Accept": "application/json, text/event-stream",
+                                  "Content-Type": "application/json", "Mcp-Session-Id": sid,
+                                  "MCP-Protocol-Version": version}, timeout=10).status_code
+
+
+def test_expired_session_ends_every_member_session(env, mcp, db):
+    """/fed-idle: a federated session idle past MCPSessionIdleTimeout (2 s) is expired by the
+    sweep, which ends alpha's and beta's backend sessions without the client coming back (the
+    backend answers 404 in them); the client's next request is 404."""
+    s = mcp("/fed-idle")
+    s.initialize()
+    sids = [info(s)["session"], info(s, "beta_session_info")["session"]]
+    assert [backend_ping(env, sid) for sid in sids] == [200, 200]
+    t0 = time.monotonic()
+    wait_for(lambda: [backend_ping(env, sid) for sid in sids] == [404, 404], 2 + 1 + 5,
+             "the members' sessions to end")
+    assert time.monotonic() - t0 >= 1.0
+    with db.cursor() as cur:
+        cur.execute("SELECT terminated_by FROM mcp.sessions WHERE id = %s", (s.session_id,))
+        assert cur.fetchone()[0] == "expired"
+    r = s.post_raw(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                               "params": {"name": "echo", "arguments": {"text": "x"}}}))
+    assert r.status_code == 404, r.text
+    s.session_id = None
 
 
 # ---- 12. HTTP/2 ---------------------------------------------------------------------------------
