@@ -1100,6 +1100,22 @@ def test_delete_ends_every_member_session(env, mcp):
     assert [backend_ping(env, sid) for sid in sids] == [404, 404]
 
 
+def test_one_get_stream_per_session_and_delete_ends_it(env, mcp):
+    """A federated session has one standalone GET stream: a second GET is 409 while the first
+    is open; DELETE ends the open one (its response ends)."""
+    s = mcp()
+    s.initialize()
+    listen = Listener(s)
+    listen.opened()
+    r = s.get_raw(headers={"Accept": "text/event-stream", "Mcp-Session-Id": s.session_id,
+                           "MCP-Protocol-Version": s.protocol_version}, timeout=10)
+    assert r.status_code == 409, (r.status_code, r.text)
+    assert s.delete().status_code in (200, 204)
+    s.session_id = None
+    listen.thread.join(10)
+    assert not listen.thread.is_alive(), "the GET stream outlived its session"
+
+
 def backend_ping(env, sid: str, version="2025-11-25") -> int:
     """The HTTP status of a ping straight to the stack's backend in its session sid."""
     return requests.post(env["MCP_BACKEND_URL"], json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
