@@ -555,6 +555,24 @@ def test_routing(env, mcp, db):
     assert info(s)["logLevel"] == "error" and info(s, "beta_session_info")["logLevel"] == "error"
 
 
+@pytest.mark.parametrize("version", ["2025-03-26", "2025-06-18"])
+def test_older_revisions(env, mcp, version):
+    """A federated session of an older revision: negotiated as asked (the members too: their
+    requests carry it), lists, routed calls and a beta+ resource work. (The gateway's own answers,
+    the merged lists, are SSE whatever the revision; a single backend's 2025-06-18 list answer
+    is relayed as the backend gives it, JSON from the test backend: both are the transport's.)"""
+    s = mcp(protocol_version=version)
+    assert s.initialize()["protocolVersion"] == version
+    tools = s.call("tools/list")
+    assert "beta_echo" in names(tools)
+    assert text_of(s.call("tools/call", {"name": "beta_echo", "arguments": {"text": version}})) \
+        == version
+    assert info(s, "beta_session_info")["protocolVersionHeader"] == version
+    assert info(s)["protocolVersionHeader"] == version
+    r = s.call("resources/read", {"uri": "beta+test://static-text"})
+    assert r["contents"][0]["uri"] == "beta+test://static-text"
+
+
 # ---- 3. a member down at initialize, and back ---------------------------------------------------
 
 def test_member_down_at_initialize_comes_back(env, mcp, db):
