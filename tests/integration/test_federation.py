@@ -843,11 +843,10 @@ def test_cancellation_of_a_call_routed_to_beta(env, mcp, db):
             got.append(ev.json)
             break
     assert got, "no progress before the cancellation"
-    t0 = time.monotonic()
     r = s.notify("notifications/cancelled", {"requestId": rid, "reason": "test"})
     assert r.status_code == 202
     rest = [ev.json for ev in events if ev.json]
-    assert time.monotonic() - t0 < 4, "the call was not ended early"
+    # Ended early: far fewer than the 50 progress notifications of the whole call.
     progress = [m for m in rest if m.get("method") == "notifications/progress"]
     assert len(progress) < 40, rest
     assert rid in info(s, "beta_session_info")["cancelled"]
