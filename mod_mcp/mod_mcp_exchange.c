@@ -344,6 +344,29 @@ mcp_backend_status_t mcp_exchange_collect(mcp_req_t *q, const char *session_id,
     return status;
 }
 
+json_object *mcp_exchange_response_to(apr_pool_t *p, const apr_array_header_t *messages,
+                                      json_object *id, const char **text)
+{
+    int i;
+
+    for (i = 0; messages && i < messages->nelts; i++) {
+        const char *t = APR_ARRAY_IDX(messages, i, const char *);
+        json_object *obj = mcp_jsonrpc_parse_value(p, t, strlen(t));
+        mcp_jsonrpc_msg_t msg;
+
+        if (!obj) {
+            continue;
+        }
+        mcp_jsonrpc_classify(obj, &msg);
+        if ((msg.kind == MCP_MSG_RESPONSE || msg.kind == MCP_MSG_ERROR)
+            && json_object_equal(msg.id, id)) {
+            *text = t;
+            return obj;
+        }
+    }
+    return NULL;
+}
+
 const char *mcp_exchange_body(mcp_exchange_t *x, apr_size_t *len)
 {
     char *buf;

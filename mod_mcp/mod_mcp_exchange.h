@@ -110,6 +110,11 @@ mcp_backend_status_t mcp_exchange_post(mcp_exchange_t *x, const char *body, apr_
                                        const char *version, const apr_array_header_t *headers,
                                        apr_interval_time_t timeout, const char **err);
 
+/* The response (or error) to the request with id among an answer's messages (const char *, JSON
+ * texts, as mcp_exchange_collect gives them), parsed in p; *text its text. NULL when none. */
+json_object *mcp_exchange_response_to(apr_pool_t *p, const apr_array_header_t *messages,
+                                      json_object *id, const char **text);
+
 /* The collected (non-SSE) answer, NUL-terminated, in the request pool; NULL when empty. */
 const char *mcp_exchange_body(mcp_exchange_t *x, apr_size_t *len);
 

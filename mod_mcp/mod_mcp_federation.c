@@ -150,31 +150,6 @@ static void fan_out(fed_t *f, int opening, apr_interval_time_t timeout)
     }
 }
 
-/* The response to id among a member's answer's messages (parsed in p), *text its text; NULL
- * when there is none. */
-static json_object *response_to(apr_pool_t *p, const member_t *m, json_object *id,
-                                const char **text)
-{
-    int i;
-
-    for (i = 0; m->messages && i < m->messages->nelts; i++) {
-        const char *t = APR_ARRAY_IDX(m->messages, i, const char *);
-        json_object *obj = mcp_jsonrpc_parse_value(p, t, strlen(t));
-        mcp_jsonrpc_msg_t msg;
-
-        if (!obj) {
-            continue;
-        }
-        mcp_jsonrpc_classify(obj, &msg);
-        if ((msg.kind == MCP_MSG_RESPONSE || msg.kind == MCP_MSG_ERROR)
-            && json_object_equal(msg.id, id)) {
-            *text = t;
-            return obj;
-        }
-    }
-    return NULL;
-}
-
 /* Why a member's answer is not the result asked for (NULL: it is; *result then set); *code the
  * member's JSON-RPC error code when it answered with one (else 0; may be NULL). */
 static const char *answer_problem_code(apr_pool_t *p, const member_t *m, json_object *id,
@@ -193,7 +168,7 @@ static const char *answer_problem_code(apr_pool_t *p, const member_t *m, json_ob
     if (m->x.response.status != HTTP_OK) {
         return apr_psprintf(p, "it answered HTTP %ld", m->x.response.status);
     }
-    if (!(response = response_to(p, m, id, text))) {
+    if (!(response = mcp_exchange_response_to(p, m->messages, id, text))) {
         return "its answer holds no response to the request";
     }
     if (json_object_object_get_ex(response, "error", &error)) {

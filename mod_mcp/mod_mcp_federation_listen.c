@@ -18,25 +18,34 @@ APLOG_USE_MODULE(mcp);
 
 /* ---- GET: the members' streams as one ------------------------------------------------------- */
 
-static int listen_message(void *baton, const char *json, apr_size_t len)
+/* One message of member m's GET stream, in the client's names, queued on st (parsed in a pool of
+ * parent's, gone afterwards). Non-zero once st is broken. */
+static int store_message(member_t *m, mcp_stream_t *st, apr_pool_t *parent, const char *json,
+                         apr_size_t len)
 {
-    member_t *m = baton;
     apr_pool_t *p;
     json_object *obj;
     mcp_req_member_t rm;
     mcp_req_t mq;
 
-    apr_pool_create(&p, m->q.r->pool);
+    apr_pool_create(&p, parent);
     if ((obj = mcp_jsonrpc_parse_value(p, json, len))) {
         memset(&rm, 0, sizeof(rm));
         rm.fed = &m->mc->fed;
         mq = m->q;
         mq.member = &rm;
         mcp_federation_outbound(&mq, p, obj, &json, &len);
-        mcp_stream_add(m->st, json, len);
+        mcp_stream_add(st, json, len);
     }
     apr_pool_destroy(p);
-    return m->st->broken;
+    return st->broken;
+}
+
+static int listen_message(void *baton, const char *json, apr_size_t len)
+{
+    member_t *m = baton;
+
+    return store_message(m, m->st, m->q.r->pool, json, len);
 }
 
 static int listen_answer(void *baton)
@@ -190,22 +199,9 @@ static int parked_message(void *baton, const char *json, apr_size_t len)
 {
     listen_half_t *h = baton;
     listen_t *l = h->l;
-    apr_pool_t *p;
-    json_object *obj;
-    mcp_req_member_t rm;
-    mcp_req_t mq;
 
-    apr_pool_create(&p, mcp_park_scratch(l->pk) ? mcp_park_scratch(l->pk) : l->q->r->pool);
-    if ((obj = mcp_jsonrpc_parse_value(p, json, len))) {
-        memset(&rm, 0, sizeof(rm));
-        rm.fed = &h->m->mc->fed;
-        mq = h->m->q;
-        mq.member = &rm;
-        mcp_federation_outbound(&mq, p, obj, &json, &len);
-        mcp_stream_add(l->st, json, len);
-    }
-    apr_pool_destroy(p);
-    return l->st->broken;
+    return store_message(h->m, l->st, mcp_park_scratch(l->pk) ? mcp_park_scratch(l->pk)
+                                                              : l->q->r->pool, json, len);
 }
 
 static int parked_chunk(void *baton)

@@ -249,30 +249,6 @@ static apr_array_header_t *answer_messages(exchange_t *e, int *is_sse)
     return e->messages;
 }
 
-/* The response to the request with id among the messages, or NULL. */
-static json_object *find_response(request_rec *r, apr_array_header_t *messages, json_object *id,
-                                  const char **text_out)
-{
-    int i;
-
-    for (i = 0; i < messages->nelts; i++) {
-        const char *text = APR_ARRAY_IDX(messages, i, const char *);
-        json_object *obj = mcp_jsonrpc_parse_value(r->pool, text, strlen(text));
-        mcp_jsonrpc_msg_t msg;
-
-        if (!obj) {
-            continue;
-        }
-        mcp_jsonrpc_classify(obj, &msg);
-        if ((msg.kind == MCP_MSG_RESPONSE || msg.kind == MCP_MSG_ERROR)
-            && json_object_equal(msg.id, id)) {
-            *text_out = text;
-            return obj;
-        }
-    }
-    return NULL;
-}
-
 static const char *member_json(request_rec *r, json_object *obj, const char *key)
 {
     json_object *v;
@@ -439,7 +415,7 @@ static int handle_initialize(mcp_req_t *q)
                                             strlen(e.x.response.session_id), 128));
     }
     messages = answer_messages(&e, &is_sse);
-    response = find_response(r, messages, q->id, &response_text);
+    response = mcp_exchange_response_to(r->pool, messages, q->id, &response_text);
     if (!response) {
         abandon_backend_session(q, e.x.response.session_id);
         return mcp_req_error(q, HTTP_BAD_GATEWAY, MCP_JSONRPC_BACKEND_ERROR,
