@@ -420,7 +420,9 @@ def test_slow_calls_wait_in_the_event_loop_and_are_answered(eras, db):
     free while the backend thinks. Half of them send progress (the backend's SSE answer, written
     through as it is stored), half none (the answer may come as JSON after the response went
     SSE: it comes as an event). Every one gets its result, its progress in order."""
-    n, count = 40, 25   # 25 x 100 ms: parked after 2 s
+    # 60 x 100 ms: parked after 2 s, and all of them parked at once for about 4 s (with 25, the
+    # window was half a second: on a loaded machine the 40 calls did not all start within it).
+    n, count = 40, 60
     before = parked(eras)
 
     def one(i):
