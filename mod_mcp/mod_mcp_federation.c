@@ -604,7 +604,7 @@ static int list_page(fed_t *f)
     int *want = apr_pcalloc(p, sizeof(int) * (apr_size_t)f->n);
     const char **cursors = apr_pcalloc(p, sizeof(char *) * (apr_size_t)f->n);
     mcp_stream_t st;
-    int i, rc, answered = 0, dropped = 0;
+    int i, rc, answered = 0;
 
     json_object_object_get_ex(msg->obj, "params", &params);
     if (params && json_object_object_get_ex(params, "cursor", &cursor) && cursor) {
@@ -685,7 +685,7 @@ static int list_page(fed_t *f)
                                     m->mc->fed.name, why);
             continue;
         }
-        dropped += mcp_fed_list_rewrite(p, &f->fed[i], msg->method, result);
+        mcp_fed_list_rewrite(p, &f->fed[i], msg->method, result);
         results[i] = result;
         answered++;
     }
@@ -707,7 +707,6 @@ static int list_page(fed_t *f)
             "Internal Error: the members' cursors do not fit in one cursor of this endpoint",
             NULL));
     }
-    (void)dropped;
     return finish_result(&st, msg->id, merged);
 }
 
@@ -843,14 +842,7 @@ static int one_request(fed_t *f)
         }
         return mcp_req_store_failed(q, st);
     }
-    switch (mcp_fed_method_kind(msg->method)) {
-    case MCP_FED_LIST:
-        return list_page(f);
-    case MCP_FED_ALL:
-        return ask_all(f);
-    default:
-        return routed(f, index, copy);   /* (never reached: routed above) */
-    }
+    return mcp_fed_method_kind(msg->method) == MCP_FED_LIST ? list_page(f) : ask_all(f);
 }
 
 /* ---- notifications and the client's answers ------------------------------------------------- */
@@ -859,8 +851,9 @@ static int one_request(fed_t *f)
 static void deliver(fed_t *f, const mcp_jsonrpc_msg_t *msg)
 {
     apr_pool_t *p = f->q->r->pool;
-    json_object *copy = mcp_jsonrpc_parse_value(p, mcp_jsonrpc_to_string(p, msg->obj, NULL),
-                                                strlen(mcp_jsonrpc_to_string(p, msg->obj, NULL)));
+    apr_size_t len;
+    const char *text = mcp_jsonrpc_to_string(p, msg->obj, &len);
+    json_object *copy = mcp_jsonrpc_parse_value(p, text, len);
     json_object *params, *request_id, *own;
     const char *name = NULL;
     member_t *m;

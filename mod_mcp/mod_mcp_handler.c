@@ -518,26 +518,26 @@ static int handle_notifications(mcp_req_t *q)
 
 static int handle_post(mcp_req_t *q)
 {
+    const char *version;
+    mcp_era_route_t route;
     int rc;
 
     if ((rc = check_post_headers(q)) != OK || (rc = read_body(q)) != OK
         || (rc = parse_body(q)) != OK) {
         return rc;
     }
-    switch (mcp_era_route(1, apr_table_get(q->r->headers_in, "MCP-Protocol-Version"), q->body)) {
-    case MCP_ROUTE_MODERN:
-    case MCP_ROUTE_NO_CLAIM:
-        if (q->conf->members) {
-            /* The stateless era is not served on a federated endpoint (yet): the client is
-             * told which revisions are, as for any revision not served. */
-            return mcp_req_unsupported_version(q, apr_table_get(q->r->headers_in,
-                                                                "MCP-Protocol-Version"),
-                                               mcp_protocol_served_list());
-        }
-        return mcp_era_route(1, apr_table_get(q->r->headers_in, "MCP-Protocol-Version"), q->body)
-               == MCP_ROUTE_MODERN ? mcp_modern_post(q) : mcp_modern_no_claim(q);
-    default:
-        break;
+    version = apr_table_get(q->r->headers_in, "MCP-Protocol-Version");
+    route = mcp_era_route(1, version, q->body);
+    if ((route == MCP_ROUTE_MODERN || route == MCP_ROUTE_NO_CLAIM) && q->conf->members) {
+        /* The stateless era is not served on a federated endpoint (yet): the client is told
+         * which revisions are, as for any revision not served. */
+        return mcp_req_unsupported_version(q, version, mcp_protocol_served_list());
+    }
+    if (route == MCP_ROUTE_MODERN) {
+        return mcp_modern_post(q);
+    }
+    if (route == MCP_ROUTE_NO_CLAIM) {
+        return mcp_modern_no_claim(q);
     }
     if ((rc = check_version_header(q, mcp_jsonrpc_find_method(q->body, "initialize") >= 0))
         != OK) {

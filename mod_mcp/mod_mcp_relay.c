@@ -141,6 +141,7 @@ static void settle(relay_t *rl, json_object *id)
 static int relay_parsed(relay_t *rl, json_object *obj, const char *json, apr_size_t len)
 {
     mcp_jsonrpc_msg_t msg;
+    int rewritten, rc;
 
     mcp_jsonrpc_classify(obj, &msg);
     if (!rl->relayed++ && !rl->standalone) {
@@ -149,16 +150,14 @@ static int relay_parsed(relay_t *rl, json_object *obj, const char *json, apr_siz
     if (msg.kind == MCP_MSG_RESPONSE || msg.kind == MCP_MSG_ERROR) {
         settle(rl, msg.id);
     }
-    if (rl->q->member && mcp_federation_outbound(rl->q, rl->q->r->pool, obj, &json, &len)) {
+    rewritten = rl->q->member && mcp_federation_outbound(rl->q, rl->q->r->pool, obj, &json, &len);
+    rc = mcp_stream_add(&rl->st, json, len);
+    if (rewritten && !rl->st.rewritten) {
         /* A member's message in the client's names: a JSON answer is this text too. */
-        int rc = mcp_stream_add(&rl->st, json, len);
-        if (!rl->st.rewritten) {
-            rl->st.rewritten = json;
-            rl->st.rewritten_len = len;
-        }
-        return rc;
+        rl->st.rewritten = json;
+        rl->st.rewritten_len = len;
     }
-    return mcp_stream_add(&rl->st, json, len);
+    return rc;
 }
 
 /* One message from the backend: parsed, then as relay_parsed. */
@@ -487,6 +486,7 @@ static int failure(relay_t *rl, mcp_backend_status_t status, const char *err, in
                                 "%s", err);
     }
     else if (backend_lost_session(rl) && q->member) {
+        /* (A federated member: that member is opened again, the session goes on.) */
         *http = HTTP_BAD_GATEWAY;
         *message = mcp_federation_member_lost(q);
     }
