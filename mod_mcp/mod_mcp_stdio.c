@@ -649,8 +649,8 @@ void mcp_stdio_call(request_rec *r, mcp_backend_call_t *call)
         return;
     }
     /* A new session: this host's supervisor, at its port of now (a replaced supervisor may
-     * listen elsewhere than when this child was forked). */
-    port = mcp_stdio_port();
+     * listen elsewhere than when this child was forked; one being started is waited for). */
+    port = mcp_stdio_port(r->server);
     if (port > 0 && port != b->port) {
         t = apr_pmemdup(r->pool, &b->target, sizeof(*t));
         t->url = mcp_stdio_local_url(r->pool, b, port);

@@ -40,10 +40,18 @@ APLOG_USE_MODULE(mcp);
 /* ---- the supervisor, kept by the parent across restarts ----------------------------------- */
 
 /* What the children read of the parent's state: the supervisor's current port (it changes when
- * a dead supervisor is replaced while they run). A shared anonymous page, mapped once. */
+ * a dead supervisor is replaced while they run), and whether a replacement is being started
+ * (its port is not known yet: a new session waits for it rather than knock at the dead one's).
+ * A shared anonymous page, mapped once. */
 typedef struct stdio_shared_t {
     volatile int port;
+    volatile int starting;
 } stdio_shared_t;
+
+/* How long a new session waits for a replacement supervisor to say its port: the parent's own
+ * wait for the answer, and a little for noticing the death. */
+#define STARTING_WAIT_MS (ANSWER_WAIT_MS + 1000)
+#define STARTING_POLL_MS 10
 
 typedef struct stdio_retained_t {
     pid_t           pid;          /* 0: none                                               */
@@ -330,6 +338,16 @@ static int alive(pid_t pid)
 
 static void register_child(stdio_child_t *ch, stdio_retained_t *rt);
 
+/* The children may use the port again (the new one, or, when the start failed, the old one,
+ * which then fails at once). */
+static void set_started(stdio_retained_t *rt)
+{
+    if (rt->shared) {
+        __sync_synchronize();   /* the port is seen before the flag clears */
+        rt->shared->starting = 0;
+    }
+}
+
 /* The supervisor died (or was lost): another one takes its place unless httpd stops. */
 static void maintenance(int reason, void *data, apr_wait_t status)
 {
@@ -354,8 +372,12 @@ static void maintenance(int reason, void *data, apr_wait_t status)
                  reason == APR_OC_REASON_LOST ? "was lost"
                  /* The MPM passes apr_proc_wait's code, which does not say which it is. */
                  : apr_psprintf(ch->pconf, "ended (exit status or signal %d)", status));
-    if (start(rt, ch->pconf, ch->path, ch->config_line, &err)
-        != 0) {
+    if (rt->shared) {
+        rt->shared->starting = 1;
+        __sync_synchronize();
+    }
+    if (start(rt, ch->pconf, ch->path, ch->config_line, &err) != 0) {
+        set_started(rt);
         ap_log_error(APLOG_MARK, APLOG_ERR, 0, ch->s, "the stdio supervisor could not be "
                      "started again (%s); stdio servers are unavailable until the next restart",
                      err);
@@ -363,6 +385,7 @@ static void maintenance(int reason, void *data, apr_wait_t status)
     }
     ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, ch->s, "stdio supervisor (pid %" APR_PID_T_FMT
                  ") started again, on port %d", rt->pid, rt->port);
+    set_started(rt);
     register_child(apr_pmemdup(ch->pconf, ch, sizeof(*ch)), rt);
 }
 
@@ -599,7 +622,23 @@ void mcp_stdio_child_init(apr_pool_t *pchild, server_rec *s)
     }
 }
 
-int mcp_stdio_port(void)
+int mcp_stdio_port(server_rec *s)
 {
-    return retained && retained->shared ? retained->shared->port : 0;
+    int waited = 0;
+
+    if (!retained || !retained->shared) {
+        return 0;
+    }
+    if (retained->shared->starting) {
+        while (retained->shared->starting && waited < STARTING_WAIT_MS) {
+            apr_sleep(apr_time_from_msec(STARTING_POLL_MS));
+            waited += STARTING_POLL_MS;
+        }
+        ap_log_error(APLOG_MARK, retained->shared->starting ? APLOG_WARNING : APLOG_DEBUG, 0, s,
+                     "the stdio supervisor is being started again: a new session %s after "
+                     "%d ms", retained->shared->starting ? "gave up waiting for it" : "waited",
+                     waited);
+    }
+    __sync_synchronize();
+    return retained->shared->port;
 }

@@ -57,8 +57,10 @@ const char *mcp_stdio_supervisor_path(const stdio_conf_t *c);
 /* http://<local host>:<port>/stdio/<name>: where this host's supervisor serves b's server. */
 const char *mcp_stdio_local_url(apr_pool_t *p, const stdio_backend_t *b, int port);
 
-/* The supervisor's port as the parent last heard it (a page shared with the children), or 0. */
-int mcp_stdio_port(void);
+/* The supervisor's port as the parent last heard it (a page shared with the children), or 0.
+ * While the parent starts a replacement for a dead supervisor, waits (polling, at most a few
+ * seconds, logged on s) until it says its port. */
+int mcp_stdio_port(server_rec *s);
 
 /* The parent's hooks (mod_mcp_stdio_parent.c). */
 int mcp_stdio_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import STACK, database, own_stack, run_dir
+from conftest import REPO, STACK, STACK_ARGS, database, own_stack, run_dir
 import requests
 
 from mcp_client import McpError, McpSession, parse_sse_bytes
@@ -29,14 +29,36 @@ CONF = Path(__file__).resolve().parent / "gateway-stdio.conf"   # the fault serv
 V2026 = "2026-07-28"
 
 
+def real_supervisor() -> Path | None:
+    """The supervisor program tests/stack would choose (beside the --module, or the tree's)."""
+    module = Path(STACK_ARGS[STACK_ARGS.index("--module") + 1]) if "--module" in STACK_ARGS \
+        else REPO / "mod_mcp" / ".libs" / "mod_mcp.so"
+    for c in (module.parent.parent / "mcp-stdio-supervisor",
+              REPO / "mod_mcp" / "mcp-stdio-supervisor"):
+        if os.access(c, os.X_OK):
+            return c
+    return None
+
+
 @pytest.fixture(scope="module")
 def env():
     d = run_dir("mcp-stdio-")
     # A copy that test_graceful_restart_sends_the_new_configuration adds a server to.
     conf = d / "gateway-stdio.conf"
     conf.write_text(CONF.read_text())
-    with own_stack(d, "--httpd", "2", "--conf", str(conf)) as e:
+    real = real_supervisor()
+    if not real:
+        pytest.skip("no mcp-stdio-supervisor is built: tests/stack runs no stdio server")
+    # The supervisor, started through a wrapper that is slow once when told so (a file): the
+    # moment between a dead supervisor's replacement being started and its saying its port.
+    slow = d / "slow-start"
+    wrapper = d / "supervisor"
+    wrapper.write_text(f"#!/bin/sh\nif [ -e '{slow}' ]; then rm -f '{slow}'; sleep 2; fi\n"
+                       f"exec '{real}' \"$@\"\n")
+    wrapper.chmod(0o755)
+    with own_stack(d, "--httpd", "2", "--conf", str(conf), "--supervisor-bin", str(wrapper)) as e:
         e["CONF"] = str(conf)
+        e["SLOW_START"] = str(slow)
         if not e.get("MCP_STDIO_URLS"):
             pytest.skip("no mcp-stdio-supervisor is built: tests/stack runs no stdio server")
         yield e
@@ -362,6 +384,9 @@ def test_a_killed_supervisor_is_replaced_and_its_sessions_end(env):
     try:
         wait_for(lambda: len(processes(env) - before) == 3, 10, "the sessions' stdio processes")
         pids = processes(env) - before
+        # Its replacement takes 2 s to say its port: a new backend session asked for meanwhile
+        # waits for it instead of knocking at the dead one's port.
+        Path(env["SLOW_START"]).touch()
         os.kill(sup, signal.SIGKILL)
         wait_for(lambda: not any(alive(p) for p in pids), 15,
                  "the stdio processes to die with their supervisor")
