@@ -125,7 +125,7 @@ void mcp_store_init(mcp_store_t *db, const mcp_store_lender_t *lender, void *bat
     "last_seen_at = CASE WHEN last_seen_at < now() - interval '1 second' THEN now()" \
     " ELSE last_seen_at END"
 
-#define MCP_STORE_SCHEMA_VERSION 14
+#define MCP_STORE_SCHEMA_VERSION 15
 
 /* The schema version of the database conn (a connection db's lender is lending) is connected to:
  * the highest in mcp.schema_version; 1 when that table does not exist but mcp.sessions does, 0
@@ -277,9 +277,10 @@ typedef int mcp_store_event_fn(void *baton, apr_int64_t seq, const char *message
  * Streams (request and standalone) and followers (GETs with Last-Event-ID of an open stream)
  * each hold a worker thread; sessions hold backend state. The functions below admit one more
  * of them only within limits, counted in PostgreSQL across every process and host, atomically:
- * the check and the insert are one statement, serialised per session, holder and stream by
- * advisory locks (sql/schema.sql: mcp.admit_stream, mcp.admit_session), so parallel requests
- * never overshoot. A limit of 0 is no limit. */
+ * the check and the insert are one statement. Streams and followers of a session or a holder
+ * take slots (sql/functions.sql: mcp.admit_stream, mcp.slot_claim), so parallel admissions
+ * neither wait for each other's commit nor overshoot; followers of one stream and sessions are
+ * serialised by advisory locks (mcp.admit_session). A limit of 0 is no limit. */
 
 /* Which limit refused an admission. */
 typedef enum {

@@ -161,11 +161,12 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
         "), se AS (" \
         "  SELECT * FROM touched UNION ALL SELECT * FROM held" \
         "), a AS (" \
-        "  SELECT mcp.admit_stream(se.id, $5, 0, $6::int, $7::int, 0) AS refused FROM se" \
+        "  SELECT i.id, mcp.admit_stream(se.id, $5, 0, $6::int, $7::int, 0, i.id, NULL)" \
+        "         AS refused FROM se, (SELECT mcp.stream_id_new() AS id) i" \
         "), s AS (" \
-        "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner," \
-        "                           lease_until, holder, trace_id, member)" \
-        "  SELECT se.id, 'request', $8, " JSONB("$8") ", $9, $10," \
+        "  INSERT INTO mcp.streams (id, session_id, kind, request_id_text, request_id, method," \
+        "                           owner, lease_until, holder, trace_id, member)" \
+        "  SELECT a.id, se.id, 'request', $8, " JSONB("$8") ", $9, $10," \
         "         now() + make_interval(secs => $11::int), $5, $14, $15" \
         "    FROM se, a WHERE a.refused IS NULL" \
         "  RETURNING id, session_id" \
@@ -235,11 +236,13 @@ mcp_store_status_t mcp_store_stream_open_stateless_admitted(
 {
     static const char sql[] =
         "WITH a AS ("
-        "  SELECT mcp.admit_stream(NULL, $1, 0, 0, $2::int, 0) AS refused"
+        "  SELECT i.id, mcp.admit_stream(NULL, $1, 0, 0, $2::int, 0, i.id, NULL) AS refused"
+        "    FROM (SELECT mcp.stream_id_new() AS id) i"
         "), s AS ("
-        "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner,"
-        "                           lease_until, holder, protocol_version, principal, trace_id)"
-        "  SELECT NULL, 'request', $3, mcp.audit_jsonb($3::text), $4, $5,"
+        "  INSERT INTO mcp.streams (id, session_id, kind, request_id_text, request_id, method,"
+        "                           owner, lease_until, holder, protocol_version, principal,"
+        "                           trace_id)"
+        "  SELECT a.id, NULL, 'request', $3, mcp.audit_jsonb($3::text), $4, $5,"
         "         now() + make_interval(secs => $6::int), $1, $7, $8, $10"
         "    FROM a WHERE a.refused IS NULL"
         "  RETURNING id"
@@ -294,10 +297,11 @@ mcp_store_status_t mcp_store_stream_open_standalone_admitted(
         "SELECT pg_notify('mcp_events', id::text) FROM c";   /* for its owner, if alive */
     static const char sql[] =
         "WITH a AS ("
-        "  SELECT mcp.admit_stream($1, $2, 0, $3::int, $4::int, 0) AS refused"
+        "  SELECT i.id, mcp.admit_stream($1, $2, 0, $3::int, $4::int, 0, i.id, NULL) AS refused"
+        "    FROM (SELECT mcp.stream_id_new() AS id) i"
         "), s AS ("
-        "  INSERT INTO mcp.streams (session_id, kind, owner, lease_until, holder, trace_id)"
-        "  SELECT $1, 'standalone', $5, now() + make_interval(secs => $6::int), $2, $8"
+        "  INSERT INTO mcp.streams (id, session_id, kind, owner, lease_until, holder, trace_id)"
+        "  SELECT a.id, $1, 'standalone', $5, now() + make_interval(secs => $6::int), $2, $8"
         "    FROM a WHERE a.refused IS NULL"
         "  ON CONFLICT (session_id) WHERE kind = 'standalone' AND status = 'open' DO NOTHING"
         "  RETURNING id, session_id"
@@ -365,11 +369,12 @@ mcp_store_status_t mcp_store_stream_follow(mcp_store_t *db, apr_pool_t *p,
         "     AND EXISTS (SELECT 1 FROM mcp.events e WHERE e.stream_id = s.id"
         "                    AND e.seq = $3::bigint AND e.direction = 'out')"
         "), a AS ("
-        "  SELECT mcp.admit_stream($2, $4, st.id, $5::int, $6::int, $7::int) AS refused"
-        "    FROM st WHERE st.status = 'open'"
+        "  SELECT i.id, mcp.admit_stream($2, $4, st.id, $5::int, $6::int, $7::int, NULL, i.id)"
+        "         AS refused"
+        "    FROM st, (SELECT nextval('mcp.followers_id_seq') AS id) i WHERE st.status = 'open'"
         "), f AS ("
-        "  INSERT INTO mcp.followers (stream_id, session_id, holder, owner, lease_until)"
-        "  SELECT st.id, $2, $4, $8, now() + make_interval(secs => $9::int)"
+        "  INSERT INTO mcp.followers (id, stream_id, session_id, holder, owner, lease_until)"
+        "  SELECT a.id, st.id, $2, $4, $8, now() + make_interval(secs => $9::int)"
         "    FROM st, a WHERE a.refused IS NULL"
         "  RETURNING id"
         /* Writers notify followed streams only: the flag is set under the row's FOR UPDATE

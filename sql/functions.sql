@@ -30,17 +30,78 @@ EXCEPTION WHEN others THEN
 END
 $$;
 
+-- Does a stream slot's occupant still hold it: its stream open with a live lease, or its
+-- follower's lease live? An id whose row was never inserted (an admission refused by a later
+-- limit) or is gone holds nothing. VOLATILE on purpose: a query in it takes a fresh snapshot,
+-- so when mcp.slot_claim's FOR UPDATE re-checks a slot that a concurrent admission claimed and
+-- committed meanwhile, the new occupant's stream is seen (an inlined SQL expression would judge
+-- it with the statement's older snapshot and let two admissions share the slot).
+CREATE OR REPLACE FUNCTION mcp.slot_held(p_stream bigint, p_follower bigint)
+RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF p_stream IS NOT NULL THEN
+        RETURN EXISTS (SELECT 1 FROM mcp.streams
+                        WHERE id = p_stream AND status = 'open' AND lease_until >= now());
+    END IF;
+    RETURN p_follower IS NOT NULL
+       AND EXISTS (SELECT 1 FROM mcp.followers WHERE id = p_follower AND lease_until >= now());
+END
+$$;
+
+-- Claims one of the slots 1..p_max of p_scope for a stream (p_stream) or a follower
+-- (p_follower), whose id is chosen before its row is inserted; false when all are held. A slot
+-- being claimed by a transaction still in flight is skipped, never waited for (SKIP LOCKED):
+-- concurrent admissions of one scope take different slots, and as each slot has one occupant
+-- the scope never has more than p_max. A scope has as many slot rows as it had occupants at
+-- once (at most p_max): new ones are inserted when none is free.
+CREATE OR REPLACE FUNCTION mcp.slot_claim(p_scope text, p_max int, p_stream bigint,
+                                          p_follower bigint)
+RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    slot int;
+    taken int[];
+BEGIN
+    SELECT n INTO slot FROM mcp.stream_slots sl
+     WHERE sl.scope = p_scope AND sl.n <= p_max
+       AND NOT mcp.slot_held(sl.stream_id, sl.follower_id)
+     ORDER BY sl.n LIMIT 1 FOR UPDATE SKIP LOCKED;
+    IF FOUND THEN
+        UPDATE mcp.stream_slots SET stream_id = p_stream, follower_id = p_follower
+         WHERE scope = p_scope AND n = slot;
+        RETURN true;
+    END IF;
+    -- New slot numbers only: a unique check against a slot that a claim is updating would
+    -- wait for its commit. And one that another transaction in flight inserts is skipped, not
+    -- waited for: whoever inserts slot n holds a try-lock of it to the end of its transaction.
+    SELECT coalesce(array_agg(sl.n), '{}') INTO taken FROM mcp.stream_slots sl
+     WHERE sl.scope = p_scope;
+    FOR slot IN 1 .. p_max LOOP
+        IF slot <> ALL (taken)
+           AND pg_try_advisory_xact_lock(hashtextextended(p_scope, slot)) THEN
+            INSERT INTO mcp.stream_slots (scope, n, stream_id, follower_id)
+            VALUES (p_scope, slot, p_stream, p_follower) ON CONFLICT DO NOTHING;
+            IF FOUND THEN
+                RETURN true;
+            END IF;
+        END IF;
+    END LOOP;
+    RETURN false;
+END
+$$;
+
 -- May a session (p_session), a holder (p_holder) and a stream (p_stream, 0: none) take one
--- more stream or follower? Returns NULL, or which limit is reached: 'session-streams',
--- 'holder-streams' or 'stream-followers' (a limit of 0 is no limit). Called inside the statement
--- that then inserts the stream or follower row: the advisory locks, taken in this fixed order
--- and held to the end of that transaction, serialise the admissions of one session, holder and
--- stream across every process and host, and the counting queries of a VOLATILE function see
--- what the previous lock holder committed (a fresh snapshot each), so a limit is never
--- overshot. Open streams and followers whose lease ran out hold nothing and do not count.
+-- more stream or follower, whose id (p_new_stream or p_new_follower) the caller chose and
+-- inserts in the same statement when admitted? Returns NULL, or which limit is reached:
+-- 'session-streams', 'holder-streams' or 'stream-followers' (a limit of 0 is no limit).
+-- Sessions and holders count in slots (mcp.slot_claim): admissions of one session or holder
+-- never wait for each other's commit, and the limit is never overshot. A stream or follower
+-- gives its slots back by ending (or by its lease running out): no write. Followers of one
+-- stream (rare, and few) are serialised by an advisory lock held to the end of the
+-- transaction; the count, in a VOLATILE function, sees what the previous holder committed.
 CREATE OR REPLACE FUNCTION mcp.admit_stream(p_session text, p_holder text, p_stream bigint,
                                             max_per_session int, max_per_holder int,
-                                            max_followers int)
+                                            max_followers int, p_new_stream bigint,
+                                            p_new_follower bigint)
 RETURNS text LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     n bigint;
@@ -53,27 +114,15 @@ BEGIN
             SELECT id FROM mcp.followers WHERE lease_until < now() - interval '1 minute'
                FOR UPDATE SKIP LOCKED);
     END IF;
-    IF max_per_session > 0 THEN
-        PERFORM pg_advisory_xact_lock(1, hashtext(p_session));
-        SELECT (SELECT count(*) FROM mcp.streams
-                 WHERE session_id = p_session AND status = 'open' AND lease_until >= now())
-             + (SELECT count(*) FROM mcp.followers
-                 WHERE session_id = p_session AND lease_until >= now())
-          INTO n;
-        IF n >= max_per_session THEN
-            RETURN 'session-streams';
-        END IF;
+    IF max_per_session > 0
+       AND NOT mcp.slot_claim('session:' || p_session, max_per_session, p_new_stream,
+                              p_new_follower) THEN
+        RETURN 'session-streams';
     END IF;
-    IF max_per_holder > 0 THEN
-        PERFORM pg_advisory_xact_lock(2, hashtext(coalesce(p_holder, '')));
-        SELECT (SELECT count(*) FROM mcp.streams
-                 WHERE holder = p_holder AND status = 'open' AND lease_until >= now())
-             + (SELECT count(*) FROM mcp.followers
-                 WHERE holder = p_holder AND lease_until >= now())
-          INTO n;
-        IF n >= max_per_holder THEN
-            RETURN 'holder-streams';
-        END IF;
+    IF max_per_holder > 0
+       AND NOT mcp.slot_claim('holder:' || coalesce(p_holder, ''), max_per_holder, p_new_stream,
+                              p_new_follower) THEN
+        RETURN 'holder-streams';
     END IF;
     IF max_followers > 0 AND p_stream > 0 THEN
         PERFORM pg_advisory_xact_lock(3, hashtext(p_stream::text));
@@ -90,8 +139,9 @@ $$;
 
 -- May one more session start, for p_holder? Returns NULL, 'sessions' (max_live live sessions
 -- exist) or 'holder-sessions' (max_per_holder of them are p_holder's); 0 is no limit. Live:
--- not terminated, active within idle_secs (0: no idle limit). Serialised like mcp.admit_stream,
--- inside the statement that inserts the session.
+-- not terminated, active within idle_secs (0: no idle limit). Serialised by advisory locks
+-- held to the end of the transaction that inserts the session (sessions start far less often
+-- than streams).
 CREATE OR REPLACE FUNCTION mcp.admit_session(p_holder text, max_live int, max_per_holder int,
                                              idle_secs int)
 RETURNS text LANGUAGE plpgsql VOLATILE AS $$

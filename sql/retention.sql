@@ -114,6 +114,7 @@ DECLARE
     part record;
     cutoff timestamptz := now - retention;
     t timestamptz;
+    slots_freed bigint := 0;
 BEGIN
     created := 0; dropped := 0; deleted := 0;
     FOR d IN SELECT generate_series((now AT TIME ZONE 'UTC')::date,
@@ -123,11 +124,22 @@ BEGIN
             IF mcp.partition_create(d) THEN
                 created := created + 1;
             END IF;
-        EXCEPTION WHEN check_violation OR lock_not_available OR duplicate_table THEN
+        -- deadlock_detected: ATTACH PARTITION wants SHARE ROW EXCLUSIVE on mcp.streams (for
+        -- its foreign key) while holding the new partition; the lease sweep holds ROW
+        -- EXCLUSIVE on mcp.streams and waits to write into mcp.events. The next run creates it.
+        EXCEPTION WHEN check_violation OR lock_not_available OR duplicate_table
+                       OR deadlock_detected THEN
             RAISE NOTICE 'mcp.maintain: partition of % not created: %', d, SQLERRM;
         END;
         COMMIT;
     END LOOP;
+    -- Free stream slots (their stream or follower ended): a session or holder makes them
+    -- again when it needs them. A slot being claimed is locked and skipped.
+    CALL mcp.delete_batched($q$
+        DELETE FROM mcp.stream_slots WHERE (scope, n) IN (
+            SELECT scope, n FROM mcp.stream_slots sl
+             WHERE NOT mcp.slot_held(sl.stream_id, sl.follower_id)
+             LIMIT $2 FOR UPDATE SKIP LOCKED)$q$, now, slots_freed);
     IF retention IS NOT NULL THEN
         FOR part IN SELECT * FROM mcp.event_partitions
                   WHERE mcp.stream_id_at(cutoff) >= hi ORDER BY lo LOOP

@@ -38,7 +38,8 @@ INSERT INTO mcp.schema_version (version, description) VALUES
     (11, 'the W3C trace id of each session''s initialize and of each stream''s request'),
     (12, 'the protocol eras each backend serves, learned by server/discover (mcp.backend_eras)'),
     (13, 'federation: each federated session''s member sessions (mcp.session_members), mcp.streams.member'),
-    (14, 'mcp.events.session_id references mcp.sessions on mcp.events_default only (rows of no stream)');
+    (14, 'mcp.events.session_id references mcp.sessions on mcp.events_default only (rows of no stream)'),
+    (15, 'stream slots: admissions of one session or holder do not wait for each other''s commit');
 
 -- One row per gateway session. The id is what clients send in Mcp-Session-Id;
 -- backend_session_id is what the backend issued (NULL for a stateless backend).
@@ -167,6 +168,19 @@ CREATE INDEX IF NOT EXISTS followers_stream_idx ON mcp.followers (stream_id);
 CREATE INDEX IF NOT EXISTS followers_session_idx ON mcp.followers (session_id);
 CREATE INDEX IF NOT EXISTS followers_holder_idx ON mcp.followers (holder);
 CREATE INDEX IF NOT EXISTS followers_lease_idx ON mcp.followers (lease_until);
+
+-- Stream slots: a session's (scope 'session:<id>') or a holder's ('holder:<holder>') streams
+-- and followers each occupy one of its slots 1..limit (mcp.slot_claim, in mcp.admit_stream);
+-- a slot is free again once its stream ended or its lease ran out (mcp.slot_held), so nothing
+-- is written when a stream ends. No foreign keys: an occupant that is gone holds nothing, and
+-- mcp.maintain deletes free slots.
+CREATE TABLE IF NOT EXISTS mcp.stream_slots (
+    scope        text    NOT NULL,
+    n            int     NOT NULL,
+    stream_id    bigint,
+    follower_id  bigint,
+    PRIMARY KEY (scope, n)
+);
 
 -- ---- the era bridge (MCPEraBridge; sql/migrations/007-era-bridge.sql says what each is) ----
 CREATE TABLE mcp.bridge_sessions (

@@ -76,6 +76,10 @@ SELECT :mcp_version < 14 AS mcp_need \gset
 \if :mcp_need
     \ir migrations/014-events-session-fk-default-only.sql
 \endif
+SELECT :mcp_version < 15 AS mcp_need \gset
+\if :mcp_need
+    \ir migrations/015-stream-slots.sql
+\endif
 
 BEGIN;
 \ir functions.sql

@@ -16,9 +16,10 @@ import socket
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
+import psycopg2
 import requests
 
-from mcp_client import ACCEPT_BOTH
+from mcp_client import ACCEPT_BOTH, McpSession
 from waiting import wait_for
 
 ALICE = ("alice", "alice-pw")
@@ -167,6 +168,70 @@ def test_followers_per_stream(mcp, stack, pg):
         follower.close()
         release(pg, [held], "session_id", s.session_id)
     wait_for(lambda: open_streams(pg, "session_id", other.session_id) == 0, what="other's streams")
+
+
+def claim_in_flight(stack, session_id):
+    """A transaction of its own that has claimed one of the session's stream slots and not
+    committed (an admission whose commit is slow): the connection, to roll back."""
+    conn = psycopg2.connect(stack["MCP_PG"])
+    with conn.cursor() as cur:
+        cur.execute("SELECT mcp.admit_stream(%s, 'addr:test', 0, 3, 0, 0, mcp.stream_id_new(),"
+                    " NULL)", (session_id,))
+        assert cur.fetchone()[0] is None
+    return conn
+
+
+def test_a_sessions_admissions_do_not_wait_for_each_others_commit(mcp, stack):
+    """Two admissions of the session are in flight (claimed, not committed): a call of the same
+    session is admitted beside them at once (an admission serialised per session would wait
+    for their commits: requests' timeout), and the next one is refused, since in-flight claims
+    count; once they roll back, calls are admitted again."""
+    url = base(stack) + "/mcp-limits"
+    s = mcp(url)
+    s.initialize()
+    pending = [claim_in_flight(stack, s.session_id) for _ in range(2)]
+    held = None
+    try:
+        s.timeout = 10
+        held = Held(s)
+        assert_refused(post_list(s), "MCPMaxStreamsPerSession")
+    finally:
+        for conn in pending:
+            conn.rollback()
+            conn.close()
+    assert "tools" in s.call("tools/list")
+    held.cancel()
+
+
+def test_concurrent_admissions_of_one_session_never_overshoot(mcp, stack, pg):
+    """12 slow calls at once in one session limited to 3 streams: exactly 3 are admitted, the
+    others refused with 429, whichever process and instance they reach."""
+    url = base(stack) + "/mcp-limits"
+    s = mcp(url)
+    s.initialize()
+    sessions = []
+    for k in range(12):   # the same session, each with a connection of its own
+        c = on_instance(McpSession(url), stack, k % 2)
+        c.session_id, c.protocol_version = s.session_id, s.protocol_version
+        sessions.append(c)
+
+    def attempt(c):
+        return c.post_raw(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                      "params": slow_params(count=50)}), stream=True)
+
+    with ThreadPoolExecutor(12) as pool:
+        responses = list(pool.map(attempt, sessions))
+    try:
+        codes = sorted(r.status_code for r in responses)
+        assert codes == [200] * 3 + [429] * 9, codes
+        assert open_streams(pg, "session_id", s.session_id) == 3
+    finally:
+        for r in responses:
+            r.close()
+        s.notify("notifications/cancelled", {"requestId": 1})
+        for c in sessions:
+            c.close()
+    wait_for(lambda: open_streams(pg, "session_id", s.session_id) == 0, what="the streams to end")
 
 
 def test_replay_reads_are_bounded_by_bytes_and_complete(mcp, stack):

@@ -199,3 +199,42 @@ def test_every_foreign_key_has_an_index_on_its_columns(pg):
     with pg.cursor() as c:
         c.execute(UNINDEXED_FOREIGN_KEYS)
         assert c.fetchall() == []
+
+
+def test_maintain_deletes_free_stream_slots_and_keeps_held_ones(stack, pg):
+    """A stream slot whose stream ended (or never was inserted: an admission refused by a later
+    limit) is deleted by the job; a slot whose stream is open stays, and so does its count: the
+    session is still at its limit afterwards."""
+    cur = pg.cursor()
+    sid = secrets.token_urlsafe(24)
+    scope = f"session:{sid}"
+    cur.execute("INSERT INTO mcp.sessions (id, backend_url, protocol_version) "
+                "VALUES (%s, 'http://x/mcp', '2025-06-18')", (sid,))
+    ids = []
+    for _ in range(2):   # the first one's stream is inserted, the second one's never
+        cur.execute("SELECT mcp.stream_id_new()")
+        ids.append(cur.fetchone()[0])
+        cur.execute("SELECT mcp.admit_stream(%s, NULL, 0, 2, 0, 0, %s, NULL)", (sid, ids[-1]))
+        assert cur.fetchone()[0] is None
+        if len(ids) == 1:
+            cur.execute("INSERT INTO mcp.streams (id, session_id, kind, lease_until) "
+                        "VALUES (%s, %s, 'standalone', now() + interval '1 hour')", (ids[0], sid))
+    cur.execute("SELECT count(*) FROM mcp.stream_slots WHERE scope = %s", (scope,))
+    assert cur.fetchone()[0] == 2
+    cur.execute("CALL mcp.maintain()")
+    cur.execute("SELECT stream_id FROM mcp.stream_slots WHERE scope = %s", (scope,))
+    assert cur.fetchall() == [(ids[0],)]
+    # The open stream still holds its slot: one more is admitted, not two.
+    cur.execute("WITH i AS (SELECT mcp.stream_id_new() AS id), "
+                "a AS (SELECT i.id, mcp.admit_stream(%s, NULL, 0, 2, 0, 0, i.id, NULL) AS r FROM i) "
+                "INSERT INTO mcp.streams (id, session_id, kind, request_id_text, request_id, "
+                "                         method, lease_until) "
+                "SELECT a.id, %s, 'request', '1', '1', 'ping', now() + interval '1 hour' "
+                "  FROM a WHERE a.r IS NULL RETURNING id", (sid, sid))
+    assert cur.fetchone()
+    cur.execute("SELECT mcp.admit_stream(%s, NULL, 0, 2, 0, 0, mcp.stream_id_new(), NULL)", (sid,))
+    assert cur.fetchone()[0] == "session-streams"
+    cur.execute("UPDATE mcp.streams SET status = 'closed', completed_at = now() "
+                "WHERE session_id = %s", (sid,))
+    cur.execute("UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'client' "
+                "WHERE id = %s", (sid,))
