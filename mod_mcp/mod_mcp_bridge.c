@@ -983,8 +983,12 @@ static int discover(bridge_t *b)
     return mcp_bridged_json(b, HTTP_OK, out);
 }
 
-int mcp_bridge_post(mcp_req_t *q, const char *version)
+int mcp_bridge_post(mcp_req_t *handler_q, const char *version)
 {
+    /* A parked listen (and its stream, its park) outlives the handler's frame, where its
+     * request lives: under load a later request of that thread overwrote it and the loop's
+     * tick read a NULL request_rec (a child's SIGSEGV, the conformance bridge run's flake). */
+    mcp_req_t *q = apr_pmemdup(handler_q->r->pool, handler_q, sizeof(*handler_q));
     request_rec *r = q->r;
     const mcp_jsonrpc_msg_t *msg = &q->body->msgs[0];
     mcp_store_status_t stored;
