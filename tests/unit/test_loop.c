@@ -52,6 +52,7 @@ typedef struct probe_t {
     apr_size_t          slot_bytes[MCP_LOOP_SLOTS];
     int                 slot_done[MCP_LOOP_SLOTS];
     mcp_backend_status_t slot_end[MCP_LOOP_SLOTS];
+    char                slot_err[MCP_LOOP_SLOTS][160];   /* why a slot's transfer ended       */
     int                 slot_mixed;   /* a slot got bytes that are not its server's          */
 } probe_t;
 
@@ -100,6 +101,8 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
                 if (news.done) {
                     p->slot_done[slot] = 1;
                     p->slot_end[slot] = news.status;
+                    apr_cpystrn(p->slot_err[slot], news.err ? news.err : "",
+                                sizeof(p->slot_err[0]));
                     break;
                 }
             }
@@ -628,7 +631,8 @@ START_TEST(test_transfers_in_slots)
     for (i = 0; i < 3; i++) {
         apr_thread_join(&rv, t[i]);
         close(s[i].fd);
-        ck_assert_int_eq(p->slot_end[slot[i]], MCP_BACKEND_OK);
+        ck_assert_msg(p->slot_end[slot[i]] == MCP_BACKEND_OK, "slot %d ended with %d: %s",
+                      slot[i], (int)p->slot_end[slot[i]], p->slot_err[slot[i]]);
         ck_assert_uint_eq(p->slot_bytes[slot[i]], s[i].n);
     }
     ck_assert_int_eq(p->slot_mixed, 0);
