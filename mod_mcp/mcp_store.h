@@ -331,14 +331,16 @@ mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
  * which) when the session or the holder holds its maximum of streams. Nothing is stored but the
  * activity unless OK. member (NULL: none) is a federated request's member (mcp_store_members):
  * its name (member->member) is the stream's (mcp.streams.member), and on OK the rest is filled
- * in from the session's row for it, in the same statement (open 0 and error set: no row). */
+ * in from the session's row for it, in the same statement (open 0 and error set: no row).
+ * members (NULL: not wanted) gets every member row of the session (mcp_store_member_t, without
+ * initialize_result), read by the same statement: a federated request that asks them all. */
 struct mcp_store_member_t;
 mcp_store_status_t mcp_store_stream_open_request_admitted(
     mcp_store_t *db, apr_pool_t *p, mcp_store_session_t *session, int idle_secs,
     const char *request_id, const char *method, const char *inbound, const char *trace_id,
     const char *owner, int lease_secs, const mcp_store_limits_t *limits, int n_primed,
-    const char *const *primed, struct mcp_store_member_t *member, apr_int64_t *stream_id,
-    mcp_store_refusal_t *refused);
+    const char *const *primed, struct mcp_store_member_t *member,
+    apr_array_header_t *members, apr_int64_t *stream_id, mcp_store_refusal_t *refused);
 
 /* Record, then dispatch, for a 2026-07-28 (stateless) request: in one statement, admits one
  * more stream for limits->holder (MCPMaxStreamsPerPrincipal: such a stream has no session),

@@ -134,8 +134,8 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     mcp_store_t *db, apr_pool_t *p, mcp_store_session_t *session, int idle_secs,
     const char *request_id, const char *method, const char *inbound, const char *trace_id,
     const char *owner, int lease_secs, const mcp_store_limits_t *limits, int n_primed,
-    const char *const *primed, struct mcp_store_member_t *member, apr_int64_t *stream_id,
-    mcp_store_refusal_t *refused)
+    const char *const *primed, struct mcp_store_member_t *member,
+    apr_array_header_t *members, apr_int64_t *stream_id, mcp_store_refusal_t *refused)
 {
     /* The admission comes between the session's check and the stream's insert. The session's
      * row is locked in one mode only, chosen from a plain read: an UPDATE (the touch) when its
@@ -180,14 +180,17 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
         "   WHERE se.protocol_version = ANY ($13::text[])" \
         ")" \
         "SELECT s.id, se.backend_session_id, se.protocol_version, a.refused," \
-        "       m.backend_session_id, m.protocol_version, m.state" \
+        "       m.backend_session_id, m.protocol_version, m.state, m.member, m.backend_url," \
+        "       m.error" \
         "  FROM se CROSS JOIN a LEFT JOIN s ON true" \
-        "  LEFT JOIN mcp.session_members m ON m.session_id = se.id AND m.member = $15"
+        "  LEFT JOIN mcp.session_members m" \
+        "    ON m.session_id = se.id AND (m.member = $15 OR $16::boolean)"
     static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
 #undef SQL
-    const char *args[15];
+    const char *args[16];
     mcp_store_status_t rv;
     PGresult *res;
+    int i;
 
     *refused = MCP_STORE_ADMITTED;
     args[0] = session->id;
@@ -205,6 +208,7 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     args[12] = mcp_store__text_array(p, n_primed, primed);
     args[13] = trace_id;
     args[14] = member ? member->member : NULL;
+    args[15] = members ? "true" : "false";
     /* request_id and inbound are valid JSON (the caller parsed them). */
     if ((rv = mcp_store_exec_row(db, p, "storing the request and its stream",
                                  mcp_store__plain_jsonb(request_id)
@@ -221,6 +225,10 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
         member->protocol_version = mcp_store_cell(res, 0, 5);
         member->open = state && strcmp(state, "open") == 0;
         member->error = state ? NULL : "no session with it yet";
+    }
+    for (i = 0; members && i < PQntuples(res); i++) {
+        static const mcp_store__member_cols_t cols = { 7, 8, 4, 5, 6, 9, -1 };
+        mcp_store__member_push(members, res, i, &cols);
     }
     if (!*refused) {
         *stream_id = apr_atoi64(PQgetvalue(res, 0, 0));

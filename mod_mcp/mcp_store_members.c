@@ -5,8 +5,7 @@
 #include <json-c/json.h>
 
 #include "mcp_store_members.h"
-
-#define NARGS(a) MCP_STORE_NARGS(a)
+#include "mcp_store_private.h"
 
 static void add_text(json_object *o, const char *key, const char *v)
 {
@@ -115,6 +114,7 @@ mcp_store_status_t mcp_store_members_get(mcp_store_t *db, apr_pool_t *p, const c
         "       m.error, m.initialize_result, s.client_info::text, s.client_capabilities::text"
         "  FROM mcp.sessions s LEFT JOIN mcp.session_members m ON m.session_id = s.id"
         " WHERE s.id = $1";
+    static const mcp_store__member_cols_t cols = { 0, 1, 2, 3, 4, 5, 6 };
     const char *args[1];
     mcp_store_status_t rv;
     PGresult *res;
@@ -130,19 +130,29 @@ mcp_store_status_t mcp_store_members_get(mcp_store_t *db, apr_pool_t *p, const c
     *client_info = mcp_store_cell(res, 0, 7);
     *client_capabilities = mcp_store_cell(res, 0, 8);
     for (i = 0; i < PQntuples(res); i++) {
-        mcp_store_member_t *m;
-
-        if (!mcp_store_cell(res, i, 0)) {
-            continue;   /* a session without members yet */
-        }
-        m = apr_array_push(*members);
-        m->member = mcp_store_cell(res, i, 0);
-        m->backend_url = mcp_store_cell(res, i, 1);
-        m->backend_session_id = mcp_store_cell(res, i, 2);
-        m->protocol_version = mcp_store_cell(res, i, 3);
-        m->open = strcmp(mcp_store_cell(res, i, 4), "open") == 0;
-        m->error = mcp_store_cell(res, i, 5);
-        m->initialize_result = mcp_store_cell(res, i, 6);
+        mcp_store__member_push(*members, res, i, &cols);
     }
     return MCP_STORE_OK;
+}
+
+void mcp_store__member_push(apr_array_header_t *members, PGresult *res, int i,
+                            const mcp_store__member_cols_t *cols)
+{
+    mcp_store_member_t *m;
+    const char *state;
+
+    if (!mcp_store_cell(res, i, cols->member)) {
+        return;
+    }
+    m = apr_array_push(members);
+    memset(m, 0, sizeof(*m));
+    m->member = mcp_store_cell(res, i, cols->member);
+    m->backend_url = mcp_store_cell(res, i, cols->backend_url);
+    m->backend_session_id = mcp_store_cell(res, i, cols->backend_session_id);
+    m->protocol_version = mcp_store_cell(res, i, cols->protocol_version);
+    state = mcp_store_cell(res, i, cols->state);
+    m->open = state && strcmp(state, "open") == 0;
+    m->error = mcp_store_cell(res, i, cols->error);
+    m->initialize_result = cols->initialize_result < 0 ? NULL
+                         : mcp_store_cell(res, i, cols->initialize_result);
 }

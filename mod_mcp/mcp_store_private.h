@@ -5,6 +5,8 @@
 #ifndef MCP_STORE_PRIVATE_H
 #define MCP_STORE_PRIVATE_H
 
+#include <apr_tables.h>
+
 #include "mcp_store.h"
 
 #define NARGS(a) MCP_STORE_NARGS(a)
@@ -43,5 +45,18 @@ int mcp_store__plain_jsonb(const char *json);
 /* The first row's kind, status, lease_expired, last_seq and owner (columns 0-4), as
  * mcp_store_stream.c's STREAM_COLUMNS select them. */
 void mcp_store__read_stream(PGresult *res, apr_int64_t stream_id, mcp_store_stream_t *out);
+
+/* Where a statement's result has the columns of a member row (mcp_store_member_t): member,
+ * backend_url, backend_session_id, protocol_version, state, error, initialize_result; -1 for
+ * one it does not read. */
+typedef struct mcp_store__member_cols_t {
+    int member, backend_url, backend_session_id, protocol_version, state, error,
+        initialize_result;
+} mcp_store__member_cols_t;
+
+/* Pushes row i of res onto members (mcp_store_member_t) when it names a member (a LEFT JOIN
+ * gives a row of NULLs for a session without members). */
+void mcp_store__member_push(apr_array_header_t *members, PGresult *res, int i,
+                            const mcp_store__member_cols_t *cols);
 
 #endif

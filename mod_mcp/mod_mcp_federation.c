@@ -68,18 +68,11 @@ static member_t *fed_member(fed_t *f, const char *name)
     return NULL;
 }
 
-/* The session's member rows (OK, or the store's status: the caller answers). */
-mcp_store_status_t mcp_federated_load(fed_t *f, const char *session_id)
+/* The session's member rows (mcp_store_member_t) into f's members. */
+static void take_rows(fed_t *f, const apr_array_header_t *rows)
 {
-    apr_array_header_t *rows;
-    mcp_store_status_t st;
     int i;
 
-    st = mcp_store_members_get(mcp_req_db(f->q), f->q->r->pool, session_id, &rows,
-                               &f->client_info, &f->client_capabilities);
-    if (st != MCP_STORE_OK) {
-        return st;
-    }
     for (i = 0; i < rows->nelts; i++) {
         const mcp_store_member_t *row = &APR_ARRAY_IDX(rows, i, mcp_store_member_t);
         member_t *m = fed_member(f, row->member);
@@ -88,7 +81,20 @@ mcp_store_status_t mcp_federated_load(fed_t *f, const char *session_id)
             m->row = *row;
         }
     }
-    return MCP_STORE_OK;
+}
+
+mcp_store_status_t mcp_federated_load(fed_t *f, const char *session_id)
+{
+    apr_array_header_t *rows;
+    mcp_store_status_t st;
+
+    st = mcp_store_members_get(mcp_req_db(f->q), f->q->r->pool, session_id, &rows,
+                               &f->client_info, &f->client_capabilities);
+    if (st == MCP_STORE_OK) {
+        take_rows(f, rows);
+        f->client_read = 1;
+    }
+    return st;
 }
 
 int mcp_federated_open(const member_t *m)
@@ -257,16 +263,32 @@ void mcp_federated_reopen(fed_t *f, const int *want)
     mcp_store_member_t *rows = apr_pcalloc(p, sizeof(*rows) * (apr_size_t)f->n);
     member_t **who = apr_pcalloc(p, sizeof(*who) * (apr_size_t)f->n);
     int *stored = apr_pcalloc(p, sizeof(int) * (apr_size_t)f->n);
-    const char *body = initialize_body(f);
+    const char *body;
     int i, k = 0, lost = 0;
 
+    for (i = 0; i < f->n; i++) {
+        k += want[i] && !mcp_federated_open(&f->m[i]);
+    }
+    if (k > 0 && !f->client_read && mcp_federated_load(f, f->q->session->id) != MCP_STORE_OK) {
+        /* (The rows came with the stream's open; the client's initialize did not.) */
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, f->q->r, "federation: reading the members of "
+                      "session %s failed (they are opened again next time): %s",
+                      mcp_id_tag(p, f->q->session->id), mcp_req_db(f->q)->error);
+        k = 0;
+    }
+    if (k == 0) {
+        json_object_put(id);
+        return;
+    }
+    body = initialize_body(f);
+    k = 0;
     for (i = 0; i < f->n; i++) {
         member_t *m = &f->m[i];
         m->asked = want[i] && !mcp_federated_open(m);
         m->body = body;
         k += m->asked;
     }
-    if (k == 0) {
+    if (k == 0) {   /* another request opened them meanwhile */
         json_object_put(id);
         return;
     }
@@ -549,14 +571,21 @@ int mcp_federation_initialize(mcp_req_t *q, mcp_store_session_t *session,
 
 /* Records the request (its stream and priming row, as for any request), so that what the
  * gateway answers is stored, resumable and audited like a backend's answer. OK with *st. */
-static int open_answer_stream(mcp_req_t *q, mcp_stream_t *st)
+/* Opens the stream of the gateway's own answer; the session is checked (and touched) and every
+ * member's row read into f by the same statement. */
+static int open_answer_stream(fed_t *f, mcp_stream_t *st)
 {
+    mcp_req_t *q = f->q;
     const mcp_jsonrpc_msg_t *msg = &q->body->msgs[0];
     apr_int64_t stream_id = 0;
     int rc;
 
-    if ((rc = mcp_req_open_request(q, mcp_jsonrpc_to_string(q->r->pool, msg->id, NULL),
-                                   msg->method, &stream_id)) != OK) {
+    q->members = apr_array_make(q->r->pool, f->n, sizeof(mcp_store_member_t));
+    rc = mcp_req_open_request(q, mcp_jsonrpc_to_string(q->r->pool, msg->id, NULL), msg->method,
+                              &stream_id);
+    take_rows(f, q->members);
+    q->members = NULL;
+    if (rc != OK) {
         return rc;
     }
     mcp_req_note_stream(q->r, stream_id);
@@ -629,7 +658,7 @@ static int list_page(fed_t *f)
             want[i] = 1;
         }
     }
-    if ((rc = open_answer_stream(q, &st)) != OK) {
+    if ((rc = open_answer_stream(f, &st)) != OK) {
         return rc;
     }
     mcp_federated_reopen(f, want);
@@ -719,7 +748,7 @@ static int ask_all(fed_t *f)
     mcp_stream_t st;
     int i, rc;
 
-    if ((rc = open_answer_stream(q, &st)) != OK) {
+    if ((rc = open_answer_stream(f, &st)) != OK) {
         return rc;
     }
     for (i = 0; i < f->n; i++) {
@@ -799,7 +828,6 @@ static int one_request(fed_t *f)
     const mcp_jsonrpc_msg_t *msg = &q->body->msgs[0];
     json_object *copy = NULL;
     const char *why = NULL;
-    mcp_store_status_t st;
     int index = -1, i;
 
     switch (mcp_fed_method_kind(msg->method)) {
@@ -831,16 +859,9 @@ static int one_request(fed_t *f)
     if (index >= 0) {
         return routed(f, index, copy);
     }
-    /* The session is checked (and touched) when the answer's stream is opened: the members'
-     * rows are read first, by the id alone, and used only after that check. */
+    /* The members' rows come with the answer's stream's open, which checks the session. */
     if ((i = mcp_req_check_session_header(q)) != OK) {
         return i;
-    }
-    if ((st = mcp_federated_load(f, q->session_header)) != MCP_STORE_OK) {
-        if (st == MCP_STORE_NOT_FOUND) {   /* the ordinary look-up says exactly why */
-            return (i = mcp_req_load_session(q)) != OK ? i : mcp_req_session_not_found(q);
-        }
-        return mcp_req_store_failed(q, st);
     }
     return mcp_fed_method_kind(msg->method) == MCP_FED_LIST ? list_page(f) : ask_all(f);
 }

@@ -35,12 +35,14 @@ typedef struct fed_t {
     mcp_fed_member_t *fed;               /* the n members' naming rules (mcp_fed_*)           */
     const char       *client_info;       /* the client's initialize, to open a member later   */
     const char       *client_capabilities;
+    int               client_read;       /* ... read (mcp_federated_load)                     */
 } fed_t;
 
 /* The request's members, as q's configuration names them (their rows not read yet). */
 void mcp_federated_init(fed_t *f, mcp_req_t *q);
 
-/* The session's member rows into f (OK, or the store's status: the caller answers). */
+/* The session's member rows, and the client's initialize, into f (OK, or the store's status:
+ * the caller answers). */
 mcp_store_status_t mcp_federated_load(fed_t *f, const char *session_id);
 
 /* Non-zero when m's session is open. */

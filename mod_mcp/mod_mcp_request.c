@@ -113,7 +113,7 @@ int mcp_req_open_request(mcp_req_t *q, const char *ids, const char *method,
                                                     mcp_req_lease_secs(q),
                                                     &limits, mcp_protocol_primed(primed, 8),
                                                     primed, q->member ? &q->member->row : NULL,
-                                                    stream_id, &refused);
+                                                    q->members, stream_id, &refused);
     if (stored == MCP_STORE_LIMIT) {
         return mcp_req_refused(q, refused);
     }

@@ -62,6 +62,10 @@ typedef struct mcp_req_t {
     const mcp_protocol_t *rev;            /* the session's negotiated revision             */
     mcp_store_t          *db;             /* the request's store handle (mcp_req_db)       */
     mcp_req_member_t     *member;         /* a federated request's member, or NULL         */
+    apr_array_header_t   *members;        /* NULL, or (a federated request for every member)
+                                           * an array that mcp_req_open_request fills with
+                                           * each member's row (mcp_store_member_t), read
+                                           * by the stream's open                           */
 } mcp_req_t;
 
 /* A JSON-RPC error answer with this status; returns DONE. */
