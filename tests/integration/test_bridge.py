@@ -602,6 +602,51 @@ def test_listens_wait_in_the_event_loop(bridge, db):
         assert cur.fetchone()[0] == 0, "a listen's own pooled session outlived it"
 
 
+def test_parked_listens_outlive_their_handlers_frame(bridge):
+    """A parked listen is ticked by the event loop after the thread that parked it went on to
+    other requests: nothing a tick reads may live in that thread's stack frame (it once did: a
+    tick read the next request's half-made frame, a NULL request, and the child died). Rounds
+    of: four listens parked, forty calls at once on the same threads, every listen still there
+    (a keepalive: MCPKeepAliveInterval 300ms) and told of a list change."""
+    url = bridge["SHORT_URL"]
+
+    def keepalive(lines):
+        for line in lines:
+            assert not line.startswith(b"data:"), line
+            if line.startswith(b":"):
+                return
+        raise AssertionError("the listen stream ended")
+
+    for rnd in range(3):
+        opened = []
+        try:
+            for i in range(4):
+                r = call(url, f"PF-{rnd}-{i}", "subscriptions/listen",
+                         {"notifications": {"toolsListChanged": True}}, caps=LISTEN_CAPS,
+                         stream=True)
+                assert r.status_code == 200, r.text
+                lines = r.iter_lines()
+                assert next_data(lines)["method"] == "notifications/subscriptions/acknowledged"
+                opened.append((r, lines))
+            with ThreadPoolExecutor(4) as pool:
+                calls = list(pool.map(
+                    lambda k: tool(url, f"PF-{rnd}-call-{k}", "echo", {"message": "x"}),
+                    range(40)))
+            assert [c.status_code for c in calls] == [200] * 40
+            for _, lines in opened:
+                keepalive(lines)
+            assert final(tool(url, f"PF-{rnd}-change", "test_trigger_tool_change",
+                              caps=LISTEN_CAPS))["result"]
+            for i, (_, lines) in enumerate(opened):
+                got = next_data(lines)
+                assert got["method"] == "notifications/tools/list_changed", got
+                assert got["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] \
+                    == f"PF-{rnd}-{i}"
+        finally:
+            for r, _ in opened:
+                r.close()
+
+
 def test_log_messages_follow_the_requests_log_level(bridge):
     def logs(rid, **level):
         r = tool(bridge["URL"], rid, "test_tool_with_logging", **level)
