@@ -99,6 +99,7 @@ class H2Connection:
     def _read_loop(self) -> None:
         reason = "the server closed the connection"
         pending = getattr(self.sock, "pending", lambda: 0)   # bytes OpenSSL has decrypted already
+        unread = bytearray()   # the start of a frame whose rest has not come yet
         try:
             while True:
                 with self.lock:
@@ -112,9 +113,17 @@ class H2Connection:
                         continue
                     if not data:
                         break
-                    events = self.h2.receive_data(data)
-                    for ev in events:
-                        self._dispatch(ev)
+                    # One frame at a time: a GOAWAY's events are seen (and h2's state machine
+                    # reopened, _dispatch) before the DATA that came in the same read, which h2
+                    # would refuse in its closed state.
+                    unread += data
+                    while len(unread) >= 9:
+                        end = 9 + int.from_bytes(unread[:3], "big")
+                        if len(unread) < end:
+                            break
+                        for ev in self.h2.receive_data(bytes(unread[:end])):
+                            self._dispatch(ev)
+                        del unread[:end]
                     self._flush()
         except (OSError, h2.exceptions.ProtocolError) as e:
             reason = f"connection error: {e!r}"
