@@ -48,7 +48,9 @@ def test_missing_session_id_is_400(session):
     assert_jsonrpc_error(r, 400, -32000, "Mcp-Session-Id header is required")
 
 
-@pytest.mark.parametrize("sid", ["A" * 32, "not-a-session-id", secrets.token_urlsafe(24)])
+# (ids: a random parameter must not name the test, or pytest-xdist's workers collect differently)
+@pytest.mark.parametrize("sid", ["A" * 32, "not-a-session-id", secrets.token_urlsafe(24)],
+                         ids=["all-A", "malformed", "random"])
 def test_unknown_session_is_404(session, sid):
     r = session.post_raw(LIST, headers={"Mcp-Session-Id": sid})
     assert_jsonrpc_error(r, 404, -32001, "Session not found")
