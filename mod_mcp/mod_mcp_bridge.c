@@ -7,6 +7,7 @@
 #include <http_protocol.h>
 
 #include "mcp_era.h"
+#include "mcp_federation.h"
 #include "mcp_id.h"
 #include "mod_mcp_bridge.h"
 #include "mod_mcp_bridge_private.h"
@@ -344,7 +345,12 @@ static int on_message(void *baton, const char *json, apr_size_t len)
         return 0;
     }
     if (kind == MCP_BRIDGE_FINAL) {
-        const char *out = mcp_bridge_response_out(b->q->r->pool, obj, b->msg->id,
+        const char *out;
+
+        if (b->q->member) {   /* a federated endpoint's member: in the client's names */
+            mcp_fed_outbound(b->q->r->pool, b->q->member->fed, obj, b->msg->method);
+        }
+        out = mcp_bridge_response_out(b->q->r->pool, obj, b->msg->id,
                                                   b->msg->method, b->server_info);
         int rc;
 
@@ -957,21 +963,33 @@ static void forward_cancelled(bridge_t *b)
                   mcp_jsonrpc_to_string(r->pool, id, NULL), call.stream_id);
 }
 
-static int discover(bridge_t *b)
+static const char *init_result(bridge_t *b, const char **why)
 {
     mcp_req_t *q = b->q;
-    request_rec *r = q->r;
-    const char *init = NULL, *why = NULL, *out;
+    const char *init = NULL;
 
-    if (mcp_store_bridge_init_result(mcp_req_db(q), r->pool, q->conf->backend_spec, &init)
+    *why = NULL;
+    if (mcp_store_bridge_init_result(mcp_req_db(q), q->r->pool, q->conf->backend_spec, &init)
         != MCP_STORE_OK) {
-        if (!mcp_bridged_pool(b, 0, &why)
-            || mcp_store_bridge_init_result(mcp_req_db(q), r->pool, q->conf->backend_spec, &init)
-               != MCP_STORE_OK) {
-            return mcp_bridged_fail(b, HTTP_BAD_GATEWAY, apr_psprintf(r->pool, "Bad Gateway: the "
-                                 "era bridge could not learn the backend's capabilities: %s",
-                                 why ? why : "not stored"));
+        if (!mcp_bridged_pool(b, 0, why)
+            || mcp_store_bridge_init_result(mcp_req_db(q), q->r->pool, q->conf->backend_spec,
+                                            &init) != MCP_STORE_OK) {
+            *why = *why ? *why : "not stored";
+            return NULL;
         }
+    }
+    return init;
+}
+
+static int discover(bridge_t *b)
+{
+    request_rec *r = b->q->r;
+    const char *init, *why = NULL, *out;
+
+    if (!(init = init_result(b, &why))) {
+        return mcp_bridged_fail(b, HTTP_BAD_GATEWAY, apr_psprintf(r->pool, "Bad Gateway: the "
+                                "era bridge could not learn the backend's capabilities: %s",
+                                why));
     }
     out = mcp_bridge_discover(r->pool, init, b->msg->id, mcp_protocol_list(MCP_ERA_2026));
     if (!out) {
@@ -1045,4 +1063,29 @@ int mcp_bridge_post(mcp_req_t *handler_q, const char *version)
                              "issues one)");
     }
     return mcp_bridged_relay(b);   /* b may be the event loop's after this */
+}
+
+/* ---- for callers of their own ------------------------------------------------------------ */
+
+mcp_store_session_t *mcp_bridge_pooled(mcp_req_t *q, int fresh, const char **why)
+{
+    bridge_t b;
+
+    bridge_init(&b, q, NULL);
+    return mcp_bridged_pool(&b, fresh, why);
+}
+
+void mcp_bridge_pooled_lost(mcp_req_t *q, const mcp_store_session_t *s)
+{
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, q->r, "era bridge: the backend lost pooled session "
+                  "%s (404); a new one is initialized", mcp_id_tag(q->r->pool, s->id));
+    mcp_store_session_terminate(mcp_req_db(q), q->r->pool, s->id, q->r->user, "backend");
+}
+
+const char *mcp_bridge_init_result(mcp_req_t *q, const char **why)
+{
+    bridge_t b;
+
+    bridge_init(&b, q, NULL);
+    return init_result(&b, why);
 }

@@ -51,4 +51,20 @@
  * Returns DONE. */
 int mcp_bridge_post(mcp_req_t *q, const char *version);
 
+/* For a caller that makes its own exchanges through the bridge (a federated endpoint's lists and
+ * server/discover, its 2025-era members asked for a 2026-07-28 client): q a checked modern
+ * request whose conf names the backend. */
+
+/* The pooled session of q's principal, backend and clientCapabilities: found, or initialized
+ * now (always, when fresh). NULL with *why. */
+mcp_store_session_t *mcp_bridge_pooled(mcp_req_t *q, int fresh, const char **why);
+
+/* Pooled session s, which the backend no longer knows (404), ends: the next mcp_bridge_pooled
+ * initializes a new one. */
+void mcp_bridge_pooled_lost(mcp_req_t *q, const mcp_store_session_t *s);
+
+/* The backend's InitializeResult (JSON text) as recorded when a pooled session was initialized
+ * (one is, now, when none was yet). NULL with *why. */
+const char *mcp_bridge_init_result(mcp_req_t *q, const char **why);
+
 #endif

@@ -8,6 +8,7 @@
 #include <http_log.h>
 #include <http_protocol.h>
 
+#include "mcp_federation.h"
 #include "mcp_id.h"
 #include "mod_mcp_bridge_private.h"
 
@@ -114,7 +115,12 @@ static int on_stored(void *baton, apr_int64_t seq, const char *message)
         f->position = seq;
         break;
     case MCP_BRIDGE_FINAL: {
-        const char *out = mcp_bridge_response_out(f->pool, obj, b->msg->id, b->msg->method,
+        const char *out;
+
+        if (b->q->member) {   /* a federated endpoint's member: in the client's names */
+            mcp_fed_outbound(b->q->r->pool, b->q->member->fed, obj, b->msg->method);
+        }
+        out = mcp_bridge_response_out(f->pool, obj, b->msg->id, b->msg->method,
                                                   b->server_info);
         mcp_stream_add(&b->st, out, strlen(out));
         f->done = 1;

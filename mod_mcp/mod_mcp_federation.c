@@ -21,8 +21,9 @@
 
 APLOG_USE_MODULE(mcp);
 
-#ifndef PACKAGE_VERSION
-#define PACKAGE_VERSION "dev"
+/* (Not PACKAGE_VERSION: httpd's ap_config_auto.h defines that one, empty.) */
+#ifndef MOD_MCP_VERSION
+#define MOD_MCP_VERSION "dev"
 #endif
 
 /* ---- the members of one request ---------------------------------------------------------- */
@@ -56,7 +57,7 @@ void mcp_federated_init(fed_t *f, mcp_req_t *q)
     }
 }
 
-static member_t *fed_member(fed_t *f, const char *name)
+member_t *mcp_federated_member(fed_t *f, const char *name)
 {
     int i;
 
@@ -75,7 +76,7 @@ static void take_rows(fed_t *f, const apr_array_header_t *rows)
 
     for (i = 0; i < rows->nelts; i++) {
         const mcp_store_member_t *row = &APR_ARRAY_IDX(rows, i, mcp_store_member_t);
-        member_t *m = fed_member(f, row->member);
+        member_t *m = mcp_federated_member(f, row->member);
 
         if (m) {   /* a member configured no more is left alone */
             m->row = *row;
@@ -112,9 +113,7 @@ static int collect(void *baton, const char *json, apr_size_t len)
     return 0;
 }
 
-/* POSTs each asked member its body (with its session, unless opening), all at once; the answers'
- * messages, JSON or SSE, in m->messages. */
-static void fan_out(fed_t *f, int opening, apr_interval_time_t timeout)
+void mcp_federated_fan_out(fed_t *f, int opening, apr_interval_time_t timeout)
 {
     apr_pool_t *p = f->q->r->pool;
     mcp_exchange_t **xs = apr_pcalloc(p, sizeof(*xs) * (apr_size_t)f->n);
@@ -136,8 +135,11 @@ static void fan_out(fed_t *f, int opening, apr_interval_time_t timeout)
         calls[k].method = "POST";
         calls[k].body = m->body;
         calls[k].body_len = strlen(m->body);
-        calls[k].session_id = opening ? NULL : m->row.backend_session_id;
-        calls[k].protocol_version = opening ? NULL : m->row.protocol_version;
+        calls[k].session_id = m->modern ? m->session_id
+                              : opening ? NULL : m->row.backend_session_id;
+        calls[k].protocol_version = m->modern ? m->version
+                                    : opening ? NULL : m->row.protocol_version;
+        calls[k].headers = m->modern ? m->headers : NULL;
         calls[k].timeout_ms = (long)apr_time_as_msec(timeout);
         xs[k] = &m->x;
         who[k++] = m;
@@ -250,7 +252,7 @@ static const char *initialize_body(fed_t *f)
                         f->q->session->protocol_version,
                         f->client_capabilities ? f->client_capabilities : "{}",
                         f->client_info ? f->client_info
-                                       : "{\"name\":\"mod_mcp\",\"version\":\"" PACKAGE_VERSION "\"}");
+                                       : "{\"name\":\"mod_mcp\",\"version\":\"" MOD_MCP_VERSION "\"}");
 }
 
 /* Opens again, at once, the sessions of the members in want that are not open (their
@@ -292,7 +294,7 @@ void mcp_federated_reopen(fed_t *f, const int *want)
         json_object_put(id);
         return;
     }
-    fan_out(f, 1, f->q->conf->backend_timeout);
+    mcp_federated_fan_out(f, 1, f->q->conf->backend_timeout);
     k = 0;
     for (i = 0; i < f->n; i++) {
         member_t *m = &f->m[i];
@@ -318,7 +320,7 @@ void mcp_federated_reopen(fed_t *f, const int *want)
     for (i = 0; i < f->n; i++) {
         f->m[i].asked = f->m[i].asked && mcp_federated_open(&f->m[i]);
     }
-    fan_out(f, 0, f->q->conf->backend_timeout);
+    mcp_federated_fan_out(f, 0, f->q->conf->backend_timeout);
     if (mcp_store_members_reopened(mcp_req_db(f->q), p, f->q->session->id, rows, k, stored)
         != MCP_STORE_OK) {
         ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, f->q->r, "federation: storing the members of "
@@ -366,7 +368,7 @@ static void fan_out_open(fed_t *f, apr_interval_time_t timeout)
     int *lost = apr_pcalloc(p, sizeof(int) * (apr_size_t)f->n);
     int i, n = 0;
 
-    fan_out(f, 0, timeout);
+    mcp_federated_fan_out(f, 0, timeout);
     for (i = 0; i < f->n; i++) {
         member_t *m = &f->m[i];
 
@@ -395,7 +397,7 @@ static void fan_out_open(fed_t *f, apr_interval_time_t timeout)
         f->m[i].asked = lost[i] && mcp_federated_open(&f->m[i]);
         f->m[i].body = lost[i] ? bodies[i] : f->m[i].body;
     }
-    fan_out(f, 0, timeout);
+    mcp_federated_fan_out(f, 0, timeout);
 }
 
 /* ---- initialize ---------------------------------------------------------------------------- */
@@ -460,7 +462,7 @@ int mcp_federation_initialize(mcp_req_t *q, mcp_store_session_t *session,
         f.m[i].asked = 1;
         f.m[i].body = apr_pstrmemdup(r->pool, q->raw, q->raw_len);
     }
-    fan_out(&f, 1, q->conf->backend_timeout);
+    mcp_federated_fan_out(&f, 1, q->conf->backend_timeout);
     why = "";
     for (i = 0; i < f.n; i++) {
         settle_opening(&f, &f.m[i], q->id, &results[i]);
@@ -492,7 +494,7 @@ int mcp_federation_initialize(mcp_req_t *q, mcp_store_session_t *session,
     json_object_object_add(info, "name", json_object_new_string("mod_mcp"));
     json_object_object_add(info, "title", json_object_new_string(apr_psprintf(
         r->pool, "mod_mcp federation of %d member(s)", f.n)));
-    json_object_object_add(info, "version", json_object_new_string(PACKAGE_VERSION));
+    json_object_object_add(info, "version", json_object_new_string(MOD_MCP_VERSION));
     merged = mcp_fed_merge_initialize(r->pool, results, names, f.n, rev->version, info);
     json_object_put(info);
     response = json_object_new_object();
@@ -619,6 +621,105 @@ static int finish_result(mcp_stream_t *st, json_object *id, json_object *result)
 
 /* ---- the lists ------------------------------------------------------------------------------ */
 
+int mcp_federated_list_cursor(fed_t *f, json_object *params, int *want, const char **cursors,
+                              const char **why)
+{
+    apr_pool_t *p = f->q->r->pool;
+    json_object *cursor = NULL;
+    apr_array_header_t *pairs = NULL;
+    int i;
+
+    if (!params || !json_object_object_get_ex(params, "cursor", &cursor) || !cursor) {
+        for (i = 0; i < f->n; i++) {
+            want[i] = 1;
+        }
+        return 0;
+    }
+    if (!json_object_is_type(cursor, json_type_string)
+        || mcp_fed_cursor_decode(p, json_object_get_string(cursor), &pairs) != 0) {
+        *why = "Invalid params: the cursor is not one this endpoint gave";
+        return -1;
+    }
+    for (i = 0; i < pairs->nelts; i++) {
+        const mcp_fed_cursor_pair_t *pair = &APR_ARRAY_IDX(pairs, i, mcp_fed_cursor_pair_t);
+        member_t *m = mcp_federated_member(f, pair->member);
+
+        if (!m) {
+            *why = "Invalid params: the cursor names a member this endpoint does not have";
+            return -1;
+        }
+        want[m - f->m] = 1;
+        cursors[m - f->m] = pair->cursor;
+    }
+    return 0;
+}
+
+json_object *mcp_federated_list_merged(fed_t *f, const int *want, const char **cursors,
+                                       json_object *id, const char *method, const char **error)
+{
+    apr_pool_t *p = f->q->r->pool;
+    json_object **results = apr_pcalloc(p, sizeof(*results) * (apr_size_t)f->n), *merged;
+    const char **names = apr_pcalloc(p, sizeof(*names) * (apr_size_t)f->n);
+    const char *next = NULL, *failures = "";
+    const char *refused = NULL;   /* a member refused the cursor the client's carried for it */
+    int i, answered = 0;
+
+    for (i = 0; i < f->n; i++) {
+        member_t *m = &f->m[i];
+        const char *why, *text = NULL;
+        json_object *result;
+        int code = 0;
+
+        names[i] = m->mc->fed.name;
+        if (!want[i]) {
+            continue;
+        }
+        /* (A session's member that lost its session was asked again: it is open now.) */
+        why = !(m->modern ? m->asked : mcp_federated_open(m))
+                        ? apr_psprintf(p, "unavailable (%s)",
+                                       m->row.error ? m->row.error : "not asked")
+                        : answer_problem_code(p, m, m->ask_id ? m->ask_id : id, &result, &text,
+                                              &code);
+        if (!refused && cursors[i] && code == MCP_JSONRPC_INVALID_PARAMS) {
+            refused = apr_psprintf(p, "%s: %s", m->mc->fed.name, why);
+        }
+        if (!why && m->mc->fed.max_answer && strlen(text) > m->mc->fed.max_answer) {
+            why = apr_psprintf(p, "its answer (%" APR_SIZE_T_FMT " bytes) exceeds its "
+                               "MaxAnswerSize (%" APR_SIZE_T_FMT ")", strlen(text),
+                               m->mc->fed.max_answer);
+        }
+        if (why) {
+            ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, f->q->r, "federation: %s: member %s is "
+                          "left out of the answer: %s", method, m->mc->fed.name, why);
+            failures = apr_psprintf(p, "%s%s%s: %s", failures, *failures ? "; " : "",
+                                    m->mc->fed.name, why);
+            continue;
+        }
+        mcp_fed_list_rewrite(p, &f->fed[i], method, result);
+        results[i] = result;
+        answered++;
+    }
+    if (refused) {
+        /* A cursor a member refuses is the client's mistake (a single backend's -32602), and
+         * the page is refused whole: a page without that member would end its listing
+         * silently. */
+        *error = mcp_jsonrpc_error_body(p, id, MCP_JSONRPC_INVALID_PARAMS, apr_psprintf(p,
+            "Invalid params: the cursor is not one this endpoint gave (%s)", refused), NULL);
+        return NULL;
+    }
+    if (answered == 0) {
+        *error = mcp_jsonrpc_error_body(p, id, MCP_JSONRPC_BACKEND_ERROR, apr_psprintf(p,
+            "Bad Gateway: no member answered %s: %s", method, failures), NULL);
+        return NULL;
+    }
+    if (!(merged = mcp_fed_list_merge(p, method, results, names, f->n, &next, NULL))) {
+        *error = mcp_jsonrpc_error_body(p, id, MCP_JSONRPC_INTERNAL_ERROR, "Internal Error: the "
+                                        "members' cursors do not fit in one cursor of this "
+                                        "endpoint", NULL);
+    }
+    return merged;
+}
+
 /* One page of a list method: the cursor's members (every member for the first page), asked at
  * once, their pages rewritten and merged. */
 static int list_page(fed_t *f)
@@ -626,50 +727,26 @@ static int list_page(fed_t *f)
     mcp_req_t *q = f->q;
     apr_pool_t *p = q->r->pool;
     const mcp_jsonrpc_msg_t *msg = &q->body->msgs[0];
-    json_object *params = NULL, *cursor = NULL, **results, *merged;
-    apr_array_header_t *pairs = NULL;
-    const char **names, *next = NULL, *failures = "";
-    const char *refused = NULL;   /* a member refused the cursor the client's carried for it */
+    json_object *params = NULL, *merged;
+    const char *why = NULL, *error = NULL;
     int *want = apr_pcalloc(p, sizeof(int) * (apr_size_t)f->n);
     const char **cursors = apr_pcalloc(p, sizeof(char *) * (apr_size_t)f->n);
     mcp_stream_t st;
-    int i, rc, answered = 0;
+    int i, rc;
 
     json_object_object_get_ex(msg->obj, "params", &params);
-    if (params && json_object_object_get_ex(params, "cursor", &cursor) && cursor) {
-        if (!json_object_is_type(cursor, json_type_string)
-            || mcp_fed_cursor_decode(p, json_object_get_string(cursor), &pairs) != 0) {
-            return mcp_req_error(q, HTTP_OK, MCP_JSONRPC_INVALID_PARAMS, "Invalid params: the "
-                                 "cursor is not one this endpoint gave");
-        }
-        for (i = 0; i < pairs->nelts; i++) {
-            const mcp_fed_cursor_pair_t *pair = &APR_ARRAY_IDX(pairs, i, mcp_fed_cursor_pair_t);
-            member_t *m = fed_member(f, pair->member);
-            if (!m) {
-                return mcp_req_error(q, HTTP_OK, MCP_JSONRPC_INVALID_PARAMS, "Invalid params: "
-                                     "the cursor names a member this endpoint does not have");
-            }
-            want[m - f->m] = 1;
-            cursors[m - f->m] = pair->cursor;
-        }
-    }
-    else {
-        for (i = 0; i < f->n; i++) {
-            want[i] = 1;
-        }
+    if (mcp_federated_list_cursor(f, params, want, cursors, &why) != 0) {
+        return mcp_req_error(q, HTTP_OK, MCP_JSONRPC_INVALID_PARAMS, "%s", why);
     }
     if ((rc = open_answer_stream(f, &st)) != OK) {
         return rc;
     }
     mcp_federated_reopen(f, want);
 
-    results = apr_pcalloc(p, sizeof(*results) * (apr_size_t)f->n);
-    names = apr_pcalloc(p, sizeof(*names) * (apr_size_t)f->n);
     for (i = 0; i < f->n; i++) {
         member_t *m = &f->m[i];
         json_object *copy = mcp_jsonrpc_parse_value(p, q->raw, q->raw_len), *ps;
 
-        names[i] = m->mc->fed.name;
         m->asked = want[i] && mcp_federated_open(m);
         if (!m->asked) {
             continue;
@@ -687,54 +764,8 @@ static int list_page(fed_t *f)
         m->body = mcp_jsonrpc_to_string(p, copy, NULL);
     }
     fan_out_open(f, q->conf->backend_timeout);
-    for (i = 0; i < f->n; i++) {
-        member_t *m = &f->m[i];
-        const char *why, *text = NULL;
-        json_object *result;
-
-        if (!want[i]) {
-            continue;
-        }
-        int code = 0;
-
-        why = !mcp_federated_open(m) ? apr_psprintf(p, "unavailable (%s)", m->row.error)
-                          : answer_problem_code(p, m, msg->id, &result, &text, &code);
-        if (!refused && cursors[i] && code == MCP_JSONRPC_INVALID_PARAMS) {
-            refused = apr_psprintf(p, "%s: %s", m->mc->fed.name, why);
-        }
-        if (!why && m->mc->fed.max_answer && strlen(text) > m->mc->fed.max_answer) {
-            why = apr_psprintf(p, "its answer (%" APR_SIZE_T_FMT " bytes) exceeds its "
-                               "MaxAnswerSize (%" APR_SIZE_T_FMT ")", strlen(text),
-                               m->mc->fed.max_answer);
-        }
-        if (why) {
-            ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, q->r, "federation: %s: member %s is left "
-                          "out of the answer: %s", msg->method, m->mc->fed.name, why);
-            failures = apr_psprintf(p, "%s%s%s: %s", failures, *failures ? "; " : "",
-                                    m->mc->fed.name, why);
-            continue;
-        }
-        mcp_fed_list_rewrite(p, &f->fed[i], msg->method, result);
-        results[i] = result;
-        answered++;
-    }
-    if (refused) {
-        /* A cursor a member refuses is the client's mistake (a single backend's -32602), and
-         * the page is refused whole: a page without that member would end its listing
-         * silently. */
-        return finish_answer(&st, mcp_jsonrpc_error_body(p, msg->id, MCP_JSONRPC_INVALID_PARAMS,
-            apr_psprintf(p, "Invalid params: the cursor is not one this endpoint gave (%s)",
-                         refused), NULL));
-    }
-    if (answered == 0) {
-        return finish_answer(&st, mcp_jsonrpc_error_body(p, msg->id, MCP_JSONRPC_BACKEND_ERROR,
-            apr_psprintf(p, "Bad Gateway: no member answered %s: %s", msg->method, failures),
-            NULL));
-    }
-    if (!(merged = mcp_fed_list_merge(p, msg->method, results, names, f->n, &next, NULL))) {
-        return finish_answer(&st, mcp_jsonrpc_error_body(p, msg->id, MCP_JSONRPC_INTERNAL_ERROR,
-            "Internal Error: the members' cursors do not fit in one cursor of this endpoint",
-            NULL));
+    if (!(merged = mcp_federated_list_merged(f, want, cursors, msg->id, msg->method, &error))) {
+        return finish_answer(&st, error);
     }
     return finish_result(&st, msg->id, merged);
 }
@@ -807,7 +838,7 @@ const char *mcp_federation_member_ready(mcp_req_t *q)
         return apr_psprintf(q->r->pool, "the session's members could not be read: %s",
                             mcp_req_db(q)->error);
     }
-    if (!(m = fed_member(&f, q->member->fed->name))) {
+    if (!(m = mcp_federated_member(&f, q->member->fed->name))) {
         return "the member is no longer configured";
     }
     want = apr_pcalloc(q->r->pool, sizeof(int) * (apr_size_t)f.n);
@@ -885,7 +916,7 @@ static void deliver(fed_t *f, const mcp_jsonrpc_msg_t *msg)
     }
     if (msg->kind == MCP_MSG_RESPONSE || msg->kind == MCP_MSG_ERROR) {
         /* An answer to a member's request: to that member, with its own id. */
-        if (mcp_fed_untag_id(p, msg->id, &name, &own) != 0 || !(m = fed_member(f, name))) {
+        if (mcp_fed_untag_id(p, msg->id, &name, &own) != 0 || !(m = mcp_federated_member(f, name))) {
             ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, f->q->r, "federation: the client answered "
                           "id %s, which no member's request had; dropped",
                           mcp_jsonrpc_to_string(p, msg->id, NULL));
@@ -898,7 +929,7 @@ static void deliver(fed_t *f, const mcp_jsonrpc_msg_t *msg)
              && json_object_object_get_ex(copy, "params", &params)
              && json_object_object_get_ex(params, "requestId", &request_id)
              && mcp_fed_untag_id(p, request_id, &name, &own) == 0
-             && (m = fed_member(f, name))) {
+             && (m = mcp_federated_member(f, name))) {
         json_object_object_add(params, "requestId", own);
         m->asked = mcp_federated_open(m);
     }
@@ -910,7 +941,7 @@ static void deliver(fed_t *f, const mcp_jsonrpc_msg_t *msg)
     for (i = 0; i < f->n; i++) {
         f->m[i].body = mcp_jsonrpc_to_string(p, copy, NULL);
     }
-    fan_out(f, 0, f->q->conf->backend_timeout);
+    mcp_federated_fan_out(f, 0, f->q->conf->backend_timeout);
     for (i = 0; i < f->n; i++) {
         member_t *mm = &f->m[i];
         if (mm->asked && (mm->status != MCP_BACKEND_OK || mm->x.response.status >= 300)) {

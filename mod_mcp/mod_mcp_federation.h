@@ -21,8 +21,21 @@
  *   DELETE               every member's session ends
  *
  * Store before write, resumption with Last-Event-ID, the audit and the limits are the gateway's
- * as for a single backend: every answer goes through a stored stream. The 2026-07-28 era is not
- * served on a federated endpoint (such a client is told, -32022, which revisions are).
+ * as for a single backend: every answer goes through a stored stream.
+ *
+ * A 2026-07-28 client (mcp_federation_modern) has no session: each member is asked in its own
+ * era, as a single-backend Location asks its backend (its eras learned per member: a 2026-07-28
+ * member directly, a 2025-era one through the era bridge's pooled sessions, per member):
+ *
+ *   server/discover      each member's (its discover, or the InitializeResult the bridge
+ *                        recorded), merged as initialize is; the gateway's serverInfo
+ *   the four lists       the cursor's members, at once, each in its era; one merged page,
+ *                        stamped (resultType, ttlMs 0, cacheScope "private")
+ *   tools/call ...       routed as above, Mcp-Name rewritten too, then the single-backend
+ *                        modern path (mcp_modern_forward, or the bridge: rounds, their
+ *                        retries routed by the same name) with the answer in the client's names
+ *   notifications        stored, 202 (nothing a 2026-07-28 client notifies is a member's)
+ *   subscriptions/listen not served yet: 404, -32601
  */
 #ifndef MOD_MCP_FEDERATION_H
 #define MOD_MCP_FEDERATION_H
@@ -41,6 +54,10 @@ int mcp_federation_post(mcp_req_t *q);
 /* The standalone GET stream of a federated session (q->session loaded): the members' GET
  * streams, merged. resumed: as mcp_relay_standalone_resumed. */
 int mcp_federation_listen(mcp_req_t *q, int resumed);
+
+/* A checked 2026-07-28 request (q->session its stand-in) of revision version. Answers; returns
+ * DONE (or SUSPENDED: a routed call's parked answer). */
+int mcp_federation_modern(mcp_req_t *q, const char *version);
 
 /* Tells every open member that its session ended (DELETE), best effort (logged). */
 void mcp_federation_end(mcp_req_t *q, const char *why);

@@ -26,6 +26,13 @@ typedef struct member_t {
     const char              *err;
     mcp_stream_t            *st;         /* listen: the stream its messages go to             */
     int                      listening;  /* listen: its GET is an event stream                */
+    /* A 2026-07-28 client's request (mod_mcp_federation_modern): the member asked in its own
+     * era, not in the gateway's session. */
+    int                      modern;
+    json_object             *ask_id;     /* ... the id its answer carries                      */
+    const char              *session_id; /* ... the bridge's pooled session (NULL: none)       */
+    const char              *version;    /* ... MCP-Protocol-Version                           */
+    apr_array_header_t      *headers;    /* ... more request headers (Mcp-Method), or NULL     */
 } member_t;
 
 typedef struct fed_t {
@@ -44,6 +51,27 @@ void mcp_federated_init(fed_t *f, mcp_req_t *q);
 /* The session's member rows, and the client's initialize, into f (OK, or the store's status:
  * the caller answers). */
 mcp_store_status_t mcp_federated_load(fed_t *f, const char *session_id);
+
+/* The member called name (NULL: none). */
+member_t *mcp_federated_member(fed_t *f, const char *name);
+
+/* POSTs each asked member its body, all at once (in the member's session, unless opening; a
+ * modern member as its fields say); the answers' messages, JSON or SSE, in m->messages. */
+void mcp_federated_fan_out(fed_t *f, int opening, apr_interval_time_t timeout);
+
+/* Which members a list page asks (want) and with which cursor of theirs (cursors; NULL: the
+ * first page), from the request's params (NULL: every member, first pages). 0, or -1 when the
+ * cursor is not one this endpoint gave (*why says so). */
+int mcp_federated_list_cursor(fed_t *f, json_object *params, int *want, const char **cursors,
+                              const char **why);
+
+/* The page merged from the wanted members' answers to a list request (each answered id
+ * m->ask_id, or id): rewritten into the client's names and merged (the caller puts it); NULL
+ * and *error, a JSON-RPC error answer with id, when the page cannot be given (a cursor a member
+ * refused, no member answered, cursors too long). A wanted member whose session is not open
+ * (a modern one: not asked) is unavailable (m->row.error says why). */
+json_object *mcp_federated_list_merged(fed_t *f, const int *want, const char **cursors,
+                                       json_object *id, const char *method, const char **error);
 
 /* Non-zero when m's session is open. */
 int mcp_federated_open(const member_t *m);

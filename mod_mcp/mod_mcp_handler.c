@@ -528,11 +528,6 @@ static int handle_post(mcp_req_t *q)
     }
     version = apr_table_get(q->r->headers_in, "MCP-Protocol-Version");
     route = mcp_era_route(1, version, q->body);
-    if ((route == MCP_ROUTE_MODERN || route == MCP_ROUTE_NO_CLAIM) && q->conf->members) {
-        /* The stateless era is not served on a federated endpoint (yet): the client is told
-         * which revisions are, as for any revision not served. */
-        return mcp_req_unsupported_version(q, version, mcp_protocol_served_list());
-    }
     if (route == MCP_ROUTE_MODERN) {
         return mcp_modern_post(q);
     }

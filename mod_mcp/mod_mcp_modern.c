@@ -13,6 +13,7 @@
 #include "mod_mcp_bridge.h"
 #include "mod_mcp_eras.h"
 #include "mod_mcp_exchange.h"
+#include "mod_mcp_federation.h"
 #include "mod_mcp_modern.h"
 #include "mod_mcp_park.h"
 #include "mod_mcp_stream.h"
@@ -64,6 +65,7 @@ static int relay_message(modern_t *m, const char *json, apr_size_t len)
 {
     json_object *obj;
     mcp_jsonrpc_msg_t msg;
+    int rewritten, rc;
 
     apr_pool_clear(m->scratch);
     if (!(obj = mcp_jsonrpc_parse_value(m->scratch, json, len))) {
@@ -76,7 +78,15 @@ static int relay_message(modern_t *m, const char *json, apr_size_t len)
         && json_object_equal(msg.id, m->msg->id)) {
         m->x.answered = apr_time_now();
     }
-    return mcp_stream_add(&m->st, json, len);
+    rewritten = m->q->member
+                && mcp_federation_outbound(m->q, m->q->r->pool, obj, &json, &len);
+    rc = mcp_stream_add(&m->st, json, len);
+    if (rewritten && !m->st.rewritten) {
+        /* A member's message in the client's names: a JSON answer is this text too. */
+        m->st.rewritten = json;
+        m->st.rewritten_len = len;
+    }
+    return rc;
 }
 
 /* The client closed its response before the answer: that cancels the request. */
@@ -461,6 +471,17 @@ static int post_request(mcp_req_t *handler_q, const char *version)
 
 /* ---- entry ---------------------------------------------------------------------------------- */
 
+/* The request's stand-in session: none, only the principal, the revision and the backend. */
+static void modern_session(mcp_req_t *q, const char *version, const char *backend)
+{
+    q->rev = mcp_protocol_served(version);
+    mcp_req_note_protocol(q->r, version);      /* the access log tells the eras apart */
+    q->session = apr_pcalloc(q->r->pool, sizeof(*q->session));
+    q->session->principal = q->r->user;
+    q->session->protocol_version = version;
+    q->session->backend_url = backend;
+}
+
 int mcp_modern_post(mcp_req_t *q)
 {
     request_rec *r = q->r;
@@ -487,11 +508,11 @@ int mcp_modern_post(mcp_req_t *q)
         if (v.code == MCP_ERA_UNSUPPORTED_VERSION) {
             /* What server/discover would list: the stateless revisions, when the backend serves
              * them; else what it does serve (the client then falls back to initialize). */
-            if (!q->conf->era_bridge) {
+            if (!q->conf->era_bridge && !q->conf->members) {
                 backend = mcp_eras_backend(q);
             }
             return mcp_req_unsupported_version(q, v.requested,
-                                               q->conf->era_bridge
+                                               q->conf->era_bridge || q->conf->members
                                                || mcp_era_listed(backend,
                                                                  mcp_protocol_list(MCP_ERA_2026))
                                                ? mcp_protocol_list(MCP_ERA_2026) : backend);
@@ -499,6 +520,11 @@ int mcp_modern_post(mcp_req_t *q)
         return mcp_req_error(q, HTTP_BAD_REQUEST, v.code, "%s", v.message);
     }
     version = mcp_era_claim(msg->obj, &present);
+    if (q->conf->members) {
+        /* Several members behind this endpoint: each is asked in its own era. */
+        modern_session(q, version, q->conf->backend_spec);
+        return mcp_federation_modern(q, version);
+    }
     backend = mcp_eras_backend(q);
     bridged = !mcp_era_listed(backend, version);
     if (bridged && !q->conf->era_bridge) {
@@ -506,16 +532,16 @@ int mcp_modern_post(mcp_req_t *q)
          * MCPEraBridge is Off: the client falls back to initialize, which the gateway serves. */
         return mcp_req_unsupported_version(q, version, backend);
     }
-    q->rev = mcp_protocol_served(version);
-    mcp_req_note_protocol(r, version);      /* the access log tells the eras apart */
-    q->session = apr_pcalloc(r->pool, sizeof(*q->session));   /* none: only the principal */
-    q->session->principal = r->user;
-    q->session->protocol_version = version;
-    q->session->backend_url = q->conf->backend_spec;
+    modern_session(q, version, q->conf->backend_spec);
     if (bridged) {
         /* ... and the era bridge serves the client through it (mod_mcp_bridge). */
         return mcp_bridge_post(q, version);
     }
-    return msg->kind == MCP_MSG_NOTIFICATION ? post_notification(q, version)
-                                             : post_request(q, version);
+    return mcp_modern_forward(q, version);
+}
+
+int mcp_modern_forward(mcp_req_t *q, const char *version)
+{
+    return q->body->msgs[0].kind == MCP_MSG_NOTIFICATION ? post_notification(q, version)
+                                                         : post_request(q, version);
 }

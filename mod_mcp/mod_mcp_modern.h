@@ -24,6 +24,13 @@
 /* A POST routed MCP_ROUTE_MODERN (its body read and parsed into q). Returns DONE. */
 int mcp_modern_post(mcp_req_t *q);
 
+/* The checked request (q->session its stand-in, q->conf its backend's) forwarded to a backend
+ * that serves version: a notification stored, forwarded, 202; a request on a stream of its own,
+ * its answer relayed. A federated endpoint's routed call comes here with its member's conf (and
+ * q->member: the answer is rewritten into the client's names). Returns DONE (or SUSPENDED: a
+ * parked answer). */
+int mcp_modern_forward(mcp_req_t *q, const char *version);
+
 /* A POST routed MCP_ROUTE_NO_CLAIM: 400, -32602. Returns DONE. */
 int mcp_modern_no_claim(mcp_req_t *q);
 

@@ -971,10 +971,12 @@ def test_get_stream_resumed_on_the_other_instance(env, mcp, db):
     assert "one" not in datas, got
 
 
-def test_batches_and_the_2026_era_are_refused(env, mcp):
-    """A federated endpoint takes one request per POST (a batch of requests is 400 -32600) and
-    does not serve the 2026-07-28 era (-32022 with the revisions it serves); initialize asking
-    for 2026-07-28 gets a 2025-11-25 session."""
+def test_batches_are_refused_and_the_2026_era_is_checked_as_anywhere(env, mcp):
+    """A federated endpoint takes one request per POST (a batch of requests is 400 -32600). It
+    serves the 2026-07-28 era (test_federation_modern), with the checks of any endpoint: the
+    revision's header without the _meta claim is 400 -32602; a revision it does not serve is
+    -32022 listing the ones it does; initialize asking for 2026-07-28 gets a 2025-11-25
+    session."""
     s = mcp(protocol_version="2025-03-26")
     s.initialize()
     batch = [{"jsonrpc": "2.0", "id": s.next_id(), "method": "tools/call",
@@ -983,15 +985,20 @@ def test_batches_and_the_2026_era_are_refused(env, mcp):
               "params": {"name": "beta_echo", "arguments": {"text": "b"}}}]
     r = s.post_raw(json.dumps(batch))
     assert r.status_code == 400 and r.json()["error"]["code"] == -32600, r.text
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
     r = requests.post(url(env, "/mcp-federated"),
                       data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/discover",
-                                       "params": {}}),
-                      headers={"Content-Type": "application/json",
-                               "Accept": "application/json, text/event-stream",
-                               "MCP-Protocol-Version": "2026-07-28",
-                               "Mcp-Method": "server/discover"}, timeout=10)
+                                       "params": {}}), headers=headers, timeout=10)
+    assert r.status_code == 400 and r.json()["error"]["code"] == -32602, r.text
+    claim = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01",
+                       "io.modelcontextprotocol/clientCapabilities": {}}}
+    r = requests.post(url(env, "/mcp-federated"),
+                      data=json.dumps({"jsonrpc": "2.0", "id": 2, "method": "server/discover",
+                                       "params": claim}),
+                      headers=dict(headers, **{"MCP-Protocol-Version": "2099-01-01"}), timeout=10)
     assert r.status_code == 400 and r.json()["error"]["code"] == -32022, r.text
-    assert "2025-11-25" in r.json()["error"]["data"]["supported"], r.text
+    assert "2026-07-28" in r.json()["error"]["data"]["supported"], r.text
     s2 = mcp(protocol_version="2026-07-28")
     assert s2.initialize()["protocolVersion"] == "2025-11-25"
 
