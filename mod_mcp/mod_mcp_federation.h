@@ -35,7 +35,12 @@
  *                        modern path (mcp_modern_forward, or the bridge: rounds, their
  *                        retries routed by the same name) with the answer in the client's names
  *   notifications        stored, 202 (nothing a 2026-07-28 client notifies is a member's)
- *   subscriptions/listen not served yet: 404, -32601
+ *   subscriptions/listen each member's part of the filter (its resource URIs, in its own
+ *                        names) in its era — a 2026-07-28 member's own listen, a 2025-era
+ *                        member's pooled session's GET stream (URIs subscribed there) — all on
+ *                        one stream, parked (a transfer slot per member); acknowledged once,
+ *                        with what the members' merged capabilities honour; every notification
+ *                        tagged with the client's listen id, in the client's names
  */
 #ifndef MOD_MCP_FEDERATION_H
 #define MOD_MCP_FEDERATION_H

@@ -10,6 +10,7 @@ whose three members are of both eras:
                      under gamma+); no member's eras are configured: the gateway learns them
   /fed-modern-off    the same members, MCPEraBridge Off: the 2025-era members cannot be asked
   /fed-modern-authz  Require mcp-tool echo m_test_simple_text (behind Basic auth)
+  /fed-modern-two    beta and gamma only (a listen: one pooled session's GET stream per backend)
   /fed-modern-down   alpha, and a member on a port where nothing listens
 
 Each member is asked in its own era: alpha and beta through the era bridge's pooled sessions
@@ -26,9 +27,11 @@ from pathlib import Path
 import pytest
 import requests
 
+from mcp_client import iter_sse
 from conftest import (database, node_backend, own_stack, plain_endpoints, run_dir, wanted_modes,
                       wire_client)
 from test_node_peers import node22  # noqa: F401  (a fixture)
+from waiting import wait_for
 
 V = "2026-07-28"
 ACCEPT = "application/json, text/event-stream"
@@ -85,6 +88,18 @@ CONF = """
     </MCPMember>
 </Location>
 
+<Location /fed-modern-two>
+    SetHandler mcp
+    <MCPMember beta>
+        Backend ${{MCP_BACKEND_URL}}
+        Prefix beta_
+    </MCPMember>
+    <MCPMember gamma>
+        Backend http://127.0.0.1:{modern}/mcp
+        Prefix m_
+    </MCPMember>
+</Location>
+
 <Location /fed-modern-down>
     SetHandler mcp
     MCPBackendTimeout 3
@@ -118,6 +133,7 @@ def fm(node22):  # noqa: F811
             env.update(URL=f"{bases[0]}/fed-modern", URL2=f"{bases[1]}/fed-modern",
                        OFF_URL=f"{bases[0]}/fed-modern-off",
                        AUTHZ_URL=f"{bases[0]}/fed-modern-authz",
+                       TWO_URL=f"{bases[0]}/fed-modern-two", TWO_URL2=f"{bases[1]}/fed-modern-two",
                        DOWN_URL=f"{bases[0]}/fed-modern-down")
             yield env
 
@@ -300,14 +316,13 @@ def test_input_required_rounds_of_both_eras_are_retried_on_the_other_instance(fm
     assert text_of(r) == "Hello, Al!"
 
 
-def test_what_2026_removed_and_listen_are_not_found_and_notifications_accepted(fm):
+def test_what_2026_removed_is_not_found_and_notifications_are_accepted(fm):
     """ping (and the other methods 2026-07-28 removed) is 404 -32601 as on any 2026-07-28
-    server; subscriptions/listen is not served on a federated endpoint yet (404, saying so); a
-    notification is stored and accepted."""
+    server; a listen without its filter is -32602; a notification is stored and accepted."""
     r = call(fm["URL"], "g-1", "ping")
     assert r.status_code == 404 and r.json()["error"]["code"] == -32601
     r = call(fm["URL"], "g-2", "subscriptions/listen")
-    assert r.status_code == 404 and "federated" in r.json()["error"]["message"]
+    assert r.status_code == 400 and r.json()["error"]["code"] == -32602, r.text
     body = {"jsonrpc": "2.0", "method": "notifications/roots/list_changed",
             "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": V,
                                  "io.modelcontextprotocol/clientCapabilities": {}}}}
@@ -316,6 +331,50 @@ def test_what_2026_removed_and_listen_are_not_found_and_notifications_accepted(f
                                "MCP-Protocol-Version": V,
                                "Mcp-Method": "notifications/roots/list_changed"})
     assert r.status_code == 202, r.text
+
+
+def test_a_listen_hears_every_member_in_the_clients_names(fm, db):
+    """subscriptions/listen: acknowledged once for the endpoint, then the notifications of both
+    members (beta's through its pooled session's GET stream, its URI subscribed there; gamma's
+    own listen), each tagged with the listen's id, a resource's URI in the client's names; the
+    calls that cause them go through the other instance. Closing the response ends the stream
+    (closed), and the members' parts with it."""
+    params = {"notifications": {"toolsListChanged": True,
+                                "resourceSubscriptions": ["beta+test://watched-resource",
+                                                          "gamma+test://watched-resource"]}}
+    body = {"jsonrpc": "2.0", "id": "L-1", "method": "subscriptions/listen",
+            "params": dict(params, _meta={"io.modelcontextprotocol/protocolVersion": V,
+                                          "io.modelcontextprotocol/clientCapabilities": CAPS})}
+    lr = requests.post(fm["TWO_URL"], data=json.dumps(body), stream=True, timeout=30,
+                       headers={"Content-Type": "application/json", "Accept": ACCEPT,
+                                "MCP-Protocol-Version": V, "Mcp-Method": "subscriptions/listen"})
+    assert lr.status_code == 200, lr.text
+    events = (json.loads(ev.data) for ev in iter_sse(lr) if ev.data)
+    ack = next(events)
+    assert ack["method"] == "notifications/subscriptions/acknowledged", ack
+    assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L-1"
+    assert set(ack["params"]["notifications"]["resourceSubscriptions"]) == {
+        "beta+test://watched-resource", "gamma+test://watched-resource"}
+    # beta (the C test backend, through the bridge) tells of its resource's change.
+    r = tool(fm["TWO_URL2"], "L-t1", "beta_touch_resource", {"uri": "test://watched-resource"})
+    assert r.status_code == 200, r.text
+    update = next(events)
+    assert update["method"] == "notifications/resources/updated", update
+    assert update["params"]["uri"] == "beta+test://watched-resource"
+    assert update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L-1"
+    # gamma (2026-07-28, its own listen) tells of its tool list's change.
+    r = tool(fm["TWO_URL2"], "L-t2", "m_test_trigger_tool_change")
+    assert r.status_code == 200, r.text
+    change = next(events)
+    assert change["method"] == "notifications/tools/list_changed", change
+    assert change["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L-1"
+    lr.close()
+    with db.cursor() as cur:
+        def status():
+            cur.execute("""SELECT status FROM mcp.streams WHERE session_id IS NULL
+                             AND request_id = '"L-1"'::jsonb""")
+            return cur.fetchone()[0]
+        wait_for(lambda: status() == "closed", timeout=10, what="the listen to close")
 
 
 def test_with_the_era_bridge_off_only_the_2026_member_serves(fm):
