@@ -346,12 +346,13 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
  * more stream for limits->holder (MCPMaxStreamsPerPrincipal: such a stream has no session),
  * creates the request stream with no session (recording protocol_version and principal, owned
  * by owner, leased for lease_secs) and stores the inbound message at seq 0. No priming row: the
- * first outbound message takes seq 1. LIMIT (*refused) when the holder holds its maximum. */
+ * first outbound message takes seq 1. member (NULL: none): the federated member the request
+ * goes to (mcp.streams.member). LIMIT (*refused) when the holder holds its maximum. */
 mcp_store_status_t mcp_store_stream_open_stateless_admitted(
     mcp_store_t *db, apr_pool_t *p, const char *protocol_version, const char *principal,
     const char *request_id, const char *method, const char *inbound, const char *trace_id,
-    const char *owner, int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
-    mcp_store_refusal_t *refused);
+    const char *owner, int lease_secs, const mcp_store_limits_t *limits, const char *member,
+    apr_int64_t *stream_id, mcp_store_refusal_t *refused);
 
 /* Opens the session's standalone GET stream with its priming row (seq 0), held by
  * limits->holder; CONFLICT when the session has an open one whose lease has not run out (a stale

@@ -239,8 +239,8 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
 mcp_store_status_t mcp_store_stream_open_stateless_admitted(
     mcp_store_t *db, apr_pool_t *p, const char *protocol_version, const char *principal,
     const char *request_id, const char *method, const char *inbound, const char *trace_id,
-    const char *owner, int lease_secs, const mcp_store_limits_t *limits, apr_int64_t *stream_id,
-    mcp_store_refusal_t *refused)
+    const char *owner, int lease_secs, const mcp_store_limits_t *limits, const char *member,
+    apr_int64_t *stream_id, mcp_store_refusal_t *refused)
 {
     static const char sql[] =
         "WITH a AS ("
@@ -249,9 +249,9 @@ mcp_store_status_t mcp_store_stream_open_stateless_admitted(
         "), s AS ("
         "  INSERT INTO mcp.streams (id, session_id, kind, request_id_text, request_id, method,"
         "                           owner, lease_until, holder, protocol_version, principal,"
-        "                           trace_id)"
+        "                           trace_id, member)"
         "  SELECT a.id, NULL, 'request', $3, mcp.audit_jsonb($3::text), $4, $5,"
-        "         now() + make_interval(secs => $6::int), $1, $7, $8, $10"
+        "         now() + make_interval(secs => $6::int), $1, $7, $8, $10, $11"
         "    FROM a WHERE a.refused IS NULL"
         "  RETURNING id"
         "), e AS ("
@@ -260,7 +260,7 @@ mcp_store_status_t mcp_store_stream_open_stateless_admitted(
         "  SELECT NULL, s.id, 0, 'in', 'message', $9, mcp.audit_jsonb($9::text), $8 FROM s"
         ")"
         "SELECT s.id, a.refused FROM a LEFT JOIN s ON true";
-    const char *args[10];
+    const char *args[11];
     mcp_store_status_t rv;
     PGresult *res;
 
@@ -275,6 +275,7 @@ mcp_store_status_t mcp_store_stream_open_stateless_admitted(
     args[7] = principal;
     args[8] = inbound;
     args[9] = trace_id;
+    args[10] = member;
     if ((rv = mcp_store_exec(db, p, "storing the stateless request and its stream", sql,
                              NARGS(args), args, &res)) != MCP_STORE_OK) {
         return rv;

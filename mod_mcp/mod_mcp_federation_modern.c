@@ -398,8 +398,8 @@ static int routed(modern_fed_t *mf, int index, json_object *rewritten)
     rm->row.member = m->mc->fed.name;
     rm->row.backend_url = m->mc->spec;
     rm->method = q->body->msgs[0].method;
-    m->q.member = rm;
-    m->q.raw = mcp_jsonrpc_to_string(p, rewritten, &m->q.raw_len);
+    rm->body = mcp_jsonrpc_to_string(p, rewritten, &rm->body_len);
+    m->q.member = rm;   /* (q.raw stays the client's: the stored request is what it sent) */
     body->msgs = apr_pmemdup(p, q->body->msgs, sizeof(*body->msgs));
     mcp_jsonrpc_classify(rewritten, &body->msgs[0]);
     m->q.body = body;

@@ -183,12 +183,25 @@ static void modern_init(modern_t *m, mcp_req_t *q, apr_int64_t stream_id)
     m->x.on_tick = on_tick;
 }
 
+/* What the backend is sent: the request as the client sent it, or a federated member's own
+ * (its names; the stored request stays the client's). */
+static const char *sent_body(const mcp_req_t *q)
+{
+    return q->member ? q->member->body : q->raw;
+}
+
+static apr_size_t sent_len(const mcp_req_t *q)
+{
+    return q->member ? q->member->body_len : q->raw_len;
+}
+
 static mcp_backend_status_t forward(modern_t *m, const char *version, apr_interval_time_t timeout,
                                     const char **err)
 {
     mcp_backend_status_t status;
 
-    status = mcp_exchange_post(&m->x, m->q->raw, m->q->raw_len, version, mcp_headers(m->q->r),
+    status = mcp_exchange_post(&m->x, sent_body(m->q), sent_len(m->q), version,
+                               mcp_headers(m->q->r),
                                timeout, err);
     return m->cancelled ? MCP_BACKEND_OK : status;
 }
@@ -398,8 +411,8 @@ static int answer_parked(modern_t *m, const char *version)
     }
     memset(&call, 0, sizeof(call));
     call.method = "POST";
-    call.body = q->raw;
-    call.body_len = q->raw_len;
+    call.body = sent_body(q);
+    call.body_len = sent_len(q);
     call.protocol_version = version;
     call.headers = mcp_headers(q->r);
     call.timeout_ms = m->listen ? 0 : (long)apr_time_as_msec(q->conf->stream_timeout);

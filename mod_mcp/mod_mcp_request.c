@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "mcp_federation.h"
 #include "mcp_id.h"
 #include "mcp_trace.h"
 #include "mod_mcp_dbd.h"
@@ -79,7 +80,7 @@ int mcp_req_open_stateless(mcp_req_t *q, const char *version, apr_int64_t *strea
     stored = mcp_store_stream_open_stateless_admitted(
         mcp_req_db(q), r->pool, version, r->user, mcp_jsonrpc_to_string(r->pool, msg->id, NULL),
         msg->method, q->raw, mcp_req_trace_id(r), mcp_child.owner, mcp_req_lease_secs(q),
-        &limits, stream_id, &refused);
+        &limits, q->member ? q->member->fed->name : NULL, stream_id, &refused);
     if (stored == MCP_STORE_LIMIT) {
         return mcp_req_refused(q, refused);
     }

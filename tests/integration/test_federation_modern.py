@@ -11,6 +11,7 @@ whose three members are of both eras:
   /fed-modern-off    the same members, MCPEraBridge Off: the 2025-era members cannot be asked
   /fed-modern-authz  Require mcp-tool echo m_test_simple_text (behind Basic auth)
   /fed-modern-two    beta and gamma only (a listen: one pooled session's GET stream per backend)
+  /fed-modern-shimmed  alpha, and gamma through a Location of the era shim's (/shim-gamma)
   /fed-modern-down   alpha, and a member on a port where nothing listens
 
 Each member is asked in its own era: alpha and beta through the era bridge's pooled sessions
@@ -27,7 +28,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from mcp_client import iter_sse
+from mcp_client import McpSession, iter_sse
 from conftest import (database, node_backend, own_stack, plain_endpoints, run_dir, wanted_modes,
                       wire_client)
 from test_node_peers import node22  # noqa: F401  (a fixture)
@@ -100,6 +101,26 @@ CONF = """
     </MCPMember>
 </Location>
 
+# The 2026-only backend behind a Location of its own (the era shim serves 2025-era clients there),
+# named as a member's Backend: how a 2025-era session federates a 2026-only server.
+<Location /shim-gamma>
+    SetHandler mcp
+    MCPBackend http://127.0.0.1:{modern}/mcp
+    MCPBackendProtocols 2026-07-28
+</Location>
+
+<Location /fed-modern-shimmed>
+    SetHandler mcp
+    <MCPMember alpha>
+        Backend ${{MCP_BACKEND_URL}}
+        Prefix none
+    </MCPMember>
+    <MCPMember gamma>
+        Backend ${{MCP_HTTPD_URL}}/shim-gamma
+        Prefix m_
+    </MCPMember>
+</Location>
+
 <Location /fed-modern-down>
     SetHandler mcp
     MCPBackendTimeout 3
@@ -134,7 +155,8 @@ def fm(node22):  # noqa: F811
                        OFF_URL=f"{bases[0]}/fed-modern-off",
                        AUTHZ_URL=f"{bases[0]}/fed-modern-authz",
                        TWO_URL=f"{bases[0]}/fed-modern-two", TWO_URL2=f"{bases[1]}/fed-modern-two",
-                       DOWN_URL=f"{bases[0]}/fed-modern-down")
+                       DOWN_URL=f"{bases[0]}/fed-modern-down",
+                       SHIMMED_URL=f"{bases[0]}/fed-modern-shimmed")
             yield env
 
 
@@ -267,9 +289,17 @@ def test_calls_are_routed_to_their_member_in_its_era(fm, db):
                         WHERE c.session_id IS NULL
                           AND c.request_id IN ('"r-1"', '"r-2"', '"r-3"')""")
         rows = {rid: (linked, url) for rid, linked, url in cur.fetchall()}
+        # The audit: the member that answered, and the request as the client sent it.
+        cur.execute("""SELECT c.request_id #>> '{}', c.member, e.message #>> '{params,name}'
+                         FROM mcp.streams c JOIN mcp.events e ON e.stream_id = c.id AND e.seq = 0
+                        WHERE c.session_id IS NULL
+                          AND c.request_id IN ('"r-1"', '"r-2"', '"r-3"')""")
+        audit = {rid: (member, name) for rid, member, name in cur.fetchall()}
     assert rows["r-1"] == (True, fm["MCP_BACKEND_URL"]), rows
     assert rows["r-2"] == (True, fm["MCP_BACKEND_URL"]), rows
     assert rows["r-3"] == (False, None), rows
+    assert audit == {"r-1": ("alpha", "echo"), "r-2": ("beta", "beta_echo"),
+                     "r-3": ("gamma", "m_test_simple_text")}, audit
 
 
 def test_answers_come_back_in_the_clients_names(fm):
@@ -426,3 +456,20 @@ def test_wire_lists_and_routed_calls(via, fm):
     assert text_of(r) == via.mode
     r = tool(url, f"{via.mode}-g", "m_test_simple_text", http=via.http)
     assert r.status_code == 200, r.text
+
+
+def test_a_2025_session_leaves_a_2026_only_member_out_unless_the_shim_serves_it(fm):
+    """A 2025-era session opens every member with initialize, which the 2026-only gamma refuses:
+    it is left out (alpha's and beta's tools are there, gamma's are not). Named through a Location of the era shim's, gamma is a member like any: its
+    tools listed under m_, and called."""
+    with McpSession(fm["URL"]) as s:
+        s.initialize()
+        names = {t["name"] for t in s.call("tools/list")["tools"]}
+        assert "echo" in names and "beta_echo" in names
+        assert not any(n.startswith("m_") for n in names), sorted(names)
+    with McpSession(fm["SHIMMED_URL"]) as s:
+        s.initialize()
+        names = {t["name"] for t in s.call("tools/list")["tools"]}
+        assert {"echo", "m_test_simple_text"} <= names, sorted(names)
+        result = s.call("tools/call", {"name": "m_test_simple_text", "arguments": {}})
+        assert result["content"][0]["type"] == "text", result
