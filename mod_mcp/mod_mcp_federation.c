@@ -720,6 +720,35 @@ json_object *mcp_federated_list_merged(fed_t *f, const int *want, const char **c
     return merged;
 }
 
+json_object *mcp_federated_list_request(mcp_req_t *q, const char *cursor)
+{
+    json_object *copy = mcp_jsonrpc_parse_value(q->r->pool, q->raw, q->raw_len), *ps;
+
+    if (!json_object_object_get_ex(copy, "params", &ps) || !ps) {
+        ps = json_object_new_object();
+        json_object_object_add(copy, "params", ps);
+    }
+    if (cursor) {
+        json_object_object_add(ps, "cursor", json_object_new_string(cursor));
+    }
+    else {
+        json_object_object_del(ps, "cursor");
+    }
+    return copy;
+}
+
+int mcp_federated_unprefixed(const fed_t *f)
+{
+    int i;
+
+    for (i = 0; i < f->n; i++) {
+        if (!f->fed[i].prefix || !*f->fed[i].prefix) {
+            return i;
+        }
+    }
+    return -1;
+}
+
 /* One page of a list method: the cursor's members (every member for the first page), asked at
  * once, their pages rewritten and merged. */
 static int list_page(fed_t *f)
@@ -745,23 +774,11 @@ static int list_page(fed_t *f)
 
     for (i = 0; i < f->n; i++) {
         member_t *m = &f->m[i];
-        json_object *copy = mcp_jsonrpc_parse_value(p, q->raw, q->raw_len), *ps;
 
         m->asked = want[i] && mcp_federated_open(m);
-        if (!m->asked) {
-            continue;
+        if (m->asked) {
+            m->body = mcp_jsonrpc_to_string(p, mcp_federated_list_request(q, cursors[i]), NULL);
         }
-        if (!json_object_object_get_ex(copy, "params", &ps) || !ps) {
-            ps = json_object_new_object();
-            json_object_object_add(copy, "params", ps);
-        }
-        if (cursors[i]) {
-            json_object_object_add(ps, "cursor", json_object_new_string(cursors[i]));
-        }
-        else {
-            json_object_object_del(ps, "cursor");
-        }
-        m->body = mcp_jsonrpc_to_string(p, copy, NULL);
     }
     fan_out_open(f, q->conf->backend_timeout);
     if (!(merged = mcp_federated_list_merged(f, want, cursors, msg->id, msg->method, &error))) {
@@ -873,12 +890,7 @@ static int one_request(fed_t *f)
         break;
     default:
         /* Methods the gateway does not know go to the unprefixed member, as they are. */
-        for (i = 0; i < f->n && index < 0; i++) {
-            if (!f->fed[i].prefix || !*f->fed[i].prefix) {
-                index = i;
-            }
-        }
-        if (index < 0) {
+        if ((index = mcp_federated_unprefixed(f)) < 0) {
             return mcp_req_error(q, HTTP_OK, MCP_JSONRPC_METHOD_NOT_FOUND, "Method not found: "
                                  "%s (this endpoint federates its members' tools, prompts and "
                                  "resources; no member is unprefixed to take other methods)",

@@ -264,24 +264,6 @@ static const char *prepare(modern_fed_t *mf, member_t *m, json_object *request, 
     return NULL;
 }
 
-/* The client's request for member i: its params.cursor the member's own (or none). */
-static json_object *request_for(mcp_req_t *q, const char *cursor)
-{
-    json_object *copy = mcp_jsonrpc_parse_value(q->r->pool, q->raw, q->raw_len), *ps;
-
-    if (!json_object_object_get_ex(copy, "params", &ps) || !ps) {
-        ps = json_object_new_object();
-        json_object_object_add(copy, "params", ps);
-    }
-    if (cursor) {
-        json_object_object_add(ps, "cursor", json_object_new_string(cursor));
-    }
-    else {
-        json_object_object_del(ps, "cursor");
-    }
-    return copy;
-}
-
 /* Non-zero when m answered as a backend that lost the pooled session does: 404 with a JSON-RPC
  * error. */
 static int pooled_lost(apr_pool_t *p, const member_t *m)
@@ -319,7 +301,7 @@ static int list_page(modern_fed_t *mf)
         member_t *m = &f->m[i];
 
         m->asked = 0;
-        if (want[i] && (why = prepare(mf, m, request_for(q, cursors[i]), 0))) {
+        if (want[i] && (why = prepare(mf, m, mcp_federated_list_request(q, cursors[i]), 0))) {
             m->row.error = why;
             continue;
         }
@@ -333,7 +315,7 @@ static int list_page(modern_fed_t *mf)
         again[i] = m->asked && pooled_lost(p, m);
         if (again[i]) {
             mcp_bridge_pooled_lost(&m->q, m->q.session);
-            if ((why = prepare(mf, m, request_for(q, cursors[i]), 1))) {
+            if ((why = prepare(mf, m, mcp_federated_list_request(q, cursors[i]), 1))) {
                 m->row.error = why;
                 m->asked = 0;
                 again[i] = 0;
@@ -843,7 +825,7 @@ int mcp_federation_modern(mcp_req_t *handler_q, const char *version)
     json_object *copy;
     const char *why = NULL;
     mcp_store_status_t stored;
-    int index = -1, i;
+    int index = -1;
 
     members_init(mf, q, version);
     if (msg->kind == MCP_MSG_NOTIFICATION) {
@@ -877,12 +859,7 @@ int mcp_federation_modern(mcp_req_t *handler_q, const char *version)
         break;
     }
     /* Methods the gateway does not know go to the unprefixed member, as they are. */
-    for (i = 0; i < mf->f.n && index < 0; i++) {
-        if (!mf->f.fed[i].prefix || !*mf->f.fed[i].prefix) {
-            index = i;
-        }
-    }
-    if (index < 0) {
+    if ((index = mcp_federated_unprefixed(&mf->f)) < 0) {
         return mcp_req_error(q, HTTP_NOT_FOUND, MCP_JSONRPC_METHOD_NOT_FOUND, "Method not found: "
                              "%s (this endpoint federates its members' tools, prompts and "
                              "resources; no member is unprefixed to take other methods)",

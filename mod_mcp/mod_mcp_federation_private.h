@@ -65,6 +65,14 @@ void mcp_federated_fan_out(fed_t *f, int opening, apr_interval_time_t timeout);
 int mcp_federated_list_cursor(fed_t *f, json_object *params, int *want, const char **cursors,
                               const char **why);
 
+/* The client's list request (parsed in r->pool) with params.cursor a member's own (NULL: none,
+ * the first page). */
+json_object *mcp_federated_list_request(mcp_req_t *q, const char *cursor);
+
+/* The index of the unprefixed member, which takes the methods the gateway does not know; -1
+ * when every member is prefixed. */
+int mcp_federated_unprefixed(const fed_t *f);
+
 /* The page merged from the wanted members' answers to a list request (each answered id
  * m->ask_id, or id): rewritten into the client's names and merged (the caller puts it); NULL
  * and *error, a JSON-RPC error answer with id, when the page cannot be given (a cursor a member
