@@ -40,6 +40,10 @@ CAPS = {"elicitation": {}, "sampling": {}}
 ALICE = ("alice", "alice-pw")
 
 CONF = """
+<IfModule !env_module>
+    LoadModule env_module /usr/lib/apache2/modules/mod_env.so
+</IfModule>
+
 <Location /fed-modern>
     SetHandler mcp
     <MCPMember alpha>
@@ -103,10 +107,13 @@ CONF = """
 
 # The 2026-only backend behind a Location of its own (the era shim serves 2025-era clients there),
 # named as a member's Backend: how a 2025-era session federates a 2026-only server.
+# (No keep-alive there: a connection of httpd's to itself still open at the stack's stop makes
+# LeakSanitizer report the event MPM's allocator of the worker that held it.)
 <Location /shim-gamma>
     SetHandler mcp
     MCPBackend http://127.0.0.1:{modern}/mcp
     MCPBackendProtocols 2026-07-28
+    SetEnv nokeepalive 1
 </Location>
 
 <Location /fed-modern-shimmed>

@@ -10,7 +10,9 @@ workers are open at once and a fresh client is still served; a notification from
 reaches the parked stream (stored before written); the client leaving ends every member's GET
 (the backend sees it end: its notify says "queued", /broadcast counts no open GET); a graceful
 restart ends the parked streams with a retry: hint and the client resumes with Last-Event-ID on
-the new children, parked again, both members live on it.
+the new children, parked again, both members live on it. And 2026-07-28 clients'
+subscriptions/listen on /mcp-fed-modern-many, each member's part (a pooled session's GET) a
+transfer slot of one parked stream: many more than workers, the same way.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ from pathlib import Path
 import pytest
 import requests
 
+from concurrent.futures import ThreadPoolExecutor
+
 from conftest import database, httpd_pids, own_stack, run_dir
+from mcp_client import iter_sse
 from many_streams import Crowd, Stream
 from waiting import wait_for
 
@@ -62,6 +67,23 @@ AsyncRequestWorkerFactor 100
     </MCPMember>
     <MCPMember beta>
         Backend ${MCP_BACKEND_URL}
+        Prefix beta_
+    </MCPMember>
+</Location>
+# 2026-07-28 listens: alpha and beta both the C test backend (2025 era: through the era bridge),
+# beta's Backend spelled apart (the backend ignores the query) so that each member has pooled
+# sessions of its own.
+<Location /mcp-fed-modern-many>
+    SetHandler mcp
+    MCPMaxStreamsPerPrincipal 0
+    MCPMaxSessionsPerPrincipal 0
+    MCPMaxSessions 0
+    <MCPMember alpha>
+        Backend ${MCP_BACKEND_URL}
+        Prefix none
+    </MCPMember>
+    <MCPMember beta>
+        Backend ${MCP_BACKEND_URL}?member=beta
         Prefix beta_
     </MCPMember>
 </Location>
@@ -111,6 +133,19 @@ def httpd_threads(env) -> int:
         except (OSError, AttributeError):
             pass
     return n
+
+
+def child_threads(env) -> int:
+    """The most threads any one httpd child has."""
+    most = 0
+    for pid in httpd_pids(env)[1:]:
+        try:
+            most = max(most, int(re.search(r"^Threads:\s+(\d+)",
+                                           Path(f"/proc/{pid}/status").read_text(),
+                                           re.M).group(1)))
+        except (OSError, AttributeError):
+            pass
+    return most
 
 
 def run(coro):
@@ -321,3 +356,79 @@ def test_async_streams_off_holds_the_thread(env):
             await s.wait_for(lambda s: len(log_data(s)) == 2, timeout=10)
     run(scenario())
     wait_for(lambda: backend_gets(env) == 0, timeout=30, what="every member GET ended")
+
+
+# ---- 2026-07-28 listens --------------------------------------------------------------------------
+
+LISTENS = 40
+V26 = "2026-07-28"
+
+
+def modern(url, rid, method, params, caps, stream=False):
+    body = {"jsonrpc": "2.0", "id": rid, "method": method,
+            "params": dict(params, _meta={"io.modelcontextprotocol/protocolVersion": V26,
+                                          "io.modelcontextprotocol/clientCapabilities": caps})}
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": V26, "Mcp-Method": method}
+    if method == "tools/call":
+        headers["Mcp-Name"] = params["name"]
+    return requests.post(url, data=json.dumps(body), headers=headers, stream=stream, timeout=30)
+
+
+def test_more_federated_listens_than_workers(env):
+    """LISTENS subscriptions/listen of 2026-07-28 clients on 8 workers, each with capabilities
+    of its own (so each member gives it a pooled session and a GET of its own): every one
+    acknowledged and parked, both members' GETs open at the backend, threads not grown; a
+    fresh call is served meanwhile; a resource change of beta's reaches the listen whose pooled
+    session it happened on, in the client's names; closing the clients ends every listen, every
+    member's GET, and leaves each stream closed."""
+    url = base(env) + "/mcp-fed-modern-many"
+    uri = "beta+test://watched-resource"
+    # Per child: after the graceful restart above the MPM runs one child until load makes it
+    # start the second (whose threads are not the listens').
+    threads_before = child_threads(env)
+    gets_before = backend_gets(env)
+
+    def caps(i):
+        return {"experimental": {"listen": {"n": i}}}
+
+    def listen(i):
+        r = modern(url, f"FL-{i}", "subscriptions/listen",
+                   {"notifications": {"resourceSubscriptions": [uri]}}, caps(i), stream=True)
+        assert r.status_code == 200, r.text
+        events = (json.loads(ev.data) for ev in iter_sse(r) if ev.data)
+        ack = next(events)
+        assert ack["method"] == "notifications/subscriptions/acknowledged", ack
+        return r, events
+
+    # A few at a time: setting up a listen's pooled sessions takes a worker a while (several
+    # exchanges per member), and with every worker busy the MPM would start another child.
+    with ThreadPoolExecutor(4) as pool:
+        listens = list(pool.map(listen, range(LISTENS)))
+    try:
+        wait_for(lambda: parked(env) >= LISTENS, timeout=30, what=f"{LISTENS} parked listens")
+        wait_for(lambda: backend_gets(env) >= gets_before + 2 * LISTENS, timeout=30,
+                 what="both members' GETs of every listen open at the backend")
+        assert child_threads(env) - threads_before < 10
+        r = modern(url, "FL-fresh", "tools/call", {"name": "echo", "arguments": {"text": "ok"}},
+                   {})
+        assert r.status_code == 200 and text_of(r.content) == "ok", r.text
+        for i in (0, LISTENS // 2, LISTENS - 1):
+            r = modern(url, f"FL-t{i}", "tools/call",
+                       {"name": "beta_touch_resource",
+                        "arguments": {"uri": "test://watched-resource"}}, caps(i))
+            assert r.status_code == 200, r.text
+            update = next(listens[i][1])
+            assert update["method"] == "notifications/resources/updated", update
+            assert update["params"]["uri"] == uri
+            assert update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == f"FL-{i}"
+    finally:
+        for r, _ in listens:
+            r.close()
+    wait_for(lambda: parked(env) == 0, timeout=30, what="parked listens back to 0")
+    wait_for(lambda: backend_gets(env) <= gets_before, timeout=30, what="every member GET ended")
+    with database(env) as pg, pg.cursor() as cur:
+        wait_for(lambda: (cur.execute("SELECT count(*) FROM mcp.streams WHERE session_id IS NULL "
+                                      "AND method = 'subscriptions/listen' AND status = 'open'"),
+                          cur.fetchone()[0] == 0)[1], timeout=30,
+                 what="every listen's stream closed after its client went")
