@@ -228,13 +228,16 @@ def check_events_sessions(env: dict[str, str]) -> None:
 @contextlib.contextmanager
 def own_stack(d: Path, *args: str):
     """A stack of a test module's own in d/stack: `tests/stack up ARGS $MCP_TEST_STACK_ARGS`
-    (its output in d/stack-up.log). Yields its stack.env values. `tests/stack down` at the end
-    fails loudly (a sanitizer report of an ASan --module, say); the database files go unless
-    MCP_KEEP_STACK is set."""
+    (with --mpm $MCP_TEST_MPM when that is set; its output in d/stack-up.log). Yields its
+    stack.env values. `tests/stack down` at the end fails loudly (a sanitizer report of an ASan
+    --module, say); the database files go unless MCP_KEEP_STACK is set."""
     stack_dir = d / "stack"
+    # MCP_TEST_MPM, when given (scripts/test's prefork pass), for a module's own stack too.
+    mpm = ["--mpm", MPM] if os.environ.get("MCP_TEST_MPM") and "--mpm" not in args else []
     try:
         with open(d / "stack-up.log", "wb") as out:
-            rc = subprocess.run([str(STACK), "up", "--dir", str(stack_dir), *args] + STACK_ARGS,
+            rc = subprocess.run([str(STACK), "up", "--dir", str(stack_dir), *args, *mpm]
+                                + STACK_ARGS,
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 timeout=300).returncode
         assert rc == 0, _show(d / "stack-up.log")
