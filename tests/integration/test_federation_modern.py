@@ -12,6 +12,7 @@ whose three members are of both eras:
   /fed-modern-authz  Require mcp-tool echo m_test_simple_text (behind Basic auth)
   /fed-modern-two    beta and gamma only (a listen: one pooled session's GET stream per backend)
   /fed-modern-shimmed  alpha, and gamma through a Location of the era shim's (/shim-gamma)
+  /fed-three         alpha, gamma through /shim-gamma, and ev: server-everything (prefix ev_)
   /fed-modern-down   alpha, and a member on a port where nothing listens
 
 Each member is asked in its own era: alpha and beta through the era bridge's pooled sessions
@@ -21,8 +22,13 @@ Each member is asked in its own era: alpha and beta through the era bridge's poo
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import os
+import queue
 import socket
+import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -128,6 +134,25 @@ CONF = """
     </MCPMember>
 </Location>
 
+# Three members as a team would put them together: the C test backend (2025 era), the 2026-only
+# backend (through /shim-gamma: both eras), and @modelcontextprotocol/server-everything (2025
+# era, the TypeScript SDK v1's reference server).
+<Location /fed-three>
+    SetHandler mcp
+    <MCPMember alpha>
+        Backend ${{MCP_BACKEND_URL}}
+        Prefix none
+    </MCPMember>
+    <MCPMember gamma>
+        Backend ${{MCP_HTTPD_URL}}/shim-gamma
+        Prefix m_
+    </MCPMember>
+    <MCPMember ev>
+        Backend http://127.0.0.1:{everything}/mcp
+        Prefix ev_
+    </MCPMember>
+</Location>
+
 <Location /fed-modern-down>
     SetHandler mcp
     MCPBackendTimeout 3
@@ -149,12 +174,44 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+EVERYTHING = (Path(__file__).resolve().parents[2] / "tests" / "node" / "node_modules"
+              / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js")
+
+
+@contextlib.contextmanager
+def everything(node: str, d: Path):
+    """server-everything (Streamable HTTP) on a free port of the loopback; yields the port."""
+    port = free_port()
+    with open(d / "everything.log", "wb") as log:
+        proc = subprocess.Popen([node, "--import", str(EVERYTHING.parents[4] / "loopback.mjs"),
+                                 str(EVERYTHING), "streamableHttp"],
+                                cwd=EVERYTHING.parents[4], env={**os.environ, "PORT": str(port)},
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        def up():
+            if proc.poll() is not None:
+                return "exited"
+            with socket.socket() as c:
+                return c.connect_ex(("127.0.0.1", port)) == 0 and "up"
+        assert wait_for(up, timeout=30, what="server-everything to listen") == "up", \
+            (d / "everything.log").read_text()
+        yield port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 @pytest.fixture(scope="module")
 def fm(node22):  # noqa: F811
     d = run_dir("mcp-fed-modern.")
-    with node_backend(node22, d, "modern-backend.mjs", "--modern-only") as port:
+    with node_backend(node22, d, "modern-backend.mjs", "--modern-only") as port, \
+            everything(node22, d) as ev_port:
         conf = d / "fed-modern.conf"
-        conf.write_text(CONF.format(modern=port, down=free_port()))
+        conf.write_text(CONF.format(modern=port, down=free_port(), everything=ev_port))
         with own_stack(d, "--httpd", "2", "--tls", "--http2", "--conf", str(conf)) as env:
             env = plain_endpoints(env)
             bases = [u.rsplit("/", 1)[0] for u in env["MCP_URLS"].split()]
@@ -163,7 +220,8 @@ def fm(node22):  # noqa: F811
                        AUTHZ_URL=f"{bases[0]}/fed-modern-authz",
                        TWO_URL=f"{bases[0]}/fed-modern-two", TWO_URL2=f"{bases[1]}/fed-modern-two",
                        DOWN_URL=f"{bases[0]}/fed-modern-down",
-                       SHIMMED_URL=f"{bases[0]}/fed-modern-shimmed")
+                       SHIMMED_URL=f"{bases[0]}/fed-modern-shimmed",
+                       THREE_URL=f"{bases[0]}/fed-three", THREE_URL2=f"{bases[1]}/fed-three")
             yield env
 
 
@@ -480,3 +538,81 @@ def test_a_2025_session_leaves_a_2026_only_member_out_unless_the_shim_serves_it(
         assert {"echo", "m_test_simple_text"} <= names, sorted(names)
         result = s.call("tools/call", {"name": "m_test_simple_text", "arguments": {}})
         assert result["content"][0]["type"] == "text", result
+
+
+def test_three_members_for_a_2025_session(fm):
+    """/fed-three for a 2025-era session: the C test backend's, the 2026-only backend's (through
+    the era shim's Location) and server-everything's tools in one list; a call to each; and
+    sampling from alpha and from server-everything at once (both number their requests from
+    the start: the client sees them apart, tagged by member), each answer completing its call."""
+    with McpSession(fm["THREE_URL"]) as s:
+        s.initialize(capabilities={"sampling": {}})
+        names = {t["name"] for t in s.call("tools/list")["tools"]}
+        assert {"echo", "m_test_simple_text", "ev_echo", "ev_get-sum",
+                "ev_trigger-sampling-request"} <= names, sorted(names)
+        assert "3" in s.call("tools/call", {"name": "ev_get-sum",
+                                            "arguments": {"a": 1, "b": 2}})["content"][0]["text"]
+        assert s.call("tools/call", {"name": "echo", "arguments": {"text": "a"}}
+                      )["content"][0]["text"] == "a"
+        assert s.call("tools/call", {"name": "m_test_simple_text", "arguments": {}}
+                      )["content"][0]["type"] == "text"
+        asks: "queue.Queue[tuple]" = queue.Queue()
+        finals: dict = {}
+
+        def run(tool, arguments):
+            caller = McpSession(s.url)
+            caller.session_id, caller.protocol_version, caller.initialized = (
+                s.session_id, s.protocol_version, True)
+            try:
+                for ev in caller.request_stream("tools/call", {"name": tool,
+                                                               "arguments": arguments}):
+                    m = ev.json
+                    if isinstance(m, dict) and m.get("method") == "sampling/createMessage":
+                        asks.put((tool, m))
+                    elif isinstance(m, dict) and ("result" in m or "error" in m):
+                        finals[tool] = m
+            except Exception as e:   # noqa: BLE001 - the assertions below say what went wrong
+                finals[tool] = e
+            finally:
+                caller.close()
+
+        threads = [threading.Thread(target=run, args=a, daemon=True)
+                   for a in (("sample", {"prompt": "for alpha"}),
+                             ("ev_trigger-sampling-request", {"prompt": "for ev"}))]
+        for t in threads:
+            t.start()
+        got = dict(asks.get(timeout=20) for _ in range(2))
+        ida, ide = got["sample"]["id"], got["ev_trigger-sampling-request"]["id"]
+        assert ida.startswith("mcpfed:alpha:") and ide.startswith("mcpfed:ev:"), (ida, ide)
+        for rid, text in ((ide, "answer for ev"), (ida, "answer for alpha")):
+            r = s.respond(rid, {"role": "assistant", "model": "test",
+                                "content": {"type": "text", "text": text}})
+            assert r.status_code == 202, r.text
+        for t in threads:
+            t.join(20)
+        assert "answer for alpha" in json.dumps(finals["sample"]), finals
+        assert "answer for ev" in json.dumps(finals["ev_trigger-sampling-request"]), finals
+        s.delete()
+
+
+def test_three_members_for_a_2026_client(fm):
+    """/fed-three for a 2026-07-28 client: one list of the three members' tools; server-
+    everything's sampling request becomes an input-required round (through the era bridge),
+    retried on the other instance; gamma (through the shim's Location, which passes a 2026-07-28
+    request through) answers directly."""
+    tools, _ = listed(fm["THREE_URL"], "tools/list", "tools")
+    names = {t["name"] for t in tools}
+    assert {"echo", "m_test_simple_text", "ev_get-sum", "ev_trigger-sampling-request"} <= names
+    assert "3" in text_of(tool(fm["THREE_URL"], "3-1", "ev_get-sum", {"a": 1, "b": 2}))
+    r = tool(fm["THREE_URL"], "3-2", "m_test_simple_text")
+    assert r.status_code == 200, r.text
+    r = tool(fm["THREE_URL"], "3-3", "ev_trigger-sampling-request", {"prompt": "hello"})
+    result = final(r)["result"]
+    assert result["resultType"] == "input_required", result
+    (key,) = result["inputRequests"]
+    answer = {"role": "assistant", "model": "test",
+              "content": {"type": "text", "text": "sampled for ev"}}
+    r = tool(fm["THREE_URL2"], "3-4", "ev_trigger-sampling-request", {"prompt": "hello"},
+             extra={"requestState": result["requestState"], "inputResponses": {key: answer}})
+    assert r.status_code == 200, r.text
+    assert "sampled for ev" in json.dumps(final(r)["result"])
