@@ -41,15 +41,41 @@ DECLARE
     name text := 'events_' || to_char(day, 'YYYYMMDD');
     lo bigint := mcp.stream_id_at(day::timestamp AT TIME ZONE 'UTC');
     hi bigint := mcp.stream_id_at((day + 1)::timestamp AT TIME ZONE 'UTC');
+    give_up timestamptz := clock_timestamp() + interval '2 seconds';
+    attempt int := 0;
 BEGIN
     IF to_regclass('mcp.' || name) IS NOT NULL THEN
         RETURN false;
     END IF;
-    EXECUTE format('CREATE TABLE mcp.%I (LIKE mcp.events INCLUDING DEFAULTS INCLUDING CONSTRAINTS)',
-                   name);
-    EXECUTE format('ALTER TABLE mcp.events ATTACH PARTITION mcp.%I FOR VALUES FROM (%s) TO (%s)',
-                   name, lo, hi);
-    RETURN true;
+    -- The attach locks mcp.events_default (ACCESS EXCLUSIVE, for its scan) and then mcp.streams
+    -- (SHARE ROW EXCLUSIVE, for the foreign key it clones). The gateway's transactions take
+    -- them the other way round (a stream's row written, then events read or stored): waiting
+    -- for mcp.streams while holding the default partition was a deadlock, in which PostgreSQL
+    -- could abort the gateway's transaction. So mcp.streams is taken first, holding nothing,
+    -- and the default partition without waiting: when it is busy, both are let go and tried
+    -- again, so this never waits while holding what a gateway's transaction may want.
+    LOOP
+        attempt := attempt + 1;
+        BEGIN
+            LOCK TABLE mcp.streams IN SHARE ROW EXCLUSIVE MODE;
+            LOCK TABLE mcp.events_default IN ACCESS EXCLUSIVE MODE NOWAIT;
+            -- Another run (another host) may have made it while this one waited.
+            IF to_regclass('mcp.' || name) IS NOT NULL THEN
+                RETURN false;
+            END IF;
+            EXECUTE format('CREATE TABLE mcp.%I (LIKE mcp.events INCLUDING DEFAULTS INCLUDING CONSTRAINTS)',
+                           name);
+            EXECUTE format('ALTER TABLE mcp.events ATTACH PARTITION mcp.%I FOR VALUES FROM (%s) TO (%s)',
+                           name, lo, hi);
+            RETURN true;
+        EXCEPTION WHEN lock_not_available THEN
+            IF clock_timestamp() >= give_up THEN
+                RAISE EXCEPTION 'mcp.partition_create: % not created: mcp.streams and mcp.events_default were busy for % attempts',
+                    name, attempt USING ERRCODE = 'lock_not_available';
+            END IF;
+        END;
+        PERFORM pg_sleep(0.005 * least(attempt, 20) * (0.5 + random()));
+    END LOOP;
 END
 $$;
 
@@ -124,9 +150,9 @@ BEGIN
             IF mcp.partition_create(d) THEN
                 created := created + 1;
             END IF;
-        -- deadlock_detected: ATTACH PARTITION wants SHARE ROW EXCLUSIVE on mcp.streams (for
-        -- its foreign key) while holding the new partition; the lease sweep holds ROW
-        -- EXCLUSIVE on mcp.streams and waits to write into mcp.events. The next run creates it.
+        -- lock_not_available: mcp.streams and mcp.events_default stayed busy (partition_create
+        -- lets them go rather than wait holding one; deadlock_detected is kept for a database
+        -- whose function is older than its tables). The next run creates it.
         EXCEPTION WHEN check_violation OR lock_not_available OR duplicate_table
                        OR deadlock_detected THEN
             RAISE NOTICE 'mcp.maintain: partition of % not created: %', d, SQLERRM;

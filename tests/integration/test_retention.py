@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import secrets
 import subprocess
+import threading
 
-from conftest import REPO
+import psycopg2
+
+from conftest import REPO, database
 from waiting import wait_for
 
 # A session and one stream of day `days` ago with its four rows; returns the stream id.
@@ -175,6 +178,88 @@ def test_stateless_streams_expire_without_a_session(stack, pg):
     assert count(pg, "SELECT count(*) FROM mcp.events WHERE stream_id = %s", still_open) == 1
     assert count(pg, "SELECT count(*) FROM mcp.events WHERE message_text = %s", old_note) == 0
     assert count(pg, "SELECT count(*) FROM mcp.events WHERE message_text = %s", new_note) == 1
+
+
+# partition_create in a thread of its own connection: its answer or its error, and its backend's
+# pid, for pg_stat_activity.
+class PartitionCreate(threading.Thread):
+    def __init__(self, stack, day_offset):
+        super().__init__(daemon=True)
+        self.stack, self.day_offset = stack, day_offset
+        self.pid = self.result = self.error = None
+        self.ready = threading.Event()
+
+    def run(self):
+        with database(self.stack) as conn:
+            cur = conn.cursor()
+            cur.execute("SELECT pg_backend_pid()")
+            self.pid = cur.fetchone()[0]
+            self.ready.set()
+            try:
+                cur.execute("SELECT mcp.partition_create((now() AT TIME ZONE 'UTC')::date + %s)",
+                            (self.day_offset,))
+                self.result = cur.fetchone()[0]
+            except psycopg2.Error as e:
+                self.error = e
+
+
+def waiting_on(pg, pid):
+    cur = pg.cursor()
+    cur.execute("SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE pid = %s", (pid,))
+    row = cur.fetchone()
+    return row if row and row[0] else None
+
+
+def partition_day(pg, day_offset):
+    cur = pg.cursor()
+    cur.execute("SELECT 'events_' || to_char((now() AT TIME ZONE 'UTC')::date + %s, 'YYYYMMDD')",
+                (day_offset,))
+    return cur.fetchone()[0]
+
+
+def test_partition_create_beside_a_transaction_that_wrote_a_stream(stack, pg):
+    """CI: a transaction that wrote mcp.streams and then read mcp.events_default, while the job
+    attached a partition (ATTACH holds the default partition, then wants mcp.streams): 'deadlock
+    detected', in which PostgreSQL may abort the gateway's transaction. partition_create takes
+    mcp.streams first now: it waits for the writer, and the writer's read goes on."""
+    day = partition_day(pg, 61)
+    with database(stack) as writer:
+        writer.autocommit = False
+        cur = writer.cursor()
+        cur.execute("LOCK TABLE mcp.streams IN ROW EXCLUSIVE MODE")     # as an UPDATE takes it
+        job = PartitionCreate(stack, 61)
+        job.start()
+        assert job.ready.wait(20)
+        wait_for(lambda: waiting_on(pg, job.pid) == ("Lock", "relation"), what="the job to wait")
+        cur.execute("SET LOCAL lock_timeout = '10s'")
+        cur.execute("SELECT count(*) FROM mcp.events_default")         # deadlocked here before
+        writer.commit()
+    job.join(20)
+    assert not job.is_alive() and job.error is None and job.result is True
+    assert exists(pg, day)
+    pg.cursor().execute(f"DROP TABLE mcp.{day}")
+
+
+def test_partition_create_lets_go_while_the_default_partition_is_busy(stack, pg):
+    """A transaction reading mcp.events_default that then writes mcp.streams: the job does not
+    wait for the default partition holding mcp.streams; it lets go, sleeps and tries again."""
+    day = partition_day(pg, 62)
+    with database(stack) as reader:
+        reader.autocommit = False
+        cur = reader.cursor()
+        cur.execute("SELECT count(*) FROM mcp.events_default")
+        job = PartitionCreate(stack, 62)
+        job.start()
+        assert job.ready.wait(20)
+        wait_for(lambda: waiting_on(pg, job.pid) == ("Timeout", "PgSleep"),
+                 what="the job to let go and sleep")
+        cur.execute("SET LOCAL lock_timeout = '10s'")
+        cur.execute("LOCK TABLE mcp.streams IN ROW EXCLUSIVE MODE")
+        reader.commit()
+    job.join(20)
+    assert not job.is_alive() and job.error is None and job.result is True
+    assert exists(pg, day)
+    pg.cursor().execute(f"DROP TABLE mcp.{day}")
 
 
 # Foreign keys of mcp's tables whose referencing columns lead no index of their table: deleting
