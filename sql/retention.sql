@@ -41,7 +41,8 @@ DECLARE
     name text := 'events_' || to_char(day, 'YYYYMMDD');
     lo bigint := mcp.stream_id_at(day::timestamp AT TIME ZONE 'UTC');
     hi bigint := mcp.stream_id_at((day + 1)::timestamp AT TIME ZONE 'UTC');
-    give_up timestamptz := clock_timestamp() + interval '2 seconds';
+    give_up timestamptz := clock_timestamp() + interval '5 seconds';
+    prior_lock_timeout text := current_setting('lock_timeout');
     attempt int := 0;
 BEGIN
     IF to_regclass('mcp.' || name) IS NOT NULL THEN
@@ -49,16 +50,21 @@ BEGIN
     END IF;
     -- The attach locks mcp.events_default (ACCESS EXCLUSIVE, for its scan) and then mcp.streams
     -- (SHARE ROW EXCLUSIVE, for the foreign key it clones). The gateway's transactions take
-    -- them the other way round (a stream's row written, then events read or stored): waiting
-    -- for mcp.streams while holding the default partition was a deadlock, in which PostgreSQL
-    -- could abort the gateway's transaction. So mcp.streams is taken first, holding nothing,
-    -- and the default partition without waiting: when it is busy, both are let go and tried
-    -- again, so this never waits while holding what a gateway's transaction may want.
+    -- them the other way round (a stream's row written, then events read or stored; a prepared
+    -- statement on mcp.events locks every partition): waiting for mcp.streams while holding the
+    -- default partition was a deadlock, in which PostgreSQL could abort the gateway's
+    -- transaction. So mcp.streams is taken first, holding nothing, and the default partition
+    -- with a wait shorter than deadlock_timeout: when it is not had by then, both are let go
+    -- (the gateway's transaction that waited for mcp.streams goes on) and tried again.
     LOOP
         attempt := attempt + 1;
         BEGIN
             LOCK TABLE mcp.streams IN SHARE ROW EXCLUSIVE MODE;
-            LOCK TABLE mcp.events_default IN ACCESS EXCLUSIVE MODE NOWAIT;
+            PERFORM set_config('lock_timeout', '100ms', true);
+            -- The parent before the default partition, as a DROP of a partition takes them.
+            LOCK TABLE mcp.events IN SHARE UPDATE EXCLUSIVE MODE;
+            LOCK TABLE mcp.events_default IN ACCESS EXCLUSIVE MODE;
+            PERFORM set_config('lock_timeout', prior_lock_timeout, true);
             -- Another run (another host) may have made it while this one waited.
             IF to_regclass('mcp.' || name) IS NOT NULL THEN
                 RETURN false;
@@ -151,7 +157,7 @@ BEGIN
                 created := created + 1;
             END IF;
         -- lock_not_available: mcp.streams and mcp.events_default stayed busy (partition_create
-        -- lets them go rather than wait holding one; deadlock_detected is kept for a database
+        -- lets them go rather than wait long holding one; deadlock_detected is kept for a database
         -- whose function is older than its tables). The next run creates it.
         EXCEPTION WHEN check_violation OR lock_not_available OR duplicate_table
                        OR deadlock_detected THEN
