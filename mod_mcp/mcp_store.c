@@ -264,6 +264,9 @@ typedef struct group_entry_t {
     int                    n;
     const char *const     *params;
     apr_int64_t            key;        /* the stream id: the order within a transaction      */
+    const mcp_store__mergeable_t *merge;   /* how instances run as one; NULL: never     */
+    struct group_entry_t **parts;      /* a merged entry's callers' entries (nparts >= 2)   */
+    int                    nparts;
     int                    taken;      /* in a committer's batch                              */
     int                    done;
     PGresult              *res;        /* its result (success or its own error), or NULL:     */
@@ -459,6 +462,104 @@ static int by_key(const void *a, const void *b)
     return x->key < y->key ? -1 : x->key > y->key;
 }
 
+/* At most this many callers' statements in one merged statement. */
+#define MERGE_MAX 32
+
+/* Replaces the entries of v[0..m) that can run as one (the same mergeable statement, two or
+ * more) by a merged entry each, allocated in p, in the place of its first part: the order of
+ * the batch is otherwise kept. Returns the new m. */
+static int merge_batch(apr_pool_t *p, group_entry_t **v, int m)
+{
+    group_entry_t *out[256];
+    int i, j, o = 0;
+
+    for (i = 0; i < m; i++) {
+        group_entry_t *e = v[i], *merged, **parts;
+        const char **params;
+        int k = 0;
+
+        if (!e) {
+            continue;   /* a part of an earlier merged entry */
+        }
+        for (j = i; e->merge && j < m && k < MERGE_MAX; j++) {
+            k += v[j] && v[j]->merge == e->merge;
+        }
+        if (k < 2) {
+            out[o++] = e;
+            continue;
+        }
+        merged = apr_pcalloc(p, sizeof(*merged));
+        parts = apr_palloc(p, sizeof(*parts) * k);
+        params = apr_palloc(p, sizeof(*params) * e->n * k);
+        for (j = i, k = 0; j < m && k < MERGE_MAX; j++) {
+            if (v[j] && v[j]->merge == e->merge) {
+                memcpy(params + e->n * k, v[j]->params, sizeof(*params) * e->n);
+                parts[k++] = v[j];
+                v[j] = NULL;
+            }
+        }
+        merged->sql = e->merge->many(p, k);
+        merged->n = e->n * k;
+        merged->params = params;
+        merged->key = e->key;
+        merged->parts = parts;
+        merged->nparts = k;
+        out[o++] = merged;
+    }
+    memcpy(v, out, sizeof(v[0]) * o);
+    return o;
+}
+
+/* Puts merged entry v[at] back as its parts, in its place (a part was refused: each then
+ * runs on its own, so that only that one fails). Returns the new m. */
+static int merge_undo(group_entry_t **v, int m, int at)
+{
+    group_entry_t *merged = v[at];
+
+    memmove(v + at + merged->nparts, v + at + 1, sizeof(v[0]) * (m - at - 1));
+    memcpy(v + at, merged->parts, sizeof(v[0]) * merged->nparts);
+    m += merged->nparts - 1;
+    merged->nparts = 0;
+    return m;
+}
+
+/* What a merged entry came to, for each of its callers: a success of its own (a merged
+ * statement's result is read by nobody), or the entry's failure. */
+static void merge_done(group_entry_t *merged)
+{
+    int i;
+
+    for (i = 0; i < merged->nparts; i++) {
+        group_entry_t *e = merged->parts[i];
+
+        if (merged->res) {
+            e->res = PQmakeEmptyPGresult(NULL, PGRES_COMMAND_OK);
+            if (!e->res) {
+                entry_fail(e, "out of memory", NULL, 0);
+            }
+        }
+        else {
+            memcpy(e->err, merged->err, sizeof(e->err));
+            memcpy(e->state, merged->state, sizeof(e->state));
+            e->broken = merged->broken;
+            e->fatal = merged->fatal;
+        }
+    }
+    PQclear(merged->res);
+    merged->res = NULL;
+}
+
+/* The callers' statements among v[0..m). */
+static int statements_of(group_entry_t **v, int m)
+{
+    int i, n = 0;
+
+    for (i = 0; i < m; i++) {
+        n += v[i]->nparts ? v[i]->nparts : 1;
+    }
+    return n;
+}
+
 /* The committer's work: the batch v[0..m), sorted, on one borrowed connection, until every
  * entry has its answer. Runs without the group's lock. */
 static void group_commit(mcp_store_group_t *g, mcp_store_t *db, apr_pool_t *p,
@@ -466,6 +567,7 @@ static void group_commit(mcp_store_group_t *g, mcp_store_t *db, apr_pool_t *p,
 {
     const char *err = NULL;
     PGconn *conn;
+    apr_pool_t *merged;
     int i, prepared = 0, broken = 0;
 
     group_entry_t *w[256];
@@ -490,6 +592,8 @@ static void group_commit(mcp_store_group_t *g, mcp_store_t *db, apr_pool_t *p,
         db->lender->give_back(db, conn, 1);
         return;
     }
+    apr_pool_create(&merged, p);
+    m = merge_batch(merged, v, m);
     while (m > 0) {
         PGresult *error = NULL;
         int at = -1, rc = pipeline_run(conn, v, m, until, &at, &error);
@@ -497,7 +601,7 @@ static void group_commit(mcp_store_group_t *g, mcp_store_t *db, apr_pool_t *p,
         if (rc == RUN_COMMITTED) {
             apr_thread_mutex_lock(g->lock);
             g->transactions++;
-            g->statements += m;
+            g->statements += statements_of(v, m);
             apr_thread_mutex_unlock(g->lock);
             break;
         }
@@ -508,6 +612,12 @@ static void group_commit(mcp_store_group_t *g, mcp_store_t *db, apr_pool_t *p,
                 continue;
             }
             rc = RUN_CONN_FAILED;
+        }
+        if (rc == RUN_REFUSED_ONE && v[at]->nparts) {
+            /* One of its parts, and which is not known: each goes on its own. */
+            PQclear(error);
+            m = merge_undo(v, m, at);
+            continue;
         }
         if (rc == RUN_REFUSED_ONE) {
             /* Its own answer; the others go again without it. */
@@ -542,6 +652,12 @@ static void group_commit(mcp_store_group_t *g, mcp_store_t *db, apr_pool_t *p,
         }
         break;
     }
+    for (i = 0; i < m; i++) {
+        if (v[i]->nparts) {
+            merge_done(v[i]);
+        }
+    }
+    apr_pool_destroy(merged);
     if (!broken) {
         PQexitPipelineMode(conn);
         PQsetnonblocking(conn, 0);
@@ -566,7 +682,8 @@ static apr_time_t statement_until(const mcp_store_t *db, apr_time_t deadline)
  * failed (its error result, or NULL with *err, *state, *broken). deadline: when the caller's
  * patience ends (a committer's statement bound starts when it starts committing). */
 static PGresult *group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, int n,
-                           const char *const *params, apr_int64_t key, apr_time_t deadline,
+                           const char *const *params, apr_int64_t key,
+                           const mcp_store__mergeable_t *merge, apr_time_t deadline,
                            const char **err, const char **state, int *broken, int *fatal)
 {
     mcp_store_group_t *g = db->group;
@@ -577,6 +694,7 @@ static PGresult *group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, int 
     e.n = n;
     e.params = params;
     e.key = key;
+    e.merge = merge;
     apr_thread_mutex_lock(g->lock);
     if (g->tail) {
         g->tail->next = &e;
@@ -628,10 +746,11 @@ static PGresult *group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, int 
     return e.res;
 }
 
-/* See mcp_store_private.h. */
-mcp_store_status_t mcp_store__exec_as(mcp_store_t *db, apr_pool_t *p, const char *what,
-                                      const char *sql, int n, const char *const *params,
-                                      PGresult **out, apr_int64_t key)
+/* mcp_store__exec_as and mcp_store__exec_mergeable (merge: NULL for the former). */
+static mcp_store_status_t exec_in_group(mcp_store_t *db, apr_pool_t *p, const char *what,
+                                        const char *sql, int n, const char *const *params,
+                                        PGresult **out, apr_int64_t key,
+                                        const mcp_store__mergeable_t *merge)
 {
     apr_time_t deadline = apr_time_now() + db->patience;
 
@@ -649,8 +768,8 @@ mcp_store_status_t mcp_store__exec_as(mcp_store_t *db, apr_pool_t *p, const char
         if (key >= 0 && db->group) {
             int fatal = 0;
 
-            res = group_run(db, p, sql, n, params, key, deadline, &err, &state, &broken,
-                            &fatal);
+            res = group_run(db, p, sql, n, params, key, merge, deadline, &err, &state,
+                            &broken, &fatal);
             if (fatal) {
                 db->fatal = err;
                 db->sqlstate = NULL;
@@ -724,11 +843,28 @@ mcp_store_status_t mcp_store__exec_as(mcp_store_t *db, apr_pool_t *p, const char
     }
 }
 
+/* See mcp_store_private.h. */
+mcp_store_status_t mcp_store__exec_as(mcp_store_t *db, apr_pool_t *p, const char *what,
+                                      const char *sql, int n, const char *const *params,
+                                      PGresult **out, apr_int64_t key)
+{
+    return exec_in_group(db, p, what, sql, n, params, out, key, NULL);
+}
+
+/* See mcp_store_private.h. */
+mcp_store_status_t mcp_store__exec_mergeable(mcp_store_t *db, apr_pool_t *p, const char *what,
+                                             const char *sql, int n,
+                                             const char *const *params, apr_int64_t key,
+                                             const mcp_store__mergeable_t *merge)
+{
+    return exec_in_group(db, p, what, sql, n, params, NULL, key, merge);
+}
+
 mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *what,
                                   const char *sql, int n, const char *const *params,
                                   PGresult **out)
 {
-    return mcp_store__exec_as(db, p, what, sql, n, params, out, -1);
+    return exec_in_group(db, p, what, sql, n, params, out, -1, NULL);
 }
 
 /* One parameterless query on conn for an integer (the first column of its one row; NULL: 0). */

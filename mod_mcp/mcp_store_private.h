@@ -31,6 +31,24 @@ mcp_store_status_t mcp_store__exec_as(mcp_store_t *db, apr_pool_t *p, const char
                                       const char *sql, int n, const char *const *params,
                                       PGresult **out, apr_int64_t key);
 
+/* A statement of the group whose instances, from concurrent callers, can run as one statement
+ * (one executor start, one round trip for all of them): many(p, k) is the text of k instances,
+ * each instance's parameters after the one before's ($1..$n the first's, $n+1..$2n the
+ * second's, ...), equivalent to running the k one after the other (they touch different
+ * streams: their order is the stream ids', as the group's). For statements whose result nobody
+ * reads: each caller gets an empty success of its own. When the database refuses a merged
+ * statement for good, its k instances run again one by one, so that only the refused one
+ * fails. */
+typedef struct mcp_store__mergeable_t {
+    const char *(*many)(apr_pool_t *p, int k);
+} mcp_store__mergeable_t;
+
+/* mcp_store__exec_as for a statement that merge says how to run with others (out: none). */
+mcp_store_status_t mcp_store__exec_mergeable(mcp_store_t *db, apr_pool_t *p, const char *what,
+                                             const char *sql, int n,
+                                             const char *const *params, apr_int64_t key,
+                                             const mcp_store__mergeable_t *merge);
+
 /* A result read to the end by its caller (what is kept of it was copied into p) goes now
  * instead of with p. */
 void mcp_store__result_done(apr_pool_t *p, PGresult *res);

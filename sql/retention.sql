@@ -76,8 +76,9 @@ BEGIN
             RETURN true;
         EXCEPTION WHEN lock_not_available THEN
             IF clock_timestamp() >= give_up THEN
-                RAISE EXCEPTION 'mcp.partition_create: % not created: mcp.streams and mcp.events_default were busy for % attempts',
-                    name, attempt USING ERRCODE = 'lock_not_available';
+                RAISE EXCEPTION 'mcp.partition_create: % not created: mcp.streams and '
+                                'mcp.events_default were busy for % attempts', name, attempt
+                    USING ERRCODE = 'lock_not_available';
             END IF;
         END;
         PERFORM pg_sleep(0.005 * least(attempt, 20) * (0.5 + random()));

@@ -209,3 +209,52 @@ def test_connections_killed_under_groups_lose_no_acknowledged_answer(stack, pg, 
                                                           "arguments": {"text": "after"}}))
              == "after", timeout=30, what="a call after the kills")
     s.close()
+
+
+def test_concurrent_answers_are_stored_by_one_statement(stack, pg, admin, capsys):
+    """The answers and ends of concurrent calls that meet in a group go to PostgreSQL as one
+    statement (mcp_store__mergeable_t: one executor start and one round trip for all of them),
+    and each is stored exactly as alone: its text, its own stream's seq and session. A third of
+    the answers hold \\u0001 (their jsonb copies go through mcp.audit_jsonb: the other text of the
+    statement, merged apart)."""
+    log = Path(stack["MCP_STACK_DIR"]) / "pg" / "log"
+    start = log.stat().st_size
+    with admin.cursor() as c:
+        c.execute("ALTER SYSTEM SET log_statement = 'mod'")
+        c.execute("SELECT pg_reload_conf()")
+    try:
+        out = hammer(stack["MCP_URLS"].split()[0], 10,
+                     lambda i, n: f"grp3-{i}-{n} \u00e9" + ("\x01" if n % 3 == 0 else ""))
+    finally:
+        with admin.cursor() as c:
+            c.execute("ALTER SYSTEM RESET log_statement")
+            c.execute("SELECT pg_reload_conf()")
+    with open(log, "rb") as f:
+        f.seek(start)
+        logged = f.read().decode("utf-8", "replace")
+    merged = [line for line in logged.splitlines()
+              if "WITH x (session_id, stream_id, first, principal, messages, status)" in line]
+    streams, transactions = groups_seen(pg, "grp3-")
+    with capsys.disabled():
+        print(f"\n{len(out)} calls: {streams} streams ended in {transactions} "
+              f"transactions, {len(merged)} merged statements")
+    assert merged, "no answers stored by one statement"
+    assert len(out) == THREADS * 10
+    stored = stored_answers(pg, "grp3-")
+    for text, r in out:
+        assert result_text(r) == text, (text, r)
+        assert len(stored[text]) == 1 and json.loads(stored[text][0])["result"]["content"][0][
+            "text"] == text
+    with pg.cursor() as c:
+        c.execute("SELECT count(*), count(DISTINCT o.seq), min(o.seq),"
+                  "       count(*) FILTER (WHERE o.session_id IS DISTINCT FROM s.session_id"
+                  "                           OR o.principal IS DISTINCT FROM i.principal)"
+                  "  FROM mcp.events i JOIN mcp.streams s ON s.id = i.stream_id"
+                  "  JOIN mcp.events o ON o.stream_id = s.id AND o.direction = 'out'"
+                  "   AND o.kind = 'message'"
+                  " WHERE i.seq = 0 AND i.message_text LIKE %s", ("%grp3-%",))
+        rows, seqs, first, wrong = c.fetchone()
+    # Every answer where a call alone puts it (after the request and the priming event), and
+    # in its own stream's session, by its principal.
+    assert rows == THREADS * 10 and seqs == 1 and first >= 1 and wrong == 0, (rows, seqs, first,
+                                                                                 wrong)
