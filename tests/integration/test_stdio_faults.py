@@ -281,8 +281,9 @@ def test_the_other_instance_serves_the_session_over_http2(st, sessions):
             ["content"][0]["text"] == "via 2"
     finally:
         other.close()
-    # Served by the process on instance 1: instance 2's supervisor started none for it.
-    assert set(processes(st, 1)) == set(pid_before)
+    # Served by the process on instance 1: neither supervisor started one for it. (Instance
+    # 1's may have one fewer meanwhile: an earlier test's session ending. CI's ASan pass, once.)
+    assert set(processes(st, 1)) <= set(pid_before)
     assert processes(st, 2) == []
 
 
