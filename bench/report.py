@@ -317,8 +317,8 @@ def write_report(res, bench_dir, work, quick):
         w("Two PostgreSQL switches flipped for the duration of single runs, to attribute the cost; "
           "neither is a recommended setting (without the triggers followers on other processes "
           "are only woken by polling the table; without synchronous commit an acknowledged call "
-          "can be lost in a crash); and the gateway's own group commit "
-          "(`MCPDatabaseGroupCommit 1`, off by default: a stream's writes of concurrent requests "
+          "can be lost in a crash); and the gateway's own group commit turned off "
+          "(`MCPDatabaseGroupCommit off`; on by default: a stream's writes of concurrent requests "
           "of a child committed together, each request still waiting for its own commit). The "
           "wait events are sampled every 20 ms from `pg_stat_activity` (active sessions of the "
           "gateway, LISTEN connections excluded).")
@@ -327,7 +327,7 @@ def write_report(res, bench_dir, work, quick):
           " / ".join(n for _, n in MAIN_CPU) + " | what active PG sessions were doing |")
         w("|---|---:|---:|---:|---:|---|---|")
         for v in ("as shipped", "NOTIFY triggers disabled", "synchronous_commit off",
-                  "group commit on (1 committer per child)"):
+                  "group commit off (each statement its own transaction)"):
             rs = R("attr", v)
             if not rs:
                 continue

@@ -475,8 +475,8 @@ static int merge_batch(apr_pool_t *p, group_entry_t **v, int m)
 
     for (i = 0; i < m; i++) {
         group_entry_t *e = v[i], *merged, **parts;
-        const char **params;
-        int k = 0;
+        const char **params, **column;
+        int x, k = 0;
 
         if (!e) {
             continue;   /* a part of an earlier merged entry */
@@ -490,16 +490,23 @@ static int merge_batch(apr_pool_t *p, group_entry_t **v, int m)
         }
         merged = apr_pcalloc(p, sizeof(*merged));
         parts = apr_palloc(p, sizeof(*parts) * k);
-        params = apr_palloc(p, sizeof(*params) * e->n * k);
         for (j = i, k = 0; j < m && k < MERGE_MAX; j++) {
             if (v[j] && v[j]->merge == e->merge) {
-                memcpy(params + e->n * k, v[j]->params, sizeof(*params) * e->n);
                 parts[k++] = v[j];
                 v[j] = NULL;
             }
         }
-        merged->sql = e->merge->many(p, k);
-        merged->n = e->n * k;
+        /* Parameter x of the merged statement: the array of the parts' parameters x. */
+        params = apr_palloc(p, sizeof(*params) * e->n);
+        column = apr_palloc(p, sizeof(*column) * k);
+        for (x = 0; x < e->n; x++) {
+            for (j = 0; j < k; j++) {
+                column[j] = parts[j]->params[x];
+            }
+            params[x] = mcp_store__text_array(p, k, column);
+        }
+        merged->sql = e->merge->many;
+        merged->n = e->n;
         merged->params = params;
         merged->key = e->key;
         merged->parts = parts;
@@ -941,7 +948,13 @@ const char *mcp_store__text_array(apr_pool_t *p, int n, const char *const *v)
 
     for (i = 0; i < n; i++) {
         const char *c;
-        char *out = apr_palloc(p, 2 * strlen(v[i]) + 3), *o = out;
+        char *out, *o;
+
+        if (!v[i]) {
+            APR_ARRAY_PUSH(parts, const char *) = "NULL";
+            continue;
+        }
+        out = o = apr_palloc(p, 2 * strlen(v[i]) + 3);
         *o++ = '"';
         for (c = v[i]; *c; c++) {
             if (*c == '"' || *c == '\\') {

@@ -2,7 +2,6 @@
  * group commit), with the stream's end or without, and reading them back in bounded pages;
  * see mcp_store.h. */
 #include <string.h>
-#include <sys/uio.h>
 
 #include <apr_strings.h>
 
@@ -62,56 +61,29 @@ mcp_store_status_t mcp_store_events_append(mcp_store_t *db, apr_pool_t *p,
                                                                          : MCP_STORE_NOT_FOUND;
 }
 
-/* The last messages and the end of k streams in one statement (the group's merge of
- * mcp_store_events_append_finish): each stream's parameters as that statement's, one VALUES
- * row each; the stream rows locked in id order, as the group and the expiry lock them. */
-static const char *finish_many(apr_pool_t *p, int k, const char *jsonb)
-{
-    struct iovec *parts = apr_palloc(p, sizeof(*parts) * (k + 2));
-    apr_size_t len;
-    int i;
-
-    parts[0].iov_base = (char *)"WITH x (session_id, stream_id, first, principal, messages, "
-                                "status) AS (VALUES ";
-    parts[0].iov_len = strlen(parts[0].iov_base);
-    for (i = 0; i < k; i++) {
-        int a = 6 * i;
-
-        parts[i + 1].iov_base = apr_psprintf(p, "%s($%d::text, $%d::bigint, $%d::bigint, "
-                                             "$%d::text, $%d::json, $%d::text)",
-                                             i ? ", " : "", a + 1, a + 2, a + 3, a + 4, a + 5,
-                                             a + 6);
-        parts[i + 1].iov_len = strlen(parts[i + 1].iov_base);
-    }
-    parts[k + 1].iov_base = apr_pstrcat(p,
-        "), ins AS ("
-        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
-        "                          message, principal)"
-        "  SELECT x.session_id, x.stream_id, x.first + t.ord - 1, 'out', 'message', t.value::text,"
-        "         ", jsonb, ", x.principal"
-        "    FROM x, json_array_elements(x.messages) WITH ORDINALITY AS t(value, ord)"
-        "   WHERE EXISTS (SELECT 1 FROM mcp.streams WHERE id = x.stream_id AND status = 'open')"
-        "   ORDER BY x.stream_id, t.ord"
-        "  ON CONFLICT (stream_id, seq) DO NOTHING"
-        ")"
-        "UPDATE mcp.streams s SET status = x.status, completed_at = now() FROM x"
-        " WHERE s.id = x.stream_id AND s.status = 'open'"
-        "   AND s.id IN (SELECT id FROM mcp.streams"
-        "                 WHERE id IN (SELECT stream_id FROM x) AND status = 'open'"
-        "                 ORDER BY id FOR NO KEY UPDATE)", NULL);
-    parts[k + 1].iov_len = strlen(parts[k + 1].iov_base);
-    return apr_pstrcatv(p, parts, k + 2, &len);
-}
-
-static const char *finish_many_plain(apr_pool_t *p, int k)
-{
-    return finish_many(p, k, JSONB_PLAIN("t.value"));
-}
-
-static const char *finish_many_audited(apr_pool_t *p, int k)
-{
-    return finish_many(p, k, JSONB_AUDITED("t.value"));
-}
+/* The last messages and the end of several streams (the group's merge of the statement below):
+ * each parameter the array of the streams' own; their rows locked in id order first, as the
+ * group, lease renewal and expiry lock them. */
+#define FINISH_MANY(JSONB) \
+        "WITH x AS (" \
+        "  SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[]," \
+        "                       $6::text[])" \
+        "           AS x(session_id, stream_id, first, principal, messages, status)" \
+        "), locked AS (" \
+        "  SELECT id FROM mcp.streams WHERE id = ANY($2::bigint[]) AND status = 'open'" \
+        "   ORDER BY id FOR NO KEY UPDATE" \
+        "), ins AS (" \
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text," \
+        "                          message, principal)" \
+        "  SELECT x.session_id, x.stream_id, x.first + t.ord - 1, 'out', 'message', t.value::text," \
+        "         " JSONB("t.value") ", x.principal" \
+        "    FROM x, json_array_elements(x.messages::json) WITH ORDINALITY AS t(value, ord)" \
+        "   WHERE x.stream_id IN (SELECT id FROM locked)" \
+        "   ORDER BY x.stream_id, t.ord" \
+        "  ON CONFLICT (stream_id, seq) DO NOTHING" \
+        ")" \
+        "UPDATE mcp.streams s SET status = x.status, completed_at = now() FROM x" \
+        " WHERE s.id = x.stream_id AND s.id IN (SELECT id FROM locked)"
 
 mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p,
                                                   const mcp_store_session_t *session,
@@ -133,8 +105,8 @@ mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p
         " WHERE id = $2::bigint AND status = 'open'"
     static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
 #undef SQL
-    static const mcp_store__mergeable_t plain_many = { finish_many_plain },
-                                        audited_many = { finish_many_audited };
+    static const mcp_store__mergeable_t plain_many = { FINISH_MANY(JSONB_PLAIN) },
+                                        audited_many = { FINISH_MANY(JSONB_AUDITED) };
     const char *args[6];
     int is_plain = mcp_store__plain_jsonb(messages);
 

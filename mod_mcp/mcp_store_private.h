@@ -32,15 +32,15 @@ mcp_store_status_t mcp_store__exec_as(mcp_store_t *db, apr_pool_t *p, const char
                                       PGresult **out, apr_int64_t key);
 
 /* A statement of the group whose instances, from concurrent callers, can run as one statement
- * (one executor start, one round trip for all of them): many(p, k) is the text of k instances,
- * each instance's parameters after the one before's ($1..$n the first's, $n+1..$2n the
- * second's, ...), equivalent to running the k one after the other (they touch different
- * streams: their order is the stream ids', as the group's). For statements whose result nobody
- * reads: each caller gets an empty success of its own. When the database refuses a merged
- * statement for good, its k instances run again one by one, so that only the refused one
- * fails. */
+ * (one executor start, one round trip for all of them): many has the instances' parameters as
+ * arrays (its $x the text[] of the k instances' $x, in the group's order) and does what the k
+ * would do one after the other (they touch different streams; their order is the stream ids',
+ * as the group's). One text for any k: it is prepared once per connection, as the others. For
+ * statements whose result nobody reads: each caller gets an empty success of its own. When the
+ * database refuses a merged statement for good, its instances run again one by one, so that
+ * only the refused one fails. */
 typedef struct mcp_store__mergeable_t {
-    const char *(*many)(apr_pool_t *p, int k);
+    const char *many;
 } mcp_store__mergeable_t;
 
 /* mcp_store__exec_as for a statement that merge says how to run with others (out: none). */
@@ -53,7 +53,8 @@ mcp_store_status_t mcp_store__exec_mergeable(mcp_store_t *db, apr_pool_t *p, con
  * instead of with p. */
 void mcp_store__result_done(apr_pool_t *p, PGresult *res);
 
-/* Statement arguments: a bigint's and an int's text, a PostgreSQL array literal of n strings,
+/* Statement arguments: a bigint's and an int's text, a PostgreSQL array literal of n strings
+ * (NULL ones: NULL),
  * and whether a valid JSON text certainly casts to jsonb (JSONB_PLAIN, not JSONB_AUDITED). */
 const char *mcp_store__i64(apr_pool_t *p, apr_int64_t v);
 const char *mcp_store__int_text(apr_pool_t *p, int v);

@@ -205,7 +205,7 @@ int mcp_config_group_commit(server_rec *s)
 {
     const mcp_server_conf_t *conf = ap_get_module_config(s->module_config, &mcp_module);
 
-    return conf->group_commit == UNSET ? 0 : conf->group_commit;
+    return conf->group_commit == UNSET ? 1 : conf->group_commit;
 }
 
 apr_interval_time_t mcp_config_database_timeout(server_rec *s)

@@ -1,9 +1,9 @@
 """Group commit inside a child (MCPDatabaseGroupCommit, mcp_store.h): concurrent requests'
 answers are stored in one transaction by one committer per child, and each request waits for its
-own commit. These tests run a stack of their own with group commit on (the suite's stack keeps
-the default, off), drive many concurrent calls through one httpd instance (so through the same
-children) and break the database under a group: every caller must get its own right answer, and
-nothing a client received may be missing from the store."""
+own commit. These tests run a stack of their own with group commit named (the suite's stack has
+the default, one committer per child, too), drive many concurrent calls through one httpd
+instance (so through the same children) and break the database under a group: every caller must
+get its own right answer, and nothing a client received may be missing from the store."""
 
 import json
 import shutil
@@ -233,7 +233,7 @@ def test_concurrent_answers_are_stored_by_one_statement(stack, pg, admin, capsys
         f.seek(start)
         logged = f.read().decode("utf-8", "replace")
     merged = [line for line in logged.splitlines()
-              if "WITH x (session_id, stream_id, first, principal, messages, status)" in line]
+              if "AS x(session_id, stream_id, first, principal, messages, status)" in line]
     streams, transactions = groups_seen(pg, "grp3-")
     with capsys.disabled():
         print(f"\n{len(out)} calls: {streams} streams ended in {transactions} "
