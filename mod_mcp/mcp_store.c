@@ -474,34 +474,35 @@ static int merge_batch(apr_pool_t *p, group_entry_t **v, int m)
     int i, j, o = 0;
 
     for (i = 0; i < m; i++) {
-        group_entry_t *e = v[i], *merged, **parts;
+        group_entry_t *e = v[i], *merged;
         const char **params, **column;
-        int x, k = 0;
+        int x, at[MERGE_MAX], k = 0;
 
         if (!e) {
             continue;   /* a part of an earlier merged entry */
         }
         for (j = i; e->merge && j < m && k < MERGE_MAX; j++) {
-            k += v[j] && v[j]->merge == e->merge;
+            if (v[j] && v[j]->merge == e->merge) {
+                at[k++] = j;
+            }
         }
         if (k < 2) {
             out[o++] = e;
             continue;
         }
         merged = apr_pcalloc(p, sizeof(*merged));
-        parts = apr_palloc(p, sizeof(*parts) * k);
-        for (j = i, k = 0; j < m && k < MERGE_MAX; j++) {
-            if (v[j] && v[j]->merge == e->merge) {
-                parts[k++] = v[j];
-                v[j] = NULL;
-            }
+        merged->parts = apr_palloc(p, sizeof(*merged->parts) * k);
+        merged->nparts = k;
+        for (j = 0; j < k; j++) {
+            merged->parts[j] = v[at[j]];
+            v[at[j]] = NULL;
         }
         /* Parameter x of the merged statement: the array of the parts' parameters x. */
         params = apr_palloc(p, sizeof(*params) * e->n);
         column = apr_palloc(p, sizeof(*column) * k);
         for (x = 0; x < e->n; x++) {
             for (j = 0; j < k; j++) {
-                column[j] = parts[j]->params[x];
+                column[j] = merged->parts[j]->params[x];
             }
             params[x] = mcp_store__text_array(p, k, column);
         }
@@ -509,8 +510,6 @@ static int merge_batch(apr_pool_t *p, group_entry_t **v, int m)
         merged->n = e->n;
         merged->params = params;
         merged->key = e->key;
-        merged->parts = parts;
-        merged->nparts = k;
         out[o++] = merged;
     }
     memcpy(v, out, sizeof(v[0]) * o);

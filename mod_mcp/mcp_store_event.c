@@ -75,8 +75,8 @@ mcp_store_status_t mcp_store_events_append(mcp_store_t *db, apr_pool_t *p,
         "), ins AS (" \
         "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text," \
         "                          message, principal)" \
-        "  SELECT x.session_id, x.stream_id, x.first + t.ord - 1, 'out', 'message', t.value::text," \
-        "         " JSONB("t.value") ", x.principal" \
+        "  SELECT x.session_id, x.stream_id, x.first + t.ord - 1, 'out', 'message'," \
+        "         t.value::text, " JSONB("t.value") ", x.principal" \
         "    FROM x, json_array_elements(x.messages::json) WITH ORDINALITY AS t(value, ord)" \
         "   WHERE x.stream_id IN (SELECT id FROM locked)" \
         "   ORDER BY x.stream_id, t.ord" \
@@ -130,37 +130,25 @@ mcp_store_status_t mcp_store_events_append_finish2(mcp_store_t *db, apr_pool_t *
                                                    apr_int64_t stream_b, apr_int64_t first_b,
                                                    const char *messages_b, const char *status)
 {
-    /* Each side as in mcp_store_events_append_finish; one UPDATE ends both (rows locked in id
-     * order, as the expiry locks them). */
-    static const char sql[] =
-        "WITH ins AS ("
-        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
-        "                          message, principal)"
-        "  SELECT x.session_id, x.stream_id, x.first + t.ord - 1, 'out', 'message',"
-        "         t.value::text, mcp.audit_jsonb(t.value::text), x.principal"
-        "    FROM (VALUES ($1, $2::bigint, $3::bigint, $4, $5::json),"
-        "                 ($6, $7::bigint, $8::bigint, $9, $10::json))"
-        "         AS x(session_id, stream_id, first, principal, messages),"
-        "         json_array_elements(x.messages) WITH ORDINALITY AS t(value, ord)"
-        "   WHERE EXISTS (SELECT 1 FROM mcp.streams WHERE id = x.stream_id AND status = 'open')"
-        "   ORDER BY x.stream_id, t.ord"
-        "  ON CONFLICT (stream_id, seq) DO NOTHING"
-        ")"
-        "UPDATE mcp.streams SET status = $11, completed_at = now()"
-        " WHERE id IN ($2::bigint, $7::bigint) AND status = 'open'";
-    const char *args[11];
+    /* The group's merged statement for two streams (rows locked in id order, as the expiry
+     * locks them); always the audited jsonb copies. */
+    static const char sql[] = FINISH_MANY(JSONB_AUDITED);
+    const char *sessions[2] = { session_a ? session_a->id : NULL,
+                                session_b ? session_b->id : NULL },
+               *streams[2] = { mcp_store__i64(p, stream_a), mcp_store__i64(p, stream_b) },
+               *firsts[2] = { mcp_store__i64(p, first_a), mcp_store__i64(p, first_b) },
+               *principals[2] = { session_a ? session_a->principal : NULL,
+                                  session_b ? session_b->principal : NULL },
+               *messages[2] = { messages_a, messages_b },
+               *statuses[2] = { status, status };
+    const char *args[6];
 
-    args[0] = session_a ? session_a->id : NULL;
-    args[1] = mcp_store__i64(p, stream_a);
-    args[2] = mcp_store__i64(p, first_a);
-    args[3] = session_a ? session_a->principal : NULL;
-    args[4] = messages_a;
-    args[5] = session_b ? session_b->id : NULL;
-    args[6] = mcp_store__i64(p, stream_b);
-    args[7] = mcp_store__i64(p, first_b);
-    args[8] = session_b ? session_b->principal : NULL;
-    args[9] = messages_b;
-    args[10] = status;
+    args[0] = mcp_store__text_array(p, 2, sessions);
+    args[1] = mcp_store__text_array(p, 2, streams);
+    args[2] = mcp_store__text_array(p, 2, firsts);
+    args[3] = mcp_store__text_array(p, 2, principals);
+    args[4] = mcp_store__text_array(p, 2, messages);
+    args[5] = mcp_store__text_array(p, 2, statuses);
     return mcp_store_exec(db, p, "storing two streams' last messages and their end", sql,
                           NARGS(args), args, NULL);
 }

@@ -158,8 +158,8 @@ BEGIN
                 created := created + 1;
             END IF;
         -- lock_not_available: mcp.streams and mcp.events_default stayed busy (partition_create
-        -- lets them go rather than wait long holding one; deadlock_detected is kept for a database
-        -- whose function is older than its tables). The next run creates it.
+        -- lets them go rather than wait long holding one). A deadlock it still meets (DDL run
+        -- beside it by hand, say) only skips that day too. The next run creates it.
         EXCEPTION WHEN check_violation OR lock_not_available OR duplicate_table
                        OR deadlock_detected THEN
             RAISE NOTICE 'mcp.maintain: partition of % not created: %', d, SQLERRM;
