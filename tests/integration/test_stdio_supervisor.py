@@ -873,7 +873,11 @@ def test_user_and_group(supervisor):
                                                 "method": "initialize", "params": {}})
     assert r.status == 200
     [pid] = sup.children()
-    wait_for(lambda: Path(f"/proc/{pid}/comm").read_text() == "sleep\n", TIMEOUT, "the exec")
+    # Asleep, not only exec'd: the kernel names the process at its exec, and sleep's own start
+    # (setlocale) holds a file of its own open for a moment after (CI, once: fd 3 listed).
+    wait_for(lambda: Path(f"/proc/{pid}/comm").read_text() == "sleep\n"
+             and "nanosleep" in Path(f"/proc/{pid}/wchan").read_text(), TIMEOUT,
+             "the exec'd sleep to sleep")
     status = Path(f"/proc/{pid}/status").read_text()
     uid = [line.split()[1:] for line in status.splitlines() if line.startswith("Uid:")][0]
     gid = [line.split()[1:] for line in status.splitlines() if line.startswith("Gid:")][0]
