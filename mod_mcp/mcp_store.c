@@ -620,9 +620,12 @@ static void group_commit(mcp_store_group_t *g, mcp_store_t *db, apr_pool_t *p,
             rc = RUN_CONN_FAILED;
         }
         if (rc == RUN_REFUSED_ONE && v[at]->nparts) {
-            /* One of its parts, and which is not known: each goes on its own. */
+            /* One of its parts, and which is not known: each goes on its own. Their own
+             * statement may not be prepared on this connection yet (only the merged one was):
+             * it may be prepared once more. */
             PQclear(error);
             m = merge_undo(v, m, at);
+            prepared = 0;
             continue;
         }
         if (rc == RUN_REFUSED_ONE) {
