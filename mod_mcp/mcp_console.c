@@ -413,11 +413,20 @@ static apr_int64_t int_of(json_object *o, const char *key)
     return v ? json_object_get_int64(v) : 0;
 }
 
+/* A number of the document within what the page's formatter prints: APR's %f writes 80 digits
+ * at most and, from about 1e79 on, drops the rest of its format string (a page's closing quotes
+ * and tags with it: fuzz_console). Beyond +-1e15 it is +-1e15, NaN is 0; no duration, count or
+ * rate the store gives comes near. */
+static double bounded(double v)
+{
+    return v != v ? 0 : v > 1e15 ? 1e15 : v < -1e15 ? -1e15 : v;
+}
+
 static double double_of(json_object *o, const char *key)
 {
     json_object *v = member(o, key);
 
-    return v ? json_object_get_double(v) : 0;
+    return v ? bounded(json_object_get_double(v)) : 0;
 }
 
 static int array_length(json_object *a)
@@ -470,7 +479,7 @@ static void td_ms(mcp_html_t *h, json_object *o, const char *key)
     json_object *v = member(o, key);
 
     if (v) {
-        mcp_html_rawf(h, "<td class=\"n\">%.1f</td>", json_object_get_double(v));
+        mcp_html_rawf(h, "<td class=\"n\">%.1f</td>", bounded(json_object_get_double(v)));
     }
     else {
         mcp_html_raw(h, "<td class=\"n\">-</td>");

@@ -196,8 +196,9 @@ void mcp_plot_timeline(mcp_html_t *h, const char *title, int n, const double *of
     mcp_html_rawf(h, "<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n",
                   LEFT, axis, WIDTH - RIGHT, axis);
     for (i = 0; i < n; i++) {
-        double x = LEFT + (offsets_ms[i] > 0 ? offsets_ms[i] : 0) / last
-                   * (WIDTH - LEFT - RIGHT);
+        /* On the axis: a mark later than the last one (offsets out of order) at its end. */
+        double x = fmin(LEFT + (offsets_ms[i] > 0 ? offsets_ms[i] : 0) / last
+                        * (WIDTH - LEFT - RIGHT), WIDTH - RIGHT);
 
         mcp_html_raw(h, "<circle class=\"");
         mcp_html_text(h, classes[i]);

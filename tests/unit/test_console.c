@@ -213,6 +213,22 @@ START_TEST(test_plot_marks_and_labels)
     ck_assert_ptr_null(strstr(svg, "<script>"));
     ck_assert_ptr_nonnull(strstr(svg, ">61.3 ms<"));
 
+    /* Offsets out of order, one of them huge: every mark on the axis (APR's %f of 1e300 would
+     * have dropped the rest of the element: fuzz_console). */
+    h = mcp_html_create(pool);
+    {
+        double offsets[3] = { 0, 1e300, 5 };
+        const char *classes[3] = { "m-in", "m-notification", "m-result" };
+        const char *tips[3] = { "a", "b", "c" };
+
+        mcp_plot_timeline(h, "t", 3, offsets, classes, tips);
+    }
+    svg = mcp_html_get(h, NULL);
+    ck_assert_int_eq(count(svg, "<circle "), 3);
+    ck_assert_int_eq(count(svg, "</circle>"), 3);
+    ck_assert_int_eq(count(svg, "cx=\"632.0\""), 2);
+    ck_assert_ptr_null(strstr(svg, "0000000000"));
+
     h = mcp_html_create(pool);
     mcp_plot_bars(h, "none", 0, NULL, s, 0, "ms");     /* no series: nothing drawn, no crash */
     ck_assert_str_eq(mcp_html_get(h, NULL), "");
