@@ -269,6 +269,7 @@ typedef struct group_entry_t {
     int                    nparts;
     int                    taken;      /* in a committer's batch                              */
     int                    done;
+    apr_time_t             until;      /* its statement's bound (0: none)                    */
     PGresult              *res;        /* its result (success or its own error), or NULL:     */
     int                    broken;     /* ... the connection failed (err says how)            */
     int                    fatal;      /* ... the lender said no connection will do (err)     */
@@ -455,11 +456,22 @@ static int pipeline_run(PGconn *conn, group_entry_t **v, int m, apr_time_t deadl
     return RUN_GROUP_FAILED;
 }
 
+/* The order of a group's statements: their keys, then, among instances of one mergeable
+ * statement, its order parameter's texts. */
 static int by_key(const void *a, const void *b)
 {
     const group_entry_t *x = *(group_entry_t *const *)a, *y = *(group_entry_t *const *)b;
+    const char *u, *v;
 
-    return x->key < y->key ? -1 : x->key > y->key;
+    if (x->key != y->key) {
+        return x->key < y->key ? -1 : 1;
+    }
+    if (!x->merge || x->merge != y->merge || x->merge->order < 0) {
+        return 0;
+    }
+    u = x->params[x->merge->order];
+    v = y->params[y->merge->order];
+    return !u || !v ? (u != NULL) - (v != NULL) : strcmp(u, v);
 }
 
 /* At most this many callers' statements in one merged statement. */
@@ -529,8 +541,51 @@ static int merge_undo(group_entry_t **v, int m, int at)
     return m;
 }
 
-/* What a merged entry came to, for each of its callers: a success of its own (a merged
- * statement's result is read by nobody), or the entry's failure. */
+/* Part i's rows of a merged result whose last column numbers the parts (1..k), in a result of
+ * the other columns; NULL when out of memory. */
+static PGresult *part_rows(const PGresult *merged, int i)
+{
+    int cols = PQnfields(merged) - 1, row, col, n = 0;
+    PGresult *res = cols > 0 ? PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK) : NULL;
+    PGresAttDesc attrs[32];
+
+    if (!res || cols > (int)(sizeof(attrs) / sizeof(attrs[0]))) {
+        PQclear(res);
+        return NULL;
+    }
+    for (col = 0; col < cols; col++) {
+        attrs[col].name = PQfname(merged, col);
+        attrs[col].tableid = PQftable(merged, col);
+        attrs[col].columnid = PQftablecol(merged, col);
+        attrs[col].format = PQfformat(merged, col);
+        attrs[col].typid = PQftype(merged, col);
+        attrs[col].typlen = PQfsize(merged, col);
+        attrs[col].atttypmod = PQfmod(merged, col);
+    }
+    if (!PQsetResultAttrs(res, cols, attrs)) {
+        PQclear(res);
+        return NULL;
+    }
+    for (row = 0; row < PQntuples(merged); row++) {
+        if (atoi(PQgetvalue(merged, row, cols)) != i + 1) {
+            continue;
+        }
+        for (col = 0; col < cols; col++) {
+            int null = PQgetisnull(merged, row, col);
+
+            if (!PQsetvalue(res, n, col, null ? NULL : PQgetvalue(merged, row, col),
+                            null ? -1 : PQgetlength(merged, row, col))) {
+                PQclear(res);
+                return NULL;
+            }
+        }
+        n++;
+    }
+    return res;
+}
+
+/* What a merged entry came to, for each of its callers: a success of its own (empty, or its
+ * rows of the merged result: by_part), or the entry's failure. */
 static void merge_done(group_entry_t *merged)
 {
     int i;
@@ -539,7 +594,8 @@ static void merge_done(group_entry_t *merged)
         group_entry_t *e = merged->parts[i];
 
         if (merged->res) {
-            e->res = PQmakeEmptyPGresult(NULL, PGRES_COMMAND_OK);
+            e->res = e->merge->by_part ? part_rows(merged->res, i)
+                                       : PQmakeEmptyPGresult(NULL, PGRES_COMMAND_OK);
             if (!e->res) {
                 entry_fail(e, "out of memory", NULL, 0);
             }
@@ -687,9 +743,28 @@ static apr_time_t statement_until(const mcp_store_t *db, apr_time_t deadline)
     return until;
 }
 
+/* Takes entry e out of the group's waiting list (it is there). */
+static void group_unlink(mcp_store_group_t *g, group_entry_t *e)
+{
+    group_entry_t **at = &g->head, *prev = NULL;
+
+    while (*at != e) {
+        prev = *at;
+        at = &(*at)->next;
+    }
+    *at = e->next;
+    if (g->tail == e) {
+        g->tail = prev;
+    }
+    e->next = NULL;
+}
+
 /* Runs the statement in the child's group: returns when it is committed (its result), or
  * failed (its error result, or NULL with *err, *state, *broken). deadline: when the caller's
- * patience ends (a committer's statement bound starts when it starts committing). */
+ * patience ends. The statement's bound (the statement timeout, no later than the deadline)
+ * starts when it is handed to the group, not when a committer takes it: a statement that
+ * waited for a stuck commit fails in the time it would have alone, and a batch is bounded by
+ * the earliest bound among its statements. */
 static PGresult *group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, int n,
                            const char *const *params, apr_int64_t key,
                            const mcp_store__mergeable_t *merge, apr_time_t deadline,
@@ -704,6 +779,7 @@ static PGresult *group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, int 
     e.params = params;
     e.key = key;
     e.merge = merge;
+    e.until = statement_until(db, deadline);
     apr_thread_mutex_lock(g->lock);
     if (g->tail) {
         g->tail->next = &e;
@@ -713,9 +789,20 @@ static PGresult *group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, int 
     }
     g->tail = &e;
     while (!e.done) {
+        apr_time_t now = apr_time_now();
+
+        if (!e.taken && e.until && now >= e.until) {
+            /* Still waiting when its time is up (the commits before it are stuck). */
+            group_unlink(g, &e);
+            entry_fail(&e, apr_psprintf(p, "no answer in time (MCPDatabaseTimeout %"
+                                        APR_TIME_T_FMT " ms): the commits before it did not end",
+                                        apr_time_as_msec(db->statement_timeout)), NULL, 1);
+            break;
+        }
         if (!e.taken && g->busy < g->committers) {
             /* This thread commits the waiting ones (its own among them). */
             group_entry_t *v[256], *x;
+            apr_time_t until = 0;
             int i, m = 0, max = g->max < 256 ? g->max : 256;
 
             g->busy++;
@@ -725,21 +812,25 @@ static PGresult *group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, int 
                 x->next = NULL;
                 x->taken = 1;
                 v[m++] = x;
+                if (x->until && (!until || x->until < until)) {
+                    until = x->until;
+                }
             }
             if (!g->head) {
                 g->tail = NULL;
             }
             apr_thread_mutex_unlock(g->lock);
-            db->until = db->patience > 0 ? deadline
-                        : db->statement_timeout > 0 ? apr_time_now() + db->statement_timeout
-                        : 0;
-            group_commit(g, db, p, v, m, statement_until(db, deadline));
+            db->until = until;
+            group_commit(g, db, p, v, m, until);
             apr_thread_mutex_lock(g->lock);
             for (i = 0; i < m; i++) {
                 v[i]->done = 1;
             }
             g->busy--;
             apr_thread_cond_broadcast(g->done);
+        }
+        else if (!e.taken && e.until) {
+            apr_thread_cond_timedwait(g->done, g->lock, e.until - now);
         }
         else {
             apr_thread_cond_wait(g->done, g->lock);
@@ -863,10 +954,11 @@ mcp_store_status_t mcp_store__exec_as(mcp_store_t *db, apr_pool_t *p, const char
 /* See mcp_store_private.h. */
 mcp_store_status_t mcp_store__exec_mergeable(mcp_store_t *db, apr_pool_t *p, const char *what,
                                              const char *sql, int n,
-                                             const char *const *params, apr_int64_t key,
+                                             const char *const *params, PGresult **out,
+                                             apr_int64_t key,
                                              const mcp_store__mergeable_t *merge)
 {
-    return exec_in_group(db, p, what, sql, n, params, NULL, key, merge);
+    return exec_in_group(db, p, what, sql, n, params, out, key, merge);
 }
 
 mcp_store_status_t mcp_store_exec(mcp_store_t *db, apr_pool_t *p, const char *what,

@@ -54,15 +54,17 @@ mcp_store_fault_t mcp_store_classify(const char *sqlstate, int connection_ok);
 typedef struct mcp_store_t mcp_store_t;
 
 /* Group commit: one per child process, shared by every handle of the child that points to it.
- * The hot path's writes (a stream's outbound messages and its end, inbound messages of no
- * stream) of concurrent requests are then run by one thread at a time, the committer, in one
+ * The hot path's writes (a request stream's opening, a stream's outbound messages and its end,
+ * inbound messages of no stream) of concurrent requests are then run by one thread at a time,
+ * the committer, in one
  * transaction on one borrowed connection (one pipeline, one round trip, one WAL flush), while
  * the others wait for that commit: a caller's mcp_store_* call returns only after its own rows
  * are committed (or with its own error), exactly as without grouping. A statement the database
  * refuses for good gets its own REFUSED and the rest of the group is run again without it; a
  * connection fault or a retryable error (40001, 40P01, ...) fails the whole group, each caller
  * retrying under its own policy. Statements are taken in the order of their stream ids, so that
- * two children's groups lock stream rows in the same order. */
+ * two children's groups lock stream rows in the same order, and the openings last, in the order
+ * of their sessions' ids (stream rows before session rows, as lease renewal locks them). */
 typedef struct mcp_store_group_t mcp_store_group_t;
 
 /* A group for this process, allocated in p (its mutex and condition too); at most max

@@ -105,8 +105,8 @@ mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p
         " WHERE id = $2::bigint AND status = 'open'"
     static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
 #undef SQL
-    static const mcp_store__mergeable_t plain_many = { FINISH_MANY(JSONB_PLAIN) },
-                                        audited_many = { FINISH_MANY(JSONB_AUDITED) };
+    static const mcp_store__mergeable_t plain_many = { FINISH_MANY(JSONB_PLAIN), 0, -1 },
+                                        audited_many = { FINISH_MANY(JSONB_AUDITED), 0, -1 };
     const char *args[6];
     int is_plain = mcp_store__plain_jsonb(messages);
 
@@ -118,7 +118,8 @@ mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p
     args[5] = status;
     /* messages is valid JSON ($5::json refuses it otherwise). */
     return mcp_store__exec_mergeable(db, p, "storing a stream's last messages and its end",
-                                     is_plain ? plain : audited, NARGS(args), args, stream_id,
+                                     is_plain ? plain : audited, NARGS(args), args, NULL,
+                                     stream_id,
                                      is_plain ? &plain_many : &audited_many);
 }
 

@@ -19,9 +19,14 @@ mcp_store_status_t mcp_store_streams_renew(mcp_store_t *db, apr_pool_t *p, int n
         "  UPDATE mcp.streams s SET lease_until = now() + make_interval(secs => v.secs)"
         "    FROM v WHERE s.id = v.id AND s.status = 'open' AND s.id IN (SELECT id FROM locked)"
         "  RETURNING s.id, s.session_id"
+        /* Then the session rows, in id order too, as a group's openings of streams take them
+         * after its streams' rows. */
+        "), sl AS ("
+        "  SELECT id FROM mcp.sessions WHERE id IN (SELECT session_id FROM st)"
+        "   ORDER BY id FOR NO KEY UPDATE"
         "), se AS ("
         "  UPDATE mcp.sessions SET last_seen_at = now()"
-        "   WHERE id IN (SELECT session_id FROM st)"
+        "   WHERE id IN (SELECT id FROM sl)"
         ")"
         "SELECT id FROM st";
     apr_array_header_t *idv = apr_array_make(p, n, sizeof(const char *));

@@ -130,6 +130,86 @@ mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
     return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
 }
 
+/* The opening of several request streams (the group's merge of the statement below): each
+ * parameter the array of the instances' own, x.ord numbering them. The session rows are locked
+ * in id order, each in one mode as there (touched when stale, else FOR KEY SHARE), once for all
+ * its instances, and re-checked for each instance after the lock; mcp.admit_streams admits the
+ * live ones in order, each counting the slots of those before it. */
+#define LIVE_FOR_X(s) \
+        s ".terminated_at IS NULL AND " s ".principal IS NOT DISTINCT FROM x.principal" \
+        " AND " s ".backend_url = x.backend_url" \
+        " AND (x.idle = 0 OR " s ".last_seen_at > now() - make_interval(secs => x.idle))"
+#define OPEN_MANY(JSONB) \
+        "WITH x AS (" \
+        "  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[]," \
+        "                       $6::int[], $7::int[], $8::text[], $9::text[], $10::text[]," \
+        "                       $11::int[], $12::text[], $13::text[], $14::text[], $15::text[]," \
+        "                       $16::boolean[])" \
+        "         WITH ORDINALITY AS x(session_id, principal, backend_url, idle, holder," \
+        "                              max_session, max_holder, request_id, method, owner," \
+        "                              lease, inbound, primed, trace_id, member, members, ord)" \
+        "), cur AS (" \
+        "  SELECT id, last_seen_at < now() - interval '1 second' AS stale FROM mcp.sessions" \
+        "   WHERE id = ANY ($1::text[])" \
+        "), stale AS (" \
+        "  SELECT s.id, s.last_seen_at FROM mcp.sessions s" \
+        "   WHERE s.id IN (SELECT id FROM cur WHERE stale)" \
+        "     AND EXISTS (SELECT 1 FROM x WHERE x.session_id = s.id AND " LIVE_FOR_X("s") ")" \
+        "   ORDER BY s.id FOR NO KEY UPDATE" \
+        "), touched AS (" \
+        "  UPDATE mcp.sessions s SET last_seen_at = now() FROM stale" \
+        "   WHERE s.id = stale.id" \
+        "  RETURNING s.id, s.principal, s.backend_url, stale.last_seen_at, s.backend_session_id," \
+        "            s.protocol_version" \
+        "), held AS (" \
+        "  SELECT s.id, s.principal, s.backend_url, s.last_seen_at, s.backend_session_id," \
+        "         s.protocol_version FROM mcp.sessions s" \
+        "   WHERE s.id IN (SELECT id FROM cur WHERE stale IS FALSE)" \
+        "     AND EXISTS (SELECT 1 FROM x WHERE x.session_id = s.id AND " LIVE_FOR_X("s") ")" \
+        "   ORDER BY s.id FOR KEY SHARE" \
+        "), se AS (" \
+        "  SELECT x.ord, s.id, s.principal, s.backend_session_id, s.protocol_version" \
+        "    FROM x JOIN (SELECT * FROM touched UNION ALL SELECT * FROM held) s" \
+        "      ON s.id = x.session_id" \
+        "   WHERE s.principal IS NOT DISTINCT FROM x.principal AND s.backend_url = x.backend_url" \
+        "     AND (x.idle = 0 OR s.last_seen_at > now() - make_interval(secs => x.idle))" \
+        "), a AS (" \
+        "  SELECT f.* FROM (" \
+        "    SELECT array_agg(x.ord ORDER BY x.ord) AS ords, array_agg(se.id ORDER BY x.ord) AS ids," \
+        "           array_agg(x.holder ORDER BY x.ord) AS holders," \
+        "           array_agg(x.max_session ORDER BY x.ord) AS max_session," \
+        "           array_agg(x.max_holder ORDER BY x.ord) AS max_holder" \
+        "      FROM se JOIN x ON x.ord = se.ord) g," \
+        "   mcp.admit_streams(g.ords, g.ids, g.holders, g.max_session, g.max_holder) f" \
+        "), s AS (" \
+        "  INSERT INTO mcp.streams (id, session_id, kind, request_id_text, request_id, method," \
+        "                           owner, lease_until, holder, trace_id, member)" \
+        "  SELECT a.id, se.id, 'request', x.request_id, " JSONB("x.request_id") ", x.method," \
+        "         x.owner, now() + make_interval(secs => x.lease), x.holder, x.trace_id, x.member" \
+        "    FROM a JOIN se ON se.ord = a.ord JOIN x ON x.ord = a.ord WHERE a.refused IS NULL" \
+        "   ORDER BY a.id" \
+        "  RETURNING id, session_id" \
+        "), e AS (" \
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text," \
+        "                          message, principal)" \
+        "  SELECT v.* FROM (" \
+        "    SELECT s.session_id, s.id, 0 AS seq, 'in' AS direction, 'message' AS kind," \
+        "           x.inbound AS t, " JSONB("x.inbound") " AS m, se.principal" \
+        "      FROM s JOIN a ON a.id = s.id JOIN se ON se.ord = a.ord JOIN x ON x.ord = a.ord" \
+        "    UNION ALL" \
+        "    SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, NULL, se.principal" \
+        "      FROM s JOIN a ON a.id = s.id JOIN se ON se.ord = a.ord JOIN x ON x.ord = a.ord" \
+        "     WHERE se.protocol_version = ANY (x.primed::text[])) v" \
+        "   ORDER BY v.id, v.seq" \
+        ")" \
+        "SELECT s.id, se.backend_session_id, se.protocol_version, a.refused," \
+        "       m.backend_session_id, m.protocol_version, m.state, m.member, m.backend_url," \
+        "       m.error, se.ord" \
+        "  FROM se JOIN x ON x.ord = se.ord JOIN a ON a.ord = se.ord" \
+        "  LEFT JOIN s ON s.id = a.id" \
+        "  LEFT JOIN mcp.session_members m" \
+        "    ON m.session_id = se.id AND (m.member = x.member OR x.members)"
+
 mcp_store_status_t mcp_store_stream_open_request_admitted(
     mcp_store_t *db, apr_pool_t *p, mcp_store_session_t *session, int idle_secs,
     const char *request_id, const char *method, const char *inbound, const char *trace_id,
@@ -187,10 +267,13 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
         "    ON m.session_id = se.id AND (m.member = $15 OR $16::boolean)"
     static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
 #undef SQL
+    /* Instances ordered by session (args[0]): their rows are locked in that order. */
+    static const mcp_store__mergeable_t plain_many = { OPEN_MANY(JSONB_PLAIN), 1, 0 },
+                                        audited_many = { OPEN_MANY(JSONB_AUDITED), 1, 0 };
     const char *args[16];
     mcp_store_status_t rv;
     PGresult *res;
-    int i;
+    int i, is_plain;
 
     *refused = MCP_STORE_ADMITTED;
     args[0] = session->id;
@@ -209,12 +292,19 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     args[13] = trace_id;
     args[14] = member ? member->member : NULL;
     args[15] = members ? "true" : "false";
-    /* request_id and inbound are valid JSON (the caller parsed them). */
-    if ((rv = mcp_store_exec_row(db, p, "storing the request and its stream",
-                                 mcp_store__plain_jsonb(request_id)
-                                 && mcp_store__plain_jsonb(inbound) ? plain : audited,
-                                 NARGS(args), args, &res)) != MCP_STORE_OK) {
+    /* request_id and inbound are valid JSON (the caller parsed them). In the child's group,
+     * after the statements of streams (MCP_STORE__KEY_SESSIONS): its locks are the session's
+     * row and slots (taken skipping, never waited for). */
+    is_plain = mcp_store__plain_jsonb(request_id) && mcp_store__plain_jsonb(inbound);
+    if ((rv = mcp_store__exec_mergeable(db, p, "storing the request and its stream",
+                                        is_plain ? plain : audited, NARGS(args), args, &res,
+                                        MCP_STORE__KEY_SESSIONS,
+                                        is_plain ? &plain_many : &audited_many))
+        != MCP_STORE_OK) {
         return rv;
+    }
+    if (PQntuples(res) < 1) {
+        return MCP_STORE_NOT_FOUND;
     }
     session->backend_session_id = mcp_store_cell(res, 0, 1);
     session->protocol_version = mcp_store_cell(res, 0, 2);

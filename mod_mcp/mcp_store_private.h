@@ -34,19 +34,34 @@ mcp_store_status_t mcp_store__exec_as(mcp_store_t *db, apr_pool_t *p, const char
 /* A statement of the group whose instances, from concurrent callers, can run as one statement
  * (one executor start, one round trip for all of them): many has the instances' parameters as
  * arrays (its $x the text[] of the k instances' $x, in the group's order) and does what the k
- * would do one after the other (they touch different streams; their order is the stream ids',
- * as the group's). One text for any k: it is prepared once per connection, as the others. For
- * statements whose result nobody reads: each caller gets an empty success of its own. When the
- * database refuses a merged statement for good, its instances run again one by one, so that
- * only the refused one fails. */
+ * would do one after the other. One text for any k: it is prepared once per connection, as the
+ * others. When the database refuses a merged statement for good, its instances run again one by
+ * one, so that only the refused one fails.
+ *
+ * by_part 0: a statement whose result nobody reads (each caller gets an empty success of its
+ * own); its instances touch different streams, in the group's order (their stream ids').
+ * by_part 1: many's last column is the number (1..k) of the instance a row belongs to, and each
+ * caller gets the rows of its own (all columns but that one are the single statement's).
+ *
+ * order (-1: none): the parameter whose text orders the instances among themselves before they
+ * are merged, after the group's key (the rows many locks, in that order across the parts of
+ * the transaction: a session's id for a stream's opening). */
 typedef struct mcp_store__mergeable_t {
     const char *many;
+    int         by_part;
+    int         order;
 } mcp_store__mergeable_t;
 
-/* mcp_store__exec_as for a statement that merge says how to run with others (out: none). */
+/* The group key of a statement that locks session rows (a request stream's opening): after
+ * every statement keyed by a stream, so that a group's transaction locks stream rows before
+ * session rows, as lease renewal does. */
+#define MCP_STORE__KEY_SESSIONS APR_INT64_MAX
+
+/* mcp_store__exec_as for a statement that merge says how to run with others. */
 mcp_store_status_t mcp_store__exec_mergeable(mcp_store_t *db, apr_pool_t *p, const char *what,
                                              const char *sql, int n,
-                                             const char *const *params, apr_int64_t key,
+                                             const char *const *params, PGresult **out,
+                                             apr_int64_t key,
                                              const mcp_store__mergeable_t *merge);
 
 /* A result read to the end by its caller (what is kept of it was copied into p) goes now

@@ -53,9 +53,11 @@ $$;
 -- being claimed by a transaction still in flight is skipped, never waited for (SKIP LOCKED):
 -- concurrent admissions of one scope take different slots, and as each slot has one occupant
 -- the scope never has more than p_max. A scope has as many slot rows as it had occupants at
--- once (at most p_max): new ones are inserted when none is free.
-CREATE OR REPLACE FUNCTION mcp.slot_claim(p_scope text, p_max int, p_stream bigint,
-                                          p_follower bigint)
+-- once (at most p_max): new ones are inserted when none is free. p_pending: the streams that
+-- the same statement admitted before this one (mcp.admit_streams), whose rows it has not
+-- inserted yet: they hold the slots they were given (mcp.slot_held finds no row for them).
+CREATE OR REPLACE FUNCTION mcp.slot_claim_among(p_scope text, p_max int, p_stream bigint,
+                                                p_follower bigint, p_pending bigint[])
 RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     slot int;
@@ -63,6 +65,7 @@ DECLARE
 BEGIN
     SELECT n INTO slot FROM mcp.stream_slots sl
      WHERE sl.scope = p_scope AND sl.n <= p_max
+       AND (sl.stream_id IS NULL OR sl.stream_id <> ALL (p_pending))
        AND NOT mcp.slot_held(sl.stream_id, sl.follower_id)
      ORDER BY sl.n LIMIT 1 FOR UPDATE SKIP LOCKED;
     IF FOUND THEN
@@ -87,6 +90,13 @@ BEGIN
     END LOOP;
     RETURN false;
 END
+$$;
+
+-- mcp.slot_claim_among with nothing pending: one admission per statement.
+CREATE OR REPLACE FUNCTION mcp.slot_claim(p_scope text, p_max int, p_stream bigint,
+                                          p_follower bigint)
+RETURNS boolean LANGUAGE sql VOLATILE AS $$
+    SELECT mcp.slot_claim_among(p_scope, p_max, p_stream, p_follower, '{}')
 $$;
 
 -- May a session (p_session), a holder (p_holder) and a stream (p_stream, 0: none) take one
@@ -134,6 +144,37 @@ BEGIN
         END IF;
     END IF;
     RETURN NULL;
+END
+$$;
+
+-- mcp.admit_stream for several request streams at once (the group commit's merged opening,
+-- mcp_store_limits.c): for each i, a new stream id and NULL, or the limit that refused it, of
+-- session p_sessions[i] and holder p_holders[i] under limits p_max_session[i] and
+-- p_max_holder[i]; ord is p_ords[i]. The streams admitted before i hold their slots for it.
+CREATE OR REPLACE FUNCTION mcp.admit_streams(p_ords bigint[], p_sessions text[],
+                                             p_holders text[], p_max_session int[],
+                                             p_max_holder int[])
+RETURNS TABLE (ord bigint, id bigint, refused text) LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    pending bigint[] := '{}';
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(p_ords, 1), 0) LOOP
+        ord := p_ords[i];
+        id := mcp.stream_id_new();
+        refused := NULL;
+        IF p_max_session[i] > 0
+           AND NOT mcp.slot_claim_among('session:' || p_sessions[i], p_max_session[i], id,
+                                        NULL, pending) THEN
+            refused := 'session-streams';
+        ELSIF p_max_holder[i] > 0
+           AND NOT mcp.slot_claim_among('holder:' || coalesce(p_holders[i], ''),
+                                        p_max_holder[i], id, NULL, pending) THEN
+            refused := 'holder-streams';
+        ELSE
+            pending := pending || id;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
 END
 $$;
 

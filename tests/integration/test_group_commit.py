@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psycopg2
@@ -22,12 +23,19 @@ from waiting import wait_for
 THREADS = 12
 
 
-def hammer(url, calls_per_thread, text_of, on_start=None):
-    """THREADS sessions calling echo concurrently; returns [(text sent, response or exception)]."""
+def hammer(url, calls_per_thread, text_of, on_start=None, one_session=False,
+           with_sessions=False):
+    """THREADS clients calling echo concurrently, each in a session of its own or all in one
+    (one_session: an agent's parallel calls); returns [(text sent, response or exception)], and
+    with_sessions the session each call was made in as a third."""
     sessions = []
     for _ in range(THREADS):
         s = McpSession(url, timeout=60)
-        s.initialize()
+        if one_session and sessions:
+            s.session_id, s.protocol_version = sessions[0].session_id, sessions[0].protocol_version
+            s.initialized = True
+        else:
+            s.initialize()
         sessions.append(s)
     out, lock = [], threading.Lock()
     go = threading.Barrier(THREADS + 1)
@@ -41,7 +49,7 @@ def hammer(url, calls_per_thread, text_of, on_start=None):
             except Exception as e:   # noqa: BLE001 - every outcome is checked
                 r = e
             with lock:
-                out.append((text, r))
+                out.append((text, r, s.session_id))
 
     threads = [threading.Thread(target=run, args=(i, s), daemon=True)
                for i, s in enumerate(sessions)]
@@ -55,7 +63,7 @@ def hammer(url, calls_per_thread, text_of, on_start=None):
     for s in sessions:
         s.close()
     assert all(not t.is_alive() for t in threads), "a caller never got an answer"
-    return out
+    return out if with_sessions else [(text, r) for text, r, _ in out]
 
 
 def result_text(r):
@@ -92,13 +100,18 @@ def groups_seen(pg, tag):
 
 @pytest.fixture(scope="module")
 def stack():
-    """A stack of one httpd with MCPDatabaseGroupCommit 1 (this module's own; conftest's pg
-    fixture connects to it)."""
+    """A stack of one httpd with MCPDatabaseGroupCommit 1 and /mcp-limits (3 streams per
+    session; this module's own; conftest's pg fixture connects to it)."""
     top = Path(tempfile.mkdtemp(prefix="mcp-stack-group.", dir="/tmp"))
     top.chmod(0o755)
     d = top / "stack"
     conf = top / "group.conf"
-    conf.write_text("MCPDatabaseGroupCommit 1\n")
+    conf.write_text("MCPDatabaseGroupCommit 1\n"
+                    "<Location /mcp-limits>\n"
+                    "    SetHandler mcp\n"
+                    "    MCPBackend ${MCP_BACKEND_URL}\n"
+                    "    MCPMaxStreamsPerSession 3\n"
+                    "</Location>\n")
     up = subprocess.run([str(STACK), "up", "--httpd", "1", "--mpm", MPM, "--dir", str(d),
                          "--conf", str(conf)] + STACK_ARGS, stdin=subprocess.DEVNULL,
                         capture_output=True, text=True, timeout=300)
@@ -258,3 +271,123 @@ def test_concurrent_answers_are_stored_by_one_statement(stack, pg, admin, capsys
     # in its own stream's session, by its principal.
     assert rows == THREADS * 10 and seqs == 1 and first >= 1 and wrong == 0, (rows, seqs, first,
                                                                                  wrong)
+
+
+def logged_since(log, start):
+    with open(log, "rb") as f:
+        f.seek(start)
+        return f.read().decode("utf-8", "replace")
+
+
+@pytest.fixture
+def statements_logged(stack, admin):
+    """PostgreSQL logs every statement meanwhile (a SELECT whose CTEs write is not 'mod');
+    yields a function that returns the log written since."""
+    log = Path(stack["MCP_STACK_DIR"]) / "pg" / "log"
+    start = log.stat().st_size
+    with admin.cursor() as c:
+        c.execute("ALTER SYSTEM SET log_statement = 'all'")
+        c.execute("SELECT pg_reload_conf()")
+    try:
+        yield lambda: logged_since(log, start)
+    finally:
+        with admin.cursor() as c:
+            c.execute("ALTER SYSTEM RESET log_statement")
+            c.execute("SELECT pg_reload_conf()")
+
+
+MERGED_OPENING = "AS x(session_id, principal, backend_url, idle, holder,"
+
+
+@pytest.mark.parametrize("one_session", [False, True], ids=["sessions", "one-session"])
+def test_concurrent_openings_are_stored_by_one_statement(stack, pg, statements_logged, capsys,
+                                                         one_session):
+    """The openings of concurrent calls' streams (the request at seq 0 and the priming event,
+    record-then-dispatch) that meet in a group go to PostgreSQL as one statement, over many
+    sessions and in one session, and each stream is stored exactly as alone: in the session
+    it was asked in, with its request's id, method and text at seq 0, its priming event at
+    seq 1 and its answer after them. A third of the requests hold \\u0001 (their jsonb copies
+    go through mcp.audit_jsonb: the other text of the statement, merged apart)."""
+    tag = f"grp4-{int(one_session)}-"
+    out = hammer(stack["MCP_URLS"].split()[0], 10,
+                 lambda i, n: f"{tag}{i}-{n}" + ("\x01" if n % 3 == 0 else ""),
+                 one_session=one_session, with_sessions=True)
+    merged = [line for line in statements_logged().splitlines() if MERGED_OPENING in line]
+    with capsys.disabled():
+        print(f"\n{len(out)} calls, {len(merged)} merged openings")
+    assert merged, "no streams opened by one statement"
+    assert len(out) == THREADS * 10
+    asked = {}
+    for text, r, session in out:
+        assert result_text(r) == text, (text, r)
+        asked[text] = session
+    with pg.cursor() as c:
+        c.execute("SELECT s.session_id, s.request_id_text, s.method, s.status, i.message_text,"
+                  "       i.session_id, array_agg(e.seq || ':' || e.direction || ':' || e.kind"
+                  "                               ORDER BY e.seq)"
+                  "  FROM mcp.streams s JOIN mcp.events i ON i.stream_id = s.id AND i.seq = 0"
+                  "  JOIN mcp.events e ON e.stream_id = s.id"
+                  " WHERE i.message_text LIKE %s"
+                  " GROUP BY s.id, i.message_text, i.session_id", (f"%{tag}%",))
+        rows = c.fetchall()
+    assert len(rows) == THREADS * 10
+    for session, request_id, method, status, inbound, row_session, events in rows:
+        request = json.loads(inbound)
+        text = request["params"]["arguments"]["text"]
+        assert session == asked[text] == row_session, (text, session, asked[text])
+        assert json.loads(request_id) == request["id"] and method == "tools/call"
+        assert status == "complete", (text, status)
+        assert events == ["0:in:message", "1:out:priming", "2:out:message"], (text, events)
+
+
+def test_merged_openings_of_one_session_never_overshoot_its_limit(stack, pg, statements_logged,
+                                                                   capsys):
+    """12 slow calls at once in one session limited to 3 streams (/mcp-limits), in rounds
+    until some were opened by one statement: every round admits exactly 3, the others are
+    refused with 429 naming the limit: the admissions merged into one statement count each
+    other's slots."""
+    from test_limits import assert_refused, open_streams, slow_params
+
+    url = stack["MCP_URLS"].split()[0].rsplit("/", 1)[0] + "/mcp-limits"
+    owner = McpSession(url, timeout=60)
+    owner.initialize()
+    merged, rounds = [], 0
+    try:
+        while not merged and rounds < 8:
+            rounds += 1
+            clients = []
+            for _ in range(12):
+                c = McpSession(url, timeout=60)
+                c.session_id, c.protocol_version = owner.session_id, owner.protocol_version
+                clients.append(c)
+            go = threading.Barrier(12)
+
+            def attempt(c):
+                go.wait()
+                return c.post_raw(json.dumps({"jsonrpc": "2.0", "id": rounds, "method": "tools/call",
+                                              "params": slow_params(count=30)}), stream=True)
+
+            with ThreadPoolExecutor(12) as pool:
+                responses = list(pool.map(attempt, clients))
+            try:
+                codes = sorted(r.status_code for r in responses)
+                assert codes == [200] * 3 + [429] * 9, (rounds, codes)
+                for r in responses:
+                    if r.status_code == 429:
+                        assert_refused(r, "MCPMaxStreamsPerSession")
+                assert open_streams(pg, "session_id", owner.session_id) == 3
+            finally:
+                for r in responses:
+                    r.close()
+                owner.notify("notifications/cancelled", {"requestId": rounds})
+                for c in clients:
+                    c.close()
+            wait_for(lambda: open_streams(pg, "session_id", owner.session_id) == 0,
+                     what="the round's streams to end")
+            merged = [line for line in statements_logged().splitlines()
+                      if MERGED_OPENING in line]
+    finally:
+        owner.close()
+    with capsys.disabled():
+        print(f"\n{rounds} rounds, {len(merged)} merged openings")
+    assert merged, "no openings merged in 8 rounds"
