@@ -224,27 +224,38 @@ def test_connections_killed_under_groups_lose_no_acknowledged_answer(stack, pg, 
     s.close()
 
 
-def test_concurrent_answers_are_stored_by_one_statement(stack, pg, admin, capsys):
+def logged_since(log, start):
+    with open(log, "rb") as f:
+        f.seek(start)
+        return f.read().decode("utf-8", "replace")
+
+
+@pytest.fixture
+def statements_logged(stack, admin):
+    """PostgreSQL logs every statement meanwhile (a SELECT whose CTEs write is not 'mod');
+    yields a function that returns the log written since."""
+    log = Path(stack["MCP_STACK_DIR"]) / "pg" / "log"
+    start = log.stat().st_size
+    with admin.cursor() as c:
+        c.execute("ALTER SYSTEM SET log_statement = 'all'")
+        c.execute("SELECT pg_reload_conf()")
+    try:
+        yield lambda: logged_since(log, start)
+    finally:
+        with admin.cursor() as c:
+            c.execute("ALTER SYSTEM RESET log_statement")
+            c.execute("SELECT pg_reload_conf()")
+
+
+def test_concurrent_answers_are_stored_by_one_statement(stack, pg, statements_logged, capsys):
     """The answers and ends of concurrent calls that meet in a group go to PostgreSQL as one
     statement (mcp_store__mergeable_t: one executor start and one round trip for all of them),
     and each is stored exactly as alone: its text, its own stream's seq and session. A third of
     the answers hold \\u0001 (their jsonb copies go through mcp.audit_jsonb: the other text of the
     statement, merged apart)."""
-    log = Path(stack["MCP_STACK_DIR"]) / "pg" / "log"
-    start = log.stat().st_size
-    with admin.cursor() as c:
-        c.execute("ALTER SYSTEM SET log_statement = 'mod'")
-        c.execute("SELECT pg_reload_conf()")
-    try:
-        out = hammer(stack["MCP_URLS"].split()[0], 10,
-                     lambda i, n: f"grp3-{i}-{n} \u00e9" + ("\x01" if n % 3 == 0 else ""))
-    finally:
-        with admin.cursor() as c:
-            c.execute("ALTER SYSTEM RESET log_statement")
-            c.execute("SELECT pg_reload_conf()")
-    with open(log, "rb") as f:
-        f.seek(start)
-        logged = f.read().decode("utf-8", "replace")
+    out = hammer(stack["MCP_URLS"].split()[0], 10,
+                 lambda i, n: f"grp3-{i}-{n} \u00e9" + ("\x01" if n % 3 == 0 else ""))
+    logged = statements_logged()
     merged = [line for line in logged.splitlines()
               if "AS x(session_id, stream_id, first, principal, messages, status)" in line]
     streams, transactions = groups_seen(pg, "grp3-")
@@ -271,29 +282,6 @@ def test_concurrent_answers_are_stored_by_one_statement(stack, pg, admin, capsys
     # in its own stream's session, by its principal.
     assert rows == THREADS * 10 and seqs == 1 and first >= 1 and wrong == 0, (rows, seqs, first,
                                                                                  wrong)
-
-
-def logged_since(log, start):
-    with open(log, "rb") as f:
-        f.seek(start)
-        return f.read().decode("utf-8", "replace")
-
-
-@pytest.fixture
-def statements_logged(stack, admin):
-    """PostgreSQL logs every statement meanwhile (a SELECT whose CTEs write is not 'mod');
-    yields a function that returns the log written since."""
-    log = Path(stack["MCP_STACK_DIR"]) / "pg" / "log"
-    start = log.stat().st_size
-    with admin.cursor() as c:
-        c.execute("ALTER SYSTEM SET log_statement = 'all'")
-        c.execute("SELECT pg_reload_conf()")
-    try:
-        yield lambda: logged_since(log, start)
-    finally:
-        with admin.cursor() as c:
-            c.execute("ALTER SYSTEM RESET log_statement")
-            c.execute("SELECT pg_reload_conf()")
 
 
 MERGED_OPENING = "AS x(session_id, principal, backend_url, idle, holder,"
