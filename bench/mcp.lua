@@ -9,6 +9,8 @@
 -- chunk of an SSE stream); response() checks that it is a 200 holding a JSON-RPC result, and
 -- done() prints one JSON line (prefix "BENCH ") with the counts and latency percentiles.
 -- TOOL "tools/list" (a method, not a tool's name) sends tools/list instead (ARGS unused).
+-- PROTOCOL_VERSION 2026-07-28: stateless calls (no session: SESSIONS_FILE's lines are unused
+-- but must exist), with the Mcp-Method and Mcp-Name headers and the _meta that era asks for.
 local threads = {}
 local counter = 0
 
@@ -56,9 +58,24 @@ function request()
    local body
    if tool == "tools/list" then
       body = '{"jsonrpc":"2.0","id":' .. next_id .. ',"method":"tools/list","params":{}}'
+   elseif proto == "2026-07-28" then
+      body = '{"jsonrpc":"2.0","id":' .. next_id .. ',"method":"tools/call","params":{"name":"'
+         .. tool .. '","arguments":' .. args .. ',"_meta":{'
+         .. '"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
+         .. '"io.modelcontextprotocol/clientCapabilities":{}}}}'
    else
       body = '{"jsonrpc":"2.0","id":' .. next_id .. ',"method":"tools/call","params":{"name":"'
          .. tool .. '","arguments":' .. args .. '}}'
+   end
+   if proto == "2026-07-28" then
+      -- Stateless: no session; the method and the tool's name as headers too.
+      return wrk.format("POST", path, {
+         ["Content-Type"] = "application/json",
+         ["Accept"] = "application/json, text/event-stream",
+         ["MCP-Protocol-Version"] = proto,
+         ["Mcp-Method"] = "tools/call",
+         ["Mcp-Name"] = tool,
+      }, body)
    end
    return wrk.format("POST", path, {
       ["Content-Type"] = "application/json",

@@ -4,7 +4,7 @@ busy machine. Run as root from the repository (tests/stack runs PostgreSQL and h
 users); wrk and psycopg2 must be installed (bench/run installs them).
 
     bench/percall.py [--tree DIR]... [--conc 1,8,32] [--secs 4] [--reps 2]
-                     [--proto 2025-11-25|2025-06-18] [--pg-set NAME=VALUE]...
+                     [--proto 2025-11-25|2025-06-18|2026-07-28] [--pg-set NAME=VALUE]...
                      [--conf-add N=DIRECTIVE]... [--children N] [--sessions 32|1]
 
 Each --tree (default: this repository) is a built checkout: its tests/stack starts a private
@@ -66,9 +66,13 @@ class Target:
         bench.PROTO = proto
         self.sessions = os.path.join(work, f"t{idx}.sessions")
         # The sessions negotiate proto (mcp_sessions' default is bound at import: 2025-11-25).
-        bench.mcp_sessions(self.url, sessions, self.sessions, proto=proto)
-        sid = open(self.sessions).readline().strip()
-        bench.mcp_call(self.url, sid, "echo", {"text": "hello"})
+        if proto == "2026-07-28":   # stateless: no session (bench/mcp.lua sends none)
+            with open(self.sessions, "w") as f:
+                f.write("stateless\n")
+        else:
+            bench.mcp_sessions(self.url, sessions, self.sessions, proto=proto)
+            sid = open(self.sessions).readline().strip()
+            bench.mcp_call(self.url, sid, "echo", {"text": "hello"})
 
     def backends_ticks(self):
         """CPU ticks of the postmaster's client backends of user mcp (the gateway's

@@ -326,6 +326,45 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
 }
 
+/* The opening of several stateless request streams (the group's merge of the statement
+ * below): each parameter the array of the instances' own, x.ord numbering them; admitted in
+ * order by mcp.admit_streams (no session: only the holder's limit), each counting the slots of
+ * those before it. */
+#define OPEN_STATELESS_MANY \
+        "WITH x AS (" \
+        "  SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[]," \
+        "                       $6::int[], $7::text[], $8::text[], $9::text[], $10::text[]," \
+        "                       $11::text[])" \
+        "         WITH ORDINALITY AS x(holder, max_holder, request_id, method, owner, lease," \
+        "                              protocol_version, principal, inbound, trace_id, member," \
+        "                              ord)" \
+        "), a AS (" \
+        "  SELECT f.* FROM (" \
+        "    SELECT array_agg(x.ord ORDER BY x.ord) AS ords," \
+        "           array_agg(x.holder ORDER BY x.ord) AS holders," \
+        "           array_agg(x.max_holder ORDER BY x.ord) AS max_holder FROM x) g," \
+        "   mcp.admit_streams(g.ords, array_fill(NULL::text, ARRAY[cardinality(g.ords)])," \
+        "                     g.holders, array_fill(0, ARRAY[cardinality(g.ords)])," \
+        "                     g.max_holder) f" \
+        "), s AS (" \
+        "  INSERT INTO mcp.streams (id, session_id, kind, request_id_text, request_id, method," \
+        "                           owner, lease_until, holder, protocol_version, principal," \
+        "                           trace_id, member)" \
+        "  SELECT a.id, NULL, 'request', x.request_id, mcp.audit_jsonb(x.request_id), x.method," \
+        "         x.owner, now() + make_interval(secs => x.lease), x.holder, x.protocol_version," \
+        "         x.principal, x.trace_id, x.member" \
+        "    FROM a JOIN x ON x.ord = a.ord WHERE a.refused IS NULL" \
+        "   ORDER BY a.id" \
+        "  RETURNING id" \
+        "), e AS (" \
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text," \
+        "                          message, principal)" \
+        "  SELECT NULL, s.id, 0, 'in', 'message', x.inbound, mcp.audit_jsonb(x.inbound)," \
+        "         x.principal" \
+        "    FROM s JOIN a ON a.id = s.id JOIN x ON x.ord = a.ord ORDER BY s.id" \
+        ")" \
+        "SELECT s.id, a.refused, a.ord FROM a LEFT JOIN s ON s.id = a.id"
+
 mcp_store_status_t mcp_store_stream_open_stateless_admitted(
     mcp_store_t *db, apr_pool_t *p, const char *protocol_version, const char *principal,
     const char *request_id, const char *method, const char *inbound, const char *trace_id,
@@ -350,6 +389,7 @@ mcp_store_status_t mcp_store_stream_open_stateless_admitted(
         "  SELECT NULL, s.id, 0, 'in', 'message', $9, mcp.audit_jsonb($9::text), $8 FROM s"
         ")"
         "SELECT s.id, a.refused FROM a LEFT JOIN s ON true";
+    static const mcp_store__mergeable_t many = { OPEN_STATELESS_MANY, 1, -1 };
     const char *args[11];
     mcp_store_status_t rv;
     PGresult *res;
@@ -366,8 +406,11 @@ mcp_store_status_t mcp_store_stream_open_stateless_admitted(
     args[8] = inbound;
     args[9] = trace_id;
     args[10] = member;
-    if ((rv = mcp_store_exec(db, p, "storing the stateless request and its stream", sql,
-                             NARGS(args), args, &res)) != MCP_STORE_OK) {
+    /* In the child's group, with the openings of sessions' streams: its locks are slots
+     * (taken skipping, never waited for). */
+    if ((rv = mcp_store__exec_mergeable(db, p, "storing the stateless request and its stream",
+                                        sql, NARGS(args), args, &res, MCP_STORE__KEY_SESSIONS,
+                                        &many)) != MCP_STORE_OK) {
         return rv;
     }
     if (PQntuples(res) < 1) {

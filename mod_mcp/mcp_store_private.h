@@ -52,9 +52,9 @@ typedef struct mcp_store__mergeable_t {
     int         order;
 } mcp_store__mergeable_t;
 
-/* The group key of a statement that locks session rows (a request stream's opening): after
- * every statement keyed by a stream, so that a group's transaction locks stream rows before
- * session rows, as lease renewal does. */
+/* The group key of a request stream's opening (it locks its session's row, if it has one):
+ * after every statement keyed by a stream, so that a group's transaction locks stream rows
+ * before session rows, as lease renewal does. */
 #define MCP_STORE__KEY_SESSIONS APR_INT64_MAX
 
 /* mcp_store__exec_as for a statement that merge says how to run with others. */

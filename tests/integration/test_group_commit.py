@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psycopg2
 import pytest
+import requests
 
 from conftest import MPM, STACK, STACK_ARGS, load_stack_env, plain_endpoints
 from mcp_client import McpSession
@@ -100,8 +101,9 @@ def groups_seen(pg, tag):
 
 @pytest.fixture(scope="module")
 def stack():
-    """A stack of one httpd with MCPDatabaseGroupCommit 1 and /mcp-limits (3 streams per
-    session; this module's own; conftest's pg fixture connects to it)."""
+    """A stack of one httpd with MCPDatabaseGroupCommit 1, /mcp-limits (3 streams per session)
+    and /mcp-principal-limits (3 per principal: here, per address); this module's own;
+    conftest's pg fixture connects to it."""
     top = Path(tempfile.mkdtemp(prefix="mcp-stack-group.", dir="/tmp"))
     top.chmod(0o755)
     d = top / "stack"
@@ -111,6 +113,11 @@ def stack():
                     "    SetHandler mcp\n"
                     "    MCPBackend ${MCP_BACKEND_URL}\n"
                     "    MCPMaxStreamsPerSession 3\n"
+                    "</Location>\n"
+                    "<Location /mcp-principal-limits>\n"
+                    "    SetHandler mcp\n"
+                    "    MCPBackend ${MCP_BACKEND_URL}\n"
+                    "    MCPMaxStreamsPerPrincipal 3\n"
                     "</Location>\n")
     up = subprocess.run([str(STACK), "up", "--httpd", "1", "--mpm", MPM, "--dir", str(d),
                          "--conf", str(conf)] + STACK_ARGS, stdin=subprocess.DEVNULL,
@@ -379,3 +386,129 @@ def test_merged_openings_of_one_session_never_overshoot_its_limit(stack, pg, sta
     with capsys.disabled():
         print(f"\n{rounds} rounds, {len(merged)} merged openings")
     assert merged, "no openings merged in 8 rounds"
+
+
+V26 = "2026-07-28"
+MERGED_STATELESS = "AS x(holder, max_holder, request_id, method, owner, lease,"
+
+
+def modern_call(url, rid, name, arguments, stream=False, meta=None):
+    """A 2026-07-28 (stateless) tools/call; the response."""
+    body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments,
+                       "_meta": {"io.modelcontextprotocol/protocolVersion": V26,
+                                 "io.modelcontextprotocol/clientCapabilities": {},
+                                 **(meta or {})}}}
+    return requests.post(url, data=json.dumps(body), stream=stream, timeout=60,
+                         headers={"Content-Type": "application/json",
+                                  "Accept": "application/json, text/event-stream",
+                                  "MCP-Protocol-Version": V26, "Mcp-Method": "tools/call",
+                                  "Mcp-Name": name})
+
+
+def last_message(r):
+    if r.headers.get("Content-Type", "").startswith("text/event-stream"):
+        return [json.loads(line[5:]) for line in r.text.splitlines()
+                if line.startswith("data:") and line[5:].strip()][-1]
+    return r.json()
+
+
+def test_concurrent_stateless_openings_are_stored_by_one_statement(stack, pg, statements_logged,
+                                                                   capsys):
+    """2026-07-28 clients' calls (stateless: a stream of no session, here through the era bridge
+    to the 2025 test backend) that meet in a group are opened by one statement, and each stream
+    is stored exactly as alone: no session, its protocol version, request id, method, and the
+    request at seq 0 before its answer."""
+    url = stack["MCP_URLS"].split()[0]
+    out, lock = [], threading.Lock()
+    go = threading.Barrier(THREADS)
+
+    def run(i):
+        go.wait()
+        for n in range(10):
+            text = f"grp5-{i}-{n}"
+            try:
+                r = last_message(modern_call(url, text, "echo", {"text": text}))
+            except Exception as e:   # noqa: BLE001 - every outcome is checked
+                r = e
+            with lock:
+                out.append((text, r))
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    merged = [line for line in statements_logged().splitlines() if MERGED_STATELESS in line]
+    with capsys.disabled():
+        print(f"\n{len(out)} calls, {len(merged)} merged stateless openings")
+    assert merged, "no stateless streams opened by one statement"
+    assert len(out) == THREADS * 10
+    for text, r in out:
+        assert result_text(r) == text, (text, r)
+    with pg.cursor() as c:
+        c.execute("SELECT s.request_id_text, s.method, s.status, s.protocol_version,"
+                  "       i.message_text, array_agg(e.seq || ':' || e.direction || ':' || e.kind"
+                  "                                 ORDER BY e.seq)"
+                  "  FROM mcp.streams s JOIN mcp.events i ON i.stream_id = s.id AND i.seq = 0"
+                  "  JOIN mcp.events e ON e.stream_id = s.id"
+                  " WHERE s.session_id IS NULL AND i.message_text LIKE %s"
+                  " GROUP BY s.id, i.message_text", ("%grp5-%",))
+        rows = c.fetchall()
+    assert len(rows) == THREADS * 10
+    for request_id, method, status, version, inbound, events in rows:
+        request = json.loads(inbound)
+        assert json.loads(request_id) == request["id"] == request["params"]["arguments"]["text"]
+        assert (method, status, version) == ("tools/call", "complete", V26), (request_id, method,
+                                                                             status, version)
+        assert events == ["0:in:message", "1:out:message"], (request_id, events)
+
+
+def test_merged_stateless_openings_never_overshoot_the_principals_limit(stack, pg,
+                                                                        statements_logged,
+                                                                        capsys):
+    """12 slow 2026-07-28 calls at once from one principal limited to 3 streams
+    (/mcp-principal-limits; unauthenticated, the principal is the address), in rounds until some
+    were opened by one statement: every round admits exactly 3, the others are refused with 429
+    naming the limit."""
+    from test_limits import assert_refused
+
+    url = stack["MCP_URLS"].split()[0].rsplit("/", 1)[0] + "/mcp-principal-limits"
+    holder = "addr:127.0.0.1"
+
+    def open_streams():
+        with pg.cursor() as c:
+            c.execute("SELECT count(*) FROM mcp.streams WHERE holder = %s AND status = 'open'"
+                      "   AND session_id IS NULL", (holder,))
+            return c.fetchone()[0]
+
+    wait_for(lambda: open_streams() == 0, what="no stateless stream of the address open")
+    merged, rounds = [], 0
+    while not merged and rounds < 8:
+        rounds += 1
+        go = threading.Barrier(12)
+
+        def attempt(k):
+            go.wait()
+            return modern_call(url, f"grp6-{rounds}-{k}", "slow",
+                               {"count": 30, "interval_ms": 100}, stream=True,
+                               meta={"progressToken": f"grp6-{rounds}-{k}"})
+
+        with ThreadPoolExecutor(12) as pool:
+            responses = list(pool.map(attempt, range(12)))
+        try:
+            codes = sorted(r.status_code for r in responses)
+            assert codes == [200] * 3 + [429] * 9, (rounds, codes)
+            for r in responses:
+                if r.status_code == 429:
+                    assert_refused(r, "MCPMaxStreamsPerPrincipal")
+            assert open_streams() == 3
+        finally:
+            for r in responses:   # a 2026-07-28 client's disconnect cancels its call
+                r.close()
+        wait_for(lambda: open_streams() == 0, timeout=60, what="the round's streams to end")
+        merged = [line for line in statements_logged().splitlines()
+                  if MERGED_STATELESS in line]
+    with capsys.disabled():
+        print(f"\n{rounds} rounds, {len(merged)} merged stateless openings")
+    assert merged, "no stateless openings merged in 8 rounds"
