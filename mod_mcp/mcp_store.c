@@ -623,9 +623,10 @@ static int statements_of(group_entry_t **v, int m)
 }
 
 /* The committer's work: the batch v[0..m), sorted, on one borrowed connection, until every
- * entry has its answer. Runs without the group's lock. */
-static void group_commit(mcp_store_group_t *g, mcp_store_t *db, apr_pool_t *p,
-                         group_entry_t **v, int m, apr_time_t until)
+ * entry has its answer. Runs without the group's lock. Returns the error when the connection
+ * failed under it (broken, or given up for no answer in time), else NULL. */
+static const char *group_commit(mcp_store_group_t *g, mcp_store_t *db, apr_pool_t *p,
+                                group_entry_t **v, int m, apr_time_t until)
 {
     const char *err = NULL;
     PGconn *conn;
@@ -644,7 +645,7 @@ static void group_commit(mcp_store_group_t *g, mcp_store_t *db, apr_pool_t *p,
             entry_fail(v[i], db->fatal ? db->fatal : err ? err : "no connection", NULL, 1);
             v[i]->fatal = db->fatal != NULL;
         }
-        return;
+        return NULL;
     }
     if (PQsetnonblocking(conn, 1) != 0 || !PQenterPipelineMode(conn)) {
         err = trimmed(p, PQerrorMessage(conn));
@@ -652,7 +653,7 @@ static void group_commit(mcp_store_group_t *g, mcp_store_t *db, apr_pool_t *p,
             entry_fail(v[i], err, NULL, 1);
         }
         db->lender->give_back(db, conn, 1);
-        return;
+        return err;
     }
     apr_pool_create(&merged, p);
     m = merge_batch(merged, v, m);
@@ -728,6 +729,7 @@ static void group_commit(mcp_store_group_t *g, mcp_store_t *db, apr_pool_t *p,
         PQsetnonblocking(conn, 0);
     }
     db->lender->give_back(db, conn, broken);
+    return broken ? err : NULL;
 }
 
 /* When a statement started now must be done: at most the statement timeout, and no later than
@@ -802,6 +804,7 @@ static PGresult *group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, int 
         if (!e.taken && g->busy < g->committers) {
             /* This thread commits the waiting ones (its own among them). */
             group_entry_t *v[256], *x;
+            const char *fault;
             apr_time_t until = 0;
             int i, m = 0, max = g->max < 256 ? g->max : 256;
 
@@ -821,10 +824,24 @@ static PGresult *group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, int 
             }
             apr_thread_mutex_unlock(g->lock);
             db->until = until;
-            group_commit(g, db, p, v, m, until);
+            fault = group_commit(g, db, p, v, m, until);
             apr_thread_mutex_lock(g->lock);
             for (i = 0; i < m; i++) {
                 v[i]->done = 1;
+            }
+            /* The statements queued meanwhile fail with the connection's fault, as they would
+             * have on connections of their own, and each caller decides under its patience
+             * (the lender's wait marks the database away and pings it before another try). A
+             * committer of theirs would reconnect at once, and to a database that does not
+             * answer that waits for libpq's connect timeout, past their bounds. */
+            while (fault && (x = g->head)) {
+                g->head = x->next;
+                x->next = NULL;
+                entry_fail(x, fault, NULL, 1);
+                x->done = 1;
+            }
+            if (fault) {
+                g->tail = NULL;
             }
             g->busy--;
             apr_thread_cond_broadcast(g->done);

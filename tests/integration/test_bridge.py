@@ -470,6 +470,38 @@ def test_concurrent_calls_share_a_pooled_session_without_colliding(bridge, db):
         assert len(cur.fetchall()) == 1
 
 
+def test_a_bridged_call_writes_the_pooled_sessions_row_only_to_touch_it(bridge, db):
+    """A bridged call takes its pooled session's row as a session's own calls take theirs: it
+    writes the row (the touch) only when its activity is over a second old, and otherwise only
+    shares it (FOR KEY SHARE), so that the bridged calls of all the pool's clients never wait
+    for each other's commit on that one row."""
+    caps = {"elicitation": {}, "roots": {}, "experimental": {"touch-test": {}}}  # its own pool
+    info = session_info(bridge["URL"], "touch-0", caps=caps)
+    with db.cursor() as cur:
+        cur.execute("SELECT s.id FROM mcp.bridge_sessions b JOIN mcp.sessions s ON s.id = b.session_id"
+                    " WHERE s.backend_session_id = %s", (info["session"],))
+        pooled = cur.fetchone()[0]
+        # Fresh for the next hour: a call that writes the row now writes it needlessly.
+        cur.execute("UPDATE mcp.sessions SET last_seen_at = now() + interval '1 hour'"
+                    " WHERE id = %s RETURNING xmin::text", (pooled,))
+        version = cur.fetchone()[0]
+    for i in range(1, 6):
+        r = tool(bridge["URL" if i % 2 else "URL2"], f"touch-{i}", "echo", {"text": str(i)},
+                 caps=caps)
+        assert r.status_code == 200 and final(r)["result"]["content"][0]["text"] == str(i), r.text
+    with db.cursor() as cur:
+        cur.execute("SELECT xmin::text FROM mcp.sessions WHERE id = %s", (pooled,))
+        assert cur.fetchone()[0] == version, "a bridged call wrote a fresh pooled session's row"
+        cur.execute("UPDATE mcp.sessions SET last_seen_at = now() - interval '10 seconds'"
+                    " WHERE id = %s", (pooled,))
+    r = tool(bridge["URL"], "touch-6", "echo", {"text": "6"}, caps=caps)
+    assert r.status_code == 200, r.text
+    with db.cursor() as cur:
+        cur.execute("SELECT last_seen_at > now() - interval '5 seconds' FROM mcp.sessions"
+                    " WHERE id = %s", (pooled,))
+        assert cur.fetchone()[0], "a bridged call did not touch a stale pooled session"
+
+
 def test_a_backend_404_reinitializes_and_retries_once(bridge, db):
     before = session_info(bridge["URL"], "n-1")
     with db.cursor() as cur:
