@@ -4,6 +4,7 @@
 #include <apr_strings.h>
 
 #include "mcp_store_bridge.h"
+#include "mcp_store_private.h"
 
 #define NARGS(a) MCP_STORE_NARGS(a)
 
@@ -81,27 +82,12 @@ mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
         "WITH p AS (" POOLED_AND(
         ", ($4 IS NULL OR (b.tools_fetched_at > now() - make_interval(secs => $5::float8)"
         "                  AND coalesce(b.tool_headers -> $4, '[]') = '[]')) AS go")
-        /* The pooled session's row in one mode, as mcp_store_stream_open_request_admitted
-         * takes a session's: an UPDATE (the touch) only when its activity is over a second
-         * old, else FOR KEY SHARE. An UPDATE on every call held the row until the commit, and
-         * the bridged calls of every client of the pool, which share that one row, waited for
-         * each other's WAL flush. */
-        "), cur AS ("
-        "  SELECT last_seen_at < now() - interval '1 second' AS stale FROM mcp.sessions"
-        "   WHERE id = (SELECT id FROM p WHERE go)"
-        "), touched AS ("
-        "  UPDATE mcp.sessions SET last_seen_at = now()"
-        "   WHERE id = (SELECT id FROM p WHERE go) AND (SELECT stale FROM cur)"
-        "     AND terminated_at IS NULL"
-        "  RETURNING id, principal"
-        "), held AS ("
-        "  SELECT id, principal FROM mcp.sessions"
-        "   WHERE id = (SELECT id FROM p WHERE go) AND (SELECT stale FROM cur) IS FALSE"
-        "     AND terminated_at IS NULL"
-        "     FOR KEY SHARE"
-        "), se AS ("
-        "  SELECT * FROM touched UNION ALL SELECT * FROM held"
-        "), s AS ("
+        /* The pooled session's row in one mode, as a session's own calls take theirs: an
+         * UPDATE on every call held the row until the commit, and the bridged calls of every
+         * client of the pool, which share that one row, waited for each other's WAL flush. */
+        "), " SESSION_TOUCHED_OR_SHARED("(SELECT id FROM p WHERE go)", "terminated_at IS NULL",
+                                        "id, principal")
+        ", s AS ("
         "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner,"
         "                           lease_until, holder, trace_id)"
         "  SELECT se.id, 'request', $6, mcp.audit_jsonb($6::text), $7, $8,"

@@ -217,30 +217,13 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     const char *const *primed, struct mcp_store_member_t *member,
     apr_array_header_t *members, apr_int64_t *stream_id, mcp_store_refusal_t *refused)
 {
-    /* The admission comes between the session's check and the stream's insert. The session's
-     * row is locked in one mode only, chosen from a plain read: an UPDATE (the touch) when its
-     * activity is over a second old, else FOR KEY SHARE, the lock the stream's foreign key
-     * takes anyway (no new row version, none of the row's CHECKs, no second lock). Either waits
-     * for a termination in flight (SESSION_END_LOCK) and re-checks the row after it, and a
-     * termination waits for either. A transaction that never upgrades a lock it holds on the
-     * row cannot deadlock with another on it; other requests' KEY SHARE (their foreign keys,
-     * their statement 2, grouped or not) never blocks this UPDATE. A stale read makes the
-     * UPDATE, which waits for the lock instead of skipping: a session in use is touched. */
+    /* The admission comes between the session's check and the stream's insert; the session's
+     * row in one mode (SESSION_TOUCHED_OR_SHARED). Other requests' KEY SHARE (their foreign
+     * keys, their statement 2, grouped or not) never blocks its touch. */
 #define SQL(JSONB) \
-        "WITH cur AS (" \
-        "  SELECT last_seen_at < now() - interval '1 second' AS stale FROM mcp.sessions" \
-        "   WHERE id = $1" \
-        "), touched AS (" \
-        "  UPDATE mcp.sessions SET last_seen_at = now()" \
-        "   WHERE id = $1 AND (SELECT stale FROM cur) AND " SESSION_LIVE \
-        "  RETURNING id, principal, backend_session_id, protocol_version" \
-        "), held AS (" \
-        "  SELECT id, principal, backend_session_id, protocol_version FROM mcp.sessions" \
-        "   WHERE id = $1 AND (SELECT stale FROM cur) IS FALSE AND " SESSION_LIVE \
-        "     FOR KEY SHARE" \
-        "), se AS (" \
-        "  SELECT * FROM touched UNION ALL SELECT * FROM held" \
-        "), a AS (" \
+        "WITH " SESSION_TOUCHED_OR_SHARED("$1", SESSION_LIVE, \
+                                          "id, principal, backend_session_id, protocol_version") \
+        ", a AS (" \
         "  SELECT i.id, mcp.admit_stream(se.id, $5, 0, $6::int, $7::int, 0, i.id, NULL)" \
         "         AS refused FROM se, (SELECT mcp.stream_id_new() AS id) i" \
         "), s AS (" \
