@@ -277,10 +277,11 @@ typedef int mcp_store_event_fn(void *baton, apr_int64_t seq, const char *message
 /* ---- limits: admission control ---------------------------------------------------------- *
  *
  * Streams (request and standalone) and followers (GETs with Last-Event-ID of an open stream)
- * each hold a worker thread; sessions hold backend state. The functions below admit one more
- * of them only within limits, counted in PostgreSQL across every process and host, atomically:
- * the check and the insert are one statement. Streams and followers of a session or a holder
- * take slots (sql/functions.sql: mcp.admit_stream, mcp.slot_claim), so parallel admissions
+ * each hold a connection and its memory (a thread only while they work); sessions hold
+ * backend state. The functions below admit one more of them only within limits, counted in
+ * PostgreSQL across every process and host, atomically: the check and the insert are one
+ * statement. Streams and followers of a session or a holder
+ * take slots (sql/functions.sql: mcp.admit_stream, mcp.slots_claim), so parallel admissions
  * neither wait for each other's commit nor overshoot; followers of one stream and sessions are
  * serialised by advisory locks (mcp.admit_session). A limit of 0 is no limit. */
 

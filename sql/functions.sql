@@ -1,5 +1,5 @@
 -- mod_mcp's functions and triggers (loaded by schema.sql, and by upgrade.sql after the
--- migrations: CREATE OR REPLACE only, safe to re-run).
+-- migrations: CREATE OR REPLACE, and DROP IF EXISTS of what is gone; safe to re-run).
 
 -- The JSON text with the escapes PostgreSQL cannot de-escape (\u0000, surrogates) as \ufffd:
 -- what mcp.audit_jsonb casts when the plain cast fails, and what json operators that read
@@ -33,7 +33,7 @@ $$;
 -- Does a stream slot's occupant still hold it: its stream open with a live lease, or its
 -- follower's lease live? An id whose row was never inserted (an admission refused by a later
 -- limit) or is gone holds nothing. VOLATILE on purpose: a query in it takes a fresh snapshot,
--- so when mcp.slot_claim's FOR UPDATE re-checks a slot that a concurrent admission claimed and
+-- so when mcp.slot_claim_among's FOR UPDATE re-checks a slot that a concurrent admission claimed and
 -- committed meanwhile, the new occupant's stream is seen (an inlined SQL expression would judge
 -- it with the statement's older snapshot and let two admissions share the slot).
 CREATE OR REPLACE FUNCTION mcp.slot_held(p_stream bigint, p_follower bigint)
@@ -92,18 +92,38 @@ BEGIN
 END
 $$;
 
--- mcp.slot_claim_among with nothing pending: one admission per statement.
-CREATE OR REPLACE FUNCTION mcp.slot_claim(p_scope text, p_max int, p_stream bigint,
-                                          p_follower bigint)
-RETURNS boolean LANGUAGE sql VOLATILE AS $$
-    SELECT mcp.slot_claim_among(p_scope, p_max, p_stream, p_follower, '{}')
+-- mcp.slot_claim (slot_claim_among with nothing pending) had no caller but mcp.admit_stream.
+DROP FUNCTION IF EXISTS mcp.slot_claim(text, int, bigint, bigint);
+
+-- The slots of session p_session and of holder p_holder for one stream (p_stream) or follower
+-- (p_follower) under limits max_per_session and max_per_holder (0: no limit); NULL, or the limit
+-- that refused it: 'session-streams' or 'holder-streams'. A session slot claimed for one that
+-- the holder refused holds nothing: its row is never inserted. p_pending: as in
+-- mcp.slot_claim_among.
+CREATE OR REPLACE FUNCTION mcp.slots_claim(p_session text, p_holder text, max_per_session int,
+                                           max_per_holder int, p_stream bigint,
+                                           p_follower bigint, p_pending bigint[])
+RETURNS text LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF max_per_session > 0
+       AND NOT mcp.slot_claim_among('session:' || p_session, max_per_session, p_stream,
+                                    p_follower, p_pending) THEN
+        RETURN 'session-streams';
+    END IF;
+    IF max_per_holder > 0
+       AND NOT mcp.slot_claim_among('holder:' || coalesce(p_holder, ''), max_per_holder,
+                                    p_stream, p_follower, p_pending) THEN
+        RETURN 'holder-streams';
+    END IF;
+    RETURN NULL;
+END
 $$;
 
 -- May a session (p_session), a holder (p_holder) and a stream (p_stream, 0: none) take one
 -- more stream or follower, whose id (p_new_stream or p_new_follower) the caller chose and
 -- inserts in the same statement when admitted? Returns NULL, or which limit is reached:
 -- 'session-streams', 'holder-streams' or 'stream-followers' (a limit of 0 is no limit).
--- Sessions and holders count in slots (mcp.slot_claim): admissions of one session or holder
+-- Sessions and holders count in slots (mcp.slots_claim): admissions of one session or holder
 -- never wait for each other's commit, and the limit is never overshot. A stream or follower
 -- gives its slots back by ending (or by its lease running out): no write. Followers of one
 -- stream (rare, and few) are serialised by an advisory lock held to the end of the
@@ -115,6 +135,7 @@ CREATE OR REPLACE FUNCTION mcp.admit_stream(p_session text, p_holder text, p_str
 RETURNS text LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     n bigint;
+    refused text;
 BEGIN
     -- Rows of followers whose process died, long expired (never waiting for a row lock):
     -- removed when a follower is admitted, not on every stream's admission (they count for
@@ -124,15 +145,10 @@ BEGIN
             SELECT id FROM mcp.followers WHERE lease_until < now() - interval '1 minute'
                FOR UPDATE SKIP LOCKED);
     END IF;
-    IF max_per_session > 0
-       AND NOT mcp.slot_claim('session:' || p_session, max_per_session, p_new_stream,
-                              p_new_follower) THEN
-        RETURN 'session-streams';
-    END IF;
-    IF max_per_holder > 0
-       AND NOT mcp.slot_claim('holder:' || coalesce(p_holder, ''), max_per_holder, p_new_stream,
-                              p_new_follower) THEN
-        RETURN 'holder-streams';
+    refused := mcp.slots_claim(p_session, p_holder, max_per_session, max_per_holder,
+                               p_new_stream, p_new_follower, '{}');
+    IF refused IS NOT NULL THEN
+        RETURN refused;
     END IF;
     IF max_followers > 0 AND p_stream > 0 THEN
         PERFORM pg_advisory_xact_lock(3, hashtext(p_stream::text));
@@ -161,16 +177,9 @@ BEGIN
     FOR i IN 1 .. coalesce(array_length(p_ords, 1), 0) LOOP
         ord := p_ords[i];
         id := mcp.stream_id_new();
-        refused := NULL;
-        IF p_max_session[i] > 0
-           AND NOT mcp.slot_claim_among('session:' || p_sessions[i], p_max_session[i], id,
-                                        NULL, pending) THEN
-            refused := 'session-streams';
-        ELSIF p_max_holder[i] > 0
-           AND NOT mcp.slot_claim_among('holder:' || coalesce(p_holders[i], ''),
-                                        p_max_holder[i], id, NULL, pending) THEN
-            refused := 'holder-streams';
-        ELSE
+        refused := mcp.slots_claim(p_sessions[i], p_holders[i], p_max_session[i],
+                                   p_max_holder[i], id, NULL, pending);
+        IF refused IS NULL THEN
             pending := pending || id;
         END IF;
         RETURN NEXT;

@@ -170,7 +170,7 @@ CREATE INDEX IF NOT EXISTS followers_holder_idx ON mcp.followers (holder);
 CREATE INDEX IF NOT EXISTS followers_lease_idx ON mcp.followers (lease_until);
 
 -- Stream slots: a session's (scope 'session:<id>') or a holder's ('holder:<holder>') streams
--- and followers each occupy one of its slots 1..limit (mcp.slot_claim, in mcp.admit_stream);
+-- and followers each occupy one of its slots 1..limit (mcp.slots_claim, in mcp.admit_stream);
 -- a slot is free again once its stream ended or its lease ran out (mcp.slot_held), so nothing
 -- is written when a stream ends. No foreign keys: an occupant that is gone holds nothing, and
 -- mcp.maintain deletes free slots.
