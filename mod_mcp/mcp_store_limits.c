@@ -133,8 +133,9 @@ mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
 /* The opening of several request streams (the group's merge of the statement below): each
  * parameter the array of the instances' own, x.ord numbering them. The session rows are locked
  * in id order, each in one mode as there (touched when stale, else FOR KEY SHARE), once for all
- * its instances, and re-checked for each instance after the lock; mcp.admit_streams admits the
- * live ones in order, each counting the slots of those before it. */
+ * its instances, and re-checked for each instance after the lock (the idle limit against its
+ * activity before the touch); mcp.admit_streams admits the live ones in order, each counting
+ * the slots of those before it. */
 #define LIVE_FOR_X(s) \
         s ".terminated_at IS NULL AND " s ".principal IS NOT DISTINCT FROM x.principal" \
         " AND " s ".backend_url = x.backend_url" \
@@ -159,11 +160,11 @@ mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
         "), touched AS (" \
         "  UPDATE mcp.sessions s SET last_seen_at = now() FROM stale" \
         "   WHERE s.id = stale.id" \
-        "  RETURNING s.id, s.principal, s.backend_url, stale.last_seen_at, s.backend_session_id," \
-        "            s.protocol_version" \
+        "  RETURNING s.id, s.principal, s.backend_url, stale.last_seen_at, s.terminated_at," \
+        "            s.backend_session_id, s.protocol_version" \
         "), held AS (" \
-        "  SELECT s.id, s.principal, s.backend_url, s.last_seen_at, s.backend_session_id," \
-        "         s.protocol_version FROM mcp.sessions s" \
+        "  SELECT s.id, s.principal, s.backend_url, s.last_seen_at, s.terminated_at," \
+        "         s.backend_session_id, s.protocol_version FROM mcp.sessions s" \
         "   WHERE s.id IN (SELECT id FROM cur WHERE stale IS FALSE)" \
         "     AND EXISTS (SELECT 1 FROM x WHERE x.session_id = s.id AND " LIVE_FOR_X("s") ")" \
         "   ORDER BY s.id FOR KEY SHARE" \
@@ -171,8 +172,7 @@ mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
         "  SELECT x.ord, s.id, s.principal, s.backend_session_id, s.protocol_version" \
         "    FROM x JOIN (SELECT * FROM touched UNION ALL SELECT * FROM held) s" \
         "      ON s.id = x.session_id" \
-        "   WHERE s.principal IS NOT DISTINCT FROM x.principal AND s.backend_url = x.backend_url" \
-        "     AND (x.idle = 0 OR s.last_seen_at > now() - make_interval(secs => x.idle))" \
+        "   WHERE " LIVE_FOR_X("s") \
         "), a AS (" \
         "  SELECT f.* FROM (" \
         "    SELECT array_agg(x.ord ORDER BY x.ord) AS ords, array_agg(se.id ORDER BY x.ord) AS ids," \
