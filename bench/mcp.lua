@@ -67,22 +67,19 @@ function request()
       body = '{"jsonrpc":"2.0","id":' .. next_id .. ',"method":"tools/call","params":{"name":"'
          .. tool .. '","arguments":' .. args .. '}}'
    end
-   if proto == "2026-07-28" then
-      -- Stateless: no session; the method and the tool's name as headers too.
-      return wrk.format("POST", path, {
-         ["Content-Type"] = "application/json",
-         ["Accept"] = "application/json, text/event-stream",
-         ["MCP-Protocol-Version"] = proto,
-         ["Mcp-Method"] = "tools/call",
-         ["Mcp-Name"] = tool,
-      }, body)
-   end
-   return wrk.format("POST", path, {
+   local headers = {
       ["Content-Type"] = "application/json",
       ["Accept"] = "application/json, text/event-stream",
-      ["Mcp-Session-Id"] = sessions[next_sess],
       ["MCP-Protocol-Version"] = proto,
-   }, body)
+   }
+   if proto == "2026-07-28" then
+      -- Stateless: no session; the method and the tool's name as headers too.
+      headers["Mcp-Method"] = "tools/call"
+      headers["Mcp-Name"] = tool
+   else
+      headers["Mcp-Session-Id"] = sessions[next_sess]
+   end
+   return wrk.format("POST", path, headers, body)
 end
 
 function response(status, headers, body)

@@ -15,13 +15,33 @@ from pathlib import Path
 
 import psycopg2
 import pytest
-import requests
 
 from conftest import MPM, STACK, STACK_ARGS, load_stack_env, plain_endpoints
 from mcp_client import McpSession
+from test_bridge import V as V26, final, tool as bridge_tool
 from waiting import wait_for
 
 THREADS = 12
+
+
+def in_threads(n, run, on_start=None):
+    """run(i) for i in 0..n-1, in n threads let go at once (then on_start(), if given); fails
+    when one has not returned within 180 s."""
+    go = threading.Barrier(n + 1)
+
+    def start(i):
+        go.wait()
+        run(i)
+
+    threads = [threading.Thread(target=start, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    go.wait()
+    if on_start:
+        on_start()
+    for t in threads:
+        t.join(180)
+    assert all(not t.is_alive() for t in threads), "a caller never got an answer"
 
 
 def hammer(url, calls_per_thread, text_of, on_start=None, one_session=False,
@@ -39,10 +59,9 @@ def hammer(url, calls_per_thread, text_of, on_start=None, one_session=False,
             s.initialize()
         sessions.append(s)
     out, lock = [], threading.Lock()
-    go = threading.Barrier(THREADS + 1)
 
-    def run(i, s):
-        go.wait()
+    def run(i):
+        s = sessions[i]
         for n in range(calls_per_thread):
             text = text_of(i, n)
             try:
@@ -52,18 +71,9 @@ def hammer(url, calls_per_thread, text_of, on_start=None, one_session=False,
             with lock:
                 out.append((text, r, s.session_id))
 
-    threads = [threading.Thread(target=run, args=(i, s), daemon=True)
-               for i, s in enumerate(sessions)]
-    for t in threads:
-        t.start()
-    go.wait()
-    if on_start:
-        on_start()
-    for t in threads:
-        t.join(180)
+    in_threads(THREADS, run, on_start)
     for s in sessions:
         s.close()
-    assert all(not t.is_alive() for t in threads), "a caller never got an answer"
     return out if with_sessions else [(text, r) for text, r, _ in out]
 
 
@@ -388,29 +398,12 @@ def test_merged_openings_of_one_session_never_overshoot_its_limit(stack, pg, sta
     assert merged, "no openings merged in 8 rounds"
 
 
-V26 = "2026-07-28"
 MERGED_STATELESS = "AS x(holder, max_holder, request_id, method, owner, lease,"
 
 
-def modern_call(url, rid, name, arguments, stream=False, meta=None):
-    """A 2026-07-28 (stateless) tools/call; the response."""
-    body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
-            "params": {"name": name, "arguments": arguments,
-                       "_meta": {"io.modelcontextprotocol/protocolVersion": V26,
-                                 "io.modelcontextprotocol/clientCapabilities": {},
-                                 **(meta or {})}}}
-    return requests.post(url, data=json.dumps(body), stream=stream, timeout=60,
-                         headers={"Content-Type": "application/json",
-                                  "Accept": "application/json, text/event-stream",
-                                  "MCP-Protocol-Version": V26, "Mcp-Method": "tools/call",
-                                  "Mcp-Name": name})
-
-
-def last_message(r):
-    if r.headers.get("Content-Type", "").startswith("text/event-stream"):
-        return [json.loads(line[5:]) for line in r.text.splitlines()
-                if line.startswith("data:") and line[5:].strip()][-1]
-    return r.json()
+def modern_call(url, rid, name, arguments, **kw):
+    """A 2026-07-28 (stateless) tools/call of a client without capabilities; the response."""
+    return bridge_tool(url, rid, name, arguments, caps={}, **kw)
 
 
 def test_concurrent_stateless_openings_are_stored_by_one_statement(stack, pg, statements_logged,
@@ -421,24 +414,18 @@ def test_concurrent_stateless_openings_are_stored_by_one_statement(stack, pg, st
     request at seq 0 before its answer."""
     url = stack["MCP_URLS"].split()[0]
     out, lock = [], threading.Lock()
-    go = threading.Barrier(THREADS)
 
     def run(i):
-        go.wait()
         for n in range(10):
             text = f"grp5-{i}-{n}"
             try:
-                r = last_message(modern_call(url, text, "echo", {"text": text}))
+                r = final(modern_call(url, text, "echo", {"text": text}))
             except Exception as e:   # noqa: BLE001 - every outcome is checked
                 r = e
             with lock:
                 out.append((text, r))
 
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(180)
+    in_threads(THREADS, run)
     merged = [line for line in statements_logged().splitlines() if MERGED_STATELESS in line]
     with capsys.disabled():
         print(f"\n{len(out)} calls, {len(merged)} merged stateless openings")
@@ -492,7 +479,7 @@ def test_merged_stateless_openings_never_overshoot_the_principals_limit(stack, p
             go.wait()
             return modern_call(url, f"grp6-{rounds}-{k}", "slow",
                                {"count": 30, "interval_ms": 100}, stream=True,
-                               meta={"progressToken": f"grp6-{rounds}-{k}"})
+                               progressToken=f"grp6-{rounds}-{k}")
 
         with ThreadPoolExecutor(12) as pool:
             responses = list(pool.map(attempt, range(12)))
