@@ -43,6 +43,15 @@ typedef enum { SRC_HELD, SRC_IDLE, SRC_QUEUED, SRC_RUNNING, SRC_DEAD } src_state
 
 typedef struct xfer_t xfer_t;
 
+/* A thread waiting for its held source's events (mcp_loop_src_wait), on a condition of its own:
+ * news of one source wakes its owner only (one condition shared by every held source woke all
+ * the request threads waiting for answers at each answer). Kept for the next wait once done:
+ * a loop makes as many as threads ever waited at once. */
+typedef struct waiter_t {
+    apr_thread_cond_t *cond;
+    struct waiter_t   *next;
+} waiter_t;
+
 struct mcp_loop_src_t {
     tag_t             tag;       /* first: epoll's pointer is the source's                  */
     mcp_loop_t       *loop;
@@ -55,6 +64,7 @@ struct mcp_loop_src_t {
     apr_time_t        timer_at;
     apr_time_t        go_at;     /* held: let go at the loop's first look after it (0: not yet) */
     unsigned          told;      /* MCP_LOOP_STOPPING was sent: TOLD_CHECK, TOLD_STOP        */
+    waiter_t         *waiter;    /* held: its owner waits for events on this                 */
     apr_pool_t       *scratch;   /* running: its worker's scratch pool                      */
     xfer_t           *xfer[MCP_LOOP_SLOTS];   /* its transfers, by slot                     */
     mcp_loop_src_t   *prev, *next;   /* every source                                        */
@@ -103,7 +113,8 @@ struct mcp_loop_t {
     apr_thread_mutex_t  *mutex;
     apr_thread_cond_t   *work;       /* a source was queued, or the workers must exit       */
     apr_thread_cond_t   *gone;       /* a source was freed (mcp_loop_stop waits on it)      */
-    apr_thread_cond_t   *held;       /* an event for a held source (mcp_loop_src_wait)      */
+    apr_pool_t          *waiter_pool;   /* the waiters' (allocated in with the mutex held) */
+    waiter_t            *spare_waiters;
     int                  epfd;
     tag_t                wake;       /* the eventfd                                          */
     CURLM               *multi;
@@ -164,8 +175,8 @@ static void mark(mcp_loop_src_t *src, unsigned events)
     if (src->state == SRC_IDLE) {
         enqueue(src);
     }
-    else if (src->state == SRC_HELD) {
-        apr_thread_cond_broadcast(src->loop->held);
+    else if (src->state == SRC_HELD && src->waiter) {
+        apr_thread_cond_signal(src->waiter->cond);
     }
 }
 
@@ -740,7 +751,7 @@ mcp_loop_t *mcp_loop_create(apr_pool_t *p, int workers, const char **err)
     if (apr_thread_mutex_create(&loop->mutex, APR_THREAD_MUTEX_DEFAULT, p) != APR_SUCCESS
         || apr_thread_cond_create(&loop->work, p) != APR_SUCCESS
         || apr_thread_cond_create(&loop->gone, p) != APR_SUCCESS
-        || apr_thread_cond_create(&loop->held, p) != APR_SUCCESS) {
+        || apr_pool_create(&loop->waiter_pool, p) != APR_SUCCESS) {
         *err = "no mutex or condition variable";
         return NULL;
     }
@@ -826,7 +837,11 @@ void mcp_loop_stop(mcp_loop_t *loop, apr_interval_time_t grace)
     apr_thread_mutex_lock(loop->mutex);
     loop->stopping = 1;
     poke(loop);
-    apr_thread_cond_broadcast(loop->held);
+    for (src = loop->sources; src; src = src->next) {
+        if (src->waiter) {
+            apr_thread_cond_signal(src->waiter->cond);
+        }
+    }
     while (loop->nsources > 0 && apr_time_now() < deadline) {
         apr_thread_cond_timedwait(loop->gone, loop->mutex, apr_time_from_msec(20));
     }
@@ -923,6 +938,19 @@ void mcp_loop_src_go(mcp_loop_src_t *src, apr_time_t not_before)
     apr_thread_mutex_unlock(loop->mutex);
 }
 
+/* Mutex held: a spare waiter, or a new one; NULL when none can be made. */
+static waiter_t *waiter_get(mcp_loop_t *loop)
+{
+    waiter_t *w = loop->spare_waiters;
+
+    if (w) {
+        loop->spare_waiters = w->next;
+        return w;
+    }
+    w = apr_pcalloc(loop->waiter_pool, sizeof(*w));
+    return apr_thread_cond_create(&w->cond, loop->waiter_pool) == APR_SUCCESS ? w : NULL;
+}
+
 unsigned mcp_loop_src_wait(mcp_loop_src_t *src, apr_interval_time_t timeout)
 {
     mcp_loop_t *loop = src->loop;
@@ -935,7 +963,15 @@ unsigned mcp_loop_src_wait(mcp_loop_src_t *src, apr_interval_time_t timeout)
         if (now >= deadline) {
             break;
         }
-        apr_thread_cond_timedwait(loop->held, loop->mutex, deadline - now);
+        if (!src->waiter && !(src->waiter = waiter_get(loop))) {
+            break;   /* out of memory: the caller waits again */
+        }
+        apr_thread_cond_timedwait(src->waiter->cond, loop->mutex, deadline - now);
+    }
+    if (src->waiter) {
+        src->waiter->next = loop->spare_waiters;
+        loop->spare_waiters = src->waiter;
+        src->waiter = NULL;
     }
     events = src->pending | (loop->stopping ? MCP_LOOP_STOPPING : 0);
     src->pending = 0;

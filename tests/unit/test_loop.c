@@ -360,6 +360,76 @@ START_TEST(test_stop_tells_every_source)
 }
 END_TEST
 
+/* An owner waiting for its held source's events on a thread of its own. */
+typedef struct owner_t {
+    mcp_loop_src_t *src;
+    apr_thread_t   *thread;
+    unsigned        events;
+    apr_uint32_t    returned;
+} owner_t;
+
+static void *APR_THREAD_FUNC owner_waits(apr_thread_t *t, void *data)
+{
+    owner_t *o = data;
+
+    o->events = mcp_loop_src_wait(o->src, apr_time_from_sec(20));
+    if (o->events & MCP_LOOP_STOPPING) {
+        mcp_loop_src_release(o->src);
+    }
+    apr_atomic_set32(&o->returned, 1);
+    apr_thread_exit(t, APR_SUCCESS);
+    return NULL;
+}
+
+static owner_t *owner_start(void)
+{
+    owner_t *o = apr_pcalloc(pool, sizeof(*o));
+
+    o->src = probe_new()->src;
+    ck_assert_int_eq(apr_thread_create(&o->thread, NULL, owner_waits, o, pool), APR_SUCCESS);
+    return o;
+}
+
+static int owner_returned(owner_t *o, apr_interval_time_t timeout)
+{
+    apr_time_t deadline = apr_time_now() + timeout;
+
+    while (!apr_atomic_read32(&o->returned) && apr_time_now() < deadline) {
+        apr_sleep(MS(2));
+    }
+    return apr_atomic_read32(&o->returned) != 0;
+}
+
+/* Owners waiting at once (request threads waiting for their answers) are each woken by their own
+ * source's events; and every one of them by the loop's stop. */
+START_TEST(test_waiting_owners_are_woken_each_by_their_own_source)
+{
+    owner_t *a = owner_start(), *b = owner_start(), *c = owner_start(), *d = owner_start();
+    apr_status_t rv;
+
+    apr_sleep(MS(50));   /* (an event before the wait is taken by it all the same) */
+    mcp_loop_wake(a->src);
+    ck_assert(owner_returned(a, apr_time_from_sec(5)));
+    ck_assert_uint_eq(a->events, MCP_LOOP_WOKEN);
+    ck_assert(!owner_returned(b, MS(100)));
+    mcp_loop_wake(b->src);
+    ck_assert(owner_returned(b, apr_time_from_sec(5)));
+    ck_assert_uint_eq(b->events, MCP_LOOP_WOKEN);
+    apr_thread_join(&rv, a->thread);
+    apr_thread_join(&rv, b->thread);
+    mcp_loop_src_release(a->src);
+    mcp_loop_src_release(b->src);
+    ck_assert(!owner_returned(c, MS(50)) && !owner_returned(d, MS(1)));
+    mcp_loop_stop(loop, apr_time_from_sec(5));
+    ck_assert(owner_returned(c, apr_time_from_sec(1)) && owner_returned(d, apr_time_from_sec(1)));
+    ck_assert(c->events & MCP_LOOP_STOPPING);
+    ck_assert(d->events & MCP_LOOP_STOPPING);
+    apr_thread_join(&rv, c->thread);
+    apr_thread_join(&rv, d->thread);
+    ck_assert_int_eq(sources(), 0);
+}
+END_TEST
+
 static volatile int restarting;
 static int is_restarting(void)
 {
@@ -707,6 +777,7 @@ static Suite *loop_suite(void)
     tcase_add_test(tc, test_release_from_a_run);
     tcase_add_test(tc, test_release_while_held);
     tcase_add_test(tc, test_stop_tells_every_source);
+    tcase_add_test(tc, test_waiting_owners_are_woken_each_by_their_own_source);
     tcase_add_test(tc, test_stop_check_tells_sources_and_the_loop_goes_on);
     suite_add_tcase(s, tc);
 
