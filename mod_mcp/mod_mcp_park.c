@@ -898,13 +898,19 @@ void mcp_park_write_through(mcp_park_t *pk, mcp_stream_t *st)
 }
 
 /* On the request thread, before the stream is parked: what the half wrote through goes out now,
- * blocking as any handler's write. */
-static void flush_here(mcp_park_t *pk)
+ * blocking as any handler's write, while a half is still on (nothing is held while the backend
+ * is awaited). Once every half is done the caller ends the response (or parks a stream that
+ * ends at its first run): what they wrote last is passed without a flush and goes out with the
+ * response's end, in one write (a call's answer event and the last chunk: one wake-up of the
+ * client fewer). */
+static void pass_here(mcp_park_t *pk)
 {
     if (APR_BRIGADE_EMPTY(pk->out) || pk->gone) {
         return;
     }
-    APR_BRIGADE_INSERT_TAIL(pk->out, apr_bucket_flush_create(pk->c->bucket_alloc));
+    if (halves_on(pk)) {
+        APR_BRIGADE_INSERT_TAIL(pk->out, apr_bucket_flush_create(pk->c->bucket_alloc));
+    }
     if (ap_pass_brigade(pk->r->output_filters, pk->out) != APR_SUCCESS || pk->c->aborted) {
         went_away(pk, "a write failed");
     }
@@ -945,7 +951,7 @@ int mcp_park_wait(mcp_park_t *pk, int (*done)(void *baton), apr_interval_time_t 
         }
         apr_pool_clear(pk->scratch);
         half_news(pk);
-        flush_here(pk);
+        pass_here(pk);
     }
     apr_pool_destroy(pk->scratch);
     pk->scratch = NULL;
