@@ -45,16 +45,21 @@ def in_threads(n, run, on_start=None):
 
 
 def hammer(url, calls_per_thread, text_of, on_start=None, one_session=False,
-           with_sessions=False):
+           with_sessions=False, h2_ca=None):
     """THREADS clients calling echo concurrently, each in a session of its own or all in one
-    (one_session: an agent's parallel calls); returns [(text sent, response or exception)], and
-    with_sessions the session each call was made in as a third."""
+    (one_session: an agent's parallel calls; with h2_ca, over one HTTP/2 connection, TLS
+    verified with that CA, its streams multiplexed); returns [(text sent, response or
+    exception)], and with_sessions the session each call was made in as a third."""
     sessions = []
+    wire = {"transport": "h2", "ca": h2_ca} if h2_ca else {}
     for _ in range(THREADS):
-        s = McpSession(url, timeout=60)
+        s = McpSession(url, timeout=60, **wire)
         if one_session and sessions:
             s.session_id, s.protocol_version = sessions[0].session_id, sessions[0].protocol_version
             s.initialized = True
+            if h2_ca:
+                s.http.close()
+                s.http = sessions[0].http
         else:
             s.initialize()
         sessions.append(s)
@@ -112,8 +117,8 @@ def groups_seen(pg, tag):
 @pytest.fixture(scope="module")
 def stack():
     """A stack of one httpd with MCPDatabaseGroupCommit 1, /mcp-limits (3 streams per session)
-    and /mcp-principal-limits (3 per principal: here, per address); this module's own;
-    conftest's pg fixture connects to it."""
+    and /mcp-principal-limits (3 per principal: here, per address), TLS and HTTP/2 too; this
+    module's own; conftest's pg fixture connects to it."""
     top = Path(tempfile.mkdtemp(prefix="mcp-stack-group.", dir="/tmp"))
     top.chmod(0o755)
     d = top / "stack"
@@ -130,7 +135,7 @@ def stack():
                     "    MCPMaxStreamsPerPrincipal 3\n"
                     "</Location>\n")
     up = subprocess.run([str(STACK), "up", "--httpd", "1", "--mpm", MPM, "--dir", str(d),
-                         "--conf", str(conf)] + STACK_ARGS, stdin=subprocess.DEVNULL,
+                         "--tls", "--http2", "--conf", str(conf)] + STACK_ARGS, stdin=subprocess.DEVNULL,
                         capture_output=True, text=True, timeout=300)
     if up.returncode != 0:
         pytest.fail(f"tests/stack up failed:\n{up.stdout[-2000:]}{up.stderr[-2000:]}",
@@ -304,19 +309,23 @@ def test_concurrent_answers_are_stored_by_one_statement(stack, pg, statements_lo
 MERGED_OPENING = "AS x(session_id, principal, backend_url, idle, holder,"
 
 
-@pytest.mark.parametrize("one_session", [False, True], ids=["sessions", "one-session"])
+@pytest.mark.parametrize("shape", ["sessions", "one-session", "one-session-h2"])
 def test_concurrent_openings_are_stored_by_one_statement(stack, pg, statements_logged, capsys,
-                                                         one_session):
+                                                         shape):
     """The openings of concurrent calls' streams (the request at seq 0 and the priming event,
     record-then-dispatch) that meet in a group go to PostgreSQL as one statement, over many
-    sessions and in one session, and each stream is stored exactly as alone: in the session
-    it was asked in, with its request's id, method and text at seq 0, its priming event at
-    seq 1 and its answer after them. A third of the requests hold \\u0001 (their jsonb copies
-    go through mcp.audit_jsonb: the other text of the statement, merged apart)."""
-    tag = f"grp4-{int(one_session)}-"
-    out = hammer(stack["MCP_URLS"].split()[0], 10,
-                 lambda i, n: f"{tag}{i}-{n}" + ("\x01" if n % 3 == 0 else ""),
-                 one_session=one_session, with_sessions=True)
+    sessions, in one session, and in one session over one HTTP/2 connection (TLS; its calls
+    multiplexed, relayed by mod_http2's workers, never parked), and each stream is stored
+    exactly as alone: in the session it was asked in, with its request's id, method and text
+    at seq 0, its priming event at seq 1 and its answer after them. A third of the requests
+    hold \\u0001 (their jsonb copies go through mcp.audit_jsonb: the other text of the statement,
+    merged apart)."""
+    tag = f"grp4-{shape}-"
+    h2 = shape.endswith("-h2")
+    url = stack["MCP_HTTPS_URLS" if h2 else "MCP_URLS"].split()[0]
+    out = hammer(url, 10, lambda i, n: f"{tag}{i}-{n}" + ("\x01" if n % 3 == 0 else ""),
+                 one_session=shape != "sessions", with_sessions=True,
+                 h2_ca=stack["MCP_CA"] if h2 else None)
     merged = [line for line in statements_logged().splitlines() if MERGED_OPENING in line]
     with capsys.disabled():
         print(f"\n{len(out)} calls, {len(merged)} merged openings")
