@@ -145,10 +145,12 @@ BEGIN
             SELECT id FROM mcp.followers WHERE lease_until < now() - interval '1 minute'
                FOR UPDATE SKIP LOCKED);
     END IF;
-    refused := mcp.slots_claim(p_session, p_holder, max_per_session, max_per_holder,
-                               p_new_stream, p_new_follower, '{}');
-    IF refused IS NOT NULL THEN
-        RETURN refused;
+    IF max_per_session > 0 OR max_per_holder > 0 THEN
+        refused := mcp.slots_claim(p_session, p_holder, max_per_session, max_per_holder,
+                                   p_new_stream, p_new_follower, '{}');
+        IF refused IS NOT NULL THEN
+            RETURN refused;
+        END IF;
     END IF;
     IF max_followers > 0 AND p_stream > 0 THEN
         PERFORM pg_advisory_xact_lock(3, hashtext(p_stream::text));
@@ -177,8 +179,11 @@ BEGIN
     FOR i IN 1 .. coalesce(array_length(p_ords, 1), 0) LOOP
         ord := p_ords[i];
         id := mcp.stream_id_new();
-        refused := mcp.slots_claim(p_sessions[i], p_holders[i], p_max_session[i],
-                                   p_max_holder[i], id, NULL, pending);
+        refused := NULL;
+        IF p_max_session[i] > 0 OR p_max_holder[i] > 0 THEN
+            refused := mcp.slots_claim(p_sessions[i], p_holders[i], p_max_session[i],
+                                       p_max_holder[i], id, NULL, pending);
+        END IF;
         IF refused IS NULL THEN
             pending := pending || id;
         END IF;
