@@ -69,6 +69,21 @@ mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const
     return MCP_STORE_OK;
 }
 
+/* Marks pooled session id seen when it was not within a second, skipping a row that another
+ * call marks meanwhile: its own transaction, one row's lock (see mcp_store_bridge_open_call). */
+static void pooled_touch(mcp_store_t *db, apr_pool_t *p, const char *id)
+{
+    static const char sql[] =
+        "UPDATE mcp.sessions SET last_seen_at = now()"
+        " WHERE id = (SELECT id FROM mcp.sessions"
+        "              WHERE id = $1 AND terminated_at IS NULL"
+        "                AND last_seen_at < now() - interval '1 second'"
+        "                FOR NO KEY UPDATE SKIP LOCKED)";
+    const char *args[] = { id };
+
+    mcp_store_exec(db, p, "marking a pooled session seen", sql, NARGS(args), args, NULL);
+}
+
 mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
                                               const mcp_store_bridge_open_t *call,
                                               mcp_store_session_t **out,
@@ -77,17 +92,22 @@ mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
 {
     /* The pool's look-up (as mcp_store_bridge_pooled), then what
      * mcp_store_stream_open_request_admitted does without limits (the bridge admits its
-     * backend streams unlimited: the client's stream was admitted), then the link. */
+     * backend streams unlimited: the client's stream was admitted), then the link. The pooled
+     * session's row is only ever taken FOR KEY SHARE here (every bridged call of the pool shares
+     * it; an UPDATE on each call held it to the commit, and each waited for the others' WAL
+     * flush), so the statement runs in the child's group with the other calls' statements,
+     * keyed by the client's stream (the one row it updates): KEY SHARE conflicts with no lock a
+     * group, a lease renewal or a touch takes, so the group's lock order holds. A row stale by
+     * over a second is marked seen afterwards, in a transaction of its own (pooled_touch). */
     static const char sql[] =
         "WITH p AS (" POOLED_AND(
         ", ($4 IS NULL OR (b.tools_fetched_at > now() - make_interval(secs => $5::float8)"
         "                  AND coalesce(b.tool_headers -> $4, '[]') = '[]')) AS go")
-        /* The pooled session's row in one mode, as a session's own calls take theirs: an
-         * UPDATE on every call held the row until the commit, and the bridged calls of every
-         * client of the pool, which share that one row, waited for each other's WAL flush. */
-        "), " SESSION_TOUCHED_OR_SHARED("(SELECT id FROM p WHERE go)", "terminated_at IS NULL",
-                                        "id, principal")
-        ", s AS ("
+        "), se AS ("
+        "  SELECT id, principal, last_seen_at < now() - interval '1 second' AS stale"
+        "    FROM mcp.sessions WHERE id = (SELECT id FROM p WHERE go) AND terminated_at IS NULL"
+        "     FOR KEY SHARE"
+        "), s AS ("
         "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner,"
         "                           lease_until, holder, trace_id)"
         "  SELECT se.id, 'request', $6, mcp.audit_jsonb($6::text), $7, $8,"
@@ -104,7 +124,7 @@ mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
         "), l AS ("
         "  UPDATE mcp.streams c SET bridged_to = s.id FROM s WHERE c.id = $12"
         ")"
-        "SELECT p.*, s.id FROM p LEFT JOIN s ON true";
+        "SELECT p.*, s.id, se.stale FROM p LEFT JOIN s ON true LEFT JOIN se ON true";
     const char *args[] = {
         call->backend_url, call->caps_key, call->principal, call->tool,
         apr_psprintf(p, "%.3f", call->tools_ttl), call->request_id, call->method, call->owner,
@@ -113,13 +133,19 @@ mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
     mcp_store_status_t rv;
     PGresult *res;
 
-    rv = mcp_store_exec_row(db, p, "opening a bridged call's backend stream", sql, NARGS(args),
-                            args, &res);
+    rv = mcp_store__exec_as(db, p, "opening a bridged call's backend stream", sql, NARGS(args),
+                            args, &res, call->client_stream);
     if (rv != MCP_STORE_OK) {
         return rv;
     }
+    if (PQntuples(res) < 1) {
+        return MCP_STORE_NOT_FOUND;
+    }
     read_pooled(p, res, call->principal, call->backend_url, out, tools);
-    *stream_id = PQgetisnull(res, 0, 8) ? 0 : apr_atoi64(PQgetvalue(res, 0, 8));
+    *stream_id = PQgetisnull(res, 0, 8) ? 0 : apr_atoi64(PQgetvalue(res, 0, 8));   /* after p.* */
+    if (*PQgetvalue(res, 0, 9) == 't') {
+        pooled_touch(db, p, (*out)->id);
+    }
     return MCP_STORE_OK;
 }
 

@@ -43,12 +43,14 @@ typedef struct mcp_store_bridge_open_t {
     const char  *holder;
 } mcp_store_bridge_open_t;
 
-/* One statement for what a bridged call needs of the store before the backend is asked: the
- * pooled session (as mcp_store_bridge_pooled: *out, *tools), touched, and — unless the call's
- * Mcp-Param-* headers must be checked first (a tool whose cached declarations are not known to
- * be none, or whose list is older than tools_ttl) — its backend stream opened on it (the request
- * and the priming row stored) and linked to the client stream, whose trace id it takes: *stream_id,
- * else 0 (the caller checks, then opens the stream itself). NOT_FOUND when there is no pooled session. */
+/* One statement for what a bridged call needs of the store before the backend is asked, in the
+ * child's group (see mcp_store.h): the pooled session (as mcp_store_bridge_pooled: *out,
+ * *tools; its row FOR KEY SHARE, marked seen afterwards when it was not within a second), and
+ * — unless the call's Mcp-Param-* headers must be checked first (a tool whose cached
+ * declarations are not known to be none, or whose list is older than tools_ttl) — its backend
+ * stream opened on it (the request and the priming row stored) and linked to the client
+ * stream, whose trace id it takes: *stream_id, else 0 (the caller checks, then opens the stream
+ * itself). NOT_FOUND when there is no pooled session. */
 mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
                                               const mcp_store_bridge_open_t *call,
                                               mcp_store_session_t **out,

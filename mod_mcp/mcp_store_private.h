@@ -50,7 +50,8 @@
     ")"
 
 /* mcp_store_exec, in the child's group (see mcp_store.h) when key >= 0 and the handle has one:
- * for the hot path's writes only (statements whose locks are their own stream's row). */
+ * for the hot path's writes only (statements whose locks are their own stream's row, and
+ * shared locks that conflict with none a group or a lease renewal takes: FOR KEY SHARE). */
 mcp_store_status_t mcp_store__exec_as(mcp_store_t *db, apr_pool_t *p, const char *what,
                                       const char *sql, int n, const char *const *params,
                                       PGresult **out, apr_int64_t key);

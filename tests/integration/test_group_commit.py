@@ -415,18 +415,14 @@ def modern_call(url, rid, name, arguments, **kw):
     return bridge_tool(url, rid, name, arguments, caps={}, **kw)
 
 
-def test_concurrent_stateless_openings_are_stored_by_one_statement(stack, pg, statements_logged,
-                                                                   capsys):
-    """2026-07-28 clients' calls (stateless: a stream of no session, here through the era bridge
-    to the 2025 test backend) that meet in a group are opened by one statement, and each stream
-    is stored exactly as alone: no session, its protocol version, request id, method, and the
-    request at seq 0 before its answer."""
-    url = stack["MCP_URLS"].split()[0]
+def stateless_hammer(url, tag):
+    """THREADS clients making 10 2026-07-28 echo calls each at once (text TAG-i-n), each of
+    which must get its own answer; returns [(text sent, last message)]."""
     out, lock = [], threading.Lock()
 
     def run(i):
         for n in range(10):
-            text = f"grp5-{i}-{n}"
+            text = f"{tag}-{i}-{n}"
             try:
                 r = final(modern_call(url, text, "echo", {"text": text}))
             except Exception as e:   # noqa: BLE001 - every outcome is checked
@@ -435,13 +431,23 @@ def test_concurrent_stateless_openings_are_stored_by_one_statement(stack, pg, st
                 out.append((text, r))
 
     in_threads(THREADS, run)
+    assert len(out) == THREADS * 10
+    for text, r in out:
+        assert result_text(r) == text, (text, r)
+    return out
+
+
+def test_concurrent_stateless_openings_are_stored_by_one_statement(stack, pg, statements_logged,
+                                                                   capsys):
+    """2026-07-28 clients' calls (stateless: a stream of no session, here through the era bridge
+    to the 2025 test backend) that meet in a group are opened by one statement, and each stream
+    is stored exactly as alone: no session, its protocol version, request id, method, and the
+    request at seq 0 before its answer."""
+    out = stateless_hammer(stack["MCP_URLS"].split()[0], "grp5")
     merged = [line for line in statements_logged().splitlines() if MERGED_STATELESS in line]
     with capsys.disabled():
         print(f"\n{len(out)} calls, {len(merged)} merged stateless openings")
     assert merged, "no stateless streams opened by one statement"
-    assert len(out) == THREADS * 10
-    for text, r in out:
-        assert result_text(r) == text, (text, r)
     with pg.cursor() as c:
         c.execute("SELECT s.request_id_text, s.method, s.status, s.protocol_version,"
                   "       i.message_text, array_agg(e.seq || ':' || e.direction || ':' || e.kind"
@@ -458,6 +464,39 @@ def test_concurrent_stateless_openings_are_stored_by_one_statement(stack, pg, st
         assert (method, status, version) == ("tools/call", "complete", V26), (request_id, method,
                                                                              status, version)
         assert events == ["0:in:message", "1:out:message"], (request_id, events)
+
+
+def test_concurrent_bridged_openings_share_transactions(stack, pg, capsys):
+    """The era bridge's openings of concurrent 2026-07-28 calls (each call's backend stream on
+    the pool's one session: its request at seq 0 and its priming row) run in the child's group,
+    several in one transaction (their streams share created_at, the transaction's start), with
+    the pooled session's row taken FOR KEY SHARE only; each is stored as alone: linked from its
+    client stream, on a pooled session, the request, the priming row and the answer in order."""
+    out = stateless_hammer(stack["MCP_URLS"].split()[0], "grp7")
+    with pg.cursor() as c:
+        c.execute("SELECT count(*), count(DISTINCT b.created_at), count(DISTINCT b.session_id),"
+                  "       count(*) FILTER (WHERE b.status <> 'complete'),"
+                  "       count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM mcp.bridge_sessions p"
+                  "                                           WHERE p.session_id = b.session_id))"
+                  "  FROM mcp.streams c JOIN mcp.streams b ON b.id = c.bridged_to"
+                  "  JOIN mcp.events i ON i.stream_id = c.id AND i.seq = 0"
+                  " WHERE c.session_id IS NULL AND i.message_text LIKE %s", ("%grp7-%",))
+        calls, transactions, sessions, unfinished, unpooled = c.fetchone()
+        c.execute("SELECT b.id, array_agg(e.seq || ':' || e.direction || ':' || e.kind"
+                  "                       ORDER BY e.seq)"
+                  "  FROM mcp.streams c JOIN mcp.streams b ON b.id = c.bridged_to"
+                  "  JOIN mcp.events i ON i.stream_id = c.id AND i.seq = 0"
+                  "  JOIN mcp.events e ON e.stream_id = b.id"
+                  " WHERE c.session_id IS NULL AND i.message_text LIKE %s GROUP BY b.id",
+                  ("%grp7-%",))
+        shapes = {tuple(events) for _, events in c.fetchall()}
+    with capsys.disabled():
+        print(f"\n{calls} bridged calls opened in {transactions} transactions")
+    # (the first calls at once may each have pooled a session of their own)
+    assert calls == THREADS * 10 and sessions >= 1 and unfinished == 0 and unpooled == 0, (
+        calls, sessions, unfinished, unpooled)
+    assert transactions < calls, "no two bridged openings in one transaction"
+    assert shapes == {("0:in:message", "1:out:priming", "2:out:message")}, shapes
 
 
 def test_merged_stateless_openings_never_overshoot_the_principals_limit(stack, pg,
