@@ -21,10 +21,11 @@
 /* What a worker's scratch pool keeps after a run (more goes back to the system). */
 #define SCRATCH_KEEP (64 * 1024)
 
-/* Transfers' pools kept for the next transfers once cleared, and what each keeps. A new pool of
- * its own allocator was an mmap per block and a munmap of each when it was destroyed: ~5 % of
- * httpd's CPU per call. */
-#define SPARE_POOLS 16
+/* Pools kept for the next transfers and detached exchanges once cleared, and what each keeps.
+ * A new pool of its own allocator was an mmap per block and a munmap of each when it was
+ * destroyed: ~5 % of httpd's CPU per call (a transfer's), ~20 % (an era-bridge call's
+ * detached exchange). */
+#define SPARE_POOLS 64
 #define SPARE_KEEP (32 * 1024)
 
 #define TOLD_CHECK 1u   /* by the stop check (a graceful restart: the loop goes on) */
@@ -261,9 +262,9 @@ static void bury(mcp_loop_src_t *src)
 
 /* ---- transfers (loop thread, except where it says otherwise) ---------------------------- */
 
-/* A pool of its own allocator for a transfer: a spare one if there is one. The loop thread
- * allocates in it (headers) while the source's owner allocates in its own pools. */
-static apr_pool_t *pool_get(mcp_loop_t *loop)
+/* A transfer's pool (the loop thread allocates in it: headers, while the source's owner
+ * allocates in its own pools), or a detached exchange's: see mcp_loop.h. */
+apr_pool_t *mcp_loop_pool_take(mcp_loop_t *loop)
 {
     apr_allocator_t *alloc = NULL;
     apr_pool_t *p = NULL;
@@ -288,8 +289,7 @@ static apr_pool_t *pool_get(mcp_loop_t *loop)
     return p;
 }
 
-/* A transfer's pool, cleared, kept for the next one (destroyed when SPARE_POOLS are kept). */
-static void pool_give_back(mcp_loop_t *loop, apr_pool_t *p)
+void mcp_loop_pool_give(mcp_loop_t *loop, apr_pool_t *p)
 {
     apr_pool_clear(p);
     apr_thread_mutex_lock(loop->mutex);
@@ -332,7 +332,7 @@ static void xfer_free(mcp_loop_t *loop, xfer_t *x)
     }
     give_handle_back(x, CURLE_ABORTED_BY_CALLBACK, &err);
     free(x->buf);
-    pool_give_back(loop, x->pool);
+    mcp_loop_pool_give(loop, x->pool);
 }
 
 /* curl's write callback's baton: the body's bytes go to the buffer; past the bound, curl waits. */
@@ -1042,7 +1042,7 @@ int mcp_loop_src_start_slot(mcp_loop_src_t *src, int slot, mcp_backend_pool_t *b
         *err = "the source has a transfer in that slot already";
         return -1;
     }
-    if (!(p = pool_get(loop))) {
+    if (!(p = mcp_loop_pool_take(loop))) {
         *err = "out of memory";
         return -1;
     }
@@ -1057,7 +1057,7 @@ int mcp_loop_src_start_slot(mcp_loop_src_t *src, int slot, mcp_backend_pool_t *b
     c.baton = x;
     x->a = mcp_backend_async_create(bp, p, &c, lean, err);
     if (!x->a) {
-        pool_give_back(loop, p);
+        mcp_loop_pool_give(loop, p);
         return -1;
     }
     x->curl = mcp_backend_async_curl(x->a);

@@ -123,6 +123,16 @@ int mcp_loop_src_start_slot(mcp_loop_src_t *src, int slot, mcp_backend_pool_t *b
                             const mcp_backend_call_t *call, apr_size_t max_buffered, int lean,
                             const char **err);
 
+/* A pool of its own allocator (only its owner allocates in it), for work of the loop's sources
+ * (a transfer's, a detached exchange's): one an earlier user gave back when there is one
+ * (making a pool of its own allocator and ending it costs an mmap per block and a munmap of
+ * each); NULL when out of memory. Any thread. */
+apr_pool_t *mcp_loop_pool_take(mcp_loop_t *loop);
+
+/* p back, cleared (its cleanups run now), for the next user; destroyed when enough are kept
+ * or the loop is stopping. Any thread. */
+void mcp_loop_pool_give(mcp_loop_t *loop, apr_pool_t *p);
+
 /* What the transfer brought since the last take. */
 typedef struct mcp_loop_news_t {
     int                    headers;   /* the response's status and headers are in response    */

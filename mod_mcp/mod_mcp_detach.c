@@ -29,7 +29,8 @@ static apr_time_t drain_until;
 static int ungraceful;         /* the MPM stops this process ungracefully */
 
 struct mcp_detach_t {
-    apr_pool_t               *pool;       /* the detached pool (its own allocator)           */
+    apr_pool_t               *pool;       /* the detached pool (its own allocator; the loop's
+                                           * spare, given back at the end)                  */
     apr_pool_t               *scratch;    /* cleared per run                                 */
     mcp_req_t                 q;          /* the stand-in request                            */
     mcp_dir_conf_t            conf;
@@ -107,7 +108,7 @@ static apr_status_t destroy_with_request(void *data)
     if (d->src) {
         done(d);
     }
-    apr_pool_destroy(d->pool);
+    mcp_loop_pool_give(d->loop, d->pool);   /* d with it */
     return APR_SUCCESS;
 }
 
@@ -164,7 +165,7 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
     done(d);
     mcp_status_detached(-1);
     apr_atomic_dec32(&live);
-    apr_pool_destroy(d->pool);   /* d with it */
+    mcp_loop_pool_give(d->loop, d->pool);   /* d with it */
 }
 
 /* ---- a process's exit ----------------------------------------------------------------------- */
@@ -221,7 +222,6 @@ void mcp_detach_child_stopping(apr_pool_t *pchild, int graceful)
 mcp_detach_t *mcp_detach_create(mcp_req_t *q)
 {
     mcp_loop_t *loop = mcp_park_loop();
-    apr_allocator_t *allocator;
     apr_pool_t *pool;
     mcp_detach_t *d;
 
@@ -229,16 +229,10 @@ mcp_detach_t *mcp_detach_create(mcp_req_t *q)
         || mcp_stream_server_stopping()) {
         return NULL;
     }
-    if (apr_allocator_create(&allocator) != APR_SUCCESS) {
+    /* Its own allocator: its owner changes threads. */
+    if (!(pool = mcp_loop_pool_take(loop))) {
         return NULL;
     }
-    /* Unmanaged: its owner changes threads, and no other pool's lock is needed to make or end
-     * it. */
-    if (apr_pool_create_unmanaged_ex(&pool, NULL, allocator) != APR_SUCCESS) {
-        apr_allocator_destroy(allocator);
-        return NULL;
-    }
-    apr_allocator_owner_set(allocator, pool);
     d = apr_pcalloc(pool, sizeof(*d));
     d->pool = pool;
     d->loop = loop;
@@ -252,7 +246,7 @@ mcp_detach_t *mcp_detach_create(mcp_req_t *q)
     d->q.conf = &d->conf;
     d->src = mcp_loop_src_add(loop, run, d);
     if (!d->src) {
-        apr_pool_destroy(pool);
+        mcp_loop_pool_give(loop, pool);
         return NULL;
     }
     d->client = q->r;
