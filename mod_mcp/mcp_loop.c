@@ -132,7 +132,7 @@ struct mcp_loop_t {
     cmd_t               *cmds, *cmds_tail;
     tag_t              **curl_tags;  /* by descriptor number (the loop thread's)             */
     apr_size_t           ncurl_tags;
-    apr_pool_t          *spare[SPARE_POOLS];   /* transfers' pools, cleared, for the next    */
+    apr_pool_t          *spare[SPARE_POOLS];   /* spare pools, cleared, for the next users   */
     int                  nspare;
     int                  acting;     /* in curl_action (the loop thread's)                   */
     mcp_loop_src_t      *deferred;   /* sources with transfer news marked at its end          */
