@@ -121,11 +121,15 @@ void mcp_store_init(mcp_store_t *db, const mcp_store_lender_t *lender, void *bat
 
 /* The schema version this build's statements are written for (sql/schema.sql records it in
  * mcp.schema_version; sql/upgrade.sql brings an older database to it). */
-/* The SET clause that marks a session seen (at most once a second), for statements that touch
- * one. */
+/* A session row whose activity is over a second old: the next statement of the session marks
+ * it seen (sessions are marked at most once a second, so that concurrent calls of one session
+ * mostly share its row instead of each writing a new version of it). */
+#define MCP_STORE_SESSION_STALE "last_seen_at < now() - interval '1 second'"
+
+/* The SET clause that marks a session seen (when MCP_STORE_SESSION_STALE), for statements that
+ * touch one. */
 #define MCP_STORE_TOUCH_SESSION \
-    "last_seen_at = CASE WHEN last_seen_at < now() - interval '1 second' THEN now()" \
-    " ELSE last_seen_at END"
+    "last_seen_at = CASE WHEN " MCP_STORE_SESSION_STALE " THEN now() ELSE last_seen_at END"
 
 #define MCP_STORE_SCHEMA_VERSION 15
 

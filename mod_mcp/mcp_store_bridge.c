@@ -70,14 +70,16 @@ mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const
 }
 
 /* Marks pooled session id seen when it was not within a second, skipping a row that another
- * call marks meanwhile: its own transaction, one row's lock (see mcp_store_bridge_open_call). */
+ * call marks meanwhile: its own transaction, one row's lock (see mcp_store_bridge_open_call).
+ * A failure is left for the pool's next bridged call, which finds the row still stale and
+ * tries again: the call that asked for it was already opened and does not depend on it. */
 static void pooled_touch(mcp_store_t *db, apr_pool_t *p, const char *id)
 {
     static const char sql[] =
         "UPDATE mcp.sessions SET last_seen_at = now()"
         " WHERE id = (SELECT id FROM mcp.sessions"
         "              WHERE id = $1 AND terminated_at IS NULL"
-        "                AND last_seen_at < now() - interval '1 second'"
+        "                AND " MCP_STORE_SESSION_STALE
         "                FOR NO KEY UPDATE SKIP LOCKED)";
     const char *args[] = { id };
 
@@ -104,7 +106,7 @@ mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
         ", ($4 IS NULL OR (b.tools_fetched_at > now() - make_interval(secs => $5::float8)"
         "                  AND coalesce(b.tool_headers -> $4, '[]') = '[]')) AS go")
         "), se AS ("
-        "  SELECT id, principal, last_seen_at < now() - interval '1 second' AS stale"
+        "  SELECT id, principal, " MCP_STORE_SESSION_STALE " AS stale"
         "    FROM mcp.sessions WHERE id = (SELECT id FROM p WHERE go) AND terminated_at IS NULL"
         "     FOR KEY SHARE"
         "), s AS ("

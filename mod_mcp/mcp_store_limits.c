@@ -150,7 +150,7 @@ mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
         "                              max_session, max_holder, request_id, method, owner," \
         "                              lease, inbound, primed, trace_id, member, members, ord)" \
         "), cur AS (" \
-        "  SELECT id, last_seen_at < now() - interval '1 second' AS stale FROM mcp.sessions" \
+        "  SELECT id, " MCP_STORE_SESSION_STALE " AS stale FROM mcp.sessions" \
         "   WHERE id = ANY ($1::text[])" \
         "), stale AS (" \
         "  SELECT s.id, s.last_seen_at FROM mcp.sessions s" \
@@ -209,6 +209,35 @@ mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
         "  LEFT JOIN s ON s.id = a.id" \
         "  LEFT JOIN mcp.session_members m" \
         "    ON m.session_id = se.id AND (m.member = x.member OR x.members)"
+
+/* Live for principal $2 at backend $3, active within $4 seconds (0: no idle limit). */
+#define SESSION_LIVE \
+    "terminated_at IS NULL AND principal IS NOT DISTINCT FROM $2 AND backend_url = $3" \
+    " AND ($4::int = 0 OR last_seen_at > now() - make_interval(secs => $4::int))"
+
+/* The CTEs cur, touched, held and se: the columns cols of session row id (an SQL expression)
+ * when it is live (live), the row locked in one mode only, chosen from a plain read: an UPDATE
+ * (the touch) when its activity is over a second old, else FOR KEY SHARE, the lock a stream's
+ * foreign key takes anyway (no new row version, none of the row's CHECKs, no second lock).
+ * Either waits for a termination in flight and re-checks the row after it. A transaction that
+ * never upgrades a lock it holds on the row cannot deadlock with another on it, and other
+ * requests' KEY SHARE never blocks the UPDATE. A stale read makes the UPDATE, which waits for
+ * the lock instead of skipping: a session in use is touched. */
+#define SESSION_TOUCHED_OR_SHARED(id, live, cols) \
+    "cur AS (" \
+    "  SELECT " MCP_STORE_SESSION_STALE " AS stale FROM mcp.sessions" \
+    "   WHERE id = " id \
+    "), touched AS (" \
+    "  UPDATE mcp.sessions SET last_seen_at = now()" \
+    "   WHERE id = " id " AND (SELECT stale FROM cur) AND " live \
+    "  RETURNING " cols \
+    "), held AS (" \
+    "  SELECT " cols " FROM mcp.sessions" \
+    "   WHERE id = " id " AND (SELECT stale FROM cur) IS FALSE AND " live \
+    "     FOR KEY SHARE" \
+    "), se AS (" \
+    "  SELECT * FROM touched UNION ALL SELECT * FROM held" \
+    ")"
 
 mcp_store_status_t mcp_store_stream_open_request_admitted(
     mcp_store_t *db, apr_pool_t *p, mcp_store_session_t *session, int idle_secs,

@@ -145,6 +145,8 @@ BEGIN
             SELECT id FROM mcp.followers WHERE lease_until < now() - interval '1 minute'
                FOR UPDATE SKIP LOCKED);
     END IF;
+    -- slots_claim tests each limit itself; this test saves the call (a plpgsql call per
+    -- admission) when neither is set.
     IF max_per_session > 0 OR max_per_holder > 0 THEN
         refused := mcp.slots_claim(p_session, p_holder, max_per_session, max_per_holder,
                                    p_new_stream, p_new_follower, '{}');
@@ -180,7 +182,7 @@ BEGIN
         ord := p_ords[i];
         id := mcp.stream_id_new();
         refused := NULL;
-        IF p_max_session[i] > 0 OR p_max_holder[i] > 0 THEN
+        IF p_max_session[i] > 0 OR p_max_holder[i] > 0 THEN  -- as in mcp.admit_stream
             refused := mcp.slots_claim(p_sessions[i], p_holders[i], p_max_session[i],
                                        p_max_holder[i], id, NULL, pending);
         END IF;
