@@ -35,6 +35,7 @@ import pytest
 
 from conftest import own_stack, run_dir
 from mcp_client import McpSession, parse_sse_bytes
+from test_bridge import final, tool as bridge_tool
 from test_database_faults import WARN_OR_WORSE, log_sizes, new_lines
 from waiting import wait_for
 
@@ -42,6 +43,7 @@ REPO = Path(__file__).resolve().parents[2]
 STACK = REPO / "tests" / "stack"
 DATABASE_TIMEOUT = 4.0
 CALLERS = 6            # threads calling echo in a loop, each on its own session
+BRIDGED_CALLERS = 2    # threads calling echo in a loop as 2026-07-28 clients (the era bridge)
 STREAMS = 4            # slow calls in flight across the switch (half of them cut and resumed)
 SLOW = {"count": 24, "interval_ms": 250}
 
@@ -99,27 +101,33 @@ def echo_body(i: int) -> bytes:
 
 class Callers:
     """Threads calling echo in a loop, each on its own session, alternating instances; every
-    outcome is recorded: (status, Retry-After, event ids and texts received, seconds taken)."""
+    outcome is recorded: (status, Retry-After, event ids and texts received, response text,
+    seconds taken, when it ended)."""
 
     def __init__(self, urls):
-        self.sessions = [session(urls[i % len(urls)]) for i in range(CALLERS)]
+        self._start([session(urls[i % len(urls)]) for i in range(CALLERS)])
+
+    def _start(self, targets):
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.outcomes = []
-        self.threads = [threading.Thread(target=self._run, args=(s,), daemon=True)
-                        for s in self.sessions]
+        self.threads = [threading.Thread(target=self._run, args=(k, t), daemon=True)
+                        for k, t in enumerate(targets)]
 
-    def _run(self, s):
+    def call(self, k, s, i):
+        """The k-th thread's i-th call on s: (status, Retry-After, events, response text)."""
+        r = s.post_raw(echo_body(i), timeout=60)
+        events = [(e.id, e.data) for e in parse_sse_bytes(r.content) if e.id] \
+            if r.headers.get("Content-Type", "").startswith("text/event-stream") else []
+        return r.status_code, r.headers.get("Retry-After"), events, r.text
+
+    def _run(self, k, target):
         i = 0
         while not self.stop.is_set():
             i += 1
             t0 = time.monotonic()
             try:
-                r = s.post_raw(echo_body(i), timeout=60)
-                events = [(e.id, e.data) for e in parse_sse_bytes(r.content) if e.id] \
-                    if r.headers.get("Content-Type", "").startswith("text/event-stream") else []
-                outcome = (r.status_code, r.headers.get("Retry-After"), events, r.text,
-                           time.monotonic() - t0, time.monotonic())
+                outcome = self.call(k, target, i) + (time.monotonic() - t0, time.monotonic())
             except Exception as e:   # noqa: BLE001 - what went wrong is the finding
                 outcome = (None, None, [], repr(e), time.monotonic() - t0, time.monotonic())
             with self.lock:
@@ -136,6 +144,26 @@ class Callers:
         self.stop.set()
         for t in self.threads:
             t.join(90)
+
+
+class BridgedCallers(Callers):
+    """2026-07-28 clients (stateless, no session) calling echo in a loop through the era bridge
+    (the C test backend serves the 2025 era only), alternating instances: each call opens a
+    backend stream on its instance's pooled backend session. An outcome's events are
+    [(request id, the text echoed)]."""
+
+    def __init__(self, urls):
+        self._start([urls[k % len(urls)] for k in range(BRIDGED_CALLERS)])
+
+    def call(self, k, url, i):
+        rid = f"fo-bridged-{k}-{i}"
+        r = bridge_tool(url, rid, "echo", {"text": rid}, caps={})
+        r_text = r.text
+        if r.status_code != 200:
+            return r.status_code, r.headers.get("Retry-After"), [], r_text
+        result = final(r).get("result") or {}
+        got = (result.get("content") or [{}])[0].get("text")
+        return r.status_code, None, [(rid, got)], r_text
 
 
 class SlowCall:
@@ -219,8 +247,10 @@ def test_failover_under_load_loses_nothing(env, capsys):
     urls = env["MCP_URLS"].split()
     assert len(urls) == 2 and env.get("MCP_PG_REPLICA"), "the stack was started without --replica"
     sizes = log_sizes(env)
-    with Callers(urls) as callers:
+    with Callers(urls) as callers, BridgedCallers(urls) as bridged:
         wait_for(lambda: len(callers.outcomes) >= 20, timeout=30, what="calls before the failover")
+        wait_for(lambda: len(bridged.outcomes) >= 4, timeout=30,
+                 what="bridged calls before the failover")
         # A standalone stream on each instance, waiting (parked) across the switch.
         standalone = [Standalone(u) for u in urls]
         slow = [SlowCall(urls[i % 2], f"f{i}") for i in range(STREAMS)]
@@ -241,12 +271,23 @@ def test_failover_under_load_loses_nothing(env, capsys):
                  timeout=30, what="a call answered after the promotion")
         wait_for(lambda: len(callers.outcomes) >= before + 40, timeout=60,
                  what="calls after the failover")
+        # Bridged calls go on after the switch on both instances (thread k calls instance
+        # k % 2; the pooled backend sessions' rows were replicated before any call used them).
+        for k in range(BRIDGED_CALLERS):
+            wait_for(lambda: any(o[0] == 200 and o[5] > promoted
+                                 and o[2][0][0].startswith(f"fo-bridged-{k}-")
+                                 for o in bridged.outcomes), timeout=30,
+                     what=f"a bridged call answered after the promotion on {urls[k % 2]}")
     # Every request got an answer: a result, or 503 with Retry-After; nothing hung.
-    bad = [o for o in callers.outcomes if not (o[0] == 200 or (o[0] == 503 and o[1]))]
+    everyone = callers.outcomes + bridged.outcomes
+    bad = [o for o in everyone if not (o[0] == 200 or (o[0] == 503 and o[1]))]
     assert not bad, [(o[0], o[3][:300]) for o in bad[:5]]
-    assert all(o[4] < DATABASE_TIMEOUT + 4 for o in callers.outcomes), \
-        max(o[4] for o in callers.outcomes)
+    assert all(o[4] < DATABASE_TIMEOUT + 4 for o in everyone), max(o[4] for o in everyone)
     answered = [o for o in callers.outcomes if o[0] == 200]
+    # Each bridged call that was answered got its own echo.
+    bridged_answered = [o[2][0] for o in bridged.outcomes if o[0] == 200]
+    assert all(rid == got for rid, got in bridged_answered), \
+        [a for a in bridged_answered if a[0] != a[1]][:5]
     for o in answered:
         assert any('"result"' in d for _i, d in o[2]), o[3][:300]
     unavailable = [o for o in callers.outcomes if o[0] == 503]
@@ -305,9 +346,23 @@ def test_failover_under_load_loses_nothing(env, capsys):
             cur.execute("SELECT status, count(*) FROM mcp.streams WHERE id = ANY(%s) GROUP BY 1",
                         ([seq(c.events[0][0])[0] for c in slow],))
             statuses = dict(cur.fetchall())
+            # Every answered bridged call: the client's stream and its backend stream complete,
+            # the echo the client got stored as the client stream's answer.
+            cur.execute("SELECT c.request_id_text, c.status, b.status, a.message_text"
+                        "  FROM mcp.streams c"
+                        "  LEFT JOIN mcp.streams b ON b.id = c.bridged_to"
+                        "  LEFT JOIN mcp.events a ON a.stream_id = c.id AND a.direction = 'out'"
+                        "                        AND a.kind = 'message'"
+                        " WHERE c.session_id IS NULL AND c.request_id_text = ANY(%s)",
+                        ([json.dumps(rid) for rid, _got in bridged_answered],))
+            bridged_rows = {json.loads(r[0]): r[1:] for r in cur.fetchall()}
     finally:
         conn.close()
     assert statuses == {"complete": len(slow)}, statuses
+    wrong = [(rid, bridged_rows.get(rid)) for rid, _got in bridged_answered
+             if bridged_rows.get(rid, (None,))[:2] != ("complete", "complete")
+             or rid not in json.loads(bridged_rows[rid][2])["result"]["content"][0]["text"]]
+    assert not wrong, f"{len(wrong)} of {len(bridged_answered)} answered bridged calls: {wrong[:5]}"
     missing = [i for i in received if i not in table]
     assert not missing, f"{len(missing)} of {len(received)} received events are not on the new primary: {missing[:5]}"
     differ = [i for i, d in received.items() if d and table[i] is not None and json.loads(table[i]) != json.loads(d)]
@@ -330,7 +385,8 @@ def test_failover_under_load_loses_nothing(env, capsys):
     per_child, lines = warn_lines_per_child(sizes)
     with capsys.disabled():
         print(f"\nfailover under load: {len(callers.outcomes)} calls ({before} before), "
-              f"{len(unavailable)} answered 503, first success {first_ok:.2f} s after the "
+              f"{len(unavailable)} answered 503, {len(bridged.outcomes)} bridged calls "
+              f"({len(bridged_answered)} answered), first success {first_ok:.2f} s after the "
               f"promotion (failover took {promoted - t0:.2f} s); {len(received)} events "
               f"received, 0 missing; {len(cut)} streams resumed on the other instance; "
               f"live follow took {time.monotonic() - t1:.2f} s; warn+ lines per child "
