@@ -19,7 +19,9 @@ independent httpd instances ("hosts") of its own (tests/integration/gateway-brid
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -428,6 +430,74 @@ def test_closing_the_response_cancels_the_backend_call(bridge, db):
     wait_for(lambda: stream_status(db, cid) == "cancelled", timeout=10, what="the client stream cancelled")
     assert stream_status(db, bid) == "cancelled"
     assert cid in session_info(bridge["URL"], "k-2")["cancelled"]
+
+
+def vanish(url, rid, how):
+    """A 2026-07-28 client that calls slow (progress every 100 ms) and goes away: before reading
+    anything of the response (raw socket), once its headers came, after its first event, or
+    after three."""
+    if how == "unread":
+        body, h = call_parts(rid, "tools/call", {"name": "slow", "arguments": {
+            "count": 40, "interval_ms": 100}}, name="slow", progressToken=rid)
+        u = urlsplit(url)
+        with socket.create_connection((u.hostname, u.port), timeout=10) as sock:
+            head = "".join(f"{k}: {v}\r\n" for k, v in h.items())
+            sock.sendall(f"POST {u.path} HTTP/1.1\r\nHost: {u.netloc}\r\n{head}"
+                         f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+            sock.recv(1)   # the response began: the call is in flight
+        return
+    r = tool(url, rid, "slow", {"count": 40, "interval_ms": 100}, stream=True, progressToken=rid)
+    assert r.status_code == 200, r.text
+    wanted = {"headers": 0, "first": 1, "third": 3}[how]
+    seen = 0
+    for line in r.iter_lines() if wanted else ():
+        seen += line.startswith(b"data:")
+        if seen >= wanted:
+            break
+    r.close()
+
+
+def test_a_flood_of_clients_vanishing_mid_call_ends_each_call_and_serves_on(bridge, db):
+    """48 2026-07-28 clients at once, on both instances, each making a slow call through the
+    bridge and going away at a different point of its response, while 4 others make echo calls:
+    each vanished call's client stream and backend stream end cancelled, the echo callers get
+    every answer, and the same processes serve on (each call's detached exchange gives its pool
+    back to the loop's spares however its request ends)."""
+    hows = ["unread", "headers", "first", "third"]
+    flood = [(f"v-{i}", hows[i % 4], bridge["URL"] if i % 2 else bridge["URL2"]) for i in range(48)]
+    pids = [sorted(httpd_pids(bridge, k)) for k in (0, 1)]
+    stop, echoes = threading.Event(), []
+
+    def echo(k):
+        i = 0
+        while not stop.is_set() or i < 5:
+            i += 1
+            rid = f"v-echo-{k}-{i}"
+            r = tool(bridge["URL"] if k % 2 else bridge["URL2"], rid, "echo", {"text": rid})
+            echoes.append((rid, r.status_code, r.status_code == 200 and final(r)))
+
+    with ThreadPoolExecutor(4 + len(flood)) as pool:
+        callers = [pool.submit(echo, k) for k in range(4)]
+        list(pool.map(lambda f: vanish(f[2], f[0], f[1]), flood))
+        stop.set()
+        for c in callers:
+            c.result()
+    wrong = [e for e in echoes if e[1] != 200
+             or e[2]["result"]["content"][0]["text"] != e[0]]
+    assert not wrong, wrong[:3]
+
+    def open_left():
+        with db.cursor() as cur:
+            cur.execute("""SELECT c.request_id_text, c.status, b.status FROM mcp.streams c
+                             LEFT JOIN mcp.streams b ON b.id = c.bridged_to
+                            WHERE c.session_id IS NULL AND c.request_id_text = ANY(%s)""",
+                        ([json.dumps(rid) for rid, _h, _u in flood],))
+            rows = cur.fetchall()
+        return len(rows), [r for r in rows if r[1:] != ("cancelled", "cancelled")]
+    wait_for(lambda: open_left() == (len(flood), []), timeout=30,
+             what="every vanished client's call to be cancelled, upstream too")
+    assert [sorted(httpd_pids(bridge, k)) for k in (0, 1)] == pids
+    assert final(tool(bridge["URL"], "v-after", "echo", {"text": "after"}))["result"]
 
 
 # ---- the pool ----------------------------------------------------------------------------------
