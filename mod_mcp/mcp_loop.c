@@ -29,6 +29,15 @@
 #define SPARE_POOLS 64
 #define SPARE_KEEP (128 * 1024)
 
+/* Idle backend connections the multi handle keeps for the next transfers, beyond one per running
+ * transfer (CURLMOPT_MAXCONNECTS, set to ntransfers + this whenever ntransfers changes).
+ * libcurl's own default is four per transfer added at the moment a connection is given back,
+ * and a call's transfer is short beside its stores: at c = 32 often only a few are running, so
+ * the connections of the calls that had just ended were closed and the next calls connected
+ * anew (0.12 new backend connections per call). A backend closes what it keeps idle too long
+ * itself (libcurl sees that before it reuses one). */
+#define IDLE_CONNECTIONS 64
+
 #define TOLD_CHECK 1u   /* by the stop check (a graceful restart: the loop goes on) */
 #define TOLD_STOP  2u   /* by mcp_loop_stop                                       */
 
@@ -319,6 +328,14 @@ static mcp_backend_status_t give_handle_back(xfer_t *x, CURLcode rc, const char 
     return mcp_backend_async_finish(x->a, (int)rc, err);
 }
 
+/* Loop thread: a transfer went into or out of the multi handle (delta). */
+static void count_transfers(mcp_loop_t *loop, int delta)
+{
+    loop->ntransfers += delta;
+    curl_multi_setopt(loop->multi, CURLMOPT_MAXCONNECTS,
+                      (long)(loop->ntransfers + IDLE_CONNECTIONS));
+}
+
 /* On the loop thread; or on any thread once the transfer is done (out of the multi handle, its
  * handle given back) and no command names it (xfer_let_go), the loop then holding no
  * pointer to it. */
@@ -329,7 +346,7 @@ static void xfer_free(mcp_loop_t *loop, xfer_t *x)
     if (x->in_multi) {
         curl_multi_remove_handle(loop->multi, x->curl);
         x->in_multi = 0;
-        loop->ntransfers--;
+        count_transfers(loop, -1);
     }
     give_handle_back(x, CURLE_ABORTED_BY_CALLBACK, &err);
     free(x->buf);
@@ -404,7 +421,7 @@ static void xfer_done(mcp_loop_t *loop, xfer_t *x, CURLcode rc, int cut)
     }
     curl_multi_remove_handle(loop->multi, x->curl);
     x->in_multi = 0;
-    loop->ntransfers--;
+    count_transfers(loop, -1);
     status = give_handle_back(x, rc, &err);
     apr_thread_mutex_lock(loop->mutex);
     x->done = 1;
@@ -431,7 +448,7 @@ static void run_commands(mcp_loop_t *loop)
         case CMD_ADD:
             if (!x->done && curl_multi_add_handle(loop->multi, x->curl) == CURLM_OK) {
                 x->in_multi = 1;
-                loop->ntransfers++;
+                count_transfers(loop, +1);
             }
             else {
                 apr_thread_mutex_lock(loop->mutex);
@@ -778,6 +795,7 @@ mcp_loop_t *mcp_loop_create(apr_pool_t *p, int workers, const char **err)
     curl_multi_setopt(loop->multi, CURLMOPT_SOCKETDATA, loop);
     curl_multi_setopt(loop->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
     curl_multi_setopt(loop->multi, CURLMOPT_TIMERDATA, loop);
+    curl_multi_setopt(loop->multi, CURLMOPT_MAXCONNECTS, (long)IDLE_CONNECTIONS);
     if (apr_thread_create(&loop->thread, NULL, loop_main, loop, p) != APR_SUCCESS) {
         *err = "cannot start the loop thread";
         goto fail;

@@ -16,6 +16,7 @@ import random
 import re
 import subprocess
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 import requests
@@ -99,6 +100,51 @@ async def until(pred, timeout: float, what: str):
         if loop.time() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.05)
+
+
+def closed_backend_connections(env) -> int:
+    """Connections to the backend that httpd closed within the last minute: its side's sockets
+    in TIME_WAIT towards the backend's port (/proc/net/tcp; the side that closes first waits)."""
+    port = f"{urlparse(env['MCP_BACKEND_URL']).port:04X}"
+    n = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        f = line.split()
+        n += f[2].endswith(":" + port) and f[3] == "06"
+    return n
+
+
+@pytest.mark.parametrize("parked_streams", [0, 200])
+def test_backend_connections_are_kept_between_bursts(env, parked_streams):
+    """Bursts of 24 concurrent calls, each followed by a call alone: the next burst reuses the
+    connections of the last one. libcurl's default kept four idle connections per transfer
+    running when one was given back, so a burst's last calls, and the call alone, closed the
+    connections the burst had opened, and each burst connected anew. With 200 parked
+    standalone streams holding backend transfers (and connections) of their own, the idle ones
+    are kept all the same: the bound is idle connections beyond the running transfers."""
+    url = base(env) + "/mcp-many"
+
+    async def scenario():
+        async with Crowd(url) as crowd:
+            streams = await crowd.connect(parked_streams)
+            assert all(s.status == 200 for s in streams)
+            callers = [await crowd.session() for _ in range(24)]
+
+            async def burst(k):
+                got = await asyncio.gather(*[crowd.call(sid, "echo", {"text": f"b{k}-{i}"})
+                                             for i, sid in enumerate(callers)])
+                assert all(code == 200 and f"b{k}-{i}".encode() in body
+                           for i, (code, _h, body) in enumerate(got)), got[:2]
+                code, _h, body = await crowd.call(callers[0], "echo", {"text": "alone"})
+                assert code == 200 and b"alone" in body
+
+            await burst(0)   # the connections are made
+            before = closed_backend_connections(env)
+            for k in range(1, 6):
+                await burst(k)
+            return closed_backend_connections(env) - before
+
+    closed = run(scenario())
+    assert closed <= 4, f"{closed} backend connections closed over 5 bursts of 25 calls"
 
 
 @pytest.mark.parametrize("tls", [False, True], ids=["http1", "tls"])
