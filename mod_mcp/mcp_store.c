@@ -774,6 +774,7 @@ static PGresult *group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, int 
 {
     mcp_store_group_t *g = db->group;
     group_entry_t e;
+    int wake = 0;
 
     memset(&e, 0, sizeof(e));
     e.sql = sql;
@@ -844,6 +845,12 @@ static PGresult *group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, int 
                 g->tail = NULL;
             }
             g->busy--;
+            if (e.done) {
+                /* Woken once the lock is free: woken under it, each waiter would wake only to
+                 * sleep again on the lock until this thread let it go. */
+                wake = 1;
+                continue;
+            }
             apr_thread_cond_broadcast(g->done);
         }
         else if (!e.taken && e.until) {
@@ -854,6 +861,9 @@ static PGresult *group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, int 
         }
     }
     apr_thread_mutex_unlock(g->lock);
+    if (wake) {
+        apr_thread_cond_broadcast(g->done);
+    }
     *broken = e.broken;
     *fatal = e.fatal;
     if (!e.res) {
