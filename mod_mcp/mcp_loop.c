@@ -38,6 +38,9 @@
  * itself (libcurl sees that before it reuses one). */
 #define IDLE_CONNECTIONS 64
 
+/* Waiting owners a curl action wakes once the mutex is free (more are woken under it). */
+#define WAKE_AFTER 32
+
 #define TOLD_CHECK 1u   /* by the stop check (a graceful restart: the loop goes on) */
 #define TOLD_STOP  2u   /* by mcp_loop_stop                                       */
 
@@ -176,18 +179,31 @@ static void enqueue(mcp_loop_src_t *src)
     apr_thread_cond_signal(loop->work);
 }
 
-/* Mutex held. */
-static void mark(mcp_loop_src_t *src, unsigned events)
+/* Mutex held: records events for src, queues it when it waits in the loop, and returns the
+ * condition its owner waits on when it is held and waited for (NULL otherwise): the caller
+ * signals it. */
+static apr_thread_cond_t *marked(mcp_loop_src_t *src, unsigned events)
 {
     if (src->released || src->state == SRC_DEAD) {
-        return;
+        return NULL;
     }
     src->pending |= events;
     if (src->state == SRC_IDLE) {
         enqueue(src);
     }
     else if (src->state == SRC_HELD && src->waiter) {
-        apr_thread_cond_signal(src->waiter->cond);
+        return src->waiter->cond;
+    }
+    return NULL;
+}
+
+/* Mutex held. */
+static void mark(mcp_loop_src_t *src, unsigned events)
+{
+    apr_thread_cond_t *waiter = marked(src, events);
+
+    if (waiter) {
+        apr_thread_cond_signal(waiter);
     }
 }
 
@@ -556,8 +572,9 @@ static void curl_action(mcp_loop_t *loop, curl_socket_t s, int flags)
 {
     int running = 0;
     CURLMsg *msg;
-    int left;
+    int left, i, nwoken = 0;
     mcp_loop_src_t *src;
+    apr_thread_cond_t *waiter, *woken[WAKE_AFTER];
 
     loop->acting = 1;
     curl_multi_socket_action(loop->multi, s, flags, &running);
@@ -578,9 +595,22 @@ static void curl_action(mcp_loop_t *loop, curl_socket_t s, int flags)
     while ((src = loop->deferred)) {
         loop->deferred = src->dnext;
         src->on_deferred = 0;
-        mark(src, MCP_LOOP_XFER);
+        if ((waiter = marked(src, MCP_LOOP_XFER))) {
+            if (nwoken < WAKE_AFTER) {
+                woken[nwoken++] = waiter;
+            }
+            else {
+                apr_thread_cond_signal(waiter);
+            }
+        }
     }
     apr_thread_mutex_unlock(loop->mutex);
+    /* Once the mutex is free: signalled under it, a waiter woke only to sleep on it until this
+     * thread let it go. A waiter's condition outlives its use (spare waiters are kept), so a
+     * late signal can only wake a thread that finds nothing for it. */
+    for (i = 0; i < nwoken; i++) {
+        apr_thread_cond_signal(woken[i]);
+    }
 }
 
 /* ---- the loop thread ---------------------------------------------------------------------- */
