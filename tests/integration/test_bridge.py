@@ -461,11 +461,11 @@ def test_a_flood_of_clients_vanishing_mid_call_ends_each_call_and_serves_on(brid
     """48 2026-07-28 clients at once, on both instances, each making a slow call through the
     bridge and going away at a different point of its response, while 4 others make echo calls:
     each vanished call's client stream and backend stream end cancelled, the echo callers get
-    every answer, and the same processes serve on (each call's detached exchange gives its pool
-    back to the loop's spares however its request ends)."""
+    every answer, and every process that served before serves on (each call's detached
+    exchange gives its pool back to the loop's spares however its request ends)."""
     hows = ["unread", "headers", "first", "third"]
     flood = [(f"v-{i}", hows[i % 4], bridge["URL"] if i % 2 else bridge["URL2"]) for i in range(48)]
-    pids = [sorted(httpd_pids(bridge, k)) for k in (0, 1)]
+    pids = [httpd_pids(bridge, k) for k in (0, 1)]
     stop, echoes = threading.Event(), []
 
     def echo(k):
@@ -496,7 +496,10 @@ def test_a_flood_of_clients_vanishing_mid_call_ends_each_call_and_serves_on(brid
         return len(rows), [r for r in rows if r[1:] != ("cancelled", "cancelled")]
     wait_for(lambda: open_left() == (len(flood), []), timeout=30,
              what="every vanished client's call to be cancelled, upstream too")
-    assert [sorted(httpd_pids(bridge, k)) for k in (0, 1)] == pids
+    # Every process that served before serves on (none crashed and was replaced; the MPM may
+    # have started more children for the flood).
+    for k in (0, 1):
+        assert set(pids[k]) <= set(httpd_pids(bridge, k)), (k, pids[k], httpd_pids(bridge, k))
     assert final(tool(bridge["URL"], "v-after", "echo", {"text": "after"}))["result"]
 
 
