@@ -344,7 +344,7 @@ static mcp_backend_status_t give_handle_back(xfer_t *x, CURLcode rc, const char 
     return mcp_backend_async_finish(x->a, (int)rc, err);
 }
 
-/* Loop thread: a transfer went into or out of the multi handle (delta). */
+/* Loop thread (or before it runs): a transfer went into or out of the multi handle (delta). */
 static void count_transfers(mcp_loop_t *loop, int delta)
 {
     loop->ntransfers += delta;
@@ -825,7 +825,7 @@ mcp_loop_t *mcp_loop_create(apr_pool_t *p, int workers, const char **err)
     curl_multi_setopt(loop->multi, CURLMOPT_SOCKETDATA, loop);
     curl_multi_setopt(loop->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
     curl_multi_setopt(loop->multi, CURLMOPT_TIMERDATA, loop);
-    curl_multi_setopt(loop->multi, CURLMOPT_MAXCONNECTS, (long)IDLE_CONNECTIONS);
+    count_transfers(loop, 0);   /* the connection cache's bound, before the loop thread runs */
     if (apr_thread_create(&loop->thread, NULL, loop_main, loop, p) != APR_SUCCESS) {
         *err = "cannot start the loop thread";
         goto fail;

@@ -119,8 +119,6 @@ struct mcp_store_t {
 void mcp_store_init(mcp_store_t *db, const mcp_store_lender_t *lender, void *baton,
                     apr_interval_time_t patience, apr_interval_time_t statement_timeout);
 
-/* The schema version this build's statements are written for (sql/schema.sql records it in
- * mcp.schema_version; sql/upgrade.sql brings an older database to it). */
 /* A session row whose activity is over a second old: the next statement of the session marks
  * it seen (sessions are marked at most once a second, so that concurrent calls of one session
  * mostly share its row instead of each writing a new version of it). */
@@ -131,6 +129,8 @@ void mcp_store_init(mcp_store_t *db, const mcp_store_lender_t *lender, void *bat
 #define MCP_STORE_TOUCH_SESSION \
     "last_seen_at = CASE WHEN " MCP_STORE_SESSION_STALE " THEN now() ELSE last_seen_at END"
 
+/* The schema version this build's statements are written for (sql/schema.sql records it in
+ * mcp.schema_version; sql/upgrade.sql brings an older database to it). */
 #define MCP_STORE_SCHEMA_VERSION 15
 
 /* The schema version of the database conn (a connection db's lender is lending) is connected to:
