@@ -15,6 +15,7 @@
 #include <apr_thread_cond.h>
 #include <apr_thread_mutex.h>
 
+#include "mcp_store_prepared.h"
 #include "mcp_store_private.h"
 #include "mcp_text.h"
 
@@ -101,9 +102,9 @@ static const char *trimmed(apr_pool_t *p, const char *msg)
     return n ? apr_pstrmemdup(p, msg, n) : "unknown database error";
 }
 
-/* The name of the server-side prepared statement for a statement's text: "mcp_" and the
- * text's 64-bit FNV-1a hash in hex (the store's statements are a fixed set of constants). */
-static void statement_name(const char *sql, char name[24])
+/* A statement's text's 64-bit FNV-1a hash: its prepared statement's name, and its key in the
+ * set of what a connection has prepared (mcp_store_prepared.h). */
+static apr_uint64_t statement_hash(const char *sql)
 {
     apr_uint64_t h = APR_UINT64_C(14695981039346656037);
     const unsigned char *c;
@@ -111,6 +112,13 @@ static void statement_name(const char *sql, char name[24])
     for (c = (const unsigned char *)sql; *c; c++) {
         h = (h ^ *c) * APR_UINT64_C(1099511628211);
     }
+    return h;
+}
+
+/* The name of the server-side prepared statement of the text whose hash is h: "mcp_" and the
+ * hash in hex (the store's statements are a fixed set of constants). */
+static void statement_name(apr_uint64_t h, char name[24])
+{
     apr_snprintf(name, 24, "mcp_%016" APR_UINT64_T_HEX_FMT, h);
 }
 
@@ -196,11 +204,22 @@ static int not_prepared(PGresult *res)
     return PQresultStatus(res) == PGRES_FATAL_ERROR && state && strcmp(state, "26000") == 0;
 }
 
+/* Whether a prepare's result leaves the statement prepared on the connection: done, or there
+ * already (42P05: prepared by an earlier try whose answer was lost to this memory). */
+static int prepare_done(PGresult *res)
+{
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+    return PQresultStatus(res) == PGRES_COMMAND_OK
+           || (PQresultStatus(res) == PGRES_FATAL_ERROR && state && strcmp(state, "42P05") == 0);
+}
+
 /* Runs the statement as a named prepared statement of this connection, so that PostgreSQL
- * parses and plans it once per connection instead of once per call. A connection that does not
- * have it yet (new, reset by its pool, or the database restarted) answers 26000: the statement
- * is then prepared and run again, on the same connection. Each statement runs on its own (no
- * transaction is open around it), so the refused first try changes nothing.
+ * parses and plans it once per connection instead of once per call. A statement that the
+ * connection is not known to have (mcp_store_prepared.h: new, reset by its pool, or the
+ * database restarted) is prepared first. One that it answers 26000 for all the same (its
+ * memory was wrong) is prepared and run again, once, on the same connection. Each statement
+ * runs on its own (no transaction is open around it), so a refused try changes nothing.
  *
  * Never blocks longer than the statement timeout: a database that stopped answering (SIGSTOP,
  * a dropped network) costs at most that, after which the connection is shut down (a cancel
@@ -212,11 +231,12 @@ static PGresult *run(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *s
                      int *broken)
 {
     PGresult *res = NULL;
+    apr_uint64_t hash = statement_hash(sql);
     char name[24];
     int tries;
 
     *broken = 0;
-    statement_name(sql, name);
+    statement_name(hash, name);
     /* Non-blocking while it is ours: sending a large statement to a server that stopped
      * reading must not block either. */
     if (PQsetnonblocking(conn, 1) != 0) {
@@ -225,6 +245,23 @@ static PGresult *run(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *s
         return NULL;
     }
     for (tries = 0; tries < 2; tries++) {
+        if (!mcp_store_prepared_has(conn, hash)) {
+            if (!PQsendPrepare(conn, name, sql, n, NULL)) {
+                *broken = 1;
+                *err = trimmed(p, PQerrorMessage(conn));
+                res = NULL;
+                break;
+            }
+            if (!(res = await_result(db, p, conn, deadline, err, broken))) {
+                break;
+            }
+            if (!prepare_done(res)) {
+                break;   /* the statement's own error (a syntax error is permanent) */
+            }
+            PQclear(res);
+            res = NULL;
+            mcp_store_prepared_add(conn, hash);
+        }
         if (!PQsendQueryPrepared(conn, name, n, params, NULL, NULL, 0)) {
             *broken = 1;
             *err = trimmed(p, PQerrorMessage(conn));
@@ -236,18 +273,8 @@ static PGresult *run(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *s
             break;
         }
         PQclear(res);
-        if (!PQsendPrepare(conn, name, sql, n, NULL)) {
-            *broken = 1;
-            *err = trimmed(p, PQerrorMessage(conn));
-            res = NULL;
-            break;
-        }
-        if (!(res = await_result(db, p, conn, deadline, err, broken))
-            || PQresultStatus(res) != PGRES_COMMAND_OK) {
-            break;   /* the statement's own error (a syntax error is permanent) */
-        }
-        PQclear(res);
         res = NULL;
+        mcp_store_prepared_forget(conn);
     }
     PQsetnonblocking(conn, 0);   /* as the pool lent it */
     return res;
@@ -261,6 +288,7 @@ static PGresult *run(mcp_store_t *db, apr_pool_t *p, PGconn *conn, const char *s
  * valid because the waiter does not leave before done. */
 typedef struct group_entry_t {
     const char            *sql;
+    apr_uint64_t           hash;       /* statement_hash(sql)                                 */
     int                    n;
     const char *const     *params;
     apr_int64_t            key;        /* the stream id: the order within a transaction      */
@@ -351,36 +379,46 @@ static int give_up_if_read_only(PGconn *conn, const char *sqlstate)
     return 1;
 }
 
-/* Prepares every distinct statement of the batch on conn, each in its own implicit
- * transaction (one that exists already answers 42P05, which is fine). Non-zero when the
- * connection failed. */
+/* Prepares every distinct statement of the batch that conn is not known to have, each in its
+ * own implicit transaction, and records those it answers for (prepare_done). Nothing to send
+ * when it has them all. Non-zero when the connection failed. */
 static int pipeline_prepare(PGconn *conn, group_entry_t **v, int m, apr_time_t deadline)
 {
-    int i, j, sent = 0, failed = 0;
+    apr_uint64_t sent[256];
+    int i, j, nsent = 0, done = 0, failed = 0;
     char name[24];
 
-    for (i = 0; i < m; i++) {
-        for (j = 0; j < i && v[j]->sql != v[i]->sql; j++) {
+    for (i = 0; i < m && nsent < (int)(sizeof(sent) / sizeof(sent[0])); i++) {
+        apr_uint64_t hash = v[i]->hash;
+
+        for (j = 0; j < nsent && sent[j] != hash; j++) {
         }
-        if (j < i) {
+        if (j < nsent || mcp_store_prepared_has(conn, hash)) {
             continue;
         }
-        statement_name(v[i]->sql, name);
+        statement_name(hash, name);
         if (!PQsendPrepare(conn, name, v[i]->sql, v[i]->n, NULL) || !PQpipelineSync(conn)) {
             return -1;
         }
-        sent++;
+        sent[nsent++] = hash;
+    }
+    if (!nsent) {
+        return 0;
     }
     if (flush_sent(conn, deadline) != 0) {
         return -1;
     }
-    while (sent > 0) {
+    /* Each prepare's result, the NULL after it, then its Sync's, in the order sent. */
+    while (done < nsent) {
         PGresult *res = pipeline_result(conn, deadline, &failed);
         if (failed) {
             return -1;
         }
         if (res && PQresultStatus(res) == PGRES_PIPELINE_SYNC) {
-            sent--;
+            done++;
+        }
+        else if (res && prepare_done(res)) {
+            mcp_store_prepared_add(conn, sent[done]);
         }
         PQclear(res);
     }
@@ -403,7 +441,7 @@ static int pipeline_run(PGconn *conn, group_entry_t **v, int m, apr_time_t deadl
     char name[24];
 
     for (i = 0; i < m; i++) {
-        statement_name(v[i]->sql, name);
+        statement_name(v[i]->hash, name);
         if (!PQsendQueryPrepared(conn, name, v[i]->n, v[i]->params, NULL, NULL, 0)) {
             return RUN_CONN_FAILED;
         }
@@ -519,6 +557,7 @@ static int merge_batch(apr_pool_t *p, group_entry_t **v, int m)
             params[x] = mcp_store__text_array(p, k, column);
         }
         merged->sql = e->merge->many;
+        merged->hash = statement_hash(merged->sql);
         merged->n = e->n;
         merged->params = params;
         merged->key = e->key;
@@ -631,7 +670,7 @@ static const char *group_commit(mcp_store_group_t *g, mcp_store_t *db, apr_pool_
     const char *err = NULL;
     PGconn *conn;
     apr_pool_t *merged;
-    int i, prepared = 0, broken = 0;
+    int i, forgot = 0, broken = 0;
 
     group_entry_t *w[256];
 
@@ -659,7 +698,8 @@ static const char *group_commit(mcp_store_group_t *g, mcp_store_t *db, apr_pool_
     m = merge_batch(merged, v, m);
     while (m > 0) {
         PGresult *error = NULL;
-        int at = -1, rc = pipeline_run(conn, v, m, until, &at, &error);
+        int at = -1, rc = pipeline_prepare(conn, v, m, until) != 0
+                          ? RUN_CONN_FAILED : pipeline_run(conn, v, m, until, &at, &error);
 
         if (rc == RUN_COMMITTED) {
             apr_thread_mutex_lock(g->lock);
@@ -668,21 +708,19 @@ static const char *group_commit(mcp_store_group_t *g, mcp_store_t *db, apr_pool_
             apr_thread_mutex_unlock(g->lock);
             break;
         }
-        if (rc == RUN_NOT_PREPARED && !prepared) {
+        if (rc == RUN_NOT_PREPARED && !forgot) {
+            /* The connection's memory of what it prepared was wrong: all of it goes, and the
+             * batch's statements are prepared again (once). */
             PQclear(error);
-            prepared = 1;
-            if (pipeline_prepare(conn, v, m, until) == 0) {
-                continue;
-            }
-            rc = RUN_CONN_FAILED;
+            forgot = 1;
+            mcp_store_prepared_forget(conn);
+            continue;
         }
         if (rc == RUN_REFUSED_ONE && v[at]->nparts) {
-            /* One of its parts, and which is not known: each goes on its own. Their own
-             * statement may not be prepared on this connection yet (only the merged one was):
-             * it may be prepared once more. */
+            /* One of its parts, and which is not known: each goes on its own (their own
+             * statement is prepared first if this connection has not yet). */
             PQclear(error);
             m = merge_undo(v, m, at);
-            prepared = 0;
             continue;
         }
         if (rc == RUN_REFUSED_ONE) {
@@ -778,6 +816,7 @@ static PGresult *group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, int 
 
     memset(&e, 0, sizeof(e));
     e.sql = sql;
+    e.hash = statement_hash(sql);
     e.n = n;
     e.params = params;
     e.key = key;

@@ -111,6 +111,14 @@ class Load:
             s.close()
 
 
+def prepared_statement_errors(stack):
+    """PostgreSQL's log lines about the module's prepared statements (mcp_<hash>): a statement
+    run before it was prepared on its connection (26000), or prepared twice (42P05)."""
+    log = Path(stack["MCP_STACK_DIR"]) / "pg" / "log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return [l for l in text.splitlines() if re.search(r'ERROR:.*prepared statement "mcp_', l)]
+
+
 def test_postgres_restart_under_load_costs_no_request(stack, capsys):
     load = Load(stack, threads=4).start()
     try:
@@ -134,6 +142,10 @@ def test_postgres_restart_under_load_costs_no_request(stack, capsys):
     # line for each connection that was being reset when the database went (at most one per
     # worker that was busy then; seen: none).
     assert len(lines) <= 2 * n_children + 4, "\n".join(lines[:40])
+    # Every connection of every child was new at the stack's start and again after the
+    # restart (reset by mod_dbd): each prepared what it ran before running it.
+    errors = prepared_statement_errors(stack)
+    assert errors == [], "\n".join(errors[:10])
 
 
 def postgres_pids(stack):

@@ -392,6 +392,11 @@ def test_failover_under_load_loses_nothing(env, capsys):
               f"live follow took {time.monotonic() - t1:.2f} s; warn+ lines per child "
               f"{sorted(per_child.values(), reverse=True)[:6]}")
     assert all(n <= 30 for n in per_child.values()), "\n".join(lines[:60])
+    # Every connection to the new primary is new: each prepared what it ran before running it
+    # (none ran a statement first to be told it was not prepared there).
+    pg2_log = (Path(env["MCP_STACK_DIR"]) / "pg2" / "log").read_text(errors="replace")
+    unprepared = [l for l in pg2_log.splitlines() if re.search(r'ERROR:.*prepared statement "mcp_', l)]
+    assert unprepared == [], "\n".join(unprepared[:10])
 
 
 def warn_lines_per_child(sizes) -> tuple[dict[str, int], list[str]]:

@@ -9,6 +9,7 @@
 #include "unit_main.h"
 
 #include "mcp_store.h"
+#include "mcp_store_prepared.h"
 
 #define N_CASES(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -225,6 +226,43 @@ START_TEST(a_group_whose_lender_refuses_for_good_fails_every_caller_at_once)
 }
 END_TEST
 
+/* What a connection has prepared: kept with the connection (a PGconn that never connected
+ * holds it as well), through growth from 64 slots, 0 among the hashes, forgotten at once, and
+ * freed with the connection (the sanitizers' runs see a leak or a double free). */
+START_TEST(a_connection_remembers_what_it_prepared)
+{
+    PGconn *conn = PQconnectStart("host=/nonexistent-mod-mcp-test port=1 dbname=none");
+    PGconn *other = PQconnectStart("host=/nonexistent-mod-mcp-test port=1 dbname=none");
+    apr_uint64_t i;
+
+    ck_assert_ptr_nonnull(conn);
+    ck_assert_ptr_nonnull(other);
+    ck_assert_int_eq(mcp_store_prepared_count(conn), 0);
+    ck_assert(!mcp_store_prepared_has(conn, 7));
+    for (i = 0; i < 300; i++) {
+        mcp_store_prepared_add(conn, i * APR_UINT64_C(0x9e3779b97f4a7c15));
+    }
+    mcp_store_prepared_add(conn, 0);   /* already there: i = 0 */
+    mcp_store_prepared_add(conn, APR_UINT64_C(0x9e3779b97f4a7c15));
+    ck_assert_int_eq(mcp_store_prepared_count(conn), 300);
+    for (i = 0; i < 300; i++) {
+        ck_assert(mcp_store_prepared_has(conn, i * APR_UINT64_C(0x9e3779b97f4a7c15)));
+        ck_assert(!mcp_store_prepared_has(conn, i * APR_UINT64_C(0x9e3779b97f4a7c15) + 3));
+        ck_assert(!mcp_store_prepared_has(other, i * APR_UINT64_C(0x9e3779b97f4a7c15)));
+    }
+    mcp_store_prepared_add(other, 42);
+    mcp_store_prepared_forget(conn);
+    ck_assert_int_eq(mcp_store_prepared_count(conn), 0);
+    ck_assert(!mcp_store_prepared_has(conn, APR_UINT64_C(0x9e3779b97f4a7c15)));
+    ck_assert(mcp_store_prepared_has(other, 42));
+    mcp_store_prepared_add(conn, 5);
+    ck_assert(mcp_store_prepared_has(conn, 5));
+    ck_assert_int_eq(mcp_store_prepared_count(conn), 1);
+    PQfinish(conn);
+    PQfinish(other);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
     Suite *s = suite_create("mcp_store");
@@ -234,6 +272,7 @@ static Suite *store_suite(void)
     tcase_add_loop_test(tc, retry_policy, 0, N_CASES(retry_cases));
     tcase_add_test(tc, a_group_without_a_connection_fails_every_caller);
     tcase_add_test(tc, a_group_whose_lender_refuses_for_good_fails_every_caller_at_once);
+    tcase_add_test(tc, a_connection_remembers_what_it_prepared);
     suite_add_tcase(s, tc);
     return s;
 }
