@@ -22,7 +22,11 @@ sockets), keeps them open and reads them, and prints:
   * the time until every stream got a `notifications/tools/list_changed` sent by the test
     backend's POST /broadcast (one backend notification per backend GET stream);
   * with --slow-calls N: N concurrent `slow` calls (count 1, interval 10 s) through the gateway,
-    how many were answered and the httpd threads while they were in flight.
+    how many were answered and the httpd threads while they were in flight;
+  * with --idle-secs S (own stack only): what the open streams cost while nothing happens, over
+    S seconds: PostgreSQL's WAL bytes/s and write transactions/s, the CPU (cores) of PostgreSQL
+    and of httpd, and the WAL's largest record kinds (pg_waldump --stats): the price of keeping
+    the streams' leases.
 
 Numbers only, no assertions; anything that does not answer in time is reported as such (today a
 stream holds an httpd worker thread, so beyond MaxRequestWorkers new clients hang). Stops the
@@ -119,6 +123,65 @@ def tree_status(pids):
             except OSError:
                 pass
     return {"threads": threads, "rss_kb": rss, "processes": nproc}
+
+
+def cpu_ticks(pids):
+    """utime + stime (clock ticks) summed over pids, each with its descendants."""
+    total = 0
+    for root in pids:
+        for pid in proc_tree(root):
+            try:
+                rest = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+                total += int(rest[11]) + int(rest[12])
+            except (OSError, IndexError, ValueError):
+                pass
+    return total
+
+
+async def idle_cost(a, httpd_pids, secs):
+    """What the open streams cost over secs seconds of nothing else: WAL, write transactions,
+    PostgreSQL's and httpd's CPU, and the WAL's record kinds."""
+    import psycopg2   # only here: the --url mode needs no database driver
+
+    conn = psycopg2.connect(a.pg_dsn)
+    conn.autocommit = True
+
+    def point():
+        with conn.cursor() as c:
+            c.execute("SELECT pg_current_wal_insert_lsn(), pg_walfile_name(pg_current_wal_insert_lsn()),"
+                      " pg_current_wal_insert_lsn() - '0/0'::pg_lsn,"
+                      " pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
+            lsn, _wal, wal_bytes, xid = c.fetchone()
+        return {"lsn": lsn, "wal": int(wal_bytes), "xid": int(xid),
+                "pg": cpu_ticks([a.pg_pid]), "httpd": cpu_ticks(httpd_pids),
+                "t": time.monotonic()}
+
+    p0 = point()
+    await asyncio.sleep(secs)
+    p1 = point()
+    conn.close()
+    hz = os.sysconf("SC_CLK_TCK")
+    el = p1["t"] - p0["t"]
+    out = {"seconds": round(el, 1),
+           "wal_bytes_per_s": round((p1["wal"] - p0["wal"]) / el),
+           "write_transactions_per_s": round((p1["xid"] - p0["xid"]) / el, 1),
+           "postgres_cores": round((p1["pg"] - p0["pg"]) / hz / el, 4),
+           "httpd_cores": round((p1["httpd"] - p0["httpd"]) / hz / el, 4)}
+    waldump = os.path.join(a.pg_bin, "pg_waldump")
+    if os.path.exists(waldump):
+        r = subprocess.run([waldump, "--stats=record", "-p", os.path.join(a.pg_data, "pg_wal"),
+                            "-s", p0["lsn"], "-e", p1["lsn"]], text=True, capture_output=True)
+        kinds = []
+        for line in r.stdout.splitlines():
+            # "Heap/HOT_UPDATE  123 ( 45.60)  7890 ( 12.30)  4560 (  1.20)  12450 ( 13.50)":
+            # records, their own bytes, full-page images' bytes, both
+            f = re.findall(r"(\d+) \(\s*[\d.]+\)", line)
+            if len(f) == 4 and "/" in line.split()[0]:
+                kinds.append((line.split()[0], int(f[0]), int(f[3]), int(f[2])))
+        kinds.sort(key=lambda k: -k[2])
+        out["wal_kinds"] = [{"kind": k, "records": n, "bytes": b, "fpi_bytes": fpi}
+                            for k, n, b, fpi in kinds[:8]]
+    return out
 
 
 def pidfile(path):
@@ -463,6 +526,13 @@ async def measure(a, url, httpd_pids, backend_url):
                             "p50_ms": ms(pct(got, 50)), "p99_ms": ms(pct(got, 99)),
                             "timeout_s": a.broadcast_timeout}
 
+    if a.idle_secs and getattr(a, "pg_dsn", None):
+        # Every stream's lease is renewed a third of MCPStreamLease after it opened: past the
+        # first window, the measure sees the steady state.
+        log(f"idle cost over {a.idle_secs} s")
+        res["idle"] = await idle_cost(a, httpd_pids, a.idle_secs)
+        res["idle"]["streams"] = sum(1 for s in ok if not s.task.done())
+
     if a.slow_calls:
         log(f"{a.slow_calls} concurrent slow calls (10 s each)")
         res["slow"] = await slow_calls(a, host, port, path, tls, httpd_pids)
@@ -518,6 +588,8 @@ def main():
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--parallel", type=int, default=100, help="stream set-ups in flight at once")
     ap.add_argument("--slow-calls", type=int, default=0)
+    ap.add_argument("--idle-secs", type=float, default=0,
+                    help="measure the open streams' cost over this many idle seconds (0: not)")
     ap.add_argument("--module", default=os.path.join(REPO, "mod_mcp", ".libs", "mod_mcp.so"))
     ap.add_argument("--keep", metavar="DIR", help="stack directory to use and leave running")
     ap.add_argument("--httpd-env", metavar="VAR=VALUE", action="append", default=[],
@@ -563,6 +635,9 @@ def main():
         a.ca = env.get("MCP_CA") or None
         pids = [pidfile(f) for f in env["MCP_HTTPD_PIDFILES"].split()]
         backend_url = env["MCP_BACKEND_URL"]
+        a.pg_dsn, a.pg_data = env["MCP_PG"], env["MCP_PG_DATA"]
+        a.pg_pid = pidfile(env["MCP_PG_PIDFILE"])
+        a.pg_bin = env.get("PG_BIN") or "/usr/lib/postgresql/15/bin"
         cfg = {"url": url, "workers": env.get("MCP_HTTPD_WORKERS"),
                "children": env.get("MCP_HTTPD_CHILDREN"),
                "threads_per_child": env.get("MCP_HTTPD_THREADS_PER_CHILD"), "tls": bool(a.tls),
@@ -613,6 +688,16 @@ def report(r):
         s = r["slow"]
         print(f"  slow calls (10 s):            {s['answered']} of {s['calls']} answered in {s['seconds']} s;"
               f" {s['httpd_threads_in_flight']} server threads in flight")
+    if "idle" in r:
+        i = r["idle"]
+        n = max(i["streams"], 1)
+        print(f"  idle, {i['seconds']} s, {i['streams']} streams: WAL {i['wal_bytes_per_s']} B/s"
+              f" ({i['wal_bytes_per_s'] / n:.0f} B/s per stream), {i['write_transactions_per_s']}"
+              f" write transactions/s, PostgreSQL {i['postgres_cores']} cores, httpd"
+              f" {i['httpd_cores']} cores")
+        for k in i.get("wal_kinds", []):
+            print(f"      {k['kind']:<28} {k['records']:>8} records {k['bytes']:>10} bytes"
+                  f" (full-page images {k['fpi_bytes']})")
     print(f"  streams still open at the end: {r['streams_still_open']}")
 
 
