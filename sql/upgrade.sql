@@ -80,6 +80,10 @@ SELECT :mcp_version < 15 AS mcp_need \gset
 \if :mcp_need
     \ir migrations/015-stream-slots.sql
 \endif
+SELECT :mcp_version < 16 AS mcp_need \gset
+\if :mcp_need
+    \ir migrations/016-lease-in-place.sql
+\endif
 
 BEGIN;
 \ir functions.sql
