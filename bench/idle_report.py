@@ -76,6 +76,16 @@ def slow(r):
             f"{s['httpd_threads_in_flight']} threads in flight")
 
 
+def idle(r):
+    i = r.get("idle")
+    if not i:
+        return "—"
+    n = max(i["streams"], 1)
+    return (f"{fmt(i['wal_bytes_per_s'] / n, ' B/s', 0)} per stream "
+            f"({i['write_transactions_per_s']} transactions/s, PostgreSQL "
+            f"{i['postgres_cores']} cores, over {i['seconds']} s)")
+
+
 def h2_rounds(path):
     """The HTTP/2 rounds row: N rounds on one connection, then a call, On beside Off."""
     with open(path) as f:
@@ -150,6 +160,7 @@ def main():
          lambda r: fmt(r.get("rss_per_stream_kib"), " KiB", 1)),
         ("a notification to one stream, delivered", "p99 ≤ 20 ms", notify),
         ("`tools/list_changed` to every stream", "all within 5 s", broadcast),
+        ("WAL of the idle streams' leases (`--idle-secs`)", "—", idle),
     ]
     for name, goal, f in rows:
         w(f"| {name} | {goal} | " + " | ".join(f(r) for _, r in cols) + " |")

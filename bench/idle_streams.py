@@ -126,16 +126,22 @@ def tree_status(pids):
 
 
 def cpu_ticks(pids):
-    """utime + stime (clock ticks) summed over pids, each with its descendants."""
-    total = 0
+    """utime + stime (clock ticks) of pids and their descendants, by (pid, start time)."""
+    out = {}
     for root in pids:
         for pid in proc_tree(root):
             try:
                 rest = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-                total += int(rest[11]) + int(rest[12])
+                out[(pid, int(rest[19]))] = int(rest[11]) + int(rest[12])
             except (OSError, IndexError, ValueError):
                 pass
-    return total
+    return out
+
+
+def ticks_used(a, b):
+    """Ticks used between two cpu_ticks: a process that ended in between is not counted (its
+    time is gone from /proc), one that started counts from zero."""
+    return sum(max(t - a.get(k, 0), 0) for k, t in b.items())
 
 
 async def idle_cost(a, httpd_pids, secs):
@@ -165,8 +171,8 @@ async def idle_cost(a, httpd_pids, secs):
     out = {"seconds": round(el, 1),
            "wal_bytes_per_s": round((p1["wal"] - p0["wal"]) / el),
            "write_transactions_per_s": round((p1["xid"] - p0["xid"]) / el, 1),
-           "postgres_cores": round((p1["pg"] - p0["pg"]) / hz / el, 4),
-           "httpd_cores": round((p1["httpd"] - p0["httpd"]) / hz / el, 4)}
+           "postgres_cores": round(ticks_used(p0["pg"], p1["pg"]) / hz / el, 4),
+           "httpd_cores": round(ticks_used(p0["httpd"], p1["httpd"]) / hz / el, 4)}
     waldump = os.path.join(a.pg_bin, "pg_waldump")
     if os.path.exists(waldump):
         r = subprocess.run([waldump, "--stats=record", "-p", os.path.join(a.pg_data, "pg_wal"),
