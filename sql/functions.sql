@@ -63,11 +63,18 @@ DECLARE
     slot int;
     taken int[];
 BEGIN
+    -- mcp.slot_held written out: a plpgsql call for each held slot looked at before the first
+    -- free one cost more than the lookup itself (a busy principal: every call in flight).
     SELECT n INTO slot FROM mcp.stream_slots sl
      WHERE sl.scope = p_scope AND sl.n <= p_max
        AND (sl.stream_id IS NULL OR sl.stream_id <> ALL (p_pending))
-       AND NOT mcp.slot_held(sl.stream_id, sl.follower_id)
-     ORDER BY sl.n LIMIT 1 FOR UPDATE SKIP LOCKED;
+       AND NOT EXISTS (SELECT 1 FROM mcp.streams s
+                        WHERE s.id = sl.stream_id AND s.status = 'open'
+                          AND s.lease_until >= now())
+       AND (sl.stream_id IS NOT NULL
+            OR NOT EXISTS (SELECT 1 FROM mcp.followers f
+                            WHERE f.id = sl.follower_id AND f.lease_until >= now()))
+     ORDER BY sl.n LIMIT 1 FOR UPDATE OF sl SKIP LOCKED;
     IF FOUND THEN
         UPDATE mcp.stream_slots SET stream_id = p_stream, follower_id = p_follower
          WHERE scope = p_scope AND n = slot;
