@@ -531,6 +531,14 @@ class Bench:
     MCPBackend ${{MCP_BACKEND_URL}}
     MCPAsyncStreams Off
 </Location>
+# the same gateway with the stream limits at their defaults (httpd_conf turns them off for the
+# rest: every client here is 127.0.0.1), for measurement 1's price of the admission's slots
+<Location /mcp-limits>
+    SetHandler mcp
+    MCPBackend ${{MCP_BACKEND_URL}}
+    MCPMaxStreamsPerSession 16
+    MCPMaxStreamsPerPrincipal 64
+</Location>
 # the same server-everything over stdio, one process per session run by mod_mcp's supervisor
 # (as supergateway runs it), for measurements 2 and 9
 {stdio_se_conf(node, se_js)}# three members, each the C test backend, behind one endpoint: measurement 10
@@ -542,6 +550,7 @@ class Bench:
         self.gw2 = self.urls[1]
         self.gw_se = self.gw.replace("/mcp", "/mcp-se")
         self.gw_thr = self.gw.replace("/mcp", "/mcp-threaded")
+        self.gw_lim = self.gw.replace("/mcp", "/mcp-limits")
         self.gw_ses = self.gw.replace("/mcp", "/mcp-se-stdio")
         self.backend = env["MCP_BACKEND_URL"]
         # The trivial fixed-response handler: a static JSON file served by httpd's core.
@@ -561,6 +570,7 @@ class Bench:
         # the JSON answer shape: a 2025-06-18 session gets application/json for a request
         mcp_sessions(self.gw, 32, sf("gwjson"), proto=JSON_PROTO)
         mcp_sessions(self.gw_thr, 32, sf("gwthr"))
+        mcp_sessions(self.gw_lim, 32, sf("gwlim"))
         # every call of every connection in one session (an agent's parallel tool calls), c = 8
         mcp_sessions(self.gw, 1, sf("gw1"))
         mcp_sessions(self.gw2, 32, sf("gw2"))
@@ -640,6 +650,7 @@ class Bench:
                    ("trivial", self.trivial, self.sf("gw")),
                    ("mod_mcp-json", self.gw, self.sf("gwjson")),
                    ("mod_mcp-threaded", self.gw_thr, self.sf("gwthr")),
+                   ("mod_mcp-limits", self.gw_lim, self.sf("gwlim")),
                    ("mod_mcp-1session", self.gw, self.sf("gw1"))]
         proto = lambda name: JSON_PROTO if name == "mod_mcp-json" else PROTO
         # calls of one session: the point of issue 25 (c = 8 only)

@@ -284,7 +284,10 @@ def write_report(res, bench_dir, work, quick):
     w("")
     w("SSE: a 2025-11-25 session (priming event, then the answer); JSON: a 2025-06-18 session "
       "(`application/json`); SSE, one session: every connection's calls in one session (an "
-      "agent's parallel tool calls; they share its row's locks: MultiXacts). PostgreSQL CPU per call is the CPU time of all postgres processes "
+      "agent's parallel tool calls; they share its row's locks: MultiXacts); SSE, default "
+      "limits: `MCPMaxStreamsPerSession 16` and `MCPMaxStreamsPerPrincipal 64` as shipped (the "
+      "other rows run without them: every client here is one principal), each call claiming a "
+      "slot of its session and one of its principal. PostgreSQL CPU per call is the CPU time of all postgres processes "
       "(from /proc) divided by the calls; transactions are transaction ids used; NOTIFYs are "
       "counted on a LISTEN connection; WAL bytes from the WAL insert position. These figures "
       "hardly depend on the machine's load, unlike calls/s. RSS after the point: httpd (parent "
@@ -296,7 +299,8 @@ def write_report(res, bench_dir, work, quick):
     w("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for c in CONCS:
         for t, shape in (("mod_mcp", "SSE"), ("mod_mcp-json", "JSON"),
-                         ("mod_mcp-1session", "SSE, one session")):
+                         ("mod_mcp-1session", "SSE, one session"),
+                         ("mod_mcp-limits", "SSE, default limits")):
             rs = R("m1", f"{t}/{c}")
             if not rs:
                 continue
