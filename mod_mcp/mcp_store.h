@@ -119,10 +119,15 @@ struct mcp_store_t {
 void mcp_store_init(mcp_store_t *db, const mcp_store_lender_t *lender, void *baton,
                     apr_interval_time_t patience, apr_interval_time_t statement_timeout);
 
-/* A session row whose activity is over a second old: the next statement of the session marks
- * it seen (sessions are marked at most once a second, so that concurrent calls of one session
- * mostly share its row instead of each writing a new version of it). */
-#define MCP_STORE_SESSION_STALE "last_seen_at < now() - interval '1 second'"
+/* A session row whose recorded activity is over a minute old (over a quarter of its idle
+ * timeout, when that is shorter): the next statement of the session, or a renewal of one of its
+ * streams' leases, marks it seen. last_seen_at is indexed (the count of live sessions), so a
+ * mark is a new version of the row with an entry in each of its indexes: marked at most that
+ * often, an agent that calls every few seconds does not rewrite its session at every call, and
+ * concurrent calls of one session mostly share its row. */
+#define MCP_STORE_SESSION_STALE \
+    "last_seen_at < now() - make_interval(secs => LEAST(60," \
+    "                                     coalesce(NULLIF(idle_timeout_secs, 0) / 4, 60)))"
 
 /* The SET clause that marks a session seen (when MCP_STORE_SESSION_STALE), for statements that
  * touch one. */

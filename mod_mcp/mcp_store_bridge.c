@@ -99,8 +99,9 @@ mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
      * it; an UPDATE on each call held it to the commit, and each waited for the others' WAL
      * flush), so the statement runs in the child's group with the other calls' statements,
      * keyed by the client's stream (the one row it updates): KEY SHARE conflicts with no lock a
-     * group, a lease renewal or a touch takes, so the group's lock order holds. A row stale by
-     * over a second is marked seen afterwards, in a transaction of its own (pooled_touch). */
+     * group, a lease renewal or a touch takes, so the group's lock order holds. A stale row
+     * (MCP_STORE_SESSION_STALE) is marked seen afterwards, in a transaction of its own
+     * (pooled_touch). */
     static const char sql[] =
         "WITH p AS (" POOLED_AND(
         ", ($4 IS NULL OR (b.tools_fetched_at > now() - make_interval(secs => $5::float8)"

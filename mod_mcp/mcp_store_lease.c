@@ -20,14 +20,13 @@ mcp_store_status_t mcp_store_streams_renew(mcp_store_t *db, apr_pool_t *p, int n
         "    FROM v WHERE s.id = v.id AND s.status = 'open' AND s.id IN (SELECT id FROM locked)"
         "  RETURNING s.id, s.session_id"
         /* Then the session rows, in id order too, as a group's openings of streams take them
-         * after its streams' rows; only those last seen over a minute ago (a quarter of their
-         * idle timeout, when that is shorter): enough to keep a session with a stream from
-         * expiring, and a session row's update (a new version and an entry in each of its
-         * indexes) is most of a renewal's WAL (bench/idle_streams.py --idle-secs). */
+         * after its streams' rows; only stale ones (MCP_STORE_SESSION_STALE): enough to keep a
+         * session with a stream from expiring, and a session row's update (a new version and
+         * an entry in each of its indexes) was most of a renewal's WAL when every renewal made
+         * one (bench/idle_streams.py --idle-secs). */
         "), sl AS ("
         "  SELECT id FROM mcp.sessions WHERE id IN (SELECT session_id FROM st)"
-        "     AND last_seen_at < now() - make_interval(secs => LEAST(60,"
-        "                        coalesce(NULLIF(idle_timeout_secs, 0) / 4, 60)))"
+        "     AND " MCP_STORE_SESSION_STALE
         "   ORDER BY id FOR NO KEY UPDATE"
         "), se AS ("
         "  UPDATE mcp.sessions SET last_seen_at = now()"

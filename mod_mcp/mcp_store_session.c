@@ -7,8 +7,9 @@
 
 #include "mcp_store_private.h"
 
-/* A session's activity, recorded at most once a second: last_seen_at is indexed, so an update
- * that changes it can never be HOT (new index entries, more WAL); one that keeps it can. */
+/* A session's activity, recorded at most once a minute (MCP_STORE_SESSION_STALE): last_seen_at
+ * is indexed, so an update that changes it can never be HOT (new index entries, more WAL); one
+ * that keeps it can. */
 #define TOUCH_SESSION MCP_STORE_TOUCH_SESSION
 
 /* Ending a session (terminated_at set) locks its row FOR UPDATE first, not with the UPDATE's

@@ -65,6 +65,31 @@ def test_expired_session_answers_404(mcp, pg):
         assert cur.fetchone()[0] == "expired"
 
 
+def test_a_session_is_marked_seen_at_most_once_a_minute(mcp, pg):
+    """Each mark of a session's activity is a new version of its row (last_seen_at is indexed):
+    calls within a minute of the last mark leave the row as it is, the first call after a
+    minute marks it."""
+    s = mcp()
+    s.initialize()
+    with pg.cursor() as cur:
+        cur.execute("UPDATE mcp.sessions SET last_seen_at = now() - interval '30 seconds' "
+                    "WHERE id = %s RETURNING xmin::text", (s.session_id,))
+        version = cur.fetchone()[0]
+    for i in range(3):
+        assert s.call("tools/call", {"name": "echo", "arguments": {"text": str(i)}})
+    with pg.cursor() as cur:
+        cur.execute("SELECT xmin::text, now() - last_seen_at > interval '29 seconds'"
+                    "  FROM mcp.sessions WHERE id = %s", (s.session_id,))
+        assert cur.fetchone() == (version, True), "a call rewrote a session seen 30 s ago"
+        cur.execute("UPDATE mcp.sessions SET last_seen_at = now() - interval '61 seconds' "
+                    "WHERE id = %s", (s.session_id,))
+    assert s.call("tools/call", {"name": "echo", "arguments": {"text": "late"}})
+    with pg.cursor() as cur:
+        cur.execute("SELECT now() - last_seen_at < interval '5 seconds' FROM mcp.sessions "
+                    "WHERE id = %s", (s.session_id,))
+        assert cur.fetchone()[0], "a call did not mark a session last seen over a minute ago"
+
+
 def test_activity_keeps_a_session_alive(mcp, pg):
     s = mcp()
     s.initialize()

@@ -565,7 +565,7 @@ def test_a_bridged_call_writes_the_pooled_sessions_row_only_to_touch_it(bridge, 
     with db.cursor() as cur:
         cur.execute("SELECT xmin::text FROM mcp.sessions WHERE id = %s", (pooled,))
         assert cur.fetchone()[0] == version, "a bridged call wrote a fresh pooled session's row"
-        cur.execute("UPDATE mcp.sessions SET last_seen_at = now() - interval '10 seconds'"
+        cur.execute("UPDATE mcp.sessions SET last_seen_at = now() - interval '2 minutes'"
                     " WHERE id = %s", (pooled,))
     r = tool(bridge["URL"], "touch-6", "echo", {"text": "6"}, caps=caps)
     assert r.status_code == 200, r.text

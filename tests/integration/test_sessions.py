@@ -244,11 +244,12 @@ def test_concurrent_calls_on_one_session_touch_it_and_race_its_delete(mcp, stack
     for t in threads:
         t.start()
     try:
-        # The activity made stale (10 s ago) again and again: a call that starts after that
-        # must leave it fresh, whatever the other calls hold at that moment.
+        # The activity made stale (2 minutes ago: a session is marked seen at most once a
+        # minute) again and again: a call that starts after that must leave it fresh, whatever
+        # the other calls hold at that moment.
         for _ in range(8):
             with pg.cursor() as cur:
-                cur.execute("UPDATE mcp.sessions SET last_seen_at = now() - interval '10 s'"
+                cur.execute("UPDATE mcp.sessions SET last_seen_at = now() - interval '2 minutes'"
                             " WHERE id = %s RETURNING last_seen_at", (sid,))
                 stale = cur.fetchone()[0]
             mark = time.monotonic()
