@@ -148,8 +148,12 @@ mcp_store_status_t mcp_store_streams_expire(mcp_store_t *db, apr_pool_t *p,
                                             apr_int64_t stream_id, const char *message,
                                             long *finished)
 {
+    /* Two texts, not one with "$1 = 0 OR id = $1": its generic plan read every open stream
+     * (streams_open_idx) for one id too. By id, the primary key finds the one stream; the
+     * sweep reads the open ones and checks each one's lease. */
     return streams_end(db, p, "finishing streams whose owner is gone",
-                       "lease_until < now() AND ($1::bigint = 0 OR id = $1::bigint)",
+                       stream_id ? "lease_until < now() AND id = $1::bigint"
+                                 : "lease_until < now() AND $1::bigint = 0",
                        mcp_store__i64(p, stream_id), -32002, message, finished);
 }
 
