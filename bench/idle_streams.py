@@ -125,54 +125,39 @@ def tree_status(pids):
     return {"threads": threads, "rss_kb": rss, "processes": nproc}
 
 
-def cpu_ticks(pids):
-    """utime + stime (clock ticks) of pids and their descendants, by (pid, start time)."""
-    out = {}
-    for root in pids:
-        for pid in proc_tree(root):
-            try:
-                rest = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-                out[(pid, int(rest[19]))] = int(rest[11]) + int(rest[12])
-            except (OSError, IndexError, ValueError):
-                pass
-    return out
-
-
-def ticks_used(a, b):
-    """Ticks used between two cpu_ticks: a process that ended in between is not counted (its
-    time is gone from /proc), one that started counts from zero."""
-    return sum(max(t - a.get(k, 0), 0) for k, t in b.items())
-
-
 async def idle_cost(a, httpd_pids, secs):
     """What the open streams cost over secs seconds of nothing else: WAL, write transactions,
     PostgreSQL's and httpd's CPU, and the WAL's record kinds."""
-    import psycopg2   # only here: the --url mode needs no database driver
+    # Only here: the --url mode needs no database driver (bench.py imports psycopg2).
+    sys.path.insert(0, BENCH)
+    import bench
+    import psycopg2
 
     conn = psycopg2.connect(a.pg_dsn)
     conn.autocommit = True
+    cpu = bench.CpuMeter()
+    cpu.add(a.pg_pid, "postgres")
+    for pid in httpd_pids:
+        cpu.add(pid, "httpd")
 
     def point():
         with conn.cursor() as c:
-            c.execute("SELECT pg_current_wal_insert_lsn(), pg_walfile_name(pg_current_wal_insert_lsn()),"
-                      " pg_current_wal_insert_lsn() - '0/0'::pg_lsn,"
+            c.execute("SELECT pg_current_wal_insert_lsn(), pg_current_wal_insert_lsn() - '0/0'::pg_lsn,"
                       " pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
-            lsn, _wal, wal_bytes, xid = c.fetchone()
-        return {"lsn": lsn, "wal": int(wal_bytes), "xid": int(xid),
-                "pg": cpu_ticks([a.pg_pid]), "httpd": cpu_ticks(httpd_pids),
-                "t": time.monotonic()}
+            lsn, wal_bytes, xid = c.fetchone()
+        return {"lsn": lsn, "wal": int(wal_bytes), "xid": int(xid), "cpu": cpu.snapshot()}
 
     p0 = point()
     await asyncio.sleep(secs)
     p1 = point()
     conn.close()
-    hz = os.sysconf("SC_CLK_TCK")
-    el = p1["t"] - p0["t"]
+    cores = bench.CpuMeter.delta(p0["cpu"], p1["cpu"])
+    el = p1["cpu"][1] - p0["cpu"][1]
     out = {"seconds": round(el, 1),
            "wal_bytes_per_s": round((p1["wal"] - p0["wal"]) / el),
            "write_transactions_per_s": round((p1["xid"] - p0["xid"]) / el, 1),
-           "postgres_cores": round(ticks_used(p0["pg"], p1["pg"]) / hz / el, 4),
-           "httpd_cores": round(ticks_used(p0["httpd"], p1["httpd"]) / hz / el, 4)}
+           "postgres_cores": round(cores.get("postgres", 0.0), 4),
+           "httpd_cores": round(cores.get("httpd", 0.0), 4)}
     waldump = os.path.join(a.pg_bin, "pg_waldump")
     if os.path.exists(waldump):
         r = subprocess.run([waldump, "--stats=record", "-p", os.path.join(a.pg_data, "pg_wal"),
