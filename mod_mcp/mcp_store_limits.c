@@ -217,8 +217,9 @@ mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
 
 /* The CTEs cur, touched, held and se: the columns cols of session row id (an SQL expression)
  * when it is live (live), the row locked in one mode only, chosen from a plain read: an UPDATE
- * (the touch) when its activity is stale (MCP_STORE_SESSION_STALE), else FOR KEY SHARE, the lock a stream's
- * foreign key takes anyway (no new row version, none of the row's CHECKs, no second lock).
+ * (the touch) when its activity is stale (MCP_STORE_SESSION_STALE), else FOR KEY SHARE, the
+ * lock a stream's foreign key takes anyway (no new row version, none of the row's CHECKs, no
+ * second lock).
  * Either waits for a termination in flight and re-checks the row after it. A transaction that
  * never upgrades a lock it holds on the row cannot deadlock with another on it, and other
  * requests' KEY SHARE never blocks the UPDATE. A stale read makes the UPDATE, which waits for
