@@ -290,10 +290,9 @@ void sv_log(int level, const char *fmt, ...)
     }
 }
 
-/* ---- timers: a binary min-heap of pointers ------------------------------------------------ */
+/* ---- timers (mcp_heap) --------------------------------------------------------------------- */
 
-static sv_timer_t **heap;
-static size_t heap_len, heap_cap;
+static mcp_heap_t timers = MCP_HEAP_INIT;
 
 uint64_t sv_now(void)
 {
@@ -303,91 +302,33 @@ uint64_t sv_now(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void heap_place(size_t i, sv_timer_t *t)
-{
-    heap[i] = t;
-    t->slot = i + 1;
-}
-
-static void heap_up(size_t i)
-{
-    sv_timer_t *t = heap[i];
-
-    while (i > 0 && heap[(i - 1) / 2]->due > t->due) {
-        heap_place(i, heap[(i - 1) / 2]);
-        i = (i - 1) / 2;
-    }
-    heap_place(i, t);
-}
-
-static void heap_down(size_t i)
-{
-    sv_timer_t *t = heap[i];
-
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= heap_len)
-            break;
-        if (c + 1 < heap_len && heap[c + 1]->due < heap[c]->due)
-            c++;
-        if (heap[c]->due >= t->due)
-            break;
-        heap_place(i, heap[c]);
-        i = c;
-    }
-    heap_place(i, t);
-}
-
 void sv_timer_cancel(sv_timer_t *t)
 {
-    size_t i;
-
-    if (!t->slot)
-        return;
-    i = t->slot - 1;
-    t->slot = 0;
-    heap_len--;
-    if (i == heap_len)
-        return;
-    {
-        sv_timer_t *moved = heap[heap_len];
-        heap_place(i, moved);
-        heap_up(i);
-        heap_down(moved->slot - 1);
-    }
+    mcp_heap_remove(&timers, &t->node);
 }
 
 void sv_timer_set(sv_timer_t *t, uint64_t delay_ms, sv_timer_fn *fn, void *data)
 {
-    sv_timer_cancel(t);
-    t->due = sv_now() + delay_ms;
     t->fn = fn;
     t->data = data;
-    if (heap_len == heap_cap) {
-        heap_cap = heap_cap ? heap_cap * 2 : 256;
-        heap = realloc(heap, heap_cap * sizeof(*heap));
-        if (!heap)
-            out_of_memory();
-    }
-    heap[heap_len] = t;
-    t->slot = ++heap_len;
-    heap_up(heap_len - 1);
+    if (mcp_heap_set(&timers, &t->node, (int64_t)(sv_now() + delay_ms)) != 0)
+        out_of_memory();
 }
 
 /* Runs the timers that are due; returns the ms until the next one (-1: none). */
 static int timers_run(void)
 {
-    uint64_t now = sv_now();
+    int64_t now = (int64_t)sv_now();
+    mcp_heap_node_t *n;
 
-    while (heap_len && heap[0]->due <= now) {
-        sv_timer_t *t = heap[0];
-        sv_timer_cancel(t);
+    while ((n = mcp_heap_pop_due(&timers, now))) {
+        sv_timer_t *t = (sv_timer_t *)((char *)n - offsetof(sv_timer_t, node));
         t->fn(t);
-        now = sv_now();
+        now = (int64_t)sv_now();
     }
-    if (!heap_len)
+    if (!(n = mcp_heap_first(&timers)))
         return -1;
-    return (int)(heap[0]->due - now > 60000 ? 60000 : heap[0]->due - now);
+    return (int)(n->due - now > 60000 ? 60000 : n->due - now);
 }
 
 /* ---- watches ------------------------------------------------------------------------------ */
@@ -907,7 +848,7 @@ int main(int argc, char **argv)
     sv_hash_free(&sv.procs);
     sv_hash_free(&sv.counts);
     mcp_lines_destroy(control_lines);
-    free(heap);
+    mcp_heap_free(&timers);
     close(sv.epfd);
     return exit_code;
 }

@@ -24,6 +24,7 @@
 
 #include <json-c/json.h>
 
+#include "mcp_heap.h"
 #include "mcp_lines.h"
 #include "mcp_proc.h"
 #include "mcp_reqhead.h"
@@ -97,10 +98,9 @@ void sv_hash_free(sv_hash_t *h);
 typedef struct sv_timer_t sv_timer_t;
 typedef void sv_timer_fn(sv_timer_t *t);
 struct sv_timer_t {
-    uint64_t     due;      /* CLOCK_MONOTONIC ms */
-    size_t       slot;     /* heap index + 1; 0: not armed */
-    sv_timer_fn *fn;
-    void        *data;
+    mcp_heap_node_t node;   /* its due: CLOCK_MONOTONIC ms */
+    sv_timer_fn    *fn;
+    void           *data;
 };
 uint64_t sv_now(void);
 void sv_timer_set(sv_timer_t *t, uint64_t delay_ms, sv_timer_fn *fn, void *data);
