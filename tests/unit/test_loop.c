@@ -33,6 +33,7 @@ typedef struct probe_t {
     mcp_loop_src_t     *src;
     unsigned            seen;         /* every event bit seen                                */
     int                 runs;
+    apr_time_t          first_run_at;
     apr_uint32_t        inside;       /* runs under way now (must never exceed 1)           */
     int                 overlapped;
     int                 release_on;   /* events that make the run release the source         */
@@ -87,7 +88,9 @@ static void run(mcp_loop_src_t *src, unsigned events, void *baton)
     }
     apr_thread_mutex_lock(p->mutex);
     p->seen |= events;
-    p->runs++;
+    if (!p->runs++) {
+        p->first_run_at = apr_time_now();
+    }
     if (p->slotted && (events & MCP_LOOP_XFER)) {
         int slot;
         apr_size_t i;
@@ -276,6 +279,51 @@ START_TEST(test_timer)
     /* Once: it does not come again unless set again. */
     apr_sleep(MS(150));
     ck_assert_int_eq(p->runs, 1);
+}
+END_TEST
+
+/* Timers of many sources (kept in order, not looked at one by one): each comes once, not before
+ * it is due; one moved later comes later, one moved earlier comes sooner, one cleared never; a
+ * held source's timer and its let-go time are each kept. */
+START_TEST(test_many_timers_each_when_due)
+{
+    enum { N = 100 };
+    probe_t *p[N], *later, *sooner, *cleared, *held;
+    apr_time_t t0 = apr_time_now(), at[N];
+    int i;
+
+    for (i = 0; i < N; i++) {
+        p[i] = probe_new();
+        at[i] = t0 + MS(100) + MS(4) * ((i * 37) % N);   /* 100 .. 500 ms, shuffled */
+        mcp_loop_src_timer(p[i]->src, at[i]);
+        mcp_loop_src_go(p[i]->src, 0);
+    }
+    later = p[0];
+    sooner = p[1];
+    cleared = p[2];
+    mcp_loop_src_timer(later->src, at[0] = t0 + MS(900));
+    mcp_loop_src_timer(sooner->src, at[1] = t0 + MS(60));
+    mcp_loop_src_timer(cleared->src, 0);
+    held = probe_new();
+    mcp_loop_src_timer(held->src, t0 + MS(300));
+    mcp_loop_src_go(held->src, t0 + MS(150));   /* let go first, then its timer comes */
+    ck_assert(await(sooner, saw_timer, MS(2000)));
+    ck_assert(await(held, saw_timer, MS(2000)));
+    ck_assert(apr_time_now() >= t0 + MS(300));
+    for (i = 3; i < N; i++) {
+        ck_assert(await(p[i], saw_timer, MS(2000)));
+    }
+    ck_assert_int_eq(later->runs, 0);
+    ck_assert(await(later, saw_timer, MS(2000)));
+    apr_sleep(MS(100));
+    for (i = 0; i < N; i++) {
+        if (p[i] != cleared) {
+            ck_assert_int_eq(p[i]->runs, 1);
+            ck_assert(p[i]->first_run_at >= at[i]);
+        }
+    }
+    ck_assert_int_eq(cleared->runs, 0);
+    ck_assert_int_eq(held->runs, 1);
 }
 END_TEST
 
@@ -776,6 +824,7 @@ static Suite *loop_suite(void)
     tcase_add_test(tc, test_writable_only_when_asked_and_possible);
     tcase_add_test(tc, test_release_from_a_run);
     tcase_add_test(tc, test_release_while_held);
+    tcase_add_test(tc, test_many_timers_each_when_due);
     tcase_add_test(tc, test_stop_tells_every_source);
     tcase_add_test(tc, test_waiting_owners_are_woken_each_by_their_own_source);
     tcase_add_test(tc, test_stop_check_tells_sources_and_the_loop_goes_on);
