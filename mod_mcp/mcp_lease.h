@@ -37,18 +37,20 @@ int mcp_lease_lost(mcp_leases_t *ls, const mcp_lease_t *l);
 
 /* A batch of renewals, as the store takes them. */
 typedef struct mcp_lease_batch_t {
+    apr_time_t          at;         /* the time it was found due at                     */
     apr_array_header_t *ids;        /* apr_int64_t                                      */
     apr_array_header_t *sessions;   /* const char *                                     */
     apr_array_header_t *secs;       /* int: the lease in whole seconds                  */
 } mcp_lease_batch_t;
 
-/* The registered streams due for renewal at now (allocated in p). */
+/* The registered streams due for renewal at now (allocated in p): linear in them, whatever
+ * the number registered. */
 void mcp_leases_due(mcp_leases_t *ls, apr_pool_t *p, apr_time_t now, mcp_lease_batch_t *due);
 
 /* The outcome of renewing a batch: the ids in alive (apr_int64_t) were renewed at now; every
  * other id of the batch is no longer open and is marked lost (and, when lost is not NULL,
  * appended to it if it was not lost before). Entries removed meanwhile are skipped. Linear in
- * the registered streams and the batch (scratch in due->ids's pool). */
+ * the batch, logarithmic in the registered streams (scratch in due->ids's pool). */
 void mcp_leases_renewed(mcp_leases_t *ls, const mcp_lease_batch_t *due,
                         const apr_array_header_t *alive, apr_time_t now,
                         apr_array_header_t *lost);
