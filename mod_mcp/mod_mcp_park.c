@@ -630,8 +630,13 @@ static void run_stream(mcp_park_t *pk, unsigned events, int half_ok)
         return;
     }
     if (!pending && now - pk->last_write >= conf->keepalive_interval) {
+        /* Not copied: a copy is a heap bucket's 8 KB block, which a parked connection's
+         * allocator maps and unmaps at once (it keeps no freed memory), a TLB shootdown on
+         * every CPU for each keep-alive of each idle stream. */
         static const char keepalive[] = ": keepalive\n\n";
-        put_text(pk, keepalive, sizeof(keepalive) - 1);
+        APR_BRIGADE_INSERT_TAIL(pk->out, apr_bucket_immortal_create(keepalive,
+                                                                    sizeof(keepalive) - 1,
+                                                                    pk->out->bucket_alloc));
         pending = push(pk);
     }
     mcp_loop_src_fd(pk->src, pk->fd, pending);
