@@ -61,25 +61,38 @@ CREATE OR REPLACE FUNCTION mcp.slot_claim_among(p_scope text, p_max int, p_strea
 RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     slot int;
+    occupant bigint;
+    occupant_follower bigint;
+    passed int[] := '{}';
     taken int[];
 BEGIN
-    -- mcp.slot_held written out: a plpgsql call for each held slot looked at before the first
-    -- free one cost more than the lookup itself (a busy principal: every call in flight).
-    SELECT n INTO slot FROM mcp.stream_slots sl
-     WHERE sl.scope = p_scope AND sl.n <= p_max
-       AND (sl.stream_id IS NULL OR sl.stream_id <> ALL (p_pending))
-       AND NOT EXISTS (SELECT 1 FROM mcp.streams s
-                        WHERE s.id = sl.stream_id AND s.status = 'open'
-                          AND s.lease_until >= now())
-       AND (sl.stream_id IS NOT NULL
-            OR NOT EXISTS (SELECT 1 FROM mcp.followers f
-                            WHERE f.id = sl.follower_id AND f.lease_until >= now()))
-     ORDER BY sl.n LIMIT 1 FOR UPDATE OF sl SKIP LOCKED;
-    IF FOUND THEN
-        UPDATE mcp.stream_slots SET stream_id = p_stream, follower_id = p_follower
-         WHERE scope = p_scope AND n = slot;
-        RETURN true;
-    END IF;
+    LOOP
+        -- The slots whose occupant looks gone, written out (a plpgsql call for each held slot
+        -- passed before the first free one cost more than the lookup itself: a busy principal
+        -- passes every call in flight). Written out, the test sees the streams as of this
+        -- statement's snapshot, also when FOR UPDATE re-checks a slot that a concurrent claim
+        -- took and committed after it: that claim's stream is not seen, and the slot looks
+        -- free. So the slot found is only a candidate: once it is locked, mcp.slot_held (a
+        -- fresh snapshot) says whether its occupant is really gone.
+        SELECT sl.n, sl.stream_id, sl.follower_id INTO slot, occupant, occupant_follower
+          FROM mcp.stream_slots sl
+         WHERE sl.scope = p_scope AND sl.n <= p_max AND sl.n <> ALL (passed)
+           AND (sl.stream_id IS NULL OR sl.stream_id <> ALL (p_pending))
+           AND NOT EXISTS (SELECT 1 FROM mcp.streams s
+                            WHERE s.id = sl.stream_id AND s.status = 'open'
+                              AND s.lease_until >= now())
+           AND (sl.stream_id IS NOT NULL
+                OR NOT EXISTS (SELECT 1 FROM mcp.followers f
+                                WHERE f.id = sl.follower_id AND f.lease_until >= now()))
+         ORDER BY sl.n LIMIT 1 FOR UPDATE OF sl SKIP LOCKED;
+        EXIT WHEN NOT FOUND;
+        IF NOT mcp.slot_held(occupant, occupant_follower) THEN
+            UPDATE mcp.stream_slots SET stream_id = p_stream, follower_id = p_follower
+             WHERE scope = p_scope AND n = slot;
+            RETURN true;
+        END IF;
+        passed := passed || slot;   -- taken meanwhile: its new occupant holds it
+    END LOOP;
     -- New slot numbers only: a unique check against a slot that a claim is updating would
     -- wait for its commit. And one that another transaction in flight inserts is skipped, not
     -- waited for: whoever inserts slot n holds a try-lock of it to the end of its transaction.

@@ -12,7 +12,9 @@ per user), /mcp-capped (2 live sessions).
 import hashlib
 import json
 import os
+import random
 import socket
+import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
@@ -232,6 +234,58 @@ def test_concurrent_admissions_of_one_session_never_overshoot(mcp, stack, pg):
         for c in sessions:
             c.close()
     wait_for(lambda: open_streams(pg, "session_id", s.session_id) == 0, what="the streams to end")
+
+
+def test_a_slot_taken_and_committed_while_a_claim_looks_is_not_taken_twice(mcp, stack, pg):
+    """Admissions of one session limited to 3, each committed with its stream, the streams
+    finished soon after, by 8 connections at once for 4 s (directly in PostgreSQL, the
+    admission's own functions): the session never has more than 3 open streams. A claim that
+    judged a slot by its statement's snapshot took a slot whose new occupant had committed
+    after that snapshot (FOR UPDATE re-checks the locked row, not the stream it names): 367 to
+    659 times over the limit in 20 s against 5b51814's claim, up to 6 open streams."""
+    s = mcp(base(stack) + "/mcp")
+    s.initialize()
+    limit, seconds = 3, 4.0
+    stop = time.monotonic() + seconds
+    seen = []
+
+    def claimer(k):
+        conn = psycopg2.connect(stack["MCP_PG"])
+        rng = random.Random(k)
+        admitted = over = 0
+        try:
+            with conn.cursor() as cur:
+                while time.monotonic() < stop:
+                    cur.execute("SELECT mcp.stream_id_new()")
+                    sid = cur.fetchone()[0]
+                    cur.execute("SELECT mcp.admit_stream(%s, 'addr:race', 0, %s, 0, 0, %s, NULL)",
+                                (s.session_id, limit, sid))
+                    if cur.fetchone()[0] is not None:
+                        conn.commit()
+                        continue
+                    cur.execute("INSERT INTO mcp.streams (id, session_id, kind, lease_until) "
+                                "VALUES (%s, %s, 'request', now() + interval '30 s')",
+                                (sid, s.session_id))
+                    conn.commit()
+                    admitted += 1
+                    cur.execute("SELECT count(*) FROM mcp.streams"
+                                " WHERE session_id = %s AND status = 'open'", (s.session_id,))
+                    over += cur.fetchone()[0] > limit
+                    conn.commit()
+                    time.sleep(rng.random() * 0.002)
+                    cur.execute("UPDATE mcp.streams SET status = 'complete', completed_at = now()"
+                                " WHERE id = %s", (sid,))
+                    conn.commit()
+        finally:
+            conn.close()
+        seen.append((admitted, over))
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(claimer, range(8)))
+    admitted = sum(a for a, _ in seen)
+    over = sum(o for _, o in seen)
+    assert admitted > 100, seen   # the slots turned over: the race had its chances
+    assert over == 0, f"{over} of {admitted} admissions found more than {limit} open streams"
 
 
 def test_replay_reads_are_bounded_by_bytes_and_complete(mcp, stack):
