@@ -63,30 +63,37 @@ DECLARE
     slot int;
     occupant bigint;
     occupant_follower bigint;
+    alive boolean;
     passed int[] := '{}';
     taken int[];
 BEGIN
     LOOP
-        -- The slots whose occupant looks gone, written out (a plpgsql call for each held slot
-        -- passed before the first free one cost more than the lookup itself: a busy principal
-        -- passes every call in flight). Written out, the test sees the streams as of this
-        -- statement's snapshot, also when FOR UPDATE re-checks a slot that a concurrent claim
-        -- took and committed after it: that claim's stream is not seen, and the slot looks
-        -- free. So the slot found is only a candidate: once it is locked, mcp.slot_held (a
-        -- fresh snapshot) says whether its occupant is really gone.
-        SELECT sl.n, sl.stream_id, sl.follower_id INTO slot, occupant, occupant_follower
+        -- The slots whose occupant is not alive as this statement's snapshot sees it (written
+        -- out: a plpgsql call for each held slot passed before the first free one cost more
+        -- than the lookup itself; a busy principal passes every call in flight). An occupant
+        -- the snapshot does not see at all is only a candidate: its admission may have been
+        -- refused (its row never inserted), or it took the slot and committed after the
+        -- snapshot, and FOR UPDATE's re-check of the locked row judges the stream it names
+        -- with this same snapshot. Once locked, such a slot is judged by mcp.slot_held (a
+        -- fresh snapshot); one whose occupant was seen ended (the common case) needs no call.
+        SELECT sl.n, sl.stream_id, sl.follower_id,
+               CASE WHEN sl.stream_id IS NOT NULL
+                    THEN (SELECT s.status = 'open' AND s.lease_until >= now() FROM mcp.streams s
+                           WHERE s.id = sl.stream_id)
+                    ELSE (SELECT f.lease_until >= now() FROM mcp.followers f
+                           WHERE f.id = sl.follower_id) END
+          INTO slot, occupant, occupant_follower, alive
           FROM mcp.stream_slots sl
          WHERE sl.scope = p_scope AND sl.n <= p_max AND sl.n <> ALL (passed)
            AND (sl.stream_id IS NULL OR sl.stream_id <> ALL (p_pending))
-           AND NOT EXISTS (SELECT 1 FROM mcp.streams s
-                            WHERE s.id = sl.stream_id AND s.status = 'open'
-                              AND s.lease_until >= now())
-           AND (sl.stream_id IS NOT NULL
-                OR NOT EXISTS (SELECT 1 FROM mcp.followers f
-                                WHERE f.id = sl.follower_id AND f.lease_until >= now()))
+           AND (CASE WHEN sl.stream_id IS NOT NULL
+                     THEN (SELECT s.status = 'open' AND s.lease_until >= now() FROM mcp.streams s
+                            WHERE s.id = sl.stream_id)
+                     ELSE (SELECT f.lease_until >= now() FROM mcp.followers f
+                            WHERE f.id = sl.follower_id) END) IS NOT TRUE
          ORDER BY sl.n LIMIT 1 FOR UPDATE OF sl SKIP LOCKED;
         EXIT WHEN NOT FOUND;
-        IF NOT mcp.slot_held(occupant, occupant_follower) THEN
+        IF alive IS NOT NULL OR NOT mcp.slot_held(occupant, occupant_follower) THEN
             UPDATE mcp.stream_slots SET stream_id = p_stream, follower_id = p_follower
              WHERE scope = p_scope AND n = slot;
             RETURN true;
