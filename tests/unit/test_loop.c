@@ -284,7 +284,8 @@ END_TEST
 
 /* Timers of many sources (kept in order, not looked at one by one): each comes once, not before
  * it is due; one moved later comes later, one moved earlier comes sooner, one cleared never; a
- * held source's timer and its let-go time are each kept. */
+ * held source's timer and its let-go time are each kept. (Only "not before": how late a timer
+ * comes depends on the machine's load.) */
 START_TEST(test_many_timers_each_when_due)
 {
     enum { N = 100 };
@@ -313,7 +314,6 @@ START_TEST(test_many_timers_each_when_due)
     for (i = 3; i < N; i++) {
         ck_assert(await(p[i], saw_timer, MS(2000)));
     }
-    ck_assert_int_eq(later->runs, 0);
     ck_assert(await(later, saw_timer, MS(2000)));
     apr_sleep(MS(100));
     for (i = 0; i < N; i++) {
