@@ -284,7 +284,7 @@ def test_a_slot_taken_and_committed_while_a_claim_looks_is_not_taken_twice(mcp, 
         list(pool.map(claimer, range(8)))
     admitted = sum(a for a, _ in seen)
     over = sum(o for _, o in seen)
-    assert admitted > 100, seen   # the slots turned over: the race had its chances
+    assert admitted > 50, seen   # the slots turned over: the race had its chances
     assert over == 0, f"{over} of {admitted} admissions found more than {limit} open streams"
 
 
