@@ -83,7 +83,8 @@ def idle(r):
     n = max(i["streams"], 1)
     return (f"{fmt(i['wal_bytes_per_s'] / n, ' B/s', 0)} per stream "
             f"({i['write_transactions_per_s']} transactions/s, PostgreSQL "
-            f"{i['postgres_cores']} cores, over {i['seconds']} s)")
+            f"{i['postgres_cores']} cores, httpd {i.get('httpd_cores', '?')} cores, "
+            f"over {i['seconds']} s)")
 
 
 def h2_rounds(path):
