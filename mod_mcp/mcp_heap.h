@@ -46,6 +46,13 @@ mcp_heap_node_t *mcp_heap_first(const mcp_heap_t *h);
 /* The first node due at or before now, disarmed; NULL when none is due. */
 mcp_heap_node_t *mcp_heap_pop_due(mcp_heap_t *h, int64_t now);
 
+/* Calls visit for every node due at or before at, without disarming any (in no particular
+ * order; linear in those, whatever the number of others: a subtree is skipped at its root).
+ * visit must not arm, move or disarm nodes. Non-zero when its scratch could not grow (some
+ * nodes were not visited). */
+int mcp_heap_each_due(const mcp_heap_t *h, int64_t at,
+                      void (*visit)(mcp_heap_node_t *node, void *baton), void *baton);
+
 /* Non-zero when node is armed. */
 #define mcp_heap_armed(node) ((node)->slot != 0)
 

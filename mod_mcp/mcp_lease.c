@@ -33,29 +33,18 @@ static apr_time_t renewal_due(const mcp_lease_t *l, apr_time_t renewed)
     return renewed + l->lease / 3;
 }
 
-/* Lock held: the leases due at or before at, in p (the heap's nodes from the root down, a
- * subtree skipped as soon as its root is not due: linear in the due ones). */
+static void collect(mcp_heap_node_t *node, void *found)
+{
+    APR_ARRAY_PUSH((apr_array_header_t *)found, mcp_lease_t *) = LEASE_OF(node);
+}
+
+/* Lock held: the leases due at or before at, in p (linear in them). */
 static apr_array_header_t *due_at(mcp_leases_t *ls, apr_pool_t *p, apr_time_t at)
 {
     apr_array_header_t *found = apr_array_make(p, 8, sizeof(mcp_lease_t *));
-    apr_array_header_t *todo = apr_array_make(p, 8, sizeof(size_t));
 
-    if (ls->due.len) {
-        APR_ARRAY_PUSH(todo, size_t) = 0;
-    }
-    while (todo->nelts) {
-        size_t i = APR_ARRAY_IDX(todo, --todo->nelts, size_t);
-        if (ls->due.nodes[i]->due > at) {
-            continue;
-        }
-        APR_ARRAY_PUSH(found, mcp_lease_t *) = LEASE_OF(ls->due.nodes[i]);
-        if (2 * i + 1 < ls->due.len) {
-            APR_ARRAY_PUSH(todo, size_t) = 2 * i + 1;
-        }
-        if (2 * i + 2 < ls->due.len) {
-            APR_ARRAY_PUSH(todo, size_t) = 2 * i + 2;
-        }
-    }
+    /* Out of memory: the ones not visited are found by a later round. */
+    (void)mcp_heap_each_due(&ls->due, at, collect, found);
     return found;
 }
 

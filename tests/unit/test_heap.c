@@ -2,6 +2,7 @@
  * random workload checked against a plain scan. */
 #include <check.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "unit_main.h"
 
@@ -138,6 +139,44 @@ START_TEST(reserved_room_is_kept)
 }
 END_TEST
 
+static void count_visit(mcp_heap_node_t *node, void *baton)
+{
+    int *seen = baton;
+    seen[OWNER(node)->id]++;
+}
+
+START_TEST(each_due_visits_exactly_the_due_ones_once)
+{
+    enum { N = 5000 };
+    static timer_t_ t[N];
+    static int seen[N];
+    mcp_heap_t h = MCP_HEAP_INIT;
+    int i, visited = 0;
+
+    srand(11);
+    for (i = 0; i < N; i++) {
+        t[i].id = i;
+        t[i].node.slot = 0;
+        mcp_heap_set(&h, &t[i].node, rand() % 10000);
+    }
+    ck_assert_int_eq(mcp_heap_each_due(&h, 2500, count_visit, seen), 0);
+    for (i = 0; i < N; i++) {
+        ck_assert_int_eq(seen[i], t[i].node.due <= 2500 ? 1 : 0);
+        visited += seen[i];
+        ck_assert(mcp_heap_armed(&t[i].node));      /* visited, not disarmed */
+    }
+    ck_assert_int_gt(visited, 64);                  /* past the first scratch */
+    ck_assert_uint_eq(h.len, N);
+    memset(seen, 0, sizeof(seen));
+    ck_assert_int_eq(mcp_heap_each_due(&h, -1, count_visit, seen), 0);
+    for (i = 0; i < N; i++) {
+        ck_assert_int_eq(seen[i], 0);
+    }
+    mcp_heap_free(&h);
+    ck_assert_int_eq(mcp_heap_each_due(&h, 1 << 30, count_visit, seen), 0);   /* empty */
+}
+END_TEST
+
 static Suite *heap_suite(void)
 {
     Suite *s = suite_create("mcp_heap");
@@ -147,6 +186,7 @@ static Suite *heap_suite(void)
     tcase_add_test(tc, a_timer_moves_and_is_cancelled);
     tcase_add_test(tc, random_sets_and_removes_agree_with_a_scan);
     tcase_add_test(tc, reserved_room_is_kept);
+    tcase_add_test(tc, each_due_visits_exactly_the_due_ones_once);
     suite_add_tcase(s, tc);
     return s;
 }
