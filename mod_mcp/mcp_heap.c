@@ -1,6 +1,5 @@
 /* mcp_heap — see mcp_heap.h. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "mcp_heap.h"
 
@@ -119,42 +118,22 @@ mcp_heap_node_t *mcp_heap_pop_due(mcp_heap_t *h, int64_t now)
     return n;
 }
 
-int mcp_heap_each_due(const mcp_heap_t *h, int64_t at,
-                      void (*visit)(mcp_heap_node_t *node, void *baton), void *baton)
+/* Depth-first from node i: the tree's height (log2 of the nodes) bounds the recursion. */
+static void each_due_from(const mcp_heap_t *h, size_t i, int64_t at,
+                          void (*visit)(mcp_heap_node_t *node, void *baton), void *baton)
 {
-    size_t small[64], *todo = small, ntodo = 0, cap = 64;
-    int rv = 0;
+    if (i >= h->len || h->nodes[i]->due > at) {
+        return;
+    }
+    visit(h->nodes[i], baton);
+    each_due_from(h, 2 * i + 1, at, visit, baton);
+    each_due_from(h, 2 * i + 2, at, visit, baton);
+}
 
-    if (h->len && h->nodes[0]->due <= at) {
-        todo[ntodo++] = 0;
-    }
-    while (ntodo) {
-        size_t i = todo[--ntodo], c;
-        visit(h->nodes[i], baton);
-        for (c = 2 * i + 1; c <= 2 * i + 2 && c < h->len; c++) {
-            if (h->nodes[c]->due > at) {
-                continue;
-            }
-            if (ntodo == cap) {
-                size_t *more = malloc(2 * cap * sizeof(*more));
-                if (!more) {
-                    rv = -1;
-                    continue;
-                }
-                memcpy(more, todo, ntodo * sizeof(*more));
-                if (todo != small) {
-                    free(todo);
-                }
-                todo = more;
-                cap *= 2;
-            }
-            todo[ntodo++] = c;
-        }
-    }
-    if (todo != small) {
-        free(todo);
-    }
-    return rv;
+void mcp_heap_each_due(const mcp_heap_t *h, int64_t at,
+                       void (*visit)(mcp_heap_node_t *node, void *baton), void *baton)
+{
+    each_due_from(h, 0, at, visit, baton);
 }
 
 void mcp_heap_free(mcp_heap_t *h)

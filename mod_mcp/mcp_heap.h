@@ -48,10 +48,12 @@ mcp_heap_node_t *mcp_heap_pop_due(mcp_heap_t *h, int64_t now);
 
 /* Calls visit for every node due at or before at, without disarming any (in no particular
  * order; linear in those, whatever the number of others: a subtree is skipped at its root).
- * visit must not arm, move or disarm nodes. Non-zero when its scratch could not grow (some
- * nodes were not visited). */
-int mcp_heap_each_due(const mcp_heap_t *h, int64_t at,
+ * visit must not arm, move or disarm nodes. */
+void mcp_heap_each_due(const mcp_heap_t *h, int64_t at,
                       void (*visit)(mcp_heap_node_t *node, void *baton), void *baton);
+
+/* The struct of type that holds node as its member (an armed node's owner). */
+#define MCP_HEAP_OWNER(node, type, member) ((type *)((char *)(node) - offsetof(type, member)))
 
 /* Non-zero when node is armed. */
 #define mcp_heap_armed(node) ((node)->slot != 0)

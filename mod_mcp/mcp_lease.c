@@ -10,11 +10,10 @@
 #include "mcp_lease.h"
 
 struct mcp_lease_t {
-    mcp_heap_node_t     due;         /* when its renewal is due (armed until it is lost) */
+    mcp_heap_node_t     due;         /* when its renewal is due: armed until it is lost  */
     apr_int64_t         stream_id;
     char               *session_id;
     apr_interval_time_t lease;
-    int                 lost;
 };
 
 /* The streams by when their renewal is due: a round looks at the due ones only (a walk over
@@ -26,7 +25,6 @@ struct mcp_leases_t {
     int                 count;
 };
 
-#define LEASE_OF(node) ((mcp_lease_t *)((char *)(node) - offsetof(mcp_lease_t, due)))
 
 static apr_time_t renewal_due(const mcp_lease_t *l, apr_time_t renewed)
 {
@@ -35,7 +33,8 @@ static apr_time_t renewal_due(const mcp_lease_t *l, apr_time_t renewed)
 
 static void collect(mcp_heap_node_t *node, void *found)
 {
-    APR_ARRAY_PUSH((apr_array_header_t *)found, mcp_lease_t *) = LEASE_OF(node);
+    APR_ARRAY_PUSH((apr_array_header_t *)found, mcp_lease_t *) =
+        MCP_HEAP_OWNER(node, mcp_lease_t, due);
 }
 
 /* Lock held: the leases due at or before at, in p (linear in them). */
@@ -43,8 +42,7 @@ static apr_array_header_t *due_at(mcp_leases_t *ls, apr_pool_t *p, apr_time_t at
 {
     apr_array_header_t *found = apr_array_make(p, 8, sizeof(mcp_lease_t *));
 
-    /* Out of memory: the ones not visited are found by a later round. */
-    (void)mcp_heap_each_due(&ls->due, at, collect, found);
+    mcp_heap_each_due(&ls->due, at, collect, found);
     return found;
 }
 
@@ -112,7 +110,7 @@ int mcp_lease_lost(mcp_leases_t *ls, const mcp_lease_t *l)
         return 0;
     }
     apr_thread_mutex_lock(ls->lock);
-    lost = l->lost;
+    lost = !mcp_heap_armed(&l->due);
     apr_thread_mutex_unlock(ls->lock);
     return lost;
 }
@@ -174,10 +172,9 @@ void mcp_leases_renewed(mcp_leases_t *ls, const mcp_lease_batch_t *due,
             mcp_heap_set(&ls->due, &l->due, renewal_due(l, now));   /* armed: cannot fail */
         }
         else {
-            if (!l->lost && lost) {
+            if (lost) {   /* found due: armed, so not lost before */
                 APR_ARRAY_PUSH(lost, apr_int64_t) = l->stream_id;
             }
-            l->lost = 1;
             mcp_heap_remove(&ls->due, &l->due);
         }
     }

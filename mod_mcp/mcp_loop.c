@@ -202,8 +202,6 @@ static apr_thread_cond_t *marked(mcp_loop_src_t *src, unsigned events)
     return NULL;
 }
 
-#define SRC_OF_DUE(node) ((mcp_loop_src_t *)((char *)(node) - offsetof(mcp_loop_src_t, due)))
-
 /* Mutex held: src's place among the loop's timers, after its timer or let-go time changed. */
 static void schedule(mcp_loop_src_t *src)
 {
@@ -662,7 +660,7 @@ static void look_at_sources(mcp_loop_t *loop, apr_time_t now)
         }
     }
     while ((due = mcp_heap_pop_due(&loop->timers, now))) {
-        src = SRC_OF_DUE(due);
+        src = MCP_HEAP_OWNER(due, mcp_loop_src_t, due);
         if (src->state == SRC_HELD && src->go_at && now >= src->go_at) {
             let_go(src);
         }

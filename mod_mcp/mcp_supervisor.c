@@ -322,7 +322,7 @@ static int timers_run(void)
     mcp_heap_node_t *n;
 
     while ((n = mcp_heap_pop_due(&timers, now))) {
-        sv_timer_t *t = (sv_timer_t *)((char *)n - offsetof(sv_timer_t, node));
+        sv_timer_t *t = MCP_HEAP_OWNER(n, sv_timer_t, node);
         t->fn(t);
         now = (int64_t)sv_now();
     }
