@@ -540,9 +540,13 @@ static void *APR_THREAD_FUNC serve(apr_thread_t *t, void *data)
             apr_sleep(apr_time_from_sec(1));
         }
         else {
-            char *head = apr_psprintf(pool, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream"
-                                      "\r\nContent-Length: %" APR_SIZE_T_FMT "\r\n\r\n", s->n);
-            ssize_t w = write(c, head, strlen(head));
+            /* Formatted on this thread's stack: the test's pool is not for threads (the
+             * main thread allocates from it meanwhile, e.g. the next server's URL). */
+            char head[128];
+            apr_size_t len = apr_snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Type:"
+                                          " text/event-stream\r\nContent-Length: %"
+                                          APR_SIZE_T_FMT "\r\n\r\n", s->n);
+            ssize_t w = write(c, head, len);
             (void)w;
             while (sent < s->n) {
                 apr_size_t k = s->n - sent < sizeof(piece) ? s->n - sent : sizeof(piece);
