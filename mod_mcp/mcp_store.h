@@ -136,7 +136,7 @@ void mcp_store_init(mcp_store_t *db, const mcp_store_lender_t *lender, void *bat
 
 /* The schema version this build's statements are written for (sql/schema.sql records it in
  * mcp.schema_version; sql/upgrade.sql brings an older database to it). */
-#define MCP_STORE_SCHEMA_VERSION 16
+#define MCP_STORE_SCHEMA_VERSION 17
 
 /* The schema version of the database conn (a connection db's lender is lending) is connected to:
  * the highest in mcp.schema_version; 1 when that table does not exist but mcp.sessions does, 0

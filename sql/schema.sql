@@ -40,7 +40,8 @@ INSERT INTO mcp.schema_version (version, description) VALUES
     (13, 'federation: each federated session''s member sessions (mcp.session_members), mcp.streams.member'),
     (14, 'mcp.events.session_id references mcp.sessions on mcp.events_default only (rows of no stream)'),
     (15, 'stream slots: admissions of one session or holder do not wait for each other''s commit'),
-    (16, 'a lease renewal rewrites its stream''s row in place (HOT): lease_until in no index, room on each page');
+    (16, 'a lease renewal rewrites its stream''s row in place (HOT): lease_until in no index, room on each page'),
+    (17, 'no index of the open streams by holder (unused since stream slots)');
 
 -- One row per gateway session. The id is what clients send in Mcp-Session-Id;
 -- backend_session_id is what the backend issued (NULL for a stateless backend).
@@ -157,7 +158,6 @@ ALTER TABLE mcp.streams  ADD COLUMN IF NOT EXISTS holder text;
 CREATE INDEX IF NOT EXISTS sessions_holder_live_idx
     ON mcp.sessions (holder) WHERE terminated_at IS NULL;
 CREATE INDEX IF NOT EXISTS streams_open_session_idx ON mcp.streams (session_id) WHERE status = 'open';
-CREATE INDEX IF NOT EXISTS streams_open_holder_idx ON mcp.streams (holder) WHERE status = 'open';
 
 -- Clients following a stream (GET with Last-Event-ID) while it is open: each holds a worker
 -- thread like a stream does. The process serving it renews the lease and deletes the row when

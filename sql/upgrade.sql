@@ -84,6 +84,10 @@ SELECT :mcp_version < 16 AS mcp_need \gset
 \if :mcp_need
     \ir migrations/016-lease-in-place.sql
 \endif
+SELECT :mcp_version < 17 AS mcp_need \gset
+\if :mcp_need
+    \ir migrations/017-no-holder-index-on-streams.sql
+\endif
 
 BEGIN;
 \ir functions.sql

@@ -1,0 +1,136 @@
+"""A call's statements find their streams by key, however many streams are open and however old
+PostgreSQL's statistics of mcp.streams are. A table of a million streams that gets 10,000 open
+ones (connected clients in the morning) has changed by 1 %: autovacuum does not analyze it again,
+and its statistics still say that almost no stream is open. A statement that named the open
+streams beside a key ("id = ANY(...) AND status = 'open'") was then planned as a read of a whole
+partial index of the open streams (priced at a few rows), keeping its own: every call read every
+open stream. Here a stack of its own gets OPEN open streams after its statistics were taken with
+none open (autovacuum off for the table), and auto_explain writes the plan of each of the
+gateway's statements with its row counts to PostgreSQL's log: no plan may read the open streams
+to keep a few, whether a call's answer is stored alone or merged with others (the group)."""
+
+import json
+import re
+import subprocess
+import threading
+
+import psycopg2
+import pytest
+
+from conftest import STACK, database, httpd_pids, own_stack, run_dir
+from mcp_client import McpSession
+from waiting import wait_for
+
+OPEN = 2000
+THREADS = 12
+CALLS = 8
+
+
+@pytest.fixture(scope="module")
+def stale():
+    d = run_dir("mcp-stale-statistics.")
+    with own_stack(d) as env:
+        admin = env["MCP_PG_ADMIN"].replace("dbname=postgres", "dbname=mcp")
+        conn = psycopg2.connect(admin)
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            # (The clients of one other address, 192.0.2.1: not this test's, whose sessions the
+            # per-principal limit counts.)
+            # Statistics from a time with no stream open, kept: autovacuum would analyze this
+            # small table again after the inserts below (a big one it would not).
+            cur.execute("ALTER TABLE mcp.streams SET (autovacuum_enabled = off)")
+            cur.execute("ANALYZE mcp.streams")
+            cur.execute("""INSERT INTO mcp.sessions (id, backend_url, protocol_version, holder)
+                           SELECT 'stale-statistics-session-' || g, 'http://127.0.0.1:1/mcp',
+                                  '2025-11-25', 'addr:192.0.2.1'
+                             FROM generate_series(1, %s) g""", (OPEN,))
+            cur.execute("""INSERT INTO mcp.streams (id, session_id, kind, holder, lease_until)
+                           SELECT mcp.stream_id_new(), 'stale-statistics-session-' || g,
+                                  'standalone', 'addr:192.0.2.1', now() + interval '1 hour'
+                             FROM generate_series(1, %s) g""", (OPEN,))
+            # Every statement's plan, with its row counts, in PostgreSQL's log; loaded by the
+            # connections the children open after a graceful restart.
+            cur.execute("LOAD 'auto_explain'")
+            for name, value in (("session_preload_libraries", "auto_explain"),
+                                ("auto_explain.log_min_duration", "0"),
+                                ("auto_explain.log_analyze", "on"),
+                                ("auto_explain.log_timing", "off"),
+                                ("auto_explain.log_format", "json")):
+                cur.execute(f"ALTER SYSTEM SET {name} = %s", (value,))
+            cur.execute("SELECT pg_reload_conf()")
+        conn.close()
+        old = set(httpd_pids(env)[1:])
+        subprocess.run([str(STACK), "graceful", "--dir", env["MCP_STACK_DIR"]], check=True,
+                       timeout=60, capture_output=True)
+        wait_for(lambda: not old & set(httpd_pids(env)[1:]), timeout=30,
+                 what="the children that connected before auto_explain to exit")
+        yield env
+
+
+def plans(log_text):
+    """(query text, plan) of each auto_explain entry in a PostgreSQL log."""
+    out, decoder = [], json.JSONDecoder()
+    for m in re.finditer(r"duration: [0-9.]+ ms\s+plan:\s*", log_text):
+        try:
+            entry, _ = decoder.raw_decode(log_text, m.end())
+        except ValueError:
+            continue
+        out.append((entry.get("Query Text", ""), entry.get("Plan", {})))
+    return out
+
+
+def nodes(plan):
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from nodes(child)
+
+
+def test_a_calls_statements_read_their_own_streams_not_every_open_one(stale):
+    url = stale["MCP_URLS"].split()[0]
+    log = stale["MCP_PG_LOG"]
+    with open(log, "rb") as f:
+        f.seek(0, 2)
+        start = f.tell()
+    # One client's calls (each answer stored alone), then THREADS clients at once (their answers
+    # stored together by the child's group, in the merged statement).
+    alone = McpSession(url, timeout=60)
+    alone.initialize()
+    for n in range(CALLS):
+        r = alone.request("tools/call", {"name": "echo", "arguments": {"text": f"alone {n}"}})
+        assert r["result"]["content"][0]["text"].endswith(f"alone {n}"), r
+    sessions = [McpSession(url, timeout=60) for _ in range(THREADS)]
+    for s in sessions:
+        s.initialize()
+    failures, go = [], threading.Barrier(THREADS)
+
+    def run(i):
+        go.wait()
+        for n in range(CALLS):
+            try:
+                r = sessions[i].request("tools/call",
+                                        {"name": "echo", "arguments": {"text": f"{i}.{n}"}})
+                assert r["result"]["content"][0]["text"].endswith(f"{i}.{n}"), r
+            except Exception as e:   # noqa: BLE001 - reported below
+                failures.append(repr(e))
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    assert not failures, failures[:3]
+    with open(log, "rb") as f:
+        f.seek(start)
+        text = f.read().decode("utf-8", "replace")
+    seen = plans(text)
+    finishes = [q for q, _ in seen if "completed_at = now()" in q and "INSERT INTO mcp.events" in q]
+    assert any("unnest(" not in q for q in finishes), "no single finish was planned"
+    assert any("unnest(" in q for q in finishes), "no merged finish was planned (no group formed)"
+    wide = [(re.sub(r"\s+", " ", q)[:160], n["Node Type"], n.get("Index Name"),
+             n["Rows Removed by Filter"])
+            for q, p in seen for n in nodes(p)
+            if n.get("Relation Name") == "streams" and n.get("Rows Removed by Filter", 0) > 100]
+    assert not wide, f"{len(wide)} plans read the open streams to keep a few: {wide[:3]}"
+    with database(stale) as db, db.cursor() as cur:
+        cur.execute("SELECT count(*) FROM mcp.streams WHERE status = 'open' AND kind = 'standalone'")
+        assert cur.fetchone()[0] == OPEN   # the streams it looked past are left as they were
