@@ -5,13 +5,16 @@ users); wrk and psycopg2 must be installed (bench/run installs them).
 
     bench/percall.py [--tree DIR]... [--conc 1,8,32] [--secs 4] [--reps 2]
                      [--proto 2025-11-25|2025-06-18|2026-07-28] [--pg-set NAME=VALUE]...
-                     [--conf-add N=DIRECTIVE]... [--children N] [--sessions 32|1]
+                     [--conf-add N=DIRECTIVE]... [--pg-add N=NAME=VALUE]... [--children N]
+                     [--sessions 32|1]
 
 Each --tree (default: this repository) is a built checkout: its tests/stack starts a private
 stack (one httpd, event MPM, with that tree's module, schema and test backend). The points are
 run interleaved (tree A, tree B, tree A, ...) so that the machine's load hits all alike; the same
 tree may be given twice with --conf-add N=DIRECTIVE adding a line to the N-th's (0-based) httpd
-configuration, e.g. --tree . --tree . --conf-add 1="MCPDatabaseGroupCommit 1". Per point
+configuration, e.g. --tree . --tree . --conf-add 1="MCPDatabaseGroupCommit 1", or
+--pg-add N=NAME=VALUE setting a PostgreSQL parameter (ALTER SYSTEM, reloaded) on the N-th's
+stack only, e.g. --pg-add 1=commit_delay=100. Per point
 it prints calls/s and p50/p99 (noisy on a shared machine) and the figures that do not depend on
 the load: PostgreSQL CPU per call (all postgres processes, from /proc; and its client backends
 of user mcp alone, without the background processes), httpd CPU per call,
@@ -37,7 +40,8 @@ import psycopg2  # noqa: E402
 class Target:
     def __init__(self, tree, work, proto, idx, pg_set=(), conf_add=(), children=1, sessions=32):
         self.tree = os.path.abspath(tree)
-        self.name = self.tree + "".join(f" + {c}" for c in conf_add)
+        self.name = self.tree + "".join(f" + {c}" for c in conf_add) \
+            + "".join(f" + PostgreSQL {kv}" for kv in pg_set)
         self.dir = os.path.join(work, f"t{idx}")
         conf = os.path.join(work, f"percall-{idx}.conf")
         with open(conf, "w") as f:
@@ -162,6 +166,9 @@ def main():
                     help="sessions the clients rotate over (1: every call in one session)")
     ap.add_argument("--conf-add", action="append", default=[],
                     help="N=DIRECTIVE: a line added to the N-th tree's httpd configuration")
+    ap.add_argument("--pg-add", action="append", default=[],
+                    help="N=NAME=VALUE: a PostgreSQL setting for the N-th tree's stack only (the "
+                         "same tree given twice: a setting's price, interleaved)")
     a = ap.parse_args()
     trees = a.tree or [bench.REPO]
     work = tempfile.mkdtemp(prefix="mcp-percall.")
@@ -172,9 +179,13 @@ def main():
         for kv in a.conf_add:
             n, line = kv.split("=", 1)
             adds.setdefault(int(n), []).append(line)
+        pg_adds = {}
+        for kv in a.pg_add:
+            n, setting = kv.split("=", 1)
+            pg_adds.setdefault(int(n), []).append(setting)
         for i, t in enumerate(trees):
-            targets.append(Target(t, work, a.proto, i, a.pg_set, adds.get(i, ()), a.children,
-                                  a.sessions))
+            targets.append(Target(t, work, a.proto, i, list(a.pg_set) + pg_adds.get(i, []),
+                                  adds.get(i, ()), a.children, a.sessions))
         res = {}
         for rep in range(a.reps):
             for c in [int(x) for x in a.conc.split(",")]:
