@@ -11,13 +11,17 @@ mcp_store_status_t mcp_store_streams_renew(mcp_store_t *db, apr_pool_t *p, int n
     static const char sql[] =
         "WITH v AS ("
         "  SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[]) AS v(id, session_id, secs)"
-        /* Row locks in id order, as the group commit takes them: never a deadlock with it. */
-        "), locked AS ("
-        "  SELECT s.id FROM mcp.streams s JOIN v ON v.id = s.id WHERE s.status = 'open'"
+        /* Row locks in id order, as the group commit takes them: never a deadlock with it.
+         * By key alone, then status (see mcp_store_event.c: with "status = 'open'" beside the
+         * key, stale statistics make a read of every open stream). */
+        "), found AS ("
+        "  SELECT s.id, s.status FROM mcp.streams s JOIN v ON v.id = s.id"
         "   ORDER BY s.id FOR NO KEY UPDATE OF s"
+        "), locked AS ("
+        "  SELECT id FROM found WHERE status = 'open'"
         "), st AS ("
         "  UPDATE mcp.streams s SET lease_until = now() + make_interval(secs => v.secs)"
-        "    FROM v WHERE s.id = v.id AND s.status = 'open' AND s.id IN (SELECT id FROM locked)"
+        "    FROM v WHERE s.id = v.id AND s.id IN (SELECT id FROM locked)"
         "  RETURNING s.id, s.session_id"
         /* Then the session rows, in id order too, as a group's openings of streams take them
          * after its streams' rows; only stale ones (MCP_STORE_SESSION_STALE): enough to keep a

@@ -31,6 +31,12 @@ CALLS = 8
 def stale():
     d = run_dir("mcp-stale-statistics.")
     with own_stack(d) as env:
+        # A few calls first: statistics of a table that has rows, none of them open (an empty
+        # one is planned with guesses of its own).
+        first = McpSession(env["MCP_URLS"].split()[0], timeout=60)
+        first.initialize()
+        for n in range(CALLS):
+            first.request("tools/call", {"name": "echo", "arguments": {"text": f"before {n}"}})
         admin = env["MCP_PG_ADMIN"].replace("dbname=postgres", "dbname=mcp")
         conn = psycopg2.connect(admin)
         conn.autocommit = True
