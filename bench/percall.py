@@ -6,7 +6,7 @@ users); wrk and psycopg2 must be installed (bench/run installs them).
     bench/percall.py [--tree DIR]... [--conc 1,8,32] [--secs 4] [--reps 2]
                      [--proto 2025-11-25|2025-06-18|2026-07-28] [--pg-set NAME=VALUE]...
                      [--conf-add N=DIRECTIVE]... [--pg-add N=NAME=VALUE]... [--children N]
-                     [--sessions 32|1]
+                     [--sessions 32|1] [--open-streams N]
 
 Each --tree (default: this repository) is a built checkout: its tests/stack starts a private
 stack (one httpd, event MPM, with that tree's module, schema and test backend). The points are
@@ -21,6 +21,9 @@ of user mcp alone, without the background processes), httpd CPU per call,
 write transactions per call, NOTIFYs per call, WAL bytes per call, event rows per call.
 The clients rotate over --sessions sessions (default 32); --sessions 1 makes every call of every
 connection in one session (an agent making parallel tool calls: they contend for its row).
+--open-streams N gives each stack N open standalone streams of other sessions (connected clients'
+GETs) after an ANALYZE of mcp.streams with none open, autovacuum off for the table: what a call
+costs beside many connected clients when the statistics are from before they came.
 MultiXacts/call counts the multixact ids PostgreSQL made (the shared row locks of concurrent
 transactions on one row: mxid_age('1') is the next id - 1).
 """
@@ -38,7 +41,8 @@ import psycopg2  # noqa: E402
 
 
 class Target:
-    def __init__(self, tree, work, proto, idx, pg_set=(), conf_add=(), children=1, sessions=32):
+    def __init__(self, tree, work, proto, idx, pg_set=(), conf_add=(), children=1, sessions=32,
+                 open_streams=0):
         self.tree = os.path.abspath(tree)
         self.name = self.tree + "".join(f" + {c}" for c in conf_add) \
             + "".join(f" + PostgreSQL {kv}" for kv in pg_set)
@@ -77,6 +81,27 @@ class Target:
             bench.mcp_sessions(self.url, sessions, self.sessions, proto=proto)
             sid = open(self.sessions).readline().strip()
             bench.mcp_call(self.url, sid, "echo", {"text": "hello"})
+        if open_streams:
+            self.open_streams(open_streams)
+
+    def open_streams(self, n):
+        """n open standalone streams of n sessions of another client (192.0.2.1), as connected
+        clients' GETs leave them, after an ANALYZE of mcp.streams with none open, and autovacuum
+        off for the table: the statistics of a big table that n streams changed by a percent,
+        which autovacuum does not analyze again."""
+        mcp = psycopg2.connect(self.env["MCP_PG_ADMIN"].replace("dbname=postgres", "dbname=mcp"))
+        mcp.autocommit = True
+        with mcp.cursor() as c:
+            c.execute("ALTER TABLE mcp.streams SET (autovacuum_enabled = off)")
+            c.execute("ANALYZE mcp.streams")
+            c.execute("INSERT INTO mcp.sessions (id, backend_url, protocol_version, holder)"
+                      " SELECT 'percall-open-stream-session-' || g, 'http://127.0.0.1:1/mcp',"
+                      " '2025-11-25', 'addr:192.0.2.1' FROM generate_series(1, %s) g", (n,))
+            c.execute("INSERT INTO mcp.streams (id, session_id, kind, holder, lease_until)"
+                      " SELECT mcp.stream_id_new(), 'percall-open-stream-session-' || g,"
+                      " 'standalone', 'addr:192.0.2.1', now() + interval '1 day'"
+                      " FROM generate_series(1, %s) g", (n,))
+        mcp.close()
 
     def backends_ticks(self):
         """CPU ticks of the postmaster's client backends of user mcp (the gateway's
@@ -166,6 +191,9 @@ def main():
                     help="sessions the clients rotate over (1: every call in one session)")
     ap.add_argument("--conf-add", action="append", default=[],
                     help="N=DIRECTIVE: a line added to the N-th tree's httpd configuration")
+    ap.add_argument("--open-streams", type=int, default=0,
+                    help="N open standalone streams of other sessions in each stack, with "
+                         "mcp.streams' statistics from before they opened (autovacuum off for it)")
     ap.add_argument("--pg-add", action="append", default=[],
                     help="N=NAME=VALUE: a PostgreSQL setting for the N-th tree's stack only (the "
                          "same tree given twice: a setting's price, interleaved)")
@@ -185,7 +213,7 @@ def main():
             pg_adds.setdefault(int(n), []).append(setting)
         for i, t in enumerate(trees):
             targets.append(Target(t, work, a.proto, i, list(a.pg_set) + pg_adds.get(i, []),
-                                  adds.get(i, ()), a.children, a.sessions))
+                                  adds.get(i, ()), a.children, a.sessions, a.open_streams))
         res = {}
         for rep in range(a.reps):
             for c in [int(x) for x in a.conc.split(",")]:
@@ -193,7 +221,8 @@ def main():
                 for t in order:
                     res.setdefault((t.name, c), []).append(t.point(c, a.secs, a.proto))
         keys = list(next(iter(res.values()))[0].keys())
-        print(f"protocol {a.proto}; {a.sessions} session(s); medians of {a.reps} interleaved runs of {a.secs} s")
+        print(f"protocol {a.proto}; {a.sessions} session(s); {a.open_streams} other open streams;"
+              f" medians of {a.reps} interleaved runs of {a.secs} s")
         for (tree, c), rs in res.items():
             print(f"{tree} c={c}: " + ", ".join(
                 f"{k} {bench.med([r[k] for r in rs]):.{0 if k in ('calls/s', 'WAL B/call') else 3}f}"

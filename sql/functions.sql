@@ -40,8 +40,10 @@ CREATE OR REPLACE FUNCTION mcp.slot_held(p_stream bigint, p_follower bigint)
 RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     IF p_stream IS NOT NULL THEN
-        RETURN EXISTS (SELECT 1 FROM mcp.streams
-                        WHERE id = p_stream AND status = 'open' AND lease_until >= now());
+        -- By key, then status: "status = 'open'" beside the key lets stale statistics read
+        -- every open stream (mod_mcp/mcp_store_event.c).
+        RETURN coalesce((SELECT status = 'open' AND lease_until >= now() FROM mcp.streams
+                          WHERE id = p_stream), false);
     END IF;
     RETURN p_follower IS NOT NULL
        AND EXISTS (SELECT 1 FROM mcp.followers WHERE id = p_follower AND lease_until >= now());
