@@ -12,8 +12,9 @@ mcp_store_status_t mcp_store_streams_renew(mcp_store_t *db, apr_pool_t *p, int n
         "WITH v AS ("
         "  SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[]) AS v(id, session_id, secs)"
         /* Row locks in id order, as the group commit takes them: never a deadlock with it.
-         * By key alone, then status (see mcp_store_event.c: with "status = 'open'" beside the
-         * key, stale statistics make a read of every open stream). */
+         * By key alone, then status: joined with "status = 'open'", streams_open_idx read whole
+         * (priced at a few rows by statistics from a time with few streams open) could be
+         * hashed against the due ones, every open stream read at every round. */
         "), found AS ("
         "  SELECT s.id, s.status FROM mcp.streams s JOIN v ON v.id = s.id"
         "   ORDER BY s.id FOR NO KEY UPDATE OF s"

@@ -41,7 +41,7 @@ INSERT INTO mcp.schema_version (version, description) VALUES
     (14, 'mcp.events.session_id references mcp.sessions on mcp.events_default only (rows of no stream)'),
     (15, 'stream slots: admissions of one session or holder do not wait for each other''s commit'),
     (16, 'a lease renewal rewrites its stream''s row in place (HOT): lease_until in no index, room on each page'),
-    (17, 'no index of the open streams by holder (unused since stream slots)');
+    (17, 'the open streams by id: the one index that "status = ''open''" alone implies');
 
 -- One row per gateway session. The id is what clients send in Mcp-Session-Id;
 -- backend_session_id is what the backend issued (NULL for a stateless backend).
@@ -157,7 +157,11 @@ ALTER TABLE mcp.sessions ADD COLUMN IF NOT EXISTS holder text;
 ALTER TABLE mcp.streams  ADD COLUMN IF NOT EXISTS holder text;
 CREATE INDEX IF NOT EXISTS sessions_holder_live_idx
     ON mcp.sessions (holder) WHERE terminated_at IS NULL;
-CREATE INDEX IF NOT EXISTS streams_open_session_idx ON mcp.streams (session_id) WHERE status = 'open';
+-- (streams_open_idx must stay the one index of mcp.streams that "status = 'open'" alone
+-- implies: a finish names its streams by key and status, and with another such index stale
+-- statistics made it read that one whole; schema 17.)
+CREATE INDEX IF NOT EXISTS streams_open_session_idx ON mcp.streams (session_id)
+    WHERE status = 'open' AND session_id IS NOT NULL;
 
 -- Clients following a stream (GET with Last-Event-ID) while it is open: each holds a worker
 -- thread like a stream does. The process serving it renews the lease and deletes the row when

@@ -86,7 +86,7 @@ SELECT :mcp_version < 16 AS mcp_need \gset
 \endif
 SELECT :mcp_version < 17 AS mcp_need \gset
 \if :mcp_need
-    \ir migrations/017-no-holder-index-on-streams.sql
+    \ir migrations/017-one-index-of-open-streams.sql
 \endif
 
 BEGIN;
