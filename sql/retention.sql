@@ -147,6 +147,7 @@ DECLARE
     part record;
     cutoff timestamptz := now - retention;
     t timestamptz;
+    tbl name;
     slots_freed bigint := 0;
 BEGIN
     created := 0; dropped := 0; deleted := 0;
@@ -217,5 +218,24 @@ BEGIN
                    AND NOT EXISTS (SELECT 1 FROM mcp.streams s WHERE s.session_id = se.id)
                  LIMIT $2)$q$, cutoff, deleted);
     END IF;
+    -- Statistics of sessions and streams no older than a run (the sweep's, every 10 minutes) and
+    -- five minutes: autovacuum analyzes a table again only once a tenth of it changed, and on a
+    -- big one the share of live sessions and open streams (10,000 connected clients in the
+    -- morning) can change tenfold before that; the planner prices the partial indexes by it
+    -- (bench/before-after.md, issue 25, thirteenth pass). A table that another analysis or a
+    -- VACUUM holds is left to the next run.
+    FOR tbl IN SELECT relname FROM pg_stat_user_tables
+                WHERE schemaname = 'mcp' AND relname IN ('sessions', 'streams')
+                  AND coalesce(greatest(last_analyze, last_autoanalyze), '-infinity')
+                      < clock_timestamp() - interval '5 minutes'
+                ORDER BY relname LOOP
+        PERFORM set_config('lock_timeout', '1s', true);
+        BEGIN
+            EXECUTE format('ANALYZE mcp.%I', tbl);
+        EXCEPTION WHEN lock_not_available THEN
+            RAISE NOTICE 'mcp.maintain: mcp.% not analyzed this time: %', tbl, SQLERRM;
+        END;
+        COMMIT;
+    END LOOP;
 END
 $$;

@@ -332,3 +332,34 @@ def test_maintain_deletes_free_stream_slots_and_keeps_held_ones(stack, pg):
                 "WHERE session_id = %s", (sid,))
     cur.execute("UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'client' "
                 "WHERE id = %s", (sid,))
+
+
+def test_maintain_analyzes_sessions_and_streams_whose_statistics_are_old(stack, pg):
+    """mcp.maintain analyzes mcp.sessions and mcp.streams when neither it nor autovacuum did in
+    the last five minutes (autovacuum waits for a tenth of a table to change, and on a big one
+    the share of live sessions and open streams that the planner prices the partial indexes by
+    can change tenfold before that), and leaves them alone within those five minutes (every
+    host's sweep runs the job)."""
+    admin = psycopg2.connect(stack["MCP_PG_ADMIN"].replace("dbname=postgres", "dbname=mcp"))
+    admin.autocommit = True
+    tables = ("sessions", "streams")
+
+    def analyses():
+        """Each table's manual analyses since its counters were reset."""
+        cur = pg.cursor()
+        cur.execute("SELECT relname, analyze_count FROM pg_stat_user_tables"
+                    " WHERE schemaname = 'mcp' AND relname IN ('sessions', 'streams')")
+        return dict(cur.fetchall())
+
+    try:
+        with admin.cursor() as cur:
+            for t in tables:   # as if never analyzed (the counters and their times)
+                cur.execute("SELECT pg_stat_reset_single_table_counters(%s::regclass)", (f"mcp.{t}",))
+        assert analyses() == {"sessions": 0, "streams": 0}
+        pg.cursor().execute("CALL mcp.maintain()")
+        first = analyses()
+        assert first["sessions"] >= 1 and first["streams"] >= 1, first
+        pg.cursor().execute("CALL mcp.maintain()")
+        assert analyses() == first
+    finally:
+        admin.close()
