@@ -25,7 +25,6 @@ struct mcp_leases_t {
     int                 count;
 };
 
-
 static apr_time_t renewal_due(const mcp_lease_t *l, apr_time_t renewed)
 {
     return renewed + l->lease / 3;

@@ -41,12 +41,12 @@ def stale():
         conn = psycopg2.connect(admin)
         conn.autocommit = True
         with conn.cursor() as cur:
-            # (The clients of one other address, 192.0.2.1: not this test's, whose sessions the
-            # per-principal limit counts.)
             # Statistics from a time with no stream open, kept: autovacuum would analyze this
             # small table again after the inserts below (a big one it would not).
             cur.execute("ALTER TABLE mcp.streams SET (autovacuum_enabled = off)")
             cur.execute("ANALYZE mcp.streams")
+            # The open streams of clients of one other address, 192.0.2.1 (not this test's,
+            # whose sessions the per-principal limit counts).
             cur.execute("""INSERT INTO mcp.sessions (id, backend_url, protocol_version, holder)
                            SELECT 'stale-statistics-session-' || g, 'http://127.0.0.1:1/mcp',
                                   '2025-11-25', 'addr:192.0.2.1'
