@@ -21,9 +21,10 @@ of user mcp alone, without the background processes), httpd CPU per call,
 write transactions per call, NOTIFYs per call, WAL bytes per call, event rows per call.
 The clients rotate over --sessions sessions (default 32); --sessions 1 makes every call of every
 connection in one session (an agent making parallel tool calls: they contend for its row).
---open-streams N gives each stack N open standalone streams of other sessions (connected clients'
-GETs) after an ANALYZE of mcp.streams with none open, autovacuum off for the table: what a call
-costs beside many connected clients when the statistics are from before they came.
+--open-streams N gives each stack N open standalone streams of N live sessions of another client
+(connected clients' GETs) after an ANALYZE of mcp.streams with none open and of mcp.sessions with
+N ended ones, autovacuum off for both: what a call costs beside many connected clients when the
+statistics are from before they came.
 MultiXacts/call counts the multixact ids PostgreSQL made (the shared row locks of concurrent
 transactions on one row: mxid_age('1') is the next id - 1).
 """
@@ -86,14 +87,21 @@ class Target:
 
     def open_streams(self, n):
         """n open standalone streams of n sessions of another client (192.0.2.1), as connected
-        clients' GETs leave them, after an ANALYZE of mcp.streams with none open, and autovacuum
-        off for the table: the statistics of a big table that n streams changed by a percent,
-        which autovacuum does not analyze again."""
+        clients' GETs leave them, after an ANALYZE of mcp.streams with none open and of
+        mcp.sessions with n ended sessions of that client, and autovacuum off for both: the
+        statistics of big tables that n clients changed by a percent, which autovacuum does not
+        analyze again."""
         mcp = psycopg2.connect(self.env["MCP_PG_ADMIN"].replace("dbname=postgres", "dbname=mcp"))
         mcp.autocommit = True
         with mcp.cursor() as c:
-            c.execute("ALTER TABLE mcp.streams SET (autovacuum_enabled = off)")
-            c.execute("ANALYZE mcp.streams")
+            c.execute("INSERT INTO mcp.sessions (id, backend_url, protocol_version, holder,"
+                      "                          terminated_at, terminated_by)"
+                      " SELECT 'percall-ended-session-' || g, 'http://127.0.0.1:1/mcp',"
+                      " '2025-11-25', 'addr:192.0.2.1', now(), 'client'"
+                      " FROM generate_series(1, %s) g", (n,))
+            for table in ("mcp.streams", "mcp.sessions"):
+                c.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
+                c.execute(f"ANALYZE {table}")
             c.execute("INSERT INTO mcp.sessions (id, backend_url, protocol_version, holder)"
                       " SELECT 'percall-open-stream-session-' || g, 'http://127.0.0.1:1/mcp',"
                       " '2025-11-25', 'addr:192.0.2.1' FROM generate_series(1, %s) g", (n,))
@@ -192,8 +200,9 @@ def main():
     ap.add_argument("--conf-add", action="append", default=[],
                     help="N=DIRECTIVE: a line added to the N-th tree's httpd configuration")
     ap.add_argument("--open-streams", type=int, default=0,
-                    help="N open standalone streams of other sessions in each stack, with "
-                         "mcp.streams' statistics from before they opened (autovacuum off for it)")
+                    help="N open standalone streams of N other live sessions in each stack, "
+                         "with mcp.streams' and mcp.sessions' statistics from before they "
+                         "opened (N ended sessions then; autovacuum off for both)")
     ap.add_argument("--pg-add", action="append", default=[],
                     help="N=NAME=VALUE: a PostgreSQL setting for the N-th tree's stack only (the "
                          "same tree given twice: a setting's price, interleaved)")

@@ -24,7 +24,7 @@ static const char *i64(apr_pool_t *p, apr_int64_t v)
     extra \
     "  FROM mcp.bridge_sessions b JOIN mcp.sessions s ON s.id = b.session_id" \
     " WHERE b.backend_url = $1 AND b.capabilities_key = $2" \
-    "   AND b.principal IS NOT DISTINCT FROM $3 AND s.terminated_at IS NULL" \
+    "   AND b.principal IS NOT DISTINCT FROM $3 AND " MCP_STORE_SESSION_UNENDED("s.") \
     "   AND (coalesce(s.idle_timeout_secs, 0) = 0" \
     "        OR s.last_seen_at > now() - make_interval(secs => s.idle_timeout_secs))" \
     " ORDER BY b.created_at DESC LIMIT 1"
@@ -78,7 +78,7 @@ static void pooled_touch(mcp_store_t *db, apr_pool_t *p, const char *id)
     static const char sql[] =
         "UPDATE mcp.sessions SET last_seen_at = now()"
         " WHERE id = (SELECT id FROM mcp.sessions"
-        "              WHERE id = $1 AND terminated_at IS NULL"
+        "              WHERE id = $1 AND " MCP_STORE_SESSION_UNENDED("")
         "                AND " MCP_STORE_SESSION_STALE
         "                FOR NO KEY UPDATE SKIP LOCKED)";
     const char *args[] = { id };
@@ -108,7 +108,8 @@ mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
         "                  AND coalesce(b.tool_headers -> $4, '[]') = '[]')) AS go")
         "), se AS ("
         "  SELECT id, principal, " MCP_STORE_SESSION_STALE " AS stale"
-        "    FROM mcp.sessions WHERE id = (SELECT id FROM p WHERE go) AND terminated_at IS NULL"
+        "    FROM mcp.sessions WHERE id = (SELECT id FROM p WHERE go)"
+        "     AND " MCP_STORE_SESSION_UNENDED("")
         "     FOR KEY SHARE"
         "), s AS ("
         "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner,"

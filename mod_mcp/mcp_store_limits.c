@@ -137,7 +137,7 @@ mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
  * activity before the touch); mcp.admit_streams admits the live ones in order, each counting
  * the slots of those before it. */
 #define LIVE_FOR_X(s) \
-        s ".terminated_at IS NULL AND " s ".principal IS NOT DISTINCT FROM x.principal" \
+        MCP_STORE_SESSION_UNENDED(s ".") " AND " s ".principal IS NOT DISTINCT FROM x.principal" \
         " AND " s ".backend_url = x.backend_url" \
         " AND (x.idle = 0 OR " s ".last_seen_at > now() - make_interval(secs => x.idle))"
 #define OPEN_MANY(JSONB) \
@@ -212,7 +212,7 @@ mcp_store_status_t mcp_store_session_admissible(mcp_store_t *db, apr_pool_t *p,
 
 /* Live for principal $2 at backend $3, active within $4 seconds (0: no idle limit). */
 #define SESSION_LIVE \
-    "terminated_at IS NULL AND principal IS NOT DISTINCT FROM $2 AND backend_url = $3" \
+    MCP_STORE_SESSION_UNENDED("") " AND principal IS NOT DISTINCT FROM $2 AND backend_url = $3" \
     " AND ($4::int = 0 OR last_seen_at > now() - make_interval(secs => $4::int))"
 
 /* The CTEs cur, touched, held and se: the columns cols of session row id (an SQL expression)

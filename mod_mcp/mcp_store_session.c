@@ -32,7 +32,8 @@ mcp_store_status_t mcp_store_session_touch(mcp_store_t *db, apr_pool_t *p, const
 {
     static const char sql[] =
         "UPDATE mcp.sessions SET " TOUCH_SESSION
-        " WHERE id = $1 AND terminated_at IS NULL AND principal IS NOT DISTINCT FROM $3"
+        " WHERE id = $1 AND " MCP_STORE_SESSION_UNENDED("")
+        "   AND principal IS NOT DISTINCT FROM $3"
         "   AND ($2::int = 0 OR last_seen_at > now() - make_interval(secs => $2::int))"
         " RETURNING backend_url, backend_session_id, protocol_version";
     const char *args[3];
@@ -65,9 +66,9 @@ mcp_store_status_t mcp_store_session_terminate(mcp_store_t *db, apr_pool_t *p, c
     static const char sql[] =
         "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = $1"
         " WHERE id = (SELECT id FROM mcp.sessions"
-        "              WHERE id = $2 AND terminated_at IS NULL"
+        "              WHERE id = $2 AND " MCP_STORE_SESSION_UNENDED("")
         "                AND principal IS NOT DISTINCT FROM $3 " SESSION_END_LOCK ")"
-        "   AND terminated_at IS NULL";
+        "   AND " MCP_STORE_SESSION_UNENDED("");
     const char *args[3];
     mcp_store_status_t rv;
     PGresult *res;
@@ -89,11 +90,11 @@ mcp_store_status_t mcp_store_session_expire(mcp_store_t *db, apr_pool_t *p, cons
     static const char sql[] =
         "UPDATE mcp.sessions SET terminated_at = now(), terminated_by = 'expired'"
         " WHERE id = (SELECT id FROM mcp.sessions"
-        "              WHERE id = $1 AND backend_url = $2 AND terminated_at IS NULL"
+        "              WHERE id = $1 AND backend_url = $2 AND " MCP_STORE_SESSION_UNENDED("")
         "                AND $3::int > 0"
         "                AND last_seen_at <= now() - make_interval(secs => $3::int) "
         SESSION_END_LOCK ")"
-        "   AND terminated_at IS NULL"
+        "   AND " MCP_STORE_SESSION_UNENDED("")
         " RETURNING backend_session_id";
     const char *args[3];
     mcp_store_status_t rv;
@@ -123,7 +124,7 @@ mcp_store_status_t mcp_store_sessions_expire_idle(mcp_store_t *db, apr_pool_t *p
         "               WHERE terminated_at IS NULL AND idle_timeout_secs > 0"
         "                 AND last_seen_at <= now() - make_interval(secs => idle_timeout_secs)"
         "               LIMIT $1::int FOR UPDATE SKIP LOCKED)"
-        "   AND terminated_at IS NULL"
+        "   AND " MCP_STORE_SESSION_UNENDED("")
         " RETURNING id, backend_url, backend_session_id, protocol_version";
     const char *args[1];
     mcp_store_status_t rv;

@@ -8,7 +8,13 @@ open stream. Here a stack of its own gets OPEN open streams after its statistics
 none open (autovacuum off for the table), and auto_explain writes the plan of each of the
 gateway's statements with its row counts to PostgreSQL's log: no plan of a call's statements may
 read the open streams to keep a few, whether its answer is stored alone or merged with others'
-(the group)."""
+(the group).
+
+The same for the session rows a call names by key (its opening's check and touch of its
+session): mcp.sessions' partial indexes (WHERE terminated_at IS NULL) hold the live sessions, and
+statistics taken when most sessions had ended priced reading one of them whole below the look-up
+by key. The stack's sessions table holds ENDED ended sessions when it is analyzed, then gets OPEN
+live ones."""
 
 import json
 import re
@@ -23,6 +29,7 @@ from mcp_client import McpSession
 from waiting import wait_for
 
 OPEN = 2000
+ENDED = 2000
 THREADS = 12
 CALLS = 8
 
@@ -41,10 +48,17 @@ def stale():
         conn = psycopg2.connect(admin)
         conn.autocommit = True
         with conn.cursor() as cur:
-            # Statistics from a time with no stream open, kept: autovacuum would analyze this
-            # small table again after the inserts below (a big one it would not).
-            cur.execute("ALTER TABLE mcp.streams SET (autovacuum_enabled = off)")
-            cur.execute("ANALYZE mcp.streams")
+            # Statistics from a time with no stream open and almost every session ended, kept:
+            # autovacuum would analyze these small tables again after the inserts below (big
+            # ones it would not).
+            cur.execute("""INSERT INTO mcp.sessions (id, backend_url, protocol_version, holder,
+                                                     terminated_at, terminated_by)
+                           SELECT 'stale-statistics-ended-' || g, 'http://127.0.0.1:1/mcp',
+                                  '2025-11-25', 'addr:192.0.2.1', now(), 'client'
+                             FROM generate_series(1, %s) g""", (ENDED,))
+            for table in ("mcp.streams", "mcp.sessions"):
+                cur.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
+                cur.execute(f"ANALYZE {table}")
             # The open streams of clients of one other address, 192.0.2.1 (not this test's,
             # whose sessions the per-principal limit counts).
             cur.execute("""INSERT INTO mcp.sessions (id, backend_url, protocol_version, holder)
@@ -92,7 +106,21 @@ def nodes(plan):
         yield from nodes(child)
 
 
-def test_a_calls_statements_read_their_own_streams_not_every_open_one(stale):
+def read_widely(statements, relation):
+    """The plan nodes of statements [(query, plan)] that read over 100 rows of relation (kept
+    or filtered out): (query's start, node type, index, rows read)."""
+    out = []
+    for q, p in statements:
+        for n in nodes(p):
+            read = (n.get("Actual Rows", 0) * n.get("Actual Loops", 1)
+                    + n.get("Rows Removed by Filter", 0))
+            if n.get("Relation Name") == relation and read > 100:
+                out.append((re.sub(r"\s+", " ", q)[:160], n["Node Type"], n.get("Index Name"),
+                            read))
+    return out
+
+
+def test_a_calls_statements_read_their_own_rows_not_every_open_stream_or_live_session(stale):
     url = stale["MCP_URLS"].split()[0]
     log = stale["MCP_PG_LOG"]
     with open(log, "rb") as f:
@@ -135,14 +163,19 @@ def test_a_calls_statements_read_their_own_streams_not_every_open_one(stale):
             and ("INSERT INTO mcp.streams" in q
                  or ("completed_at = now()" in q and "INSERT INTO mcp.events" in q))]
     finishes = [q for q, _ in seen if "completed_at = now()" in q]
-    assert any("INSERT INTO mcp.streams" in q for q, _ in seen), "no opening was planned"
+    openings = [q for q, _ in seen if "INSERT INTO mcp.streams" in q]
+    assert any("unnest(" not in q for q in openings), "no single opening was planned"
+    assert any("unnest(" in q for q in openings), "no merged opening was planned"
     assert any("unnest(" not in q for q in finishes), "no single finish was planned"
     assert any("unnest(" in q for q in finishes), "no merged finish was planned (no group formed)"
-    wide = [(re.sub(r"\s+", " ", q)[:160], n["Node Type"], n.get("Index Name"),
-             n["Rows Removed by Filter"])
-            for q, p in seen for n in nodes(p)
-            if n.get("Relation Name") == "streams" and n.get("Rows Removed by Filter", 0) > 100]
+    wide = read_widely(seen, "streams")
     assert not wide, f"{len(wide)} plans read the open streams to keep a few: {wide[:3]}"
+    # The session rows the openings name by key (their check, touch or share of the session).
+    wide = read_widely([(q, p) for q, p in seen if "INSERT INTO mcp.streams" in q], "sessions")
+    assert not wide, f"{len(wide)} plans read the live sessions to keep a few: {wide[:3]}"
     with database(stale) as db, db.cursor() as cur:
         cur.execute("SELECT count(*) FROM mcp.streams WHERE status = 'open' AND kind = 'standalone'")
         assert cur.fetchone()[0] == OPEN   # the streams it looked past are left as they were
+        cur.execute("SELECT count(*) FROM mcp.sessions"
+                    " WHERE id LIKE 'stale-statistics-session-%' AND terminated_at IS NULL")
+        assert cur.fetchone()[0] == OPEN   # and the sessions
