@@ -6,7 +6,7 @@ users); wrk and psycopg2 must be installed (bench/run installs them).
     bench/percall.py [--tree DIR]... [--conc 1,8,32] [--secs 4] [--reps 2]
                      [--proto 2025-11-25|2025-06-18|2026-07-28] [--pg-set NAME=VALUE]...
                      [--conf-add N=DIRECTIVE]... [--pg-add N=NAME=VALUE]... [--children N]
-                     [--sessions 32|1] [--open-streams N]
+                     [--sessions 32|1] [--open-streams N] [--statements N]
 
 Each --tree (default: this repository) is a built checkout: its tests/stack starts a private
 stack (one httpd, event MPM, with that tree's module, schema and test backend). The points are
@@ -25,6 +25,10 @@ connection in one session (an agent making parallel tool calls: they contend for
 (connected clients' GETs) after an ANALYZE of mcp.streams with none open and of mcp.sessions with
 N ended ones, autovacuum off for both: what a call costs beside many connected clients when the
 statistics are from before they came.
+--statements N loads pg_stat_statements into each stack (its PostgreSQL restarted before the
+first call) and prints, per tree, the N statements with the most execution time over all of its
+points: runs per call and execution µs per run and per call (planning is not counted: the
+gateway's statements are prepared), the gateway's statements text cut to its start.
 MultiXacts/call counts the multixact ids PostgreSQL made (the shared row locks of concurrent
 transactions on one row: mxid_age('1') is the next id - 1).
 """
@@ -43,7 +47,7 @@ import psycopg2  # noqa: E402
 
 class Target:
     def __init__(self, tree, work, proto, idx, pg_set=(), conf_add=(), children=1, sessions=32,
-                 open_streams=0):
+                 open_streams=0, statements=0):
         self.tree = os.path.abspath(tree)
         self.name = self.tree + "".join(f" + {c}" for c in conf_add) \
             + "".join(f" + PostgreSQL {kv}" for kv in pg_set)
@@ -71,6 +75,9 @@ class Target:
             with self.pg.cursor() as c:
                 c.execute(f"ALTER SYSTEM SET {name} = %s", (value,))
                 c.execute("SELECT pg_reload_conf()")
+        self.calls = 0
+        if statements:
+            self.load_statements()
         self.notifies = bench.NotifyCounter(self.env["MCP_PG"])
         bench.PROTO = proto
         self.sessions = os.path.join(work, f"t{idx}.sessions")
@@ -84,6 +91,39 @@ class Target:
             bench.mcp_call(self.url, sid, "echo", {"text": "hello"})
         if open_streams:
             self.open_streams(open_streams)
+
+    def load_statements(self):
+        """pg_stat_statements in this stack's PostgreSQL (a restart: the children reconnect)."""
+        with self.pg.cursor() as c:
+            c.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+        self.pg.close()
+        subprocess.run([os.path.join(self.tree, "tests", "stack"), "restart-pg", "--dir",
+                        self.dir], check=True, capture_output=True, timeout=120)
+        self.pg_pid = int(bench.pidfile(self.env["MCP_PG_PIDFILE"]))
+        self.cpu = bench.CpuMeter()
+        self.cpu.add(self.pg_pid, "postgres")
+        self.cpu.add(bench.pidfile(self.env["MCP_HTTPD_PIDFILES"].split()[0]), "httpd")
+        self.cpu.add(bench.pidfile(self.env.get("MCP_BACKEND_PIDFILE", "")), "backend")
+        self.pg = psycopg2.connect(self.env["MCP_PG"].replace("user=mcp", "user=postgres"))
+        self.pg.autocommit = True
+        with self.pg.cursor() as c:
+            c.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+
+    def statements_reset(self):
+        with self.pg.cursor() as c:
+            c.execute("SELECT pg_stat_statements_reset()")
+
+    def statements(self, n):
+        """The n statements of user mcp with the most execution time since the reset:
+        (runs per call, µs per run, µs per call, text's start)."""
+        with self.pg.cursor() as c:
+            c.execute("SELECT s.calls, s.total_exec_time, s.query FROM pg_stat_statements s"
+                      "  JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname = 'mcp'"
+                      " ORDER BY s.total_exec_time DESC LIMIT %s", (n,))
+            rows = c.fetchall()
+        calls = max(self.calls, 1)
+        return [(runs / calls, ms * 1000 / max(runs, 1), ms * 1000 / calls,
+                 " ".join(q.split())[:110]) for runs, ms, q in rows]
 
     def open_streams(self, n):
         """n open standalone streams of n sessions of another client (192.0.2.1), as connected
@@ -160,6 +200,7 @@ class Target:
             raise SystemExit(f"wrk failed: {p.stdout}\n{p.stderr}")
         r = json.loads(m.group(1))
         calls = max(r["good"], 1)
+        self.calls += r["good"]
         el = cpu1[1] - cpu0[1]
         cores = bench.CpuMeter.delta(cpu0, cpu1)
         return {
@@ -203,6 +244,9 @@ def main():
                     help="N open standalone streams of N other live sessions in each stack, "
                          "with mcp.streams' and mcp.sessions' statistics from before they "
                          "opened (N ended sessions then; autovacuum off for both)")
+    ap.add_argument("--statements", type=int, default=0,
+                    help="N: the N statements with the most execution time per tree "
+                         "(pg_stat_statements, loaded into each stack)")
     ap.add_argument("--pg-add", action="append", default=[],
                     help="N=NAME=VALUE: a PostgreSQL setting for the N-th tree's stack only (the "
                          "same tree given twice: a setting's price, interleaved)")
@@ -222,7 +266,10 @@ def main():
             pg_adds.setdefault(int(n), []).append(setting)
         for i, t in enumerate(trees):
             targets.append(Target(t, work, a.proto, i, list(a.pg_set) + pg_adds.get(i, []),
-                                  adds.get(i, ()), a.children, a.sessions, a.open_streams))
+                                  adds.get(i, ()), a.children, a.sessions, a.open_streams,
+                                  a.statements))
+        for t in targets if a.statements else ():
+            t.statements_reset()
         res = {}
         for rep in range(a.reps):
             for c in [int(x) for x in a.conc.split(",")]:
@@ -236,6 +283,11 @@ def main():
             print(f"{tree} c={c}: " + ", ".join(
                 f"{k} {bench.med([r[k] for r in rs]):.{0 if k in ('calls/s', 'WAL B/call') else 3}f}"
                 for k in keys))
+        for t in targets if a.statements else ():
+            print(f"{t.name}: statements by execution time ({t.calls} calls; runs per call,"
+                  " µs per run, µs per call)")
+            for per_call, us_run, us_call, q in t.statements(a.statements):
+                print(f"  {per_call:6.3f} {us_run:8.1f} {us_call:8.1f}  {q}")
     finally:
         for t in targets:
             t.down()

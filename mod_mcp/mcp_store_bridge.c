@@ -102,33 +102,35 @@ mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
      * group, a lease renewal or a touch takes, so the group's lock order holds. A stale row
      * (MCP_STORE_SESSION_STALE) is marked seen afterwards, in a transaction of its own
      * (pooled_touch). */
-    static const char sql[] =
-        "WITH p AS (" POOLED_AND(
-        ", ($4 IS NULL OR (b.tools_fetched_at > now() - make_interval(secs => $5::float8)"
-        "                  AND coalesce(b.tool_headers -> $4, '[]') = '[]')) AS go")
-        "), se AS ("
-        "  SELECT id, principal, " MCP_STORE_SESSION_STALE " AS stale"
-        "    FROM mcp.sessions WHERE id = (SELECT id FROM p WHERE go)"
-        "     AND " MCP_STORE_SESSION_UNENDED("")
-        "     FOR KEY SHARE"
-        "), s AS ("
-        "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner,"
-        "                           lease_until, holder, trace_id)"
-        "  SELECT se.id, 'request', $6, mcp.audit_jsonb($6::text), $7, $8,"
-        "         now() + make_interval(secs => $9::int), $10,"
-        "         (SELECT c.trace_id FROM mcp.streams c WHERE c.id = $12) FROM se"
-        "  RETURNING id, session_id"
-        "), e AS ("
-        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
-        "                          message, principal)"
-        "  SELECT s.session_id, s.id, 0, 'in', 'message', $11, mcp.audit_jsonb($11::text),"
-        "         se.principal FROM s, se"
-        "  UNION ALL"
-        "  SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, NULL, se.principal FROM s, se"
-        "), l AS ("
-        "  UPDATE mcp.streams c SET bridged_to = s.id FROM s WHERE c.id = $12"
-        ")"
-        "SELECT p.*, s.id, se.stale FROM p LEFT JOIN s ON true LEFT JOIN se ON true";
+#define SQL(JSONB) \
+        "WITH p AS (" POOLED_AND( \
+        ", ($4 IS NULL OR (b.tools_fetched_at > now() - make_interval(secs => $5::float8)" \
+        "                  AND coalesce(b.tool_headers -> $4, '[]') = '[]')) AS go") \
+        "), se AS (" \
+        "  SELECT id, principal, " MCP_STORE_SESSION_STALE " AS stale" \
+        "    FROM mcp.sessions WHERE id = (SELECT id FROM p WHERE go)" \
+        "     AND " MCP_STORE_SESSION_UNENDED("") \
+        "     FOR KEY SHARE" \
+        "), s AS (" \
+        "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner," \
+        "                           lease_until, holder, trace_id)" \
+        "  SELECT se.id, 'request', $6, " JSONB("$6") ", $7, $8," \
+        "         now() + make_interval(secs => $9::int), $10," \
+        "         (SELECT c.trace_id FROM mcp.streams c WHERE c.id = $12) FROM se" \
+        "  RETURNING id, session_id" \
+        "), e AS (" \
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text," \
+        "                          message, principal)" \
+        "  SELECT s.session_id, s.id, 0, 'in', 'message', $11, " JSONB("$11") "," \
+        "         se.principal FROM s, se" \
+        "  UNION ALL" \
+        "  SELECT s.session_id, s.id, 1, 'out', 'priming', NULL, NULL, se.principal FROM s, se" \
+        "), l AS (" \
+        "  UPDATE mcp.streams c SET bridged_to = s.id FROM s WHERE c.id = $12" \
+        ")" \
+        "SELECT p.*, s.id, se.stale FROM p LEFT JOIN s ON true LEFT JOIN se ON true"
+    static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
+#undef SQL
     const char *args[] = {
         call->backend_url, call->caps_key, call->principal, call->tool,
         apr_psprintf(p, "%.3f", call->tools_ttl), call->request_id, call->method, call->owner,
@@ -137,7 +139,9 @@ mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
     mcp_store_status_t rv;
     PGresult *res;
 
-    rv = mcp_store__exec_as(db, p, "opening a bridged call's backend stream", sql, NARGS(args),
+    /* The request id is a decimal number; the request sent, valid JSON (json-c wrote it). */
+    rv = mcp_store__exec_as(db, p, "opening a bridged call's backend stream",
+                            mcp_store__plain_jsonb(call->sent) ? plain : audited, NARGS(args),
                             args, &res, call->client_stream);
     if (rv != MCP_STORE_OK) {
         return rv;

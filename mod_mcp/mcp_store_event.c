@@ -140,8 +140,8 @@ mcp_store_status_t mcp_store_events_append_finish2(mcp_store_t *db, apr_pool_t *
                                                    const char *messages_b, const char *status)
 {
     /* The group's merged statement for two streams (rows locked in id order, as the expiry
-     * locks them); always the audited jsonb copies. */
-    static const char sql[] = FINISH_MANY(JSONB_AUDITED);
+     * locks them). */
+    static const char plain[] = FINISH_MANY(JSONB_PLAIN), audited[] = FINISH_MANY(JSONB_AUDITED);
     const char *sessions[2] = { session_a ? session_a->id : NULL,
                                 session_b ? session_b->id : NULL },
                *streams[2] = { mcp_store__i64(p, stream_a), mcp_store__i64(p, stream_b) },
@@ -158,8 +158,10 @@ mcp_store_status_t mcp_store_events_append_finish2(mcp_store_t *db, apr_pool_t *
     args[3] = mcp_store__text_array(p, 2, principals);
     args[4] = mcp_store__text_array(p, 2, messages);
     args[5] = mcp_store__text_array(p, 2, statuses);
-    return mcp_store_exec(db, p, "storing two streams' last messages and their end", sql,
-                          NARGS(args), args, NULL);
+    /* messages are valid JSON ($5::json refuses them otherwise). */
+    return mcp_store_exec(db, p, "storing two streams' last messages and their end",
+                          mcp_store__plain_jsonb(messages_a) && mcp_store__plain_jsonb(messages_b)
+                          ? plain : audited, NARGS(args), args, NULL);
 }
 
 mcp_store_status_t mcp_store_events_after_bounded(mcp_store_t *db, apr_pool_t *p,

@@ -178,6 +178,37 @@ def test_tools_list_and_call_are_translated(bridge):
     assert "ttlMs" not in msg["result"]
 
 
+def test_a_call_whose_texts_jsonb_refuses_is_stored_exactly_on_both_streams(bridge, db):
+    # \u0000 and a lone surrogate (valid JSON that jsonb refuses) in the client's arguments and
+    # a \u0000 in its id: the backend stream's opening stores a request holding them, the pair's
+    # finish an answer whose id holds one. Both statements then take their audited jsonb
+    # copies, and the texts are kept as written (an ordinary call takes the plain casts). (The
+    # bridge writes the backend's request and the client's id through json-c, which reads a
+    # lone surrogate as U+FFFD: an id holding one would not come back as sent.)
+    rid, text = "nul\u0000-1", "a\u0000b\ud800c"
+    r = tool(bridge["URL"], rid, "echo", {"text": text})
+    assert r.status_code == 200, r.text
+    answer = final(r)
+    assert answer["id"] == rid
+    # (The test backend's json-c strings end at a NUL: it echoes "a".)
+    assert answer["result"]["content"][0]["text"].startswith("a")
+    with db.cursor() as cur:
+        cur.execute("""SELECT c.id, c.status, c.bridged_to FROM mcp.streams c
+                        WHERE c.session_id IS NULL AND c.request_id_text = %s""", (json.dumps(rid),))
+        (client, status, backend), = cur.fetchall()
+        assert status == "complete" and backend
+        cur.execute("""SELECT stream_id, direction, message_text, message IS NOT NULL
+                         FROM mcp.events WHERE stream_id IN (%s, %s) AND kind = 'message'
+                        ORDER BY stream_id = %s DESC, seq""", (client, backend, client))
+        rows = cur.fetchall()
+    assert [(s == client, d) for s, d, _, _ in rows] == [
+        (True, "in"), (True, "out"), (False, "in"), (False, "out")], rows
+    assert json.dumps(text)[1:-1] in rows[0][2], rows   # the client's request, as it came
+    assert "a\\u0000b" in rows[2][2], rows   # the backend's, as json-c wrote it (U+FFFD too)
+    assert json.loads(rows[1][2])["id"] == rid                   # the client's answer
+    assert all(copied for _, _, _, copied in rows), rows   # jsonb copies (U+FFFD for those)
+
+
 def test_tools_list_leaves_out_what_the_client_may_not_call(bridge):
     authz = bridge["URL"].rsplit("/", 1)[0] + "/mcp-bridge-authz"
     r = call(authz, "la-1", "tools/list")
