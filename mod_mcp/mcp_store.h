@@ -135,7 +135,8 @@ void mcp_store_init(mcp_store_t *db, const mcp_store_lender_t *lender, void *bat
  * sessions priced reading one of them whole below the look-up by key, and every call read every
  * live session (a big table that gets 10,000 connected clients has changed too little for
  * autovacuum to analyze it again). PostgreSQL's proof of an index's predicate does not look
- * inside IS TRUE; test_stale_statistics fails on a version whose does. s: "" or "alias.". */
+ * inside IS TRUE; on a PostgreSQL whose proof does, test_stale_statistics fails. s: "" or
+ * "alias.". */
 #define MCP_STORE_SESSION_UNENDED(s) "(" s "terminated_at IS NULL) IS TRUE"
 
 /* The SET clause that marks a session seen (when MCP_STORE_SESSION_STALE), for statements that

@@ -158,7 +158,7 @@ mcp_store_status_t mcp_store_events_append_finish2(mcp_store_t *db, apr_pool_t *
     args[3] = mcp_store__text_array(p, 2, principals);
     args[4] = mcp_store__text_array(p, 2, messages);
     args[5] = mcp_store__text_array(p, 2, statuses);
-    /* messages are valid JSON ($5::json refuses them otherwise). */
+    /* messages are valid JSON (x.messages::json refuses them otherwise). */
     return mcp_store_exec(db, p, "storing two streams' last messages and their end",
                           mcp_store__plain_jsonb(messages_a) && mcp_store__plain_jsonb(messages_b)
                           ? plain : audited, NARGS(args), args, NULL);
