@@ -6,7 +6,7 @@ users); wrk and psycopg2 must be installed (bench/run installs them).
     bench/percall.py [--tree DIR]... [--conc 1,8,32] [--secs 4] [--reps 2]
                      [--proto 2025-11-25|2025-06-18|2026-07-28] [--pg-set NAME=VALUE]...
                      [--conf-add N=DIRECTIVE]... [--pg-add N=NAME=VALUE]... [--children N]
-                     [--sessions 32|1] [--open-streams N] [--statements N]
+                     [--sessions 32|1] [--open-streams N] [--statements N] [--keep]
 
 Each --tree (default: this repository) is a built checkout: its tests/stack starts a private
 stack (one httpd, event MPM, with that tree's module, schema and test backend). The points are
@@ -29,11 +29,14 @@ statistics are from before they came.
 first call) and prints, per tree, the N statements with the most execution time over all of its
 points: runs per call and execution µs per run and per call (planning is not counted: the
 gateway's statements are prepared), the gateway's statements text cut to its start.
+The work directory (each stack's PostgreSQL data, ~1 GB after a run, and the logs) is removed
+when the run succeeds, kept (and named) when it fails or with --keep.
 MultiXacts/call counts the multixact ids PostgreSQL made (the shared row locks of concurrent
 transactions on one row: mxid_age('1') is the next id - 1).
 """
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -247,6 +250,8 @@ def main():
     ap.add_argument("--statements", type=int, default=0,
                     help="N: the N statements with the most execution time per tree "
                          "(pg_stat_statements, loaded into each stack)")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the work directory (stacks, logs) even when the run succeeds")
     ap.add_argument("--pg-add", action="append", default=[],
                     help="N=NAME=VALUE: a PostgreSQL setting for the N-th tree's stack only (the "
                          "same tree given twice: a setting's price, interleaved)")
@@ -254,7 +259,7 @@ def main():
     trees = a.tree or [bench.REPO]
     work = tempfile.mkdtemp(prefix="mcp-percall.")
     os.chmod(work, 0o755)
-    targets = []
+    targets, done = [], False
     try:
         adds = {}
         for kv in a.conf_add:
@@ -288,9 +293,14 @@ def main():
                   " µs per run, µs per call)")
             for per_call, us_run, us_call, q in t.statements(a.statements):
                 print(f"  {per_call:6.3f} {us_run:8.1f} {us_call:8.1f}  {q}")
+        done = True
     finally:
         for t in targets:
             t.down()
+        if done and not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"work directory kept: {work}", file=sys.stderr)
 
 
 if __name__ == "__main__":
