@@ -66,13 +66,7 @@ class Target:
             raise SystemExit(f"tests/stack up ({self.tree}) failed:\n{p.stderr[-3000:]}")
         self.env = bench.read_env(os.path.join(self.dir, "stack.env"))
         self.url = self.env["MCP_URLS"].split()[0]
-        self.cpu = bench.CpuMeter()
-        self.pg_pid = int(bench.pidfile(self.env["MCP_PG_PIDFILE"]))
-        self.cpu.add(self.pg_pid, "postgres")
-        self.cpu.add(bench.pidfile(self.env["MCP_HTTPD_PIDFILES"].split()[0]), "httpd")
-        self.cpu.add(bench.pidfile(self.env.get("MCP_BACKEND_PIDFILE", "")), "backend")
-        self.pg = psycopg2.connect(self.env["MCP_PG"].replace("user=mcp", "user=postgres"))
-        self.pg.autocommit = True
+        self.attach()
         for kv in pg_set:   # e.g. synchronous_commit=off, to attribute a cost
             name, value = kv.split("=", 1)
             with self.pg.cursor() as c:
@@ -95,6 +89,17 @@ class Target:
         if open_streams:
             self.open_streams(open_streams)
 
+    def attach(self):
+        """The stack's processes to meter (PostgreSQL's postmaster by its pid file: a new one
+        after a restart) and a superuser connection to its database."""
+        self.cpu = bench.CpuMeter()
+        self.pg_pid = int(bench.pidfile(self.env["MCP_PG_PIDFILE"]))
+        self.cpu.add(self.pg_pid, "postgres")
+        self.cpu.add(bench.pidfile(self.env["MCP_HTTPD_PIDFILES"].split()[0]), "httpd")
+        self.cpu.add(bench.pidfile(self.env.get("MCP_BACKEND_PIDFILE", "")), "backend")
+        self.pg = psycopg2.connect(self.env["MCP_PG"].replace("user=mcp", "user=postgres"))
+        self.pg.autocommit = True
+
     def load_statements(self):
         """pg_stat_statements in this stack's PostgreSQL (a restart: the children reconnect)."""
         with self.pg.cursor() as c:
@@ -102,13 +107,7 @@ class Target:
         self.pg.close()
         subprocess.run([os.path.join(self.tree, "tests", "stack"), "restart-pg", "--dir",
                         self.dir], check=True, capture_output=True, timeout=120)
-        self.pg_pid = int(bench.pidfile(self.env["MCP_PG_PIDFILE"]))
-        self.cpu = bench.CpuMeter()
-        self.cpu.add(self.pg_pid, "postgres")
-        self.cpu.add(bench.pidfile(self.env["MCP_HTTPD_PIDFILES"].split()[0]), "httpd")
-        self.cpu.add(bench.pidfile(self.env.get("MCP_BACKEND_PIDFILE", "")), "backend")
-        self.pg = psycopg2.connect(self.env["MCP_PG"].replace("user=mcp", "user=postgres"))
-        self.pg.autocommit = True
+        self.attach()
         with self.pg.cursor() as c:
             c.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
 

@@ -163,15 +163,15 @@ def test_a_calls_statements_read_their_own_rows_not_every_open_stream_or_live_se
             and ("INSERT INTO mcp.streams" in q
                  or ("completed_at = now()" in q and "INSERT INTO mcp.events" in q))]
     finishes = [q for q, _ in seen if "completed_at = now()" in q]
-    openings = [q for q, _ in seen if "INSERT INTO mcp.streams" in q]
-    assert any("unnest(" not in q for q in openings), "no single opening was planned"
-    assert any("unnest(" in q for q in openings), "no merged opening was planned"
+    openings = [(q, p) for q, p in seen if "INSERT INTO mcp.streams" in q]
+    assert any("unnest(" not in q for q, _ in openings), "no single opening was planned"
+    assert any("unnest(" in q for q, _ in openings), "no merged opening was planned"
     assert any("unnest(" not in q for q in finishes), "no single finish was planned"
     assert any("unnest(" in q for q in finishes), "no merged finish was planned (no group formed)"
     wide = read_widely(seen, "streams")
     assert not wide, f"{len(wide)} plans read the open streams to keep a few: {wide[:3]}"
     # The session rows the openings name by key (their check, touch or share of the session).
-    wide = read_widely([(q, p) for q, p in seen if "INSERT INTO mcp.streams" in q], "sessions")
+    wide = read_widely(openings, "sessions")
     assert not wide, f"{len(wide)} plans read the live sessions to keep a few: {wide[:3]}"
     with database(stale) as db, db.cursor() as cur:
         cur.execute("SELECT count(*) FROM mcp.streams WHERE status = 'open' AND kind = 'standalone'")
