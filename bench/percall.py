@@ -268,6 +268,10 @@ def main():
         for kv in a.pg_add:
             n, setting = kv.split("=", 1)
             pg_adds.setdefault(int(n), []).append(setting)
+        for n in sorted(set(adds) | set(pg_adds)):
+            if not 0 <= n < len(trees):
+                ap.error(f"--conf-add/--pg-add {n}=...: there is no tree {n} (0-based; "
+                         f"{len(trees)} tree(s) given)")
         for i, t in enumerate(trees):
             targets.append(Target(t, work, a.proto, i, list(a.pg_set) + pg_adds.get(i, []),
                                   adds.get(i, ()), a.children, a.sessions, a.open_streams,

@@ -343,7 +343,7 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
  * below): each parameter the array of the instances' own, x.ord numbering them; admitted in
  * order by mcp.admit_streams (no session: only the holder's limit), each counting the slots of
  * those before it. */
-#define OPEN_STATELESS_MANY \
+#define OPEN_STATELESS_MANY(JSONB) \
         "WITH x AS (" \
         "  SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[]," \
         "                       $6::int[], $7::text[], $8::text[], $9::text[], $10::text[]," \
@@ -363,7 +363,7 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
         "  INSERT INTO mcp.streams (id, session_id, kind, request_id_text, request_id, method," \
         "                           owner, lease_until, holder, protocol_version, principal," \
         "                           trace_id, member)" \
-        "  SELECT a.id, NULL, 'request', x.request_id, mcp.audit_jsonb(x.request_id), x.method," \
+        "  SELECT a.id, NULL, 'request', x.request_id, " JSONB("x.request_id") ", x.method," \
         "         x.owner, now() + make_interval(secs => x.lease), x.holder, x.protocol_version," \
         "         x.principal, x.trace_id, x.member" \
         "    FROM a JOIN x ON x.ord = a.ord WHERE a.refused IS NULL" \
@@ -372,7 +372,7 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
         "), e AS (" \
         "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text," \
         "                          message, principal)" \
-        "  SELECT NULL, s.id, 0, 'in', 'message', x.inbound, mcp.audit_jsonb(x.inbound)," \
+        "  SELECT NULL, s.id, 0, 'in', 'message', x.inbound, " JSONB("x.inbound") "," \
         "         x.principal" \
         "    FROM s JOIN a ON a.id = s.id JOIN x ON x.ord = a.ord ORDER BY s.id" \
         ")" \
@@ -384,28 +384,33 @@ mcp_store_status_t mcp_store_stream_open_stateless_admitted(
     const char *owner, int lease_secs, const mcp_store_limits_t *limits, const char *member,
     apr_int64_t *stream_id, mcp_store_refusal_t *refused)
 {
-    static const char sql[] =
-        "WITH a AS ("
-        "  SELECT i.id, mcp.admit_stream(NULL, $1, 0, 0, $2::int, 0, i.id, NULL) AS refused"
-        "    FROM (SELECT mcp.stream_id_new() AS id) i"
-        "), s AS ("
-        "  INSERT INTO mcp.streams (id, session_id, kind, request_id_text, request_id, method,"
-        "                           owner, lease_until, holder, protocol_version, principal,"
-        "                           trace_id, member)"
-        "  SELECT a.id, NULL, 'request', $3, mcp.audit_jsonb($3::text), $4, $5,"
-        "         now() + make_interval(secs => $6::int), $1, $7, $8, $10, $11"
-        "    FROM a WHERE a.refused IS NULL"
-        "  RETURNING id"
-        "), e AS ("
-        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text,"
-        "                          message, principal)"
-        "  SELECT NULL, s.id, 0, 'in', 'message', $9, mcp.audit_jsonb($9::text), $8 FROM s"
-        ")"
-        "SELECT s.id, a.refused FROM a LEFT JOIN s ON true";
-    static const mcp_store__mergeable_t many = { OPEN_STATELESS_MANY, 1, -1 };
+#define SQL(JSONB) \
+        "WITH a AS (" \
+        "  SELECT i.id, mcp.admit_stream(NULL, $1, 0, 0, $2::int, 0, i.id, NULL) AS refused" \
+        "    FROM (SELECT mcp.stream_id_new() AS id) i" \
+        "), s AS (" \
+        "  INSERT INTO mcp.streams (id, session_id, kind, request_id_text, request_id, method," \
+        "                           owner, lease_until, holder, protocol_version, principal," \
+        "                           trace_id, member)" \
+        "  SELECT a.id, NULL, 'request', $3, " JSONB("$3") ", $4, $5," \
+        "         now() + make_interval(secs => $6::int), $1, $7, $8, $10, $11" \
+        "    FROM a WHERE a.refused IS NULL" \
+        "  RETURNING id" \
+        "), e AS (" \
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text," \
+        "                          message, principal)" \
+        "  SELECT NULL, s.id, 0, 'in', 'message', $9, " JSONB("$9") ", $8 FROM s" \
+        ")" \
+        "SELECT s.id, a.refused FROM a LEFT JOIN s ON true"
+    static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
+#undef SQL
+    static const mcp_store__mergeable_t plain_many = { OPEN_STATELESS_MANY(JSONB_PLAIN), 1, -1 },
+                                        audited_many = { OPEN_STATELESS_MANY(JSONB_AUDITED), 1,
+                                                         -1 };
     const char *args[11];
     mcp_store_status_t rv;
     PGresult *res;
+    int is_plain;
 
     *refused = MCP_STORE_ADMITTED;
     args[0] = limits->holder;
@@ -420,10 +425,14 @@ mcp_store_status_t mcp_store_stream_open_stateless_admitted(
     args[9] = trace_id;
     args[10] = member;
     /* In the child's group, with the openings of sessions' streams: its locks are slots
-     * (taken skipping, never waited for). */
+     * (taken skipping, never waited for). request_id and inbound are valid JSON (the caller
+     * parsed them). */
+    is_plain = mcp_store__plain_jsonb(request_id) && mcp_store__plain_jsonb(inbound);
     if ((rv = mcp_store__exec_mergeable(db, p, "storing the stateless request and its stream",
-                                        sql, NARGS(args), args, &res, MCP_STORE__KEY_SESSIONS,
-                                        &many)) != MCP_STORE_OK) {
+                                        is_plain ? plain : audited, NARGS(args), args, &res,
+                                        MCP_STORE__KEY_SESSIONS,
+                                        is_plain ? &plain_many : &audited_many))
+        != MCP_STORE_OK) {
         return rv;
     }
     if (PQntuples(res) < 1) {
