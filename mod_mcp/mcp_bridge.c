@@ -131,14 +131,15 @@ const char *mcp_bridge_initialize(apr_pool_t *p, json_object *msg, apr_int64_t i
     return text_of(p, req);
 }
 
-const char *mcp_bridge_request_in(apr_pool_t *p, json_object *msg, apr_int64_t backend_id)
+const char *mcp_bridge_request_tail(apr_pool_t *p, json_object *msg)
 {
-    json_object *req = copy_of(msg), *params, *meta;
+    json_object *req, *params, *meta;
+    const char *text;
 
-    if (!req) {
+    if (!msg || !json_object_is_type(msg, json_type_object) || !(req = copy_of(msg))) {
         return NULL;
     }
-    json_object_object_add(req, "id", json_object_new_int64(backend_id));
+    json_object_object_del(req, "id");
     if ((params = object_member(req, "params")) != NULL) {
         json_object_object_del(params, "inputResponses");
         json_object_object_del(params, "requestState");
@@ -159,7 +160,18 @@ const char *mcp_bridge_request_in(apr_pool_t *p, json_object *msg, apr_int64_t b
             }
         }
     }
-    return text_of(p, req);
+    text = text_of(p, req);   /* "{...}" (plain: no space after the brace) */
+    return text[1] == '}' ? "}" : apr_pstrcat(p, ",", text + 1, NULL);
+}
+
+const char *mcp_bridge_request_join(apr_pool_t *p, apr_int64_t backend_id, const char *tail)
+{
+    return tail ? apr_psprintf(p, "{\"id\":%" APR_INT64_T_FMT "%s", backend_id, tail) : NULL;
+}
+
+const char *mcp_bridge_request_in(apr_pool_t *p, json_object *msg, apr_int64_t backend_id)
+{
+    return mcp_bridge_request_join(p, backend_id, mcp_bridge_request_tail(p, msg));
 }
 
 const char *mcp_bridge_request_digest(apr_pool_t *p, json_object *msg)

@@ -58,8 +58,17 @@ const char *mcp_bridge_initialize(apr_pool_t *p, json_object *msg, apr_int64_t i
 
 /* The request as it goes to the backend: a copy with id backend_id, without the
  * io.modelcontextprotocol/... _meta keys (an emptied _meta goes) and without inputResponses and
- * requestState. */
+ * requestState. The id is its first member: the text is mcp_bridge_request_join's of
+ * mcp_bridge_request_tail's, so that a statement that makes the id can store the same text as
+ * '{"id":' || id || tail. */
 const char *mcp_bridge_request_in(apr_pool_t *p, json_object *msg, apr_int64_t backend_id);
+
+/* The request as it goes to the backend after its id: its other members, each after a comma,
+ * and the closing brace. NULL when msg is not an object. */
+const char *mcp_bridge_request_tail(apr_pool_t *p, json_object *msg);
+
+/* {"id":backend_id followed by tail (NULL when tail is). */
+const char *mcp_bridge_request_join(apr_pool_t *p, apr_int64_t backend_id, const char *tail);
 
 /* The binding of a round to its request: a canonical text of method, name (or uri) and
  * arguments, hashed (SHA-1, hex). A retry must give the same. */

@@ -13,41 +13,43 @@ static const char *i64(apr_pool_t *p, apr_int64_t v)
     return apr_psprintf(p, "%" APR_INT64_T_FMT, v);
 }
 
-/* The live pooled session of principal $3 for backend $1 and capabilities key $2 (its id,
- * backend session id, protocol version, serverInfo: columns 0-3), and what its cached tool
- * list says of tool $4 (a list was read, its age in seconds, the tool's declarations: 4-6);
- * more columns in extra. */
-#define POOLED_AND(extra) \
-    "SELECT s.id, s.backend_session_id, s.protocol_version, s.server_info::text," \
-    "       b.tools_fetched_at IS NOT NULL," \
-    "       extract(epoch FROM now() - b.tools_fetched_at), (b.tool_headers -> $4)::text" \
+/* The live pooled session of principal pr for backend url and capabilities key caps (its id,
+ * backend session id, protocol version, serverInfo: columns 0-3), and what its cached tool list
+ * says of tool (a list was read, its age in seconds, the tool's declarations: 4-6); more
+ * columns in extra. Each an SQL expression: POOLED_AND's are $1-$4. */
+#define POOLED_OF(url, caps, pr, tool, extra) \
+    "SELECT s.id, s.backend_session_id, s.protocol_version, s.server_info::text AS server_info," \
+    "       b.tools_fetched_at IS NOT NULL AS tools_cached," \
+    "       extract(epoch FROM now() - b.tools_fetched_at) AS tools_age," \
+    "       (b.tool_headers -> " tool ")::text AS tool_decls" \
     extra \
     "  FROM mcp.bridge_sessions b JOIN mcp.sessions s ON s.id = b.session_id" \
-    " WHERE b.backend_url = $1 AND b.capabilities_key = $2" \
-    "   AND b.principal IS NOT DISTINCT FROM $3 AND " MCP_STORE_SESSION_UNENDED("s.") \
+    " WHERE b.backend_url = " url " AND b.capabilities_key = " caps \
+    "   AND b.principal IS NOT DISTINCT FROM " pr " AND " MCP_STORE_SESSION_UNENDED("s.") \
     "   AND (coalesce(s.idle_timeout_secs, 0) = 0" \
     "        OR s.last_seen_at > now() - make_interval(secs => s.idle_timeout_secs))" \
     " ORDER BY b.created_at DESC LIMIT 1"
+#define POOLED_AND(extra) POOLED_OF("$1", "$2", "$3", "$4", extra)
 #define POOLED POOLED_AND("")
 
-/* Columns 0-6 of POOLED's row. */
-static void read_pooled(apr_pool_t *p, PGresult *res, const char *principal,
+/* POOLED's row's columns 0-6, at column at of res. */
+static void read_pooled(apr_pool_t *p, PGresult *res, int at, const char *principal,
                         const char *backend_url, mcp_store_session_t **out,
                         mcp_store_bridge_tools_t *tools)
 {
     mcp_store_session_t *s = apr_pcalloc(p, sizeof(*s));
 
-    s->id = mcp_store_cell(res, 0, 0);
-    s->backend_session_id = mcp_store_cell(res, 0, 1);
-    s->protocol_version = mcp_store_cell(res, 0, 2);
-    s->server_info = mcp_store_cell(res, 0, 3);
+    s->id = mcp_store_cell(res, 0, at);
+    s->backend_session_id = mcp_store_cell(res, 0, at + 1);
+    s->protocol_version = mcp_store_cell(res, 0, at + 2);
+    s->server_info = mcp_store_cell(res, 0, at + 3);
     s->principal = principal;
     s->backend_url = backend_url;
     *out = s;
     if (tools) {
-        tools->cached = *PQgetvalue(res, 0, 4) == 't';
-        tools->age = tools->cached ? strtod(PQgetvalue(res, 0, 5), NULL) : 0;
-        tools->decls = mcp_store_cell(res, 0, 6);
+        tools->cached = *PQgetvalue(res, 0, at + 4) == 't';
+        tools->age = tools->cached ? strtod(PQgetvalue(res, 0, at + 5), NULL) : 0;
+        tools->decls = mcp_store_cell(res, 0, at + 6);
     }
 }
 
@@ -65,7 +67,7 @@ mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const
     if (rv != MCP_STORE_OK) {
         return rv;
     }
-    read_pooled(p, res, principal, backend_url, out, NULL);
+    read_pooled(p, res, 0, principal, backend_url, out, NULL);
     return MCP_STORE_OK;
 }
 
@@ -86,6 +88,22 @@ static void pooled_touch(mcp_store_t *db, apr_pool_t *p, const char *id)
     mcp_store_exec(db, p, "marking a pooled session seen", sql, NARGS(args), args, NULL);
 }
 
+/* POOLED, and whether a call of tool $4 (NULL: not a tool call) may go without a check of its
+ * Mcp-Param-* headers first: the pool's tool list is younger than $5 seconds and declares none
+ * for it (column go, after POOLED's; GO_OF for other expressions). */
+#define GO_OF(tool, ttl) \
+        ", (" tool " IS NULL OR (b.tools_fetched_at > now() - make_interval(secs => " ttl ")" \
+        "                  AND coalesce(b.tool_headers -> " tool ", '[]') = '[]')) AS go"
+#define POOLED_GO POOLED_AND(GO_OF("$4", "$5::float8"))
+
+/* The pooled session of CTE p, when go (and cond), its row FOR KEY SHARE: id, principal and
+ * whether it is to be marked seen (stale). */
+#define POOLED_SHARED(cond) \
+        "  SELECT id, principal, " MCP_STORE_SESSION_STALE " AS stale" \
+        "    FROM mcp.sessions WHERE id = (SELECT id FROM p WHERE go)" \
+        "     AND " MCP_STORE_SESSION_UNENDED("") cond \
+        "     FOR KEY SHARE"
+
 mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
                                               const mcp_store_bridge_open_t *call,
                                               mcp_store_session_t **out,
@@ -103,15 +121,7 @@ mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
      * (MCP_STORE_SESSION_STALE) is marked seen afterwards, in a transaction of its own
      * (pooled_touch). */
 #define SQL(JSONB) \
-        "WITH p AS (" POOLED_AND( \
-        ", ($4 IS NULL OR (b.tools_fetched_at > now() - make_interval(secs => $5::float8)" \
-        "                  AND coalesce(b.tool_headers -> $4, '[]') = '[]')) AS go") \
-        "), se AS (" \
-        "  SELECT id, principal, " MCP_STORE_SESSION_STALE " AS stale" \
-        "    FROM mcp.sessions WHERE id = (SELECT id FROM p WHERE go)" \
-        "     AND " MCP_STORE_SESSION_UNENDED("") \
-        "     FOR KEY SHARE" \
-        "), s AS (" \
+        "WITH p AS (" POOLED_GO "), se AS (" POOLED_SHARED("") "), s AS (" \
         "  INSERT INTO mcp.streams (session_id, kind, request_id_text, request_id, method, owner," \
         "                           lease_until, holder, trace_id)" \
         "  SELECT se.id, 'request', $6, " JSONB("$6") ", $7, $8," \
@@ -149,9 +159,183 @@ mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
     if (PQntuples(res) < 1) {
         return MCP_STORE_NOT_FOUND;
     }
-    read_pooled(p, res, call->principal, call->backend_url, out, tools);
+    read_pooled(p, res, 0, call->principal, call->backend_url, out, tools);
     *stream_id = PQgetisnull(res, 0, 8) ? 0 : apr_atoi64(PQgetvalue(res, 0, 8));   /* after p.* */
     if (*PQgetvalue(res, 0, 9) == 't') {
+        pooled_touch(db, p, (*out)->id);
+    }
+    return MCP_STORE_OK;
+}
+
+/* The group's merge of mcp_store_bridge_open_stateless's statement: each parameter the array of
+ * the instances' own, x.ord numbering them. The client streams are admitted in order by
+ * mcp.admit_streams, each counting the slots of those before it (as OPEN_STATELESS_MANY); each
+ * admitted call looks up its own pooled session, and those to be opened on are locked once
+ * each, FOR KEY SHARE, in id order. */
+#define OPEN_STATELESS_CALLS(JSONB) \
+        "WITH x AS (" \
+        "  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::float8[]," \
+        "                       $6::text[], $7::int[], $8::text[], $9::text[], $10::text[]," \
+        "                       $11::int[], $12::text[], $13::text[], $14::text[], $15::text[]," \
+        "                       $16::text[])" \
+        "         WITH ORDINALITY AS x(backend_url, caps_key, principal, tool, ttl, holder," \
+        "                              max_holder, request_id, method, owner, lease," \
+        "                              protocol_version, inbound, trace_id, member, tail, ord)" \
+        "), a AS (" \
+        "  SELECT f.* FROM (" \
+        "    SELECT array_agg(x.ord ORDER BY x.ord) AS ords," \
+        "           array_agg(x.holder ORDER BY x.ord) AS holders," \
+        "           array_agg(x.max_holder ORDER BY x.ord) AS max_holder FROM x) g," \
+        "   mcp.admit_streams(g.ords, array_fill(NULL::text, ARRAY[cardinality(g.ords)])," \
+        "                     g.holders, array_fill(0, ARRAY[cardinality(g.ords)])," \
+        "                     g.max_holder) f" \
+        "), p AS (" \
+        "  SELECT x.ord, pl.* FROM x LEFT JOIN LATERAL (" \
+        POOLED_OF("x.backend_url", "x.caps_key", "x.principal", "x.tool", \
+                  GO_OF("x.tool", "x.ttl")) \
+        "  ) pl ON true" \
+        "), se AS (" \
+        "  SELECT id, principal, " MCP_STORE_SESSION_STALE " AS stale FROM mcp.sessions" \
+        "   WHERE id IN (SELECT p.id FROM p JOIN a ON a.ord = p.ord" \
+        "                 WHERE p.go AND a.refused IS NULL)" \
+        "     AND " MCP_STORE_SESSION_UNENDED("") \
+        "   ORDER BY id FOR KEY SHARE" \
+        "), c AS (" \
+        "  SELECT a.ord, a.id, mcp.stream_id_new() AS bid, se.id AS session_id, se.principal" \
+        "    FROM a JOIN p ON p.ord = a.ord JOIN se ON se.id = p.id WHERE a.refused IS NULL" \
+        "), bs AS (" \
+        "  INSERT INTO mcp.streams (id, session_id, kind, request_id_text, request_id, method," \
+        "                           owner, lease_until, holder, trace_id)" \
+        "  SELECT c.bid, c.session_id, 'request', c.id::text, to_jsonb(c.id), x.method, x.owner," \
+        "         now() + make_interval(secs => x.lease), x.holder, x.trace_id" \
+        "    FROM c JOIN x ON x.ord = c.ord ORDER BY c.bid" \
+        "  RETURNING id, session_id" \
+        "), s AS (" \
+        "  INSERT INTO mcp.streams (id, session_id, kind, request_id_text, request_id, method," \
+        "                           owner, lease_until, holder, protocol_version, principal," \
+        "                           trace_id, member, bridged_to)" \
+        "  SELECT a.id, NULL, 'request', x.request_id, " JSONB("x.request_id") ", x.method," \
+        "         x.owner, now() + make_interval(secs => x.lease), x.holder, x.protocol_version," \
+        "         x.principal, x.trace_id, x.member, (SELECT bs.id FROM bs WHERE bs.id = c.bid)" \
+        "    FROM a JOIN x ON x.ord = a.ord LEFT JOIN c ON c.ord = a.ord" \
+        "   WHERE a.refused IS NULL ORDER BY a.id" \
+        "  RETURNING id" \
+        "), e AS (" \
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text," \
+        "                          message, principal)" \
+        "  SELECT v.* FROM (" \
+        "    SELECT NULL AS session_id, s.id, 0 AS seq, 'in' AS direction, 'message' AS kind," \
+        "           x.inbound AS t, " JSONB("x.inbound") " AS m, x.principal" \
+        "      FROM s JOIN a ON a.id = s.id JOIN x ON x.ord = a.ord" \
+        "    UNION ALL" \
+        "    SELECT bs.session_id, bs.id, 0, 'in', 'message', w.t, " JSONB("w.t") ", c.principal" \
+        "      FROM bs JOIN c ON c.bid = bs.id" \
+        "      JOIN LATERAL (SELECT '{\"id\":' || c.id || x.tail AS t FROM x WHERE x.ord = c.ord) w" \
+        "        ON true" \
+        "    UNION ALL" \
+        "    SELECT bs.session_id, bs.id, 1, 'out', 'priming', NULL, NULL, c.principal" \
+        "      FROM bs JOIN c ON c.bid = bs.id) v" \
+        "   ORDER BY v.id, v.seq" \
+        ")" \
+        "SELECT p.id, p.backend_session_id, p.protocol_version, p.server_info, p.tools_cached," \
+        "       p.tools_age, p.tool_decls, p.go, a.id, a.refused, c.bid, se.stale, x.ord" \
+        "  FROM x JOIN a ON a.ord = x.ord LEFT JOIN p ON p.ord = x.ord" \
+        "  LEFT JOIN c ON c.ord = x.ord LEFT JOIN se ON se.id = c.session_id"
+
+mcp_store_status_t mcp_store_bridge_open_stateless(mcp_store_t *db, apr_pool_t *p,
+                                                   const mcp_store_stateless_t *client,
+                                                   const mcp_store_bridge_open_t *call,
+                                                   apr_int64_t *client_stream,
+                                                   mcp_store_refusal_t *refused,
+                                                   mcp_store_session_t **out,
+                                                   mcp_store_bridge_tools_t *tools,
+                                                   apr_int64_t *stream_id)
+{
+    /* mcp_store_stream_open_stateless_admitted's statement and mcp_store_bridge_open_call's
+     * in one: a call's two openings with one commit. Both stream ids are made first (the
+     * backend one is wasted when the backend stream is not opened): the client stream is
+     * inserted linked (bridged_to, checked at the statement's end, when both rows are there),
+     * and the backend's request is the call's text with the client stream's id written in
+     * ('{"id":' || id || tail: the text C sends, mcp_bridge_request_join). The pooled session
+     * only when the client stream was admitted. In the group as the stateless opening, after
+     * the streams' statements: its locks are slots (taken skipping) and the pooled session's
+     * row FOR KEY SHARE (see mcp_store_bridge_open_call). */
+#define SQL(JSONB) \
+        "WITH a AS (" \
+        "  SELECT i.id, i.bid," \
+        "         mcp.admit_stream(NULL, $6, 0, 0, $7::int, 0, i.id, NULL) AS refused" \
+        "    FROM (SELECT mcp.stream_id_new() AS id, mcp.stream_id_new() AS bid) i" \
+        "), p AS (" POOLED_GO \
+        "), se AS (" POOLED_SHARED(" AND (SELECT refused FROM a) IS NULL") \
+        "), bs AS (" \
+        "  INSERT INTO mcp.streams (id, session_id, kind, request_id_text, request_id, method," \
+        "                           owner, lease_until, holder, trace_id)" \
+        "  SELECT a.bid, se.id, 'request', a.id::text, to_jsonb(a.id), $9, $10," \
+        "         now() + make_interval(secs => $11::int), $6, $14 FROM a, se" \
+        "  RETURNING id, session_id" \
+        "), s AS (" \
+        "  INSERT INTO mcp.streams (id, session_id, kind, request_id_text, request_id, method," \
+        "                           owner, lease_until, holder, protocol_version, principal," \
+        "                           trace_id, member, bridged_to)" \
+        "  SELECT a.id, NULL, 'request', $8, " JSONB("$8") ", $9, $10," \
+        "         now() + make_interval(secs => $11::int), $6, $12, $3, $14, $15," \
+        "         (SELECT id FROM bs)" \
+        "    FROM a WHERE a.refused IS NULL" \
+        "  RETURNING id" \
+        "), e AS (" \
+        "  INSERT INTO mcp.events (session_id, stream_id, seq, direction, kind, message_text," \
+        "                          message, principal)" \
+        "  SELECT NULL, s.id, 0, 'in', 'message', $13, " JSONB("$13") ", $3 FROM s" \
+        "  UNION ALL" \
+        "  SELECT bs.session_id, bs.id, 0, 'in', 'message', v.t, " JSONB("v.t") ", se.principal" \
+        "    FROM bs, se, (SELECT '{\"id\":' || a.id || $16 AS t FROM a) v" \
+        "  UNION ALL" \
+        "  SELECT bs.session_id, bs.id, 1, 'out', 'priming', NULL, NULL, se.principal FROM bs, se" \
+        ")" \
+        "SELECT p.*, a.id, a.refused, bs.id, se.stale" \
+        "  FROM a LEFT JOIN p ON true LEFT JOIN bs ON true LEFT JOIN se ON true"
+    static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
+#undef SQL
+    static const mcp_store__mergeable_t plain_many = { OPEN_STATELESS_CALLS(JSONB_PLAIN), 1, -1 },
+                                        audited_many = { OPEN_STATELESS_CALLS(JSONB_AUDITED), 1,
+                                                         -1 };
+    const char *args[] = {
+        call->backend_url, call->caps_key, call->principal, call->tool,
+        apr_psprintf(p, "%.3f", call->tools_ttl), client->limits->holder,
+        mcp_store__int_text(p, client->limits->max_holder_streams), client->request_id,
+        client->method, client->owner, mcp_store__int_text(p, client->lease_secs),
+        client->protocol_version, client->inbound, client->trace_id, client->member,
+        call->sent
+    };
+    mcp_store_status_t rv;
+    PGresult *res;
+    int is_plain = mcp_store__plain_jsonb(client->request_id)
+                   && mcp_store__plain_jsonb(client->inbound) && mcp_store__plain_jsonb(call->sent);
+
+    *client_stream = *stream_id = 0;
+    *out = NULL;
+    *refused = MCP_STORE_ADMITTED;
+    rv = mcp_store__exec_mergeable(db, p, "storing a bridged call's request and its two streams",
+                                   is_plain ? plain : audited, NARGS(args), args, &res,
+                                   MCP_STORE__KEY_SESSIONS, is_plain ? &plain_many : &audited_many);
+    if (rv != MCP_STORE_OK) {
+        return rv;
+    }
+    if (PQntuples(res) < 1) {
+        db->error = "storing a bridged call's request: no result";
+        return MCP_STORE_UNAVAILABLE;
+    }
+    /* p.*: POOLED's 7 columns and go; then 8-11. */
+    if ((*refused = mcp_store__refusal(mcp_store_cell(res, 0, 9))) != MCP_STORE_ADMITTED) {
+        return MCP_STORE_LIMIT;
+    }
+    *client_stream = apr_atoi64(PQgetvalue(res, 0, 8));
+    if (PQgetisnull(res, 0, 0)) {
+        return MCP_STORE_NOT_FOUND;
+    }
+    read_pooled(p, res, 0, call->principal, call->backend_url, out, tools);
+    *stream_id = PQgetisnull(res, 0, 10) ? 0 : apr_atoi64(PQgetvalue(res, 0, 10));
+    if (*PQgetvalue(res, 0, 11) == 't') {
         pooled_touch(db, p, (*out)->id);
     }
     return MCP_STORE_OK;

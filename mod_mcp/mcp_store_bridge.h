@@ -57,6 +57,38 @@ mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
                                               mcp_store_bridge_tools_t *tools,
                                               apr_int64_t *stream_id);
 
+/* A 2026-07-28 request as its stateless stream stores it (mcp_store_stream_open_stateless_admitted's
+ * arguments). */
+typedef struct mcp_store_stateless_t {
+    const char                *protocol_version;
+    const char                *request_id;    /* the client's id (JSON text)                  */
+    const char                *method;
+    const char                *inbound;       /* the request as it came                       */
+    const char                *trace_id;
+    const char                *owner;         /* the stream's owner and lease                 */
+    int                        lease_secs;
+    const mcp_store_limits_t  *limits;        /* limits->holder's limit on streams            */
+    const char                *member;        /* the federated member (NULL: none)            */
+} mcp_store_stateless_t;
+
+/* A bridged call's two openings in one statement (one commit): the client's stream as
+ * mcp_store_stream_open_stateless_admitted opens it (the principal is call->principal), and
+ * then, as mcp_store_bridge_open_call with call->tool checked, its backend stream on the pooled
+ * session, whose request id is the client stream's id and whose request is
+ * mcp_bridge_request_join's text of that id and call->sent, which here is the tail
+ * (mcp_bridge_request_tail); call->client_stream and call->request_id are not read. LIMIT
+ * (*refused) when the client's stream was refused: nothing stored. Else *client_stream; then
+ * NOT_FOUND when the pool has no session for the call, or OK with *out and *tools, and
+ * *stream_id the backend stream (0: not opened, the headers are to be checked first). */
+mcp_store_status_t mcp_store_bridge_open_stateless(mcp_store_t *db, apr_pool_t *p,
+                                                   const mcp_store_stateless_t *client,
+                                                   const mcp_store_bridge_open_t *call,
+                                                   apr_int64_t *client_stream,
+                                                   mcp_store_refusal_t *refused,
+                                                   mcp_store_session_t **out,
+                                                   mcp_store_bridge_tools_t *tools,
+                                                   apr_int64_t *stream_id);
+
 /* Caches the x-mcp-header declarations of every tool (a JSON object's text: tool name ->
  * declarations) as pooled session session_id's tool list, read now. */
 mcp_store_status_t mcp_store_bridge_tools_set(mcp_store_t *db, apr_pool_t *p,

@@ -8,7 +8,7 @@
 #include "mcp_store_members.h"
 #include "mcp_store_private.h"
 
-static mcp_store_refusal_t refusal(const char *text)
+mcp_store_refusal_t mcp_store__refusal(const char *text)
 {
     static const struct {
         const char          *text;
@@ -91,7 +91,7 @@ mcp_store_status_t mcp_store_session_insert_admitted(mcp_store_t *db, apr_pool_t
         db->error = "storing the session: no result";
         return MCP_STORE_REFUSED;
     }
-    *refused = refusal(mcp_store_cell(res, 0, 0));
+    *refused = mcp_store__refusal(mcp_store_cell(res, 0, 0));
     return *refused ? MCP_STORE_LIMIT : MCP_STORE_OK;
 }
 
@@ -321,7 +321,7 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     }
     session->backend_session_id = mcp_store_cell(res, 0, 1);
     session->protocol_version = mcp_store_cell(res, 0, 2);
-    *refused = refusal(mcp_store_cell(res, 0, 3));
+    *refused = mcp_store__refusal(mcp_store_cell(res, 0, 3));
     if (member) {
         const char *state = mcp_store_cell(res, 0, 6);
         member->backend_session_id = mcp_store_cell(res, 0, 4);
@@ -439,7 +439,7 @@ mcp_store_status_t mcp_store_stream_open_stateless_admitted(
         db->error = "storing the stateless request: no result";
         return MCP_STORE_UNAVAILABLE;
     }
-    *refused = refusal(mcp_store_cell(res, 0, 1));
+    *refused = mcp_store__refusal(mcp_store_cell(res, 0, 1));
     if (!*refused) {
         *stream_id = apr_atoi64(PQgetvalue(res, 0, 0));
     }
@@ -504,7 +504,7 @@ mcp_store_status_t mcp_store_stream_open_standalone_admitted(
         db->error = "opening the standalone stream: no result";
         return MCP_STORE_REFUSED;
     }
-    *refused = refusal(mcp_store_cell(res, 0, 0));
+    *refused = mcp_store__refusal(mcp_store_cell(res, 0, 0));
     id = mcp_store_cell(res, 0, 1);
     rv = *refused ? MCP_STORE_LIMIT : id && *id ? MCP_STORE_OK : MCP_STORE_CONFLICT;
     if (rv == MCP_STORE_OK) {
@@ -572,7 +572,7 @@ mcp_store_status_t mcp_store_stream_follow(mcp_store_t *db, apr_pool_t *p,
         return rv;
     }
     mcp_store__read_stream(res, stream_id, out);
-    *refused = refusal(mcp_store_cell(res, 0, 5));
+    *refused = mcp_store__refusal(mcp_store_cell(res, 0, 5));
     id = mcp_store_cell(res, 0, 6);
     if (id && *id) {
         *follower_id = apr_atoi64(id);

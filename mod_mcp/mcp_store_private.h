@@ -60,6 +60,10 @@ mcp_store_status_t mcp_store__exec_mergeable(mcp_store_t *db, apr_pool_t *p, con
                                              apr_int64_t key,
                                              const mcp_store__mergeable_t *merge);
 
+/* The refusal a statement names in a column (mcp.admit_stream's, mcp.admit_session's text;
+ * NULL or empty: admitted). */
+mcp_store_refusal_t mcp_store__refusal(const char *text);
+
 /* A result read to the end by its caller (what is kept of it was copied into p) goes now
  * instead of with p. */
 void mcp_store__result_done(apr_pool_t *p, PGresult *res);

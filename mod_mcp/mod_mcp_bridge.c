@@ -526,6 +526,27 @@ static void backend_stream_start(bridge_t *b, const char *sent, apr_int64_t id)
  * it (the request and the priming row stored) and linked to the client's stream, all in one
  * statement (mcp_store_bridge_open_call). *opened: the stream is. NOT_FOUND when the pool has
  * no session for the key; -1 with *why on a failure. */
+/* What the store is told of request msg's backend stream (tool only when check is set); the
+ * caller fills in the client stream, the request id and the request sent. */
+static void call_init(mcp_req_t *q, const mcp_jsonrpc_msg_t *msg, int check,
+                      mcp_store_bridge_open_t *call)
+{
+    request_rec *r = q->r;
+
+    memset(call, 0, sizeof(*call));
+    call->principal = r->user;
+    call->backend_url = q->conf->backend_spec;
+    call->caps_key = mcp_bridge_caps_key(r->pool, msg->obj);
+    if (!check || mcp_jsonrpc_target(msg, &call->tool) != MCP_TARGET_TOOL) {
+        call->tool = NULL;
+    }
+    call->tools_ttl = (double)apr_time_as_msec(q->conf->bridge_tools_ttl) / 1000.0;
+    call->method = msg->method;
+    call->owner = mcp_child.owner;
+    call->lease_secs = mcp_req_lease_secs(q);
+    call->holder = mcp_req_holder(q);
+}
+
 static int open_call(bridge_t *b, int check, int *opened, const char **why)
 {
     mcp_req_t *q = b->q;
@@ -535,21 +556,10 @@ static int open_call(bridge_t *b, int check, int *opened, const char **why)
     mcp_store_status_t st;
     apr_int64_t id = 0;
 
-    memset(&call, 0, sizeof(call));
-    call.principal = r->user;
-    call.backend_url = q->conf->backend_spec;
-    call.caps_key = mcp_bridge_caps_key(r->pool, b->msg->obj);
-    if (!check || mcp_jsonrpc_target(b->msg, &call.tool) != MCP_TARGET_TOOL) {
-        call.tool = NULL;
-    }
-    call.tools_ttl = (double)apr_time_as_msec(q->conf->bridge_tools_ttl) / 1000.0;
+    call_init(q, b->msg, check, &call);
     call.client_stream = b->st.id;
     call.request_id = apr_psprintf(r->pool, "%" APR_INT64_T_FMT, b->backend_id);
-    call.method = b->msg->method;
     call.sent = sent;
-    call.owner = mcp_child.owner;
-    call.lease_secs = mcp_req_lease_secs(q);
-    call.holder = mcp_req_holder(q);
     *opened = 0;
     st = mcp_store_bridge_open_call(mcp_req_db(q), r->pool, &call, &b->pooled, &b->tools, &id);
     if (st == MCP_STORE_NOT_FOUND) {
@@ -572,7 +582,22 @@ static int open_call(bridge_t *b, int check, int *opened, const char **why)
  * refused (answered); -1 with *why. */
 static int open_backend_stream(bridge_t *b, int attempt, const char **why)
 {
-    int opened = 0, rc = attempt == 0 ? open_call(b, 1, &opened, why) : MCP_STORE_NOT_FOUND;
+    int opened = 0, rc = MCP_STORE_NOT_FOUND;
+
+    if (attempt == 0) {
+        switch (b->pool) {
+        case BRIDGE_POOL_OPENED:
+            return 0;
+        case BRIDGE_POOL_EMPTY:
+            break;
+        case BRIDGE_POOL_READ:
+            rc = 0;
+            break;
+        case BRIDGE_POOL_UNREAD:
+            rc = open_call(b, 1, &opened, why);
+            break;
+        }
+    }
 
     if (rc == MCP_STORE_NOT_FOUND) {
         if (!(b->pooled = mcp_bridged_pool(b, 1, why))) {
@@ -1001,6 +1026,63 @@ static int discover(bridge_t *b)
     return mcp_bridged_json(b, HTTP_OK, out);
 }
 
+/* What the client's opening read of the pool for a call (open_client_and_call). */
+typedef struct {
+    bridge_pool_t            pool;
+    mcp_store_session_t     *pooled;
+    mcp_store_bridge_tools_t tools;
+    apr_int64_t              backend_stream;
+    const char              *tail;      /* the request sent, after its id                 */
+} pool_read_t;
+
+/* The client's stream of a call relayed upstream and, in the same statement, the pool's
+ * session for it and the call's backend stream on it when its Mcp-Param-* headers need no
+ * check (mcp_store_bridge_open_stateless): the bridged call's two openings with one commit.
+ * As mcp_req_open_stateless otherwise. */
+static int open_client_and_call(mcp_req_t *q, const char *version, apr_int64_t *stream_id,
+                                pool_read_t *read)
+{
+    request_rec *r = q->r;
+    const mcp_jsonrpc_msg_t *msg = &q->body->msgs[0];
+    mcp_store_refusal_t refused = MCP_STORE_ADMITTED;
+    mcp_store_limits_t limits;
+    mcp_store_stateless_t client;
+    mcp_store_bridge_open_t call;
+    mcp_store_status_t stored;
+
+    memset(read, 0, sizeof(*read));
+    if (!(read->tail = mcp_bridge_request_tail(r->pool, msg->obj))) {
+        return mcp_req_open_stateless(q, version, stream_id);
+    }
+    mcp_req_stream_limits(q, &limits);
+    client.protocol_version = version;
+    client.request_id = mcp_jsonrpc_to_string(r->pool, msg->id, NULL);
+    client.method = msg->method;
+    client.inbound = q->raw;
+    client.trace_id = mcp_req_trace_id(r);
+    client.owner = mcp_child.owner;
+    client.lease_secs = mcp_req_lease_secs(q);
+    client.limits = &limits;
+    client.member = q->member ? q->member->fed->name : NULL;
+    call_init(q, msg, 1, &call);
+    call.sent = read->tail;
+    stored = mcp_store_bridge_open_stateless(mcp_req_db(q), r->pool, &client, &call, stream_id,
+                                             &refused, &read->pooled, &read->tools,
+                                             &read->backend_stream);
+    if (stored == MCP_STORE_LIMIT) {
+        return mcp_req_refused(q, refused);
+    }
+    if (stored == MCP_STORE_NOT_FOUND) {
+        read->pool = BRIDGE_POOL_EMPTY;
+        return OK;
+    }
+    if (stored != MCP_STORE_OK) {
+        return mcp_req_store_failed(q, stored);
+    }
+    read->pool = read->backend_stream ? BRIDGE_POOL_OPENED : BRIDGE_POOL_READ;
+    return OK;
+}
+
 int mcp_bridge_post(mcp_req_t *handler_q, const char *version)
 {
     /* A parked listen (and its stream, its park) outlives the handler's frame, where its
@@ -1012,8 +1094,9 @@ int mcp_bridge_post(mcp_req_t *handler_q, const char *version)
     mcp_store_status_t stored;
     apr_int64_t stream_id = 0;
     const char *state;
-    int has_responses = 0, rc;
+    int has_responses = 0, relayed, rc;
     mcp_detach_t *d = NULL;
+    pool_read_t read;
     bridge_t *b;
 
     if (msg->kind == MCP_MSG_NOTIFICATION) {
@@ -1031,14 +1114,17 @@ int mcp_bridge_post(mcp_req_t *handler_q, const char *version)
         return mcp_req_error(q, HTTP_NOT_FOUND, MCP_JSONRPC_METHOD_NOT_FOUND, "Method not found: "
                              "%s is not a method of protocol version %s", msg->method, version);
     }
-    if ((rc = mcp_req_open_stateless(q, version, &stream_id)) != OK) {
+    state = mcp_bridge_request_state(msg->obj, &has_responses);
+    relayed = !state && !has_responses && strcmp(msg->method, "server/discover") != 0
+              && strcmp(msg->method, "subscriptions/listen") != 0;
+    memset(&read, 0, sizeof(read));
+    if ((rc = relayed ? open_client_and_call(q, version, &stream_id, &read)
+                      : mcp_req_open_stateless(q, version, &stream_id)) != OK) {
         return rc;
     }
     mcp_req_note_stream(r, stream_id);
-    state = mcp_bridge_request_state(msg->obj, &has_responses);
     /* A call relayed upstream may end its request at its first round and go on without it. */
-    if (!state && !has_responses && strcmp(msg->method, "server/discover") != 0
-        && strcmp(msg->method, "subscriptions/listen") != 0) {
+    if (relayed) {
         d = mcp_detach_create(q);
     }
     b = apr_palloc(d ? mcp_detach_req(d)->r->pool : r->pool, sizeof(*b));
@@ -1047,6 +1133,14 @@ int mcp_bridge_post(mcp_req_t *handler_q, const char *version)
     b->st.stateless = 1;
     mcp_stream_own(&b->st);
     b->backend_id = stream_id;   /* unique: calls sharing a pooled session never collide */
+    if ((b->pool = read.pool) != BRIDGE_POOL_UNREAD && read.pooled) {
+        b->pooled = read.pooled;
+        b->tools = read.tools;
+    }
+    if (b->pool == BRIDGE_POOL_OPENED) {
+        backend_stream_start(b, mcp_bridge_request_join(r->pool, stream_id, read.tail),
+                             read.backend_stream);
+    }
     if (strcmp(msg->method, "server/discover") == 0) {
         return discover(b);
     }

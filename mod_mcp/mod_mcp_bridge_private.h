@@ -14,6 +14,15 @@
 #include "mod_mcp_request.h"
 #include "mod_mcp_stream.h"
 
+/* What a call knows of the pool before its backend stream is opened (open_backend_stream). */
+typedef enum {
+    BRIDGE_POOL_UNREAD = 0,   /* nothing: the pool is read when the backend stream is opened  */
+    BRIDGE_POOL_EMPTY,        /* the client's opening found no session for the call           */
+    BRIDGE_POOL_READ,         /* ... found b->pooled and b->tools; the Mcp-Param-* headers are
+                               * to be checked before the backend stream is opened            */
+    BRIDGE_POOL_OPENED        /* ... and opened the backend stream on it (b->bs)               */
+} bridge_pool_t;
+
 typedef struct bridge_t {
     mcp_req_t               *q;          /* the client's request (detached: bq)              */
     mcp_req_t                bq;         /* the same, on the pooled session (backend stream);
@@ -27,6 +36,7 @@ typedef struct bridge_t {
     const char              *end_err;
     const mcp_jsonrpc_msg_t *msg;
     mcp_store_session_t     *pooled;
+    bridge_pool_t            pool;       /* what the client's opening read of the pool        */
     json_object             *server_info;
     mcp_stream_t             st;         /* the client's stream                              */
     mcp_stream_t             bs;         /* the backend's stream                             */

@@ -209,6 +209,47 @@ def test_a_call_whose_texts_jsonb_refuses_is_stored_exactly_on_both_streams(brid
     assert all(copied for _, _, _, copied in rows), rows   # jsonb copies (U+FFFD for those)
 
 
+def test_a_calls_two_openings_are_one_transaction_once_the_pool_knows_the_tool(bridge, db):
+    # The client's stream and the backend stream on the pooled session are opened by one
+    # statement (one commit) when the pool has a session for the call and its cached tool list
+    # says the tool declares no Mcp-Param-* headers: both rows then have their transaction's
+    # start as created_at, and the backend's request is the client's with the client stream's
+    # id written first. The pool's first call (no session yet: one is initialized between the
+    # two) cannot. Capabilities of their own: a pool key no other test uses.
+    caps = {"experimental": {"test_bridge_openings": {}}}
+
+    def opened(rid):
+        r = tool(bridge["URL"], rid, "echo", {"text": rid}, caps=caps)
+        assert r.status_code == 200, r.text
+        assert final(r)["result"]["content"][0]["text"] == rid
+        client, status, backend = client_stream(db, rid)
+        assert status == "complete" and backend
+        with db.cursor() as cur:
+            cur.execute("""SELECT c.created_at = b.created_at, b.request_id_text, b.session_id,
+                                  e.message_text
+                             FROM mcp.streams c JOIN mcp.streams b ON b.id = c.bridged_to
+                             JOIN mcp.events e ON e.stream_id = b.id AND e.seq = 0
+                            WHERE c.id = %s""", (client,))
+            together, backend_rid, pooled, sent = cur.fetchone()
+        assert backend_rid == str(client), (backend_rid, client)
+        assert sent.startswith('{"id":%d,"jsonrpc":"2.0","method":"tools/call",' % client), sent
+        return together, pooled
+
+    together, pooled = opened("two-openings-1")
+    assert not together, "the pool's first call opened both streams in one transaction"
+    def cached():
+        with db.cursor() as cur:
+            cur.execute("SELECT tools_fetched_at IS NOT NULL FROM mcp.bridge_sessions"
+                        " WHERE session_id = %s", (pooled,))
+            return cur.fetchone()[0]
+
+    # The list is cached after the first call's answer (it costs the client nothing).
+    wait_for(cached, what="the pool's tool list to be cached")
+    for n in (2, 3):
+        together, again = opened(f"two-openings-{n}")
+        assert together and again == pooled, (n, together, again, pooled)
+
+
 def test_tools_list_leaves_out_what_the_client_may_not_call(bridge):
     authz = bridge["URL"].rsplit("/", 1)[0] + "/mcp-bridge-authz"
     r = call(authz, "la-1", "tools/list")

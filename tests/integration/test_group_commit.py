@@ -18,7 +18,7 @@ import pytest
 
 from conftest import MPM, STACK, STACK_ARGS, load_stack_env, plain_endpoints
 from mcp_client import McpSession
-from test_bridge import V as V26, final, tool as bridge_tool
+from test_bridge import V as V26, call as bridge_call, final, tool as bridge_tool
 from waiting import wait_for
 
 THREADS = 12
@@ -408,6 +408,8 @@ def test_merged_openings_of_one_session_never_overshoot_its_limit(stack, pg, sta
 
 
 MERGED_STATELESS = "AS x(holder, max_holder, request_id, method, owner, lease,"
+# A bridged call's two openings, merged (mcp_store_bridge.c's OPEN_STATELESS_CALLS).
+MERGED_BRIDGED = "AS x(backend_url, caps_key, principal, tool, ttl, holder,"
 
 
 def modern_call(url, rid, name, arguments, **kw):
@@ -437,32 +439,76 @@ def stateless_hammer(url, tag):
     return out
 
 
-def test_concurrent_stateless_openings_are_stored_by_one_statement(stack, pg, statements_logged,
-                                                                   capsys):
+def test_concurrent_bridged_calls_are_opened_by_one_statement(stack, pg, statements_logged,
+                                                              capsys):
     """2026-07-28 clients' calls (stateless: a stream of no session, here through the era bridge
-    to the 2025 test backend) that meet in a group are opened by one statement, and each stream
-    is stored exactly as alone: no session, its protocol version, request id, method, and the
-    request at seq 0 before its answer."""
+    to the 2025 test backend) that meet in a group are opened by one statement, each with its
+    backend stream on the pooled session, and each client stream is stored exactly as alone: no
+    session, its protocol version, request id, method, and the request at seq 0 before its
+    answer."""
     out = stateless_hammer(stack["MCP_URLS"].split()[0], "grp5")
-    merged = [line for line in statements_logged().splitlines() if MERGED_STATELESS in line]
+    merged = [line for line in statements_logged().splitlines() if MERGED_BRIDGED in line]
     with capsys.disabled():
-        print(f"\n{len(out)} calls, {len(merged)} merged stateless openings")
-    assert merged, "no stateless streams opened by one statement"
+        print(f"\n{len(out)} calls, {len(merged)} merged bridged openings")
+    assert merged, "no bridged calls opened by one statement"
     with pg.cursor() as c:
         c.execute("SELECT s.request_id_text, s.method, s.status, s.protocol_version,"
                   "       i.message_text, array_agg(e.seq || ':' || e.direction || ':' || e.kind"
-                  "                                 ORDER BY e.seq)"
+                  "                                 ORDER BY e.seq),"
+                  "       b.request_id_text = s.id::text, b.created_at = s.created_at"
                   "  FROM mcp.streams s JOIN mcp.events i ON i.stream_id = s.id AND i.seq = 0"
                   "  JOIN mcp.events e ON e.stream_id = s.id"
+                  "  JOIN mcp.streams b ON b.id = s.bridged_to"
                   " WHERE s.session_id IS NULL AND i.message_text LIKE %s"
-                  " GROUP BY s.id, i.message_text", ("%grp5-%",))
+                  " GROUP BY s.id, b.id, i.message_text", ("%grp5-%",))
         rows = c.fetchall()
     assert len(rows) == THREADS * 10
-    for request_id, method, status, version, inbound, events in rows:
+    for request_id, method, status, version, inbound, events, own_id, _ in rows:
         request = json.loads(inbound)
         assert json.loads(request_id) == request["id"] == request["params"]["arguments"]["text"]
         assert (method, status, version) == ("tools/call", "complete", V26), (request_id, method,
                                                                              status, version)
+        assert events == ["0:in:message", "1:out:message"], (request_id, events)
+        assert own_id, (request_id, "the backend's request id is not the client stream's")
+    # (The first calls may have met no pooled session: theirs was opened after one was made.)
+    assert sum(1 for *_, together in rows if together) >= len(rows) // 2, rows
+
+
+def test_concurrent_stateless_openings_are_stored_by_one_statement(stack, pg, statements_logged,
+                                                                   capsys):
+    """2026-07-28 requests that the bridge answers without a call upstream (server/discover:
+    a stateless stream each, opened alone, not with a backend stream) that meet in a group are
+    opened by one statement, and each stream is stored exactly as alone."""
+    url = stack["MCP_URLS"].split()[0]
+    out, lock = [], threading.Lock()
+
+    def run(i):
+        for n in range(10):
+            rid = f"grp8-{i}-{n}"
+            r = bridge_call(url, rid, "server/discover", caps={})
+            with lock:
+                out.append((rid, r.status_code, r.text))
+
+    in_threads(THREADS, run)
+    assert all(code == 200 and rid in text for rid, code, text in out), out[:3]
+    merged = [line for line in statements_logged().splitlines() if MERGED_STATELESS in line]
+    with capsys.disabled():
+        print(f"\n{len(out)} discovers, {len(merged)} merged stateless openings")
+    assert merged, "no stateless streams opened by one statement"
+    with pg.cursor() as c:
+        c.execute("SELECT s.request_id_text, s.method, s.status, s.protocol_version,"
+                  "       s.bridged_to, i.message_text,"
+                  "       array_agg(e.seq || ':' || e.direction || ':' || e.kind ORDER BY e.seq)"
+                  "  FROM mcp.streams s JOIN mcp.events i ON i.stream_id = s.id AND i.seq = 0"
+                  "  JOIN mcp.events e ON e.stream_id = s.id"
+                  " WHERE s.session_id IS NULL AND i.message_text LIKE %s"
+                  " GROUP BY s.id, i.message_text", ("%grp8-%",))
+        rows = c.fetchall()
+    assert len(rows) == THREADS * 10
+    for request_id, method, status, version, bridged_to, inbound, events in rows:
+        assert json.loads(request_id) == json.loads(inbound)["id"]
+        assert (method, status, version, bridged_to) == ("server/discover", "complete", V26,
+                                                         None), (request_id, method, status)
         assert events == ["0:in:message", "1:out:message"], (request_id, events)
 
 
@@ -499,9 +545,8 @@ def test_concurrent_bridged_openings_share_transactions(stack, pg, capsys):
     assert shapes == {("0:in:message", "1:out:priming", "2:out:message")}, shapes
 
 
-def test_merged_stateless_openings_never_overshoot_the_principals_limit(stack, pg,
-                                                                        statements_logged,
-                                                                        capsys):
+def test_merged_bridged_openings_never_overshoot_the_principals_limit(stack, pg,
+                                                                      statements_logged, capsys):
     """12 slow 2026-07-28 calls at once from one principal limited to 3 streams
     (/mcp-principal-limits; unauthenticated, the principal is the address), in rounds until some
     were opened by one statement: every round admits exactly 3, the others are refused with 429
@@ -543,7 +588,7 @@ def test_merged_stateless_openings_never_overshoot_the_principals_limit(stack, p
                 r.close()
         wait_for(lambda: open_streams() == 0, timeout=60, what="the round's streams to end")
         merged = [line for line in statements_logged().splitlines()
-                  if MERGED_STATELESS in line]
+                  if MERGED_BRIDGED in line]
     with capsys.disabled():
-        print(f"\n{rounds} rounds, {len(merged)} merged stateless openings")
-    assert merged, "no stateless openings merged in 8 rounds"
+        print(f"\n{rounds} rounds, {len(merged)} merged bridged openings")
+    assert merged, "no bridged openings merged in 8 rounds"

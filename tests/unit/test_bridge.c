@@ -45,8 +45,19 @@ START_TEST(going_in)
                                            "call\",\"params\":{\"name\":\"a\",\"requestState\":"
                                            "\"s\",\"inputResponses\":{},\"_meta\":{\"io."
                                            "modelcontextprotocol/protocolVersion\":\"x\"}}}"), 2);
-    ck_assert_str_eq(in, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":"
+    ck_assert_str_eq(in, "{\"id\":2,\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":"
                          "{\"name\":\"a\"}}");
+    /* The id first, so that the store can write it before the rest (the tail). */
+    ck_assert_str_eq(mcp_bridge_request_tail(pool, parse("{\"id\":\"q\",\"jsonrpc\":\"2.0\","
+                                                         "\"method\":\"ping\"}")),
+                     ",\"jsonrpc\":\"2.0\",\"method\":\"ping\"}");
+    ck_assert_str_eq(mcp_bridge_request_tail(pool, parse("{\"id\":1}")), "}");
+    ck_assert_str_eq(mcp_bridge_request_join(pool, 7, "}"), "{\"id\":7}");
+    ck_assert_ptr_null(mcp_bridge_request_tail(pool, parse("[1]")));
+    in = mcp_bridge_request_in(pool, parse(CALL), 9007199254740991);
+    ck_assert_str_eq(in, mcp_bridge_request_join(pool, 9007199254740991,
+                                                 mcp_bridge_request_tail(pool, parse(CALL))));
+    ck_assert(json_object_is_type(parse(in), json_type_object));
 }
 END_TEST
 
