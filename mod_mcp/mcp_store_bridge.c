@@ -182,13 +182,7 @@ mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
         "                              max_holder, request_id, method, owner, lease," \
         "                              protocol_version, inbound, trace_id, member, tail, ord)" \
         "), a AS (" \
-        "  SELECT f.* FROM (" \
-        "    SELECT array_agg(x.ord ORDER BY x.ord) AS ords," \
-        "           array_agg(x.holder ORDER BY x.ord) AS holders," \
-        "           array_agg(x.max_holder ORDER BY x.ord) AS max_holder FROM x) g," \
-        "   mcp.admit_streams(g.ords, array_fill(NULL::text, ARRAY[cardinality(g.ords)])," \
-        "                     g.holders, array_fill(0, ARRAY[cardinality(g.ords)])," \
-        "                     g.max_holder) f" \
+        MCP_STORE__ADMIT_STATELESS_X \
         "), p AS (" \
         "  SELECT x.ord, pl.* FROM x LEFT JOIN LATERAL (" \
         POOLED_OF("x.backend_url", "x.caps_key", "x.principal", "x.tool", \

@@ -352,13 +352,7 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
         "                              protocol_version, principal, inbound, trace_id, member," \
         "                              ord)" \
         "), a AS (" \
-        "  SELECT f.* FROM (" \
-        "    SELECT array_agg(x.ord ORDER BY x.ord) AS ords," \
-        "           array_agg(x.holder ORDER BY x.ord) AS holders," \
-        "           array_agg(x.max_holder ORDER BY x.ord) AS max_holder FROM x) g," \
-        "   mcp.admit_streams(g.ords, array_fill(NULL::text, ARRAY[cardinality(g.ords)])," \
-        "                     g.holders, array_fill(0, ARRAY[cardinality(g.ords)])," \
-        "                     g.max_holder) f" \
+        MCP_STORE__ADMIT_STATELESS_X \
         "), s AS (" \
         "  INSERT INTO mcp.streams (id, session_id, kind, request_id_text, request_id, method," \
         "                           owner, lease_until, holder, protocol_version, principal," \

@@ -53,6 +53,18 @@ typedef struct mcp_store__mergeable_t {
  * before session rows, as lease renewal does. */
 #define MCP_STORE__KEY_SESSIONS APR_INT64_MAX
 
+/* The body of a merged statement's CTE that admits its k stateless streams (one row each of
+ * CTE x: ord, holder, max_holder) in order, under their holders' limits only, each counting
+ * the slots of those before it (mcp.admit_streams): rows (ord, id, refused). */
+#define MCP_STORE__ADMIT_STATELESS_X \
+        "  SELECT f.* FROM (" \
+        "    SELECT array_agg(x.ord ORDER BY x.ord) AS ords," \
+        "           array_agg(x.holder ORDER BY x.ord) AS holders," \
+        "           array_agg(x.max_holder ORDER BY x.ord) AS max_holder FROM x) g," \
+        "   mcp.admit_streams(g.ords, array_fill(NULL::text, ARRAY[cardinality(g.ords)])," \
+        "                     g.holders, array_fill(0, ARRAY[cardinality(g.ords)])," \
+        "                     g.max_holder) f"
+
 /* mcp_store__exec_as for a statement that merge says how to run with others. */
 mcp_store_status_t mcp_store__exec_mergeable(mcp_store_t *db, apr_pool_t *p, const char *what,
                                              const char *sql, int n,
