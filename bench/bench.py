@@ -34,6 +34,7 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 LUA = os.path.join(BENCH, "mcp.lua")
 PROTO = "2025-11-25"
+MODERN_PROTO = "2026-07-28"   # stateless: through the era bridge to the 2025-era test backend
 JSON_PROTO = "2025-06-18"
 CLK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -569,6 +570,10 @@ class Bench:
         mcp_sessions(self.gw, 32, sf("gw"))
         # the JSON answer shape: a 2025-06-18 session gets application/json for a request
         mcp_sessions(self.gw, 32, sf("gwjson"), proto=JSON_PROTO)
+        # 2026-07-28 clients: no session (bench/mcp.lua sends none); the era bridge takes their
+        # calls to the 2025-era test backend through its pooled session
+        with open(sf("gw2026"), "w") as f:
+            f.write("stateless\n")
         mcp_sessions(self.gw_thr, 32, sf("gwthr"))
         mcp_sessions(self.gw_lim, 32, sf("gwlim"))
         # every call of every connection in one session (an agent's parallel tool calls), c = 8
@@ -651,8 +656,10 @@ class Bench:
                    ("mod_mcp-json", self.gw, self.sf("gwjson")),
                    ("mod_mcp-threaded", self.gw_thr, self.sf("gwthr")),
                    ("mod_mcp-limits", self.gw_lim, self.sf("gwlim")),
-                   ("mod_mcp-1session", self.gw, self.sf("gw1"))]
-        proto = lambda name: JSON_PROTO if name == "mod_mcp-json" else PROTO
+                   ("mod_mcp-1session", self.gw, self.sf("gw1")),
+                   ("mod_mcp-2026", self.gw, self.sf("gw2026"))]
+        proto = lambda name: {"mod_mcp-json": JSON_PROTO,
+                              "mod_mcp-2026": MODERN_PROTO}.get(name, PROTO)
         # calls of one session: the point of issue 25 (c = 8 only)
         only = {"mod_mcp-1session": (8,)}
         for name, url, sfile in targets:   # warm-up

@@ -287,7 +287,9 @@ def write_report(res, bench_dir, work, quick):
       "agent's parallel tool calls; they share its row's locks: MultiXacts); SSE, default "
       "limits: `MCPMaxStreamsPerSession 16` and `MCPMaxStreamsPerPrincipal 64` as shipped (the "
       "other rows run without them: every client here is one principal), each call claiming a "
-      "slot of its session and one of its principal. PostgreSQL CPU per call is the CPU time of all postgres processes "
+      "slot of its session and one of its principal; 2026-07-28, through the era bridge: "
+      "stateless calls (no session) that the bridge relays to the 2025-era test backend on its "
+      "pooled session (both sides stored: two streams, five events per call). PostgreSQL CPU per call is the CPU time of all postgres processes "
       "(from /proc) divided by the calls; transactions are transaction ids used; NOTIFYs are "
       "counted on a LISTEN connection; WAL bytes from the WAL insert position. These figures "
       "hardly depend on the machine's load, unlike calls/s. RSS after the point: httpd (parent "
@@ -300,7 +302,8 @@ def write_report(res, bench_dir, work, quick):
     for c in CONCS:
         for t, shape in (("mod_mcp", "SSE"), ("mod_mcp-json", "JSON"),
                          ("mod_mcp-1session", "SSE, one session"),
-                         ("mod_mcp-limits", "SSE, default limits")):
+                         ("mod_mcp-limits", "SSE, default limits"),
+                         ("mod_mcp-2026", "2026-07-28, through the era bridge")):
             rs = R("m1", f"{t}/{c}")
             if not rs:
                 continue
