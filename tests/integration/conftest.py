@@ -5,8 +5,8 @@ stack   (session) the running test stack as a dict of stack.env values (MCP_URL,
         variable MCP_STACK_ENV names an existing stack.env, that stack is used as it is and
         left running; otherwise `tests/stack up --httpd 2 --tls --http2 [--conf gateway.conf]
         $MCP_TEST_STACK_ARGS` (gateway.conf beside this file, when there is one) starts a fresh one in a new
-        /tmp/mcp-stack.XXXXXX directory and `tests/stack down` stops it at the end (its logs
-        stay there; its database files too when MCP_KEEP_STACK is set).
+        /tmp/mcp-stack.XXXXXX directory and `tests/stack down` stops it at the end (its
+        database files go; the directory, logs and all, as a run_dir's: see below).
         MCP_URL(S) and MCP_AUTH_URL(S) are the plain http:// endpoints here (MCP_HTTP_*),
         whatever the stack's options: most tests speak HTTP/1.1 to them; the TLS endpoints stay
         in MCP_HTTPS_URL(S), with MCP_CA.
@@ -29,6 +29,12 @@ runs it with its module too), stopped at the end, failing loudly when `down` doe
 started with --tls --http2 is reached over every wire too: parametrize a fixture over
 wanted_modes() and take wire_client(mode, env) (or wire_of). fault_backend(stack_dir) runs
 tests/backend/mcp-fault-backend on STACK_DIR/faults.sock, where the .confs' fault locations point.
+
+What is left in /tmp: at the end of the session (of each pytest-xdist worker, once every stack
+is down) a run_dir goes entirely when every test of the module that made it passed (setup and
+teardown included), and so does the shared stack's directory when every test of the process
+passed. Any other is kept for its logs and named in the summary ("stack directories kept").
+MCP_KEEP_STACK=1 keeps them all, database files too.
 
 Markers: not_asan  a test that scripts/test's ASan+UBSan pass leaves out (`-m "not not_asan"`):
 its sanitizer value is nil or already had from the tests of its module that stay in that pass
@@ -158,11 +164,85 @@ def _show(path: Path) -> str:
         return ""
 
 
-def run_dir(prefix: str) -> Path:
-    """A fresh directory under /tmp (readable by httpd's user) for a stack and its logs."""
+# The directories made for stacks in this process, each with the test module it belongs to
+# (None: the shared `stack`, which every module may use); the modules with a failed or erred
+# test; the module whose test is running (run_dir is called from its fixtures or its tests).
+_RUN_DIRS: list[tuple[Path, str | None]] = []
+_FAILED_MODULES: set[str] = set()
+_running_module: str | None = None
+# The directories kept, with why, for the summary (a pytest-xdist controller gathers its
+# workers' here: they print no summary of their own).
+_KEPT: list[str] = []
+
+
+def _new_dir(prefix: str, module: str | None) -> Path:
     d = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
-    d.chmod(0o755)
+    d.chmod(0o755)   # readable by httpd's and PostgreSQL's users
+    _RUN_DIRS.append((d, module))
     return d
+
+
+def run_dir(prefix: str) -> Path:
+    """A fresh directory under /tmp (readable by httpd's user) for a stack and its logs; removed
+    at the session's end if every test of the calling module passed (see the docstring above)."""
+    return _new_dir(prefix, _running_module)
+
+
+def _module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    # Before the item's setup, where its module's fixtures call run_dir.
+    global _running_module
+    _running_module = _module_of(item.nodeid)
+
+
+def pytest_runtest_logreport(report):
+    # Setup and teardown too: a module fixture's stack that failed to start or to stop.
+    if report.failed:
+        _FAILED_MODULES.add(_module_of(report.nodeid))
+
+
+# trylast: after pytest's own pytest_sessionfinish, which tears down what fixtures are still
+# up (after an interruption, say), so no stack is running in a directory removed here.
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    # An interrupted session's modules may not have run all their tests: nothing is known good.
+    completed = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    kept = []
+    for d, module in _RUN_DIRS:
+        if not d.exists():   # removed by its test already (test_config's)
+            continue
+        failed = sorted(_FAILED_MODULES) if module is None else \
+            [module] if module in _FAILED_MODULES else []
+        if os.environ.get("MCP_KEEP_STACK"):
+            why = "MCP_KEEP_STACK"
+        elif failed:
+            why = "failed: " + ", ".join(failed)
+        elif not completed:
+            why = "session " + pytest.ExitCode(exitstatus).name
+        else:
+            shutil.rmtree(d, ignore_errors=True)
+            continue
+        kept.append(f"{d}  ({why})")
+    _KEPT.extend(kept)
+    if hasattr(session.config, "workeroutput"):   # a pytest-xdist worker: to its controller
+        session.config.workeroutput["mcp_kept_dirs"] = kept
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    # pytest-xdist's controller: a worker's kept directories (none known if it crashed).
+    _KEPT.extend(getattr(node, "workeroutput", {}).get("mcp_kept_dirs", []))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _KEPT:
+        terminalreporter.write_sep("-", "stack directories kept (their logs)")
+        for line in _KEPT:
+            terminalreporter.write_line(line)
 
 
 @contextlib.contextmanager
@@ -305,8 +385,7 @@ def stack():
             return
         warnings.warn(f"MCP_STACK_ENV={given} does not exist; starting a fresh stack")
 
-    d = Path(tempfile.mkdtemp(prefix="mcp-stack.", dir="/tmp"))
-    d.chmod(0o755)
+    d = _new_dir("mcp-stack.", None)
     up_log = d / "stack-up.log"
     extra_conf = ["--conf", str(GATEWAY_CONF)] if GATEWAY_CONF.is_file() else []
     # Output to a file, not a pipe: nothing started in the background can then hold up
@@ -329,8 +408,8 @@ def stack():
                                 timeout=300).returncode
         if rc != 0:
             raise RuntimeError(f"tests/stack down failed (exit {rc}):\n{_show(down_log)}")
-        # The logs stay in d for a look afterwards; the database files (~40 MB) go unless
-        # MCP_KEEP_STACK is set.
+        # The database files (~40 MB) go now unless MCP_KEEP_STACK is set; the logs stay until
+        # the session's end, and after it if a test failed (pytest_sessionfinish).
         if not os.environ.get("MCP_KEEP_STACK"):
             shutil.rmtree(d / "pg" / "data", ignore_errors=True)
 

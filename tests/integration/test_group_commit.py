@@ -8,7 +8,6 @@ get its own right answer, and nothing a client received may be missing from the 
 import json
 import shutil
 import subprocess
-import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from conftest import MPM, STACK, STACK_ARGS, load_stack_env, plain_endpoints
+from conftest import MPM, STACK, STACK_ARGS, load_stack_env, plain_endpoints, run_dir
 from mcp_client import McpSession
 from test_bridge import V as V26, call as bridge_call, final, tool as bridge_tool
 from waiting import wait_for
@@ -119,8 +118,7 @@ def stack():
     """A stack of one httpd with MCPDatabaseGroupCommit 1, /mcp-limits (3 streams per session)
     and /mcp-principal-limits (3 per principal: here, per address), TLS and HTTP/2 too; this
     module's own; conftest's pg fixture connects to it."""
-    top = Path(tempfile.mkdtemp(prefix="mcp-stack-group.", dir="/tmp"))
-    top.chmod(0o755)
+    top = run_dir("mcp-stack-group.")
     d = top / "stack"
     conf = top / "group.conf"
     conf.write_text("MCPDatabaseGroupCommit 1\n"
