@@ -1,6 +1,5 @@
 /* mcp_jsonrpc — see mcp_jsonrpc.h. */
 #include <limits.h>
-#include <pthread.h>
 #include <string.h>
 
 #include <apr_strings.h>
@@ -56,44 +55,6 @@ static const char *non_json_token(const char *buf, apr_size_t len)
     return NULL;
 }
 
-/* One tokener per thread, reset for each parse, freed when the thread ends: a new one's stack
- * (MCP_JSONRPC_MAX_DEPTH levels, 2 KiB) is a large request to glibc's malloc, which then
- * consolidated its fast bins on every parse (2 % of httpd's CPU under 2026-07-28 calls). */
-static pthread_key_t tokener_key;
-static pthread_once_t tokener_once = PTHREAD_ONCE_INIT;
-static int tokener_keyed;
-
-static void tokener_free(void *tok)
-{
-    json_tokener_free(tok);
-}
-
-static void tokener_key_make(void)
-{
-    tokener_keyed = pthread_key_create(&tokener_key, tokener_free) == 0;
-}
-
-/* This thread's tokener, reset; NULL when out of memory. *own: the caller frees it (there is no
- * key for threads' own). */
-static json_tokener *tokener_take(int *own)
-{
-    json_tokener *tok;
-
-    pthread_once(&tokener_once, tokener_key_make);
-    *own = 0;
-    if (tokener_keyed && (tok = pthread_getspecific(tokener_key)) != NULL) {
-        json_tokener_reset(tok);
-        return tok;
-    }
-    if (!(tok = json_tokener_new_ex(MCP_JSONRPC_MAX_DEPTH))) {
-        return NULL;
-    }
-    if (!tokener_keyed || pthread_setspecific(tokener_key, tok) != 0) {
-        *own = 1;
-    }
-    return tok;
-}
-
 /* Returns 0 and *out (NULL for the JSON literal null) on success, -1 with *reason otherwise. */
 static int parse_strict(const char *buf, apr_size_t len, json_object **out, const char **reason)
 {
@@ -101,13 +62,12 @@ static int parse_strict(const char *buf, apr_size_t len, json_object **out, cons
     json_object *obj;
     enum json_tokener_error jerr;
     size_t end;
-    int own;
 
     if (len > INT_MAX) {
         *reason = "body too large to parse";
         return -1;
     }
-    if (!(tok = tokener_take(&own))) {
+    if (!(tok = json_tokener_new_ex(MCP_JSONRPC_MAX_DEPTH))) {
         *reason = "out of memory";
         return -1;
     }
@@ -120,12 +80,7 @@ static int parse_strict(const char *buf, apr_size_t len, json_object **out, cons
         end = len;
     }
     jerr = json_tokener_get_error(tok);
-    if (own) {
-        json_tokener_free(tok);
-    }
-    else {
-        json_tokener_reset(tok);   /* nothing of a failed parse is held until the next one */
-    }
+    json_tokener_free(tok);
 
     if (jerr == json_tokener_continue) {
         *reason = len ? "unexpected end of JSON" : "empty body";
