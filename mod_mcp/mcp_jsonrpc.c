@@ -1,5 +1,6 @@
 /* mcp_jsonrpc — see mcp_jsonrpc.h. */
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <apr_strings.h>
@@ -284,6 +285,151 @@ void mcp_jsonrpc_classify(json_object *obj, mcp_jsonrpc_msg_t *msg)
         msg->kind = MCP_MSG_RESPONSE;
     }
     msg->id = id;
+}
+
+/* ---- an id's text as sent ------------------------------------------------------------- */
+
+/* Past the string that starts at s[0] ('"'); NULL when it does not end before end. */
+static const char *past_string(const char *s, const char *end)
+{
+    for (s++; s < end; s++) {
+        if (*s == '\\') {
+            s++;
+        }
+        else if (*s == '"') {
+            return s + 1;
+        }
+    }
+    return NULL;
+}
+
+/* Past the JSON value that starts at s[0] (strings skipped whole, so a bracket in one is not
+ * counted); NULL when it does not end before end. The text was parsed already: it is JSON. */
+static const char *past_value(const char *s, const char *end)
+{
+    int depth = 0;
+
+    do {
+        if (s >= end) {
+            return NULL;
+        }
+        if (*s == '"') {
+            if (!(s = past_string(s, end))) {
+                return NULL;
+            }
+            continue;
+        }
+        if (*s == '{' || *s == '[') {
+            depth++;
+        }
+        else if (*s == '}' || *s == ']') {
+            depth--;
+        }
+        else if (depth == 0) {
+            while (s < end && *s != ',' && *s != '}' && *s != ']' && !is_json_space(*s)) {
+                s++;
+            }
+            return s;
+        }
+        s++;
+    } while (depth > 0);
+    return s;
+}
+
+static const char *past_space(const char *s, const char *end)
+{
+    while (s < end && is_json_space(*s)) {
+        s++;
+    }
+    return s;
+}
+
+int mcp_jsonrpc_member_span(const char *buf, apr_size_t len, const char *key,
+                            apr_size_t *off, apr_size_t *n)
+{
+    const char *s = past_space(buf, buf + len), *end = buf + len, *k, *v;
+    apr_size_t key_len = strlen(key);
+    int found = 0;
+
+    if (s == end || *s != '{') {
+        return 0;
+    }
+    for (s = past_space(s + 1, end); s < end && *s == '"'; s = past_space(s + 1, end)) {
+        k = s + 1;
+        if (!(s = past_string(s, end))) {
+            return 0;
+        }
+        if (memchr(k, '\\', (apr_size_t)(s - 1 - k))) {
+            return 0;   /* an escaped name might spell key: unknown */
+        }
+        s = past_space(s, end);
+        if (s == end || *s != ':') {
+            return 0;
+        }
+        v = past_space(s + 1, end);
+        if (!(s = past_value(v, end))) {
+            return 0;
+        }
+        if ((apr_size_t)(v - k) > key_len && k[key_len] == '"' && memcmp(k, key, key_len) == 0) {
+            *off = (apr_size_t)(v - buf);   /* the last one: json-c keeps the last too */
+            *n = (apr_size_t)(s - v);
+            found = 1;
+        }
+        s = past_space(s, end);
+        if (s == end || *s != ',') {
+            break;
+        }
+    }
+    return found;
+}
+
+/* Non-zero when the JSON string text[0..n) holds a surrogate escape (\uD800 to \uDFFF). */
+static int has_surrogate_escape(const char *text, apr_size_t n)
+{
+    apr_size_t i;
+
+    for (i = 0; i + 5 < n; i++) {
+        if (text[i] != '\\') {
+            continue;
+        }
+        if (text[i + 1] == 'u' && (text[i + 2] == 'd' || text[i + 2] == 'D')
+            && strchr("89abcdefABCDEF", text[i + 3]) && text[i + 3] != '\0') {
+            return 1;
+        }
+        i++;   /* the escaped character: never the start of an escape */
+    }
+    return 0;
+}
+
+/* Non-zero when the string value v holds U+FFFD, what json-c reads a surrogate escape as. */
+static int has_replacement(json_object *v)
+{
+    const unsigned char *s = (const unsigned char *)json_object_get_string(v);
+    int i, n = json_object_get_string_len(v);
+
+    for (i = 0; i + 2 < n; i++) {
+        if (s[i] == 0xEF && s[i + 1] == 0xBF && s[i + 2] == 0xBD) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int mcp_jsonrpc_keep_id_as_sent(json_object *id, const char *buf, apr_size_t len)
+{
+    apr_size_t off, n;
+    char *text;
+
+    if (!id || !json_object_is_type(id, json_type_string) || !has_replacement(id)
+        || !mcp_jsonrpc_member_span(buf, len, "id", &off, &n)
+        || !has_surrogate_escape(buf + off, n) || !(text = malloc(n + 1))) {
+        return 0;
+    }
+    memcpy(text, buf + off, n);
+    text[n] = '\0';
+    json_object_set_serializer(id, json_object_userdata_to_json_string, text,
+                               json_object_free_userdata);
+    return 1;
 }
 
 json_object *mcp_jsonrpc_reply_id(const mcp_jsonrpc_msg_t *msg)

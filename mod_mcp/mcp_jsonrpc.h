@@ -101,6 +101,21 @@ int mcp_jsonrpc_find_method(const mcp_jsonrpc_body_t *body, const char *m);
  * an integer, even if the message is otherwise invalid; NULL (JSON null) when there is none. */
 json_object *mcp_jsonrpc_reply_id(const mcp_jsonrpc_msg_t *msg);
 
+/* The span buf[*off .. *off + *n) of the value of the last member named key of the JSON object
+ * that buf holds (whitespace around it allowed), as written: non-zero when found. 0 as well when
+ * a member's name holds an escape (it might spell key) or buf is no object. buf must be JSON
+ * (parsed already): this only walks it. */
+int mcp_jsonrpc_member_span(const char *buf, apr_size_t len, const char *key,
+                            apr_size_t *off, apr_size_t *n);
+
+/* A string id holding a surrogate escape (\ud800 alone, or a pair) reads in json-c as U+FFFD, and
+ * so would be written back: a client that sent "a\ud800" would get "a\ufffd" and could not match
+ * the answer to its request. When id (the "id" member of the message that buf holds, parsed from
+ * it) is such a string, this makes id (and its deep copies) serialize as the text the message
+ * has, and returns non-zero; else it changes nothing. For the answers the gateway writes itself
+ * (the era bridge, errors); its value for comparisons (json_object_equal) stays json-c's. */
+int mcp_jsonrpc_keep_id_as_sent(json_object *id, const char *buf, apr_size_t len);
+
 /* Serializes a value the way the gateway writes JSON (plain, '/' unescaped, no newlines). */
 const char *mcp_jsonrpc_to_string(apr_pool_t *p, json_object *obj, apr_size_t *len_out);
 

@@ -509,6 +509,9 @@ int mcp_modern_post(mcp_req_t *q)
                              "Invalid Request: protocol version 2026-07-28 takes exactly one "
                              "message per POST (no batches)");
     }
+    /* The era bridge, a federation and the gateway's errors write the client's id themselves:
+     * as it was sent, also where json-c cannot read it back (a lone surrogate). */
+    mcp_jsonrpc_keep_id_as_sent(msg->id, q->raw, q->raw_len);
     if (msg->kind != MCP_MSG_REQUEST && msg->kind != MCP_MSG_NOTIFICATION) {
         return mcp_req_error(q, HTTP_BAD_REQUEST, MCP_JSONRPC_INVALID_REQUEST,
                              "Invalid Request: protocol version 2026-07-28 takes a request or a "

@@ -14,7 +14,11 @@
  *     body that parses as an array is counted, with the parser's length; a body it counts is
  *     refused by mcp_jsonrpc_parse_limited exactly when it counts more than the limit (and
  *     then without a tree), and parsed as without a limit otherwise;
- *  6. mcp_jsonrpc_methods_joined names each message once, joined by ", ".
+ *  6. mcp_jsonrpc_methods_joined names each message once, joined by ", ";
+ *  7. mcp_jsonrpc_member_span walks any bytes within them; on a parsed object, the span it finds
+ *     for "id" holds that member's value (and it finds one whenever the object has an "id" and
+ *     the body no backslash); an id kept as sent (mcp_jsonrpc_keep_id_as_sent) is written as a
+ *     text that reads back as the same value, and so is its message.
  */
 
 #include "fuzz.h"
@@ -162,6 +166,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                              : m->kind == MCP_MSG_INVALID ? "-" : "response");
             }
             FUZZ_CHECK(strlen(joined) == want);
+        }
+    }
+
+    /* the span of a member, and an id written as sent */
+    {
+        apr_size_t off = 0, n = 0;
+        int found = mcp_jsonrpc_member_span((const char *)data, size, "id", &off, &n);
+        json_object *id = NULL;
+
+        FUZZ_CHECK(!found || (off <= size && n <= size - off));
+        if (st != MCP_JSONRPC_ERR_PARSE && body->root && !body->is_batch
+            && json_object_is_type(body->root, json_type_object)) {
+            int has = json_object_object_get_ex(body->root, "id", &id);
+
+            if (found) {
+                json_object *v = mcp_jsonrpc_parse_value(p, (const char *)data + off, n);
+                FUZZ_CHECK(has && (v ? json_object_equal(v, id) : !id));
+            }
+            else {
+                FUZZ_CHECK(!has || memchr(data, '\\', size));
+            }
+            if (has && mcp_jsonrpc_keep_id_as_sent(id, (const char *)data, size)) {
+                const char *idt = mcp_jsonrpc_to_string(p, id, &len);
+                json_object *back = mcp_jsonrpc_parse_value(p, idt, len);
+
+                FUZZ_CHECK(back && json_object_equal(back, id));
+                text = mcp_jsonrpc_to_string(p, body->root, &len);
+                back = mcp_jsonrpc_parse_value(p, text, len);
+                FUZZ_CHECK(back && json_object_equal(back, body->root));
+            }
         }
     }
 

@@ -209,6 +209,37 @@ def test_a_call_whose_texts_jsonb_refuses_is_stored_exactly_on_both_streams(brid
     assert all(copied for _, _, _, copied in rows), rows   # jsonb copies (U+FFFD for those)
 
 
+def test_an_id_with_a_lone_surrogate_comes_back_as_sent(bridge, db):
+    # json-c reads "\ud800" alone as U+FFFD. The bridge writes the client's id itself (the
+    # backend gets the client stream's id): from the text the client sent, so the client can
+    # match its answers, a relayed error and discover's; the client stream keeps that text, and
+    # a notifications/cancelled naming the id still finds the call (jsonb compares U+FFFD).
+    url = bridge["URL"]
+    for rid, r in (("sur\ud800-1", lambda rid: tool(url, rid, "echo", {"text": "x"})),
+                   ("sur\udfff-2", lambda rid: call(url, rid, "server/discover")),
+                   ("sur\udbff-3", lambda rid: call(url, rid, "no/such/method"))):
+        r = r(rid)
+        assert r.status_code in (200, 404), r.text
+        assert final(r)["id"] == rid, r.text
+        assert json.dumps(rid) in r.text
+    with db.cursor() as cur:
+        cur.execute("SELECT request_id_text, request_id FROM mcp.streams"
+                    " WHERE session_id IS NULL AND request_id_text = %s", (json.dumps("sur\ud800-1"),))
+        assert cur.fetchall() == [('"sur\\ud800-1"', "sur\ufffd-1")]
+    rid = "sur\ud800-4"
+    r = tool(url, rid, "slow", {"count": 100, "interval_ms": 100}, stream=True, progressToken="s4")
+    assert r.status_code == 200
+    lines = r.iter_lines()
+    assert any(line.startswith(b"data:") for line in lines)   # the call runs upstream
+    body, h = call_parts(None, "notifications/cancelled", {"requestId": rid})
+    body = json.loads(body)
+    del body["id"]
+    n = requests.post(url, data=json.dumps(body), headers=h, timeout=30)
+    assert n.status_code == 202, n.text
+    assert b"slow done" not in b"\n".join(lines)   # the backend ended the call: so did the bridge
+    r.close()
+
+
 def test_a_calls_two_openings_are_one_transaction_once_the_pool_knows_the_tool(bridge, db):
     # The client's stream and the backend stream on the pooled session are opened by one
     # statement (one commit) when the pool has a session for the call and its cached tool list

@@ -263,6 +263,82 @@ START_TEST(reply_id)
 }
 END_TEST
 
+/* The span of key's value in text, as a string ("" when not found). */
+static const char *span_of(const char *text, const char *key)
+{
+    apr_size_t off, n;
+
+    if (!mcp_jsonrpc_member_span(text, strlen(text), key, &off, &n)) {
+        return "";
+    }
+    return apr_pstrmemdup(pool, text + off, n);
+}
+
+START_TEST(member_span_finds_the_last_top_level_member)
+{
+    ck_assert_str_eq(span_of("{\"id\":1}", "id"), "1");
+    ck_assert_str_eq(span_of(" { \"a\" : {\"id\":2,\"x\":[\"}\",\"id\"]} , \"id\" : \"x\\\"}\" } ",
+                             "id"), "\"x\\\"}\"");
+    ck_assert_str_eq(span_of("{\"id\":1,\"id\":[1,{\"id\":3}]}", "id"), "[1,{\"id\":3}]");
+    ck_assert_str_eq(span_of("{\"idx\":1,\"i\":2}", "id"), "");
+    ck_assert_str_eq(span_of("{\"params\":{\"id\":1}}", "id"), "");
+    ck_assert_str_eq(span_of("{\"id\":-1.5e3,\"method\":\"m\"}", "id"), "-1.5e3");
+    ck_assert_str_eq(span_of("{\"id\":null}", "id"), "null");
+    ck_assert_str_eq(span_of("{}", "id"), "");
+    ck_assert_str_eq(span_of("[{\"id\":1}]", "id"), "");
+    /* A name written with an escape might be "id": not known, so not found. */
+    ck_assert_str_eq(span_of("{\"\\u0069d\":1,\"id\":2}", "id"), "");
+    /* A cut text is not walked past its end. */
+    ck_assert_str_eq(span_of("{\"id\":\"abc", "id"), "");
+    ck_assert_str_eq(span_of("{\"id\":{\"a\":1", "id"), "");
+}
+END_TEST
+
+static const char *id_written(const char *text)
+{
+    mcp_jsonrpc_body_t *body;
+    const char *reason;
+    json_object *out = json_object_new_object(), *copy = NULL;
+    const char *written;
+
+    ck_assert_int_eq(parse(text, &body, &reason), MCP_JSONRPC_OK);
+    mcp_jsonrpc_keep_id_as_sent(body->msgs[0].id, text, strlen(text));
+    /* As the bridge writes it: a deep copy of the id in an answer of its own. */
+    ck_assert_int_eq(json_object_deep_copy(body->msgs[0].id, &copy, NULL), 0);
+    json_object_object_add(out, "id", copy);
+    written = apr_pstrdup(pool, mcp_jsonrpc_to_string(pool, out, NULL));
+    json_object_put(out);
+    return written;
+}
+
+START_TEST(an_id_with_a_surrogate_escape_is_written_as_sent)
+{
+    ck_assert_str_eq(id_written("{\"jsonrpc\":\"2.0\",\"id\":\"nul\\ud800-1\",\"method\":\"m\"}"),
+                     "{\"id\":\"nul\\ud800-1\"}");
+    ck_assert_str_eq(id_written("{\"jsonrpc\":\"2.0\",\"id\":\"\\uDFFF\\u0000\",\"method\":\"m\"}"),
+                     "{\"id\":\"\\uDFFF\\u0000\"}");
+    /* The value compared is still json-c's. */
+    {
+        mcp_jsonrpc_body_t *a, *b;
+        const char *reason, *t = "{\"jsonrpc\":\"2.0\",\"id\":\"\\ud800\",\"method\":\"m\"}";
+
+        parse(t, &a, &reason);
+        parse("{\"jsonrpc\":\"2.0\",\"id\":\"\xEF\xBF\xBD\",\"method\":\"m\"}", &b, &reason);
+        ck_assert_int_ne(mcp_jsonrpc_keep_id_as_sent(a->msgs[0].id, t, strlen(t)), 0);
+        ck_assert(json_object_equal(a->msgs[0].id, b->msgs[0].id));
+    }
+    /* Everything json-c writes back as sent, or as the same value, is left alone. */
+    ck_assert_str_eq(id_written("{\"jsonrpc\":\"2.0\",\"id\":\"\\ud83d\\ude00\",\"method\":\"m\"}"),
+                     "{\"id\":\"\xF0\x9F\x98\x80\"}");
+    ck_assert_str_eq(id_written("{\"jsonrpc\":\"2.0\",\"id\":\"\\u0041\\\\ud800\",\"method\":\"m\"}"),
+                     "{\"id\":\"A\\\\ud800\"}");
+    ck_assert_str_eq(id_written("{\"jsonrpc\":\"2.0\",\"id\":\"\xEF\xBF\xBD\",\"method\":\"m\"}"),
+                     "{\"id\":\"\xEF\xBF\xBD\"}");
+    ck_assert_str_eq(id_written("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"m\"}"), "{\"id\":7}");
+    ck_assert_int_eq(mcp_jsonrpc_keep_id_as_sent(NULL, "{}", 2), 0);
+}
+END_TEST
+
 START_TEST(get_string)
 {
     json_object *o = mcp_jsonrpc_parse_value(pool, "{\"a\":\"x\",\"b\":1}", 15);
@@ -446,6 +522,8 @@ static Suite *jsonrpc_suite(void)
     tcase_add_test(tc, parse_value_reasons);
     tcase_add_test(tc, is_error_message);
     tcase_add_test(tc, reply_id);
+    tcase_add_test(tc, member_span_finds_the_last_top_level_member);
+    tcase_add_test(tc, an_id_with_a_surrogate_escape_is_written_as_sent);
     tcase_add_test(tc, get_string);
     tcase_add_test(tc, target_names);
     tcase_add_test(tc, array_length_counts_top_level_elements);
