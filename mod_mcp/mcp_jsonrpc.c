@@ -432,6 +432,22 @@ int mcp_jsonrpc_keep_id_as_sent(json_object *id, const char *buf, apr_size_t len
     return 1;
 }
 
+json_object *mcp_jsonrpc_id_as_sent(apr_pool_t *p, json_object *id, const char *buf,
+                                    apr_size_t len)
+{
+    json_object *copy = NULL;
+
+    if (!id || !json_object_is_type(id, json_type_string) || !has_replacement(id)
+        || json_object_deep_copy(id, &copy, NULL) != 0) {
+        return id;
+    }
+    if (!mcp_jsonrpc_keep_id_as_sent(copy, buf, len)) {
+        json_object_put(copy);
+        return id;
+    }
+    return pool_owned(p, copy);
+}
+
 json_object *mcp_jsonrpc_reply_id(const mcp_jsonrpc_msg_t *msg)
 {
     json_object *id;

@@ -116,6 +116,12 @@ int mcp_jsonrpc_member_span(const char *buf, apr_size_t len, const char *key,
  * (the era bridge, errors); its value for comparisons (json_object_equal) stays json-c's. */
 int mcp_jsonrpc_keep_id_as_sent(json_object *id, const char *buf, apr_size_t len);
 
+/* The same for an id that is also matched by its json-c text (the 2025 relay keys a request's
+ * answers by it): id itself when there is nothing to keep, else a copy (released with p) that
+ * is written as sent, for the answers the gateway writes itself. */
+json_object *mcp_jsonrpc_id_as_sent(apr_pool_t *p, json_object *id, const char *buf,
+                                    apr_size_t len);
+
 /* Serializes a value the way the gateway writes JSON (plain, '/' unescaped, no newlines). */
 const char *mcp_jsonrpc_to_string(apr_pool_t *p, json_object *obj, apr_size_t *len_out);
 

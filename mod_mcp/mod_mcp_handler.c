@@ -114,7 +114,10 @@ static int parse_body(mcp_req_t *q)
                              "MCPMaxBatchSize (%d)", q->body->count, q->conf->max_batch_size);
     }
     if (q->body && !q->body->is_batch) {
-        q->id = mcp_jsonrpc_reply_id(&q->body->msgs[0]);
+        /* For the answers the gateway writes (errors, a federation's, the shim's): the id as
+         * sent, where json-c cannot write it back (a lone surrogate). */
+        q->id = mcp_jsonrpc_id_as_sent(q->r->pool, mcp_jsonrpc_reply_id(&q->body->msgs[0]),
+                                       q->raw, q->raw_len);
     }
     if (st == MCP_JSONRPC_OK) {
         mcp_req_note_body(q);

@@ -49,6 +49,16 @@ def exact_call(session, body):
     return events
 
 
+def test_an_error_the_gateway_writes_carries_a_lone_surrogate_id_as_sent(session):
+    # json-c reads "\ud800" alone as U+FFFD; an answer the gateway writes itself (here: a
+    # session it does not know, 404) carries the id's own text, so the client can match it.
+    body = '{"jsonrpc":"2.0","id":"e\\ud800-1","method":"tools/call","params":{"name":"echo"}}'
+    r = session.post_raw(body.encode(), headers={"Mcp-Session-Id": "no-such-session"})
+    assert r.status_code == 404, r.text
+    assert '"id":"e\\ud800-1"' in r.text
+    assert r.json()["id"] == "e\ud800-1"
+
+
 def test_request_and_result_with_nul_round_trip_byte_exact(session, pg):
     # Key order reversed, a duplicate key, \u0000 and a lone surrogate in the arguments.
     body = ('{"params":{"arguments":{"text":"a\\u0000b\\ud800c","text":"a\\u0000b"},'

@@ -339,6 +339,28 @@ START_TEST(an_id_with_a_surrogate_escape_is_written_as_sent)
 }
 END_TEST
 
+START_TEST(an_id_as_sent_is_a_copy_only_when_it_must_be)
+{
+    mcp_jsonrpc_body_t *body;
+    const char *reason, *t = "{\"jsonrpc\":\"2.0\",\"id\":\"e\\ud800\",\"method\":\"m\"}";
+    const char *plain = "{\"jsonrpc\":\"2.0\",\"id\":\"e\",\"method\":\"m\"}";
+    json_object *id, *kept;
+
+    parse(plain, &body, &reason);
+    id = body->msgs[0].id;
+    ck_assert_ptr_eq(mcp_jsonrpc_id_as_sent(pool, id, plain, strlen(plain)), id);
+    parse(t, &body, &reason);
+    id = body->msgs[0].id;
+    kept = mcp_jsonrpc_id_as_sent(pool, id, t, strlen(t));
+    ck_assert_ptr_ne(kept, id);
+    ck_assert_str_eq(mcp_jsonrpc_to_string(pool, kept, NULL), "\"e\\ud800\"");
+    /* The message's own id is still json-c's text (what the 2025 relay keys answers by). */
+    ck_assert_str_eq(mcp_jsonrpc_to_string(pool, id, NULL), "\"e\xEF\xBF\xBD\"");
+    ck_assert(json_object_equal(kept, id));
+    ck_assert_ptr_null(mcp_jsonrpc_id_as_sent(pool, NULL, t, strlen(t)));
+}
+END_TEST
+
 START_TEST(get_string)
 {
     json_object *o = mcp_jsonrpc_parse_value(pool, "{\"a\":\"x\",\"b\":1}", 15);
@@ -524,6 +546,7 @@ static Suite *jsonrpc_suite(void)
     tcase_add_test(tc, reply_id);
     tcase_add_test(tc, member_span_finds_the_last_top_level_member);
     tcase_add_test(tc, an_id_with_a_surrogate_escape_is_written_as_sent);
+    tcase_add_test(tc, an_id_as_sent_is_a_copy_only_when_it_must_be);
     tcase_add_test(tc, get_string);
     tcase_add_test(tc, target_names);
     tcase_add_test(tc, array_length_counts_top_level_elements);
