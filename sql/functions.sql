@@ -69,6 +69,26 @@ DECLARE
     passed int[] := '{}';
     taken int[];
 BEGIN
+    -- The common case in one statement, not two: the first slot not being claimed whose
+    -- occupant this statement's snapshot sees ended (or that has none), claimed at once. FOR
+    -- UPDATE re-checks a slot that a claim committed meanwhile against its new occupant, which
+    -- this snapshot does not see: not taken here. Whatever this does not find (such a slot, an
+    -- occupant the snapshot cannot judge, no slot row free) the loop below decides, as before.
+    UPDATE mcp.stream_slots u SET stream_id = p_stream, follower_id = p_follower
+      FROM (SELECT sl.n FROM mcp.stream_slots sl
+             WHERE sl.scope = p_scope AND sl.n <= p_max
+               AND (sl.stream_id IS NULL OR sl.stream_id <> ALL (p_pending))
+               AND ((sl.stream_id IS NULL AND sl.follower_id IS NULL)
+                    OR (CASE WHEN sl.stream_id IS NOT NULL
+                             THEN (SELECT s.status = 'open' AND s.lease_until >= now()
+                                     FROM mcp.streams s WHERE s.id = sl.stream_id)
+                             ELSE (SELECT f.lease_until >= now() FROM mcp.followers f
+                                    WHERE f.id = sl.follower_id) END) IS FALSE)
+             ORDER BY sl.n LIMIT 1 FOR UPDATE OF sl SKIP LOCKED) c
+     WHERE u.scope = p_scope AND u.n = c.n;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
     LOOP
         -- The slots whose occupant is not alive as this statement's snapshot sees it (written
         -- out: a plpgsql call for each held slot passed before the first free one cost more
