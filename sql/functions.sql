@@ -74,8 +74,11 @@ BEGIN
     -- UPDATE re-checks a slot that a claim committed meanwhile against its new occupant, which
     -- this snapshot does not see: not taken here. Whatever this does not find (such a slot, an
     -- occupant the snapshot cannot judge, no slot row free) the loop below decides, as before.
-    UPDATE mcp.stream_slots u SET stream_id = p_stream, follower_id = p_follower
-      FROM (SELECT sl.n FROM mcp.stream_slots sl
+    -- (A scalar sub-select, run once: as a joined sub-query the planner may run it again for
+    -- every slot row of the scope, locking as it goes.)
+    UPDATE mcp.stream_slots SET stream_id = p_stream, follower_id = p_follower
+     WHERE scope = p_scope AND n = (
+           SELECT sl.n FROM mcp.stream_slots sl
              WHERE sl.scope = p_scope AND sl.n <= p_max
                AND (sl.stream_id IS NULL OR sl.stream_id <> ALL (p_pending))
                AND ((sl.stream_id IS NULL AND sl.follower_id IS NULL)
@@ -84,8 +87,7 @@ BEGIN
                                      FROM mcp.streams s WHERE s.id = sl.stream_id)
                              ELSE (SELECT f.lease_until >= now() FROM mcp.followers f
                                     WHERE f.id = sl.follower_id) END) IS FALSE)
-             ORDER BY sl.n LIMIT 1 FOR UPDATE OF sl SKIP LOCKED) c
-     WHERE u.scope = p_scope AND u.n = c.n;
+             ORDER BY sl.n LIMIT 1 FOR UPDATE OF sl SKIP LOCKED);
     IF FOUND THEN
         RETURN true;
     END IF;
