@@ -393,7 +393,7 @@ static int has_surrogate_escape(const char *text, apr_size_t n)
             continue;
         }
         if (text[i + 1] == 'u' && (text[i + 2] == 'd' || text[i + 2] == 'D')
-            && strchr("89abcdefABCDEF", text[i + 3]) && text[i + 3] != '\0') {
+            && text[i + 3] != '\0' && strchr("89abcdefABCDEF", text[i + 3])) {
             return 1;
         }
         i++;   /* the escaped character: never the start of an escape */
@@ -415,7 +415,9 @@ static int has_replacement(json_object *v)
     return 0;
 }
 
-int mcp_jsonrpc_keep_id_as_sent(json_object *id, const char *buf, apr_size_t len)
+/* The text buf has for id (a copy, malloc'd) when json-c would write id otherwise: a string
+ * that it read U+FFFD into from a surrogate escape. NULL for every other id. */
+static char *id_text_to_keep(json_object *id, const char *buf, apr_size_t len)
 {
     apr_size_t off, n;
     char *text;
@@ -423,28 +425,45 @@ int mcp_jsonrpc_keep_id_as_sent(json_object *id, const char *buf, apr_size_t len
     if (!id || !json_object_is_type(id, json_type_string) || !has_replacement(id)
         || !mcp_jsonrpc_member_span(buf, len, "id", &off, &n)
         || !has_surrogate_escape(buf + off, n) || !(text = malloc(n + 1))) {
-        return 0;
+        return NULL;
     }
     memcpy(text, buf + off, n);
     text[n] = '\0';
+    return text;
+}
+
+/* id (and its deep copies) serialize as text, which they free. */
+static void serialize_as(json_object *id, char *text)
+{
     json_object_set_serializer(id, json_object_userdata_to_json_string, text,
                                json_object_free_userdata);
+}
+
+int mcp_jsonrpc_keep_id_as_sent(json_object *id, const char *buf, apr_size_t len)
+{
+    char *text = id_text_to_keep(id, buf, len);
+
+    if (!text) {
+        return 0;
+    }
+    serialize_as(id, text);
     return 1;
 }
 
 json_object *mcp_jsonrpc_id_as_sent(apr_pool_t *p, json_object *id, const char *buf,
                                     apr_size_t len)
 {
+    char *text = id_text_to_keep(id, buf, len);
     json_object *copy = NULL;
 
-    if (!id || !json_object_is_type(id, json_type_string) || !has_replacement(id)
-        || json_object_deep_copy(id, &copy, NULL) != 0) {
+    if (!text) {
         return id;
     }
-    if (!mcp_jsonrpc_keep_id_as_sent(copy, buf, len)) {
-        json_object_put(copy);
+    if (json_object_deep_copy(id, &copy, NULL) != 0) {
+        free(text);
         return id;
     }
+    serialize_as(copy, text);
     return pool_owned(p, copy);
 }
 
