@@ -6,7 +6,7 @@ users); wrk and psycopg2 must be installed (bench/run installs them).
     bench/percall.py [--tree DIR]... [--conc 1,8,32] [--secs 4] [--reps 2]
                      [--proto 2025-11-25|2025-06-18|2026-07-28] [--pg-set NAME=VALUE]...
                      [--conf-add N=DIRECTIVE]... [--pg-add N=NAME=VALUE]... [--children N]
-                     [--sessions 32|1] [--open-streams N] [--statements N] [--keep]
+                     [--sessions 32|1] [--open-streams N] [--statements N] [--mirror] [--keep]
 
 Each --tree (default: this repository) is a built checkout: its tests/stack starts a private
 stack (one httpd, event MPM, with that tree's module, schema and test backend). The points are
@@ -31,6 +31,9 @@ points: runs per call and execution µs per run and per call (planning is not co
 gateway's statements are prepared), the gateway's statements text cut to its start.
 The work directory (each stack's PostgreSQL data, ~1 GB after a run, and the logs) is removed
 when the run succeeds, kept (and named) when it fails or with --keep.
+--mirror starts two stacks per tree, in the order A B B A, and each tree's figures are the medians
+over both: the stack started first has done ~10 % more calls/s at c = 1 than the second with the
+same tree in both (2026-12-05), a bias that interleaving alone does not remove.
 MultiXacts/call counts the multixact ids PostgreSQL made (the shared row locks of concurrent
 transactions on one row: mxid_age('1') is the next id - 1).
 """
@@ -251,6 +254,10 @@ def main():
                          "(pg_stat_statements, loaded into each stack)")
     ap.add_argument("--keep", action="store_true",
                     help="keep the work directory (stacks, logs) even when the run succeeds")
+    ap.add_argument("--mirror", action="store_true",
+                    help="two stacks per tree, started A B B A; each tree's figures are the "
+                         "medians over both (the first stack started has done ~10 %% more "
+                         "calls/s at c = 1 than the second, the same tree in both)")
     ap.add_argument("--pg-add", action="append", default=[],
                     help="N=NAME=VALUE: a PostgreSQL setting for the N-th tree's stack only (the "
                          "same tree given twice: a setting's price, interleaved)")
@@ -272,8 +279,12 @@ def main():
             if not 0 <= n < len(trees):
                 ap.error(f"--conf-add/--pg-add {n}=...: there is no tree {n} (0-based; "
                          f"{len(trees)} tree(s) given)")
-        for i, t in enumerate(trees):
-            targets.append(Target(t, work, a.proto, i, list(a.pg_set) + pg_adds.get(i, []),
+        # --mirror: a second stack for each tree, started in the mirrored order (A B, then B
+        # A), so that where a stack stands in the start order weighs on every tree alike.
+        slots = list(enumerate(trees))
+        slots += slots[::-1] if a.mirror else []
+        for idx, (i, t) in enumerate(slots):
+            targets.append(Target(t, work, a.proto, idx, list(a.pg_set) + pg_adds.get(i, []),
                                   adds.get(i, ()), a.children, a.sessions, a.open_streams,
                                   a.statements))
         for t in targets if a.statements else ():
@@ -286,13 +297,15 @@ def main():
                     res.setdefault((t.name, c), []).append(t.point(c, a.secs, a.proto))
         keys = list(next(iter(res.values()))[0].keys())
         print(f"protocol {a.proto}; {a.sessions} session(s); {a.open_streams} other open streams;"
-              f" medians of {a.reps} interleaved runs of {a.secs} s")
+              f" medians of {a.reps * (2 if a.mirror else 1)} interleaved runs of {a.secs} s"
+              + (" (two stacks per tree, started A B B A)" if a.mirror else ""))
         for (tree, c), rs in res.items():
             print(f"{tree} c={c}: " + ", ".join(
                 f"{k} {bench.med([r[k] for r in rs]):.{0 if k in ('calls/s', 'WAL B/call') else 3}f}"
                 for k in keys))
         for t in targets if a.statements else ():
-            print(f"{t.name}: statements by execution time ({t.calls} calls; runs per call,"
+            print(f"{t.name} ({os.path.basename(t.dir)}): statements by execution time"
+                  f" ({t.calls} calls; runs per call,"
                   " µs per run, µs per call)")
             for per_call, us_run, us_call, q in t.statements(a.statements):
                 print(f"  {per_call:6.3f} {us_run:8.1f} {us_call:8.1f}  {q}")
