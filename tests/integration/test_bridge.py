@@ -1174,11 +1174,13 @@ def test_wire_endless_backend_requests_make_rounds_of_bounded_size(via, faults, 
     assert status == "complete"
     wait_for(lambda: stream_status(db, bid) != "open", timeout=15, interval=0.02,
              what="the backend stream to end")
-    # At MCPStreamTimeout (4 s; 3 s more for the call's set-up under a sanitizer), not long after:
-    # libcurl alone noticed its timeout late while the backend flooded (18.5 s in the ASan pass).
+    # At MCPStreamTimeout (4 s), not long after: libcurl alone noticed its timeout late while
+    # the backend flooded (18.5 s in the ASan pass). 6 s of slack for the call's set-up under a
+    # sanitizer on a loaded machine (7.0005 s once in CI, beside a benchmark), still well below
+    # that regression.
     took = time.monotonic() - t0
     print(f"{m}: the flooding backend's stream ended after {took:.2f} s")
-    assert took < 7, f"the backend stream ended {took:.1f} s after the call began"
+    assert took < 10, f"the backend stream ended {took:.1f} s after the call began"
     assert final(tool(via.url_of(0), f"{m}-ask-after", "echo", {"text": "x"}, http=via.http))["result"]
 
 

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 import psycopg2
+import pytest
 import requests
 
 from mcp_client import ACCEPT_BOTH, McpSession
@@ -236,13 +237,18 @@ def test_concurrent_admissions_of_one_session_never_overshoot(mcp, stack, pg):
     wait_for(lambda: open_streams(pg, "session_id", s.session_id) == 0, what="the streams to end")
 
 
-def test_a_slot_taken_and_committed_while_a_claim_looks_is_not_taken_twice(mcp, stack, pg):
-    """Admissions of one session limited to 3, each committed with its stream, the streams
-    finished soon after, by 8 connections at once for 4 s (directly in PostgreSQL, the
+@pytest.mark.parametrize("per_session,per_holder", [(3, 0), (4, 3)],
+                         ids=["session-limit", "holder-limit-beside-session-limit"])
+def test_a_slot_taken_and_committed_while_a_claim_looks_is_not_taken_twice(
+        mcp, stack, pg, per_session, per_holder):
+    """Admissions of one session (and holder) limited to 3, each committed with its stream, the
+    streams finished soon after, by 8 connections at once for 4 s (directly in PostgreSQL, the
     admission's own functions): the session never has more than 3 open streams. A claim that
     judged a slot by its statement's snapshot took a slot whose new occupant had committed
     after that snapshot (FOR UPDATE re-checks the locked row, not the stream it names): 367 to
-    659 times over the limit in 20 s against 5b51814's claim, up to 6 open streams."""
+    659 times over the limit in 20 s against 5b51814's claim, up to 6 open streams. With both
+    limits set, both claims are made in one statement (mcp.slots_claim): the holder's limit
+    of 3, below the session's 4, is the one to hold."""
     s = mcp(base(stack) + "/mcp")
     s.initialize()
     limit, seconds = 3, 4.0
@@ -258,8 +264,8 @@ def test_a_slot_taken_and_committed_while_a_claim_looks_is_not_taken_twice(mcp, 
                 while time.monotonic() < stop:
                     cur.execute("SELECT mcp.stream_id_new()")
                     sid = cur.fetchone()[0]
-                    cur.execute("SELECT mcp.admit_stream(%s, 'addr:race', 0, %s, 0, 0, %s, NULL)",
-                                (s.session_id, limit, sid))
+                    cur.execute("SELECT mcp.admit_stream(%s, 'addr:race', 0, %s, %s, 0, %s,"
+                                " NULL)", (s.session_id, per_session, per_holder, sid))
                     if cur.fetchone()[0] is not None:
                         conn.commit()
                         continue
