@@ -543,6 +543,36 @@ def test_concurrent_bridged_openings_share_transactions(stack, pg, capsys):
     assert shapes == {("0:in:message", "1:out:priming", "2:out:message")}, shapes
 
 
+def test_concurrent_bridged_calls_end_in_shared_transactions(stack, pg, capsys):
+    """The ends of concurrent 2026-07-28 calls through the era bridge (each call's two streams,
+    its backend stream's answer and its client stream's, in one statement) run in the child's
+    group, several in one transaction (completed_at is the transaction's start), not each in a
+    transaction and a WAL flush of its own; each pair still ends together, both streams
+    complete with the answer stored on each."""
+    out = stateless_hammer(stack["MCP_URLS"].split()[0], "grp9")
+    with pg.cursor() as c:
+        c.execute("SELECT count(*), count(DISTINCT b.completed_at),"
+                  "       count(*) FILTER (WHERE c.completed_at IS DISTINCT FROM b.completed_at"
+                  "                           OR c.status <> 'complete' OR b.status <> 'complete'),"
+                  "       count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM mcp.events a"
+                  "                                           WHERE a.stream_id = c.id"
+                  "                                             AND a.kind = 'message'"
+                  "                                             AND a.direction = 'out')"
+                  "                            OR NOT EXISTS (SELECT 1 FROM mcp.events a"
+                  "                                           WHERE a.stream_id = b.id"
+                  "                                             AND a.kind = 'message'"
+                  "                                             AND a.direction = 'out'))"
+                  "  FROM mcp.streams c JOIN mcp.streams b ON b.id = c.bridged_to"
+                  "  JOIN mcp.events i ON i.stream_id = c.id AND i.seq = 0"
+                  " WHERE c.session_id IS NULL AND i.message_text LIKE %s", ("%grp9-%",))
+        calls, transactions, apart, unanswered = c.fetchone()
+    with capsys.disabled():
+        print(f"\n{calls} bridged calls ended in {transactions} transactions")
+    assert calls == len(out) == THREADS * 10 and apart == 0 and unanswered == 0, (
+        calls, apart, unanswered)
+    assert transactions < calls, "no two bridged calls' ends in one transaction"
+
+
 def test_merged_bridged_openings_never_overshoot_the_principals_limit(stack, pg,
                                                                       statements_logged, capsys):
     """12 slow 2026-07-28 calls at once from one principal limited to 3 streams
