@@ -512,6 +512,32 @@ static int by_key(const void *a, const void *b)
     return !u || !v ? (u != NULL) - (v != NULL) : strcmp(u, v);
 }
 
+/* The elements of n non-empty one-dimensional array literals ("{...}") as one. */
+static const char *arrays_joined(apr_pool_t *p, int n, const char *const *v)
+{
+    apr_size_t len = 3;
+    char *out, *o;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        len += strlen(v[i]);
+    }
+    out = o = apr_palloc(p, len);
+    *o++ = '{';
+    for (i = 0; i < n; i++) {
+        apr_size_t inner = strlen(v[i]) - 2;   /* without its braces */
+
+        if (i > 0) {
+            *o++ = ',';
+        }
+        memcpy(o, v[i] + 1, inner);
+        o += inner;
+    }
+    *o++ = '}';
+    *o = '\0';
+    return out;
+}
+
 /* At most this many callers' statements in one merged statement. */
 #define MERGE_MAX 32
 
@@ -547,14 +573,16 @@ static int merge_batch(apr_pool_t *p, group_entry_t **v, int m)
             merged->parts[j] = v[at[j]];
             v[at[j]] = NULL;
         }
-        /* Parameter x of the merged statement: the array of the parts' parameters x. */
+        /* Parameter x of the merged statement: the array of the parts' parameters x (or, when
+         * they are arrays, their concatenation). */
         params = apr_palloc(p, sizeof(*params) * e->n);
         column = apr_palloc(p, sizeof(*column) * k);
         for (x = 0; x < e->n; x++) {
             for (j = 0; j < k; j++) {
                 column[j] = merged->parts[j]->params[x];
             }
-            params[x] = mcp_store__text_array(p, k, column);
+            params[x] = e->merge->arrays ? arrays_joined(p, k, column)
+                                         : mcp_store__text_array(p, k, column);
         }
         merged->sql = e->merge->many;
         merged->hash = statement_hash(merged->sql);

@@ -290,9 +290,9 @@ mcp_store_status_t mcp_store_bridge_open_stateless(mcp_store_t *db, apr_pool_t *
         "  FROM a LEFT JOIN p ON true LEFT JOIN bs ON true LEFT JOIN se ON true"
     static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
 #undef SQL
-    static const mcp_store__mergeable_t plain_many = { OPEN_STATELESS_CALLS(JSONB_PLAIN), 1, -1 },
-                                        audited_many = { OPEN_STATELESS_CALLS(JSONB_AUDITED), 1,
-                                                         -1 };
+    static const mcp_store__mergeable_t
+        plain_many = { OPEN_STATELESS_CALLS(JSONB_PLAIN), 1, -1, 0 },
+        audited_many = { OPEN_STATELESS_CALLS(JSONB_AUDITED), 1, -1, 0 };
     const char *args[] = {
         call->backend_url, call->caps_key, call->principal, call->tool,
         apr_psprintf(p, "%.3f", call->tools_ttl), client->limits->holder,

@@ -113,8 +113,8 @@ mcp_store_status_t mcp_store_events_append_finish(mcp_store_t *db, apr_pool_t *p
         " WHERE id = $2::bigint AND status = 'open'"
     static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
 #undef SQL
-    static const mcp_store__mergeable_t plain_many = { FINISH_MANY(JSONB_PLAIN), 0, -1 },
-                                        audited_many = { FINISH_MANY(JSONB_AUDITED), 0, -1 };
+    static const mcp_store__mergeable_t plain_many = { FINISH_MANY(JSONB_PLAIN), 0, -1, 0 },
+                                        audited_many = { FINISH_MANY(JSONB_AUDITED), 0, -1, 0 };
     const char *args[6];
     int is_plain = mcp_store__plain_jsonb(messages);
 
@@ -140,10 +140,14 @@ mcp_store_status_t mcp_store_events_append_finish2(mcp_store_t *db, apr_pool_t *
                                                    const char *messages_b, const char *status)
 {
     /* The group's merged statement for two streams (rows locked in id order, as the expiry
-     * locks them), run in the group like a single finish, keyed by the first stream it locks:
-     * concurrent bridged calls' ends share a commit (on its own, each pair committed alone:
-     * 1.2 transactions per bridged call at c = 32, most of its statement's time a WAL flush). */
+     * locks them), run in the group like a single finish, keyed by the first stream it locks,
+     * and merged with the other pairs of the group: concurrent bridged calls' ends share a
+     * commit and a statement (on its own, each pair committed alone: 1.2 transactions per
+     * bridged call at c = 32, most of its statement's time a WAL flush). */
     static const char plain[] = FINISH_MANY(JSONB_PLAIN), audited[] = FINISH_MANY(JSONB_AUDITED);
+    static const mcp_store__mergeable_t plain_pairs = { plain, 0, -1, 1 },
+                                        audited_pairs = { audited, 0, -1, 1 };
+    int is_plain = mcp_store__plain_jsonb(messages_a) && mcp_store__plain_jsonb(messages_b);
     const char *sessions[2] = { session_a ? session_a->id : NULL,
                                 session_b ? session_b->id : NULL },
                *streams[2] = { mcp_store__i64(p, stream_a), mcp_store__i64(p, stream_b) },
@@ -161,11 +165,10 @@ mcp_store_status_t mcp_store_events_append_finish2(mcp_store_t *db, apr_pool_t *
     args[4] = mcp_store__text_array(p, 2, messages);
     args[5] = mcp_store__text_array(p, 2, statuses);
     /* messages are valid JSON (x.messages::json refuses them otherwise). */
-    return mcp_store__exec_as(db, p, "storing two streams' last messages and their end",
-                              mcp_store__plain_jsonb(messages_a)
-                              && mcp_store__plain_jsonb(messages_b) ? plain : audited,
-                              NARGS(args), args, NULL,
-                              stream_a < stream_b ? stream_a : stream_b);
+    return mcp_store__exec_mergeable(db, p, "storing two streams' last messages and their end",
+                                     is_plain ? plain : audited, NARGS(args), args, NULL,
+                                     stream_a < stream_b ? stream_a : stream_b,
+                                     is_plain ? &plain_pairs : &audited_pairs);
 }
 
 mcp_store_status_t mcp_store_events_after_bounded(mcp_store_t *db, apr_pool_t *p,

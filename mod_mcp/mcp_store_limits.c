@@ -281,8 +281,8 @@ mcp_store_status_t mcp_store_stream_open_request_admitted(
     static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
 #undef SQL
     /* Instances ordered by session (args[0]): their rows are locked in that order. */
-    static const mcp_store__mergeable_t plain_many = { OPEN_MANY(JSONB_PLAIN), 1, 0 },
-                                        audited_many = { OPEN_MANY(JSONB_AUDITED), 1, 0 };
+    static const mcp_store__mergeable_t plain_many = { OPEN_MANY(JSONB_PLAIN), 1, 0, 0 },
+                                        audited_many = { OPEN_MANY(JSONB_AUDITED), 1, 0, 0 };
     const char *args[16];
     mcp_store_status_t rv;
     PGresult *res;
@@ -398,9 +398,9 @@ mcp_store_status_t mcp_store_stream_open_stateless_admitted(
         "SELECT s.id, a.refused FROM a LEFT JOIN s ON true"
     static const char plain[] = SQL(JSONB_PLAIN), audited[] = SQL(JSONB_AUDITED);
 #undef SQL
-    static const mcp_store__mergeable_t plain_many = { OPEN_STATELESS_MANY(JSONB_PLAIN), 1, -1 },
-                                        audited_many = { OPEN_STATELESS_MANY(JSONB_AUDITED), 1,
-                                                         -1 };
+    static const mcp_store__mergeable_t
+        plain_many = { OPEN_STATELESS_MANY(JSONB_PLAIN), 1, -1, 0 },
+        audited_many = { OPEN_STATELESS_MANY(JSONB_AUDITED), 1, -1, 0 };
     const char *args[11];
     mcp_store_status_t rv;
     PGresult *res;

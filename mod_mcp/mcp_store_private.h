@@ -41,11 +41,16 @@ mcp_store_status_t mcp_store__exec_as(mcp_store_t *db, apr_pool_t *p, const char
  *
  * order (-1: none): the parameter whose text orders the instances among themselves before they
  * are merged, after the group's key (the rows many locks, in that order across the parts of
- * the transaction: a session's id for a stream's opening). */
+ * the transaction: a session's id for a stream's opening).
+ *
+ * arrays 1: each instance's parameters are already arrays (non-empty PostgreSQL array
+ * literals, mcp_store__text_array's) of many's own, whose concatenation is the merged one's:
+ * the statement is many itself, for a few rows (a bridged call's two streams' ends). */
 typedef struct mcp_store__mergeable_t {
     const char *many;
     int         by_part;
     int         order;
+    int         arrays;
 } mcp_store__mergeable_t;
 
 /* The group key of a request stream's opening (it locks its session's row, if it has one):

@@ -6,6 +6,7 @@ instance (so through the same children) and break the database under a group: ev
 get its own right answer, and nothing a client received may be missing from the store."""
 
 import json
+import re
 import shutil
 import subprocess
 import threading
@@ -543,13 +544,19 @@ def test_concurrent_bridged_openings_share_transactions(stack, pg, capsys):
     assert shapes == {("0:in:message", "1:out:priming", "2:out:message")}, shapes
 
 
-def test_concurrent_bridged_calls_end_in_shared_transactions(stack, pg, capsys):
+def test_concurrent_bridged_calls_end_in_shared_transactions(stack, pg, statements_logged,
+                                                             capsys):
     """The ends of concurrent 2026-07-28 calls through the era bridge (each call's two streams,
-    its backend stream's answer and its client stream's, in one statement) run in the child's
-    group, several in one transaction (completed_at is the transaction's start), not each in a
-    transaction and a WAL flush of its own; each pair still ends together, both streams
+    its backend stream's answer and its client stream's) run in the child's group, several in
+    one transaction (completed_at is the transaction's start) and in one statement, not each in
+    a transaction and a WAL flush of its own; each pair still ends together, both streams
     complete with the answer stored on each."""
     out = stateless_hammer(stack["MCP_URLS"].split()[0], "grp9")
+    lines = statements_logged().splitlines()
+    # The ends' statement with more than one pair's streams ($2: the streams' ids).
+    merged = [d for s, d in zip(lines, lines[1:])
+              if "AS x(session_id, stream_id, first, principal, messages, status)" in s
+              and (m := re.search(r"\$2 = '\{([0-9,]+)\}'", d)) and m.group(1).count(",") >= 3]
     with pg.cursor() as c:
         c.execute("SELECT count(*), count(DISTINCT b.completed_at),"
                   "       count(*) FILTER (WHERE c.completed_at IS DISTINCT FROM b.completed_at"
@@ -567,10 +574,12 @@ def test_concurrent_bridged_calls_end_in_shared_transactions(stack, pg, capsys):
                   " WHERE c.session_id IS NULL AND i.message_text LIKE %s", ("%grp9-%",))
         calls, transactions, apart, unanswered = c.fetchone()
     with capsys.disabled():
-        print(f"\n{calls} bridged calls ended in {transactions} transactions")
+        print(f"\n{calls} bridged calls ended in {transactions} transactions,"
+              f" {len(merged)} statements ending several")
     assert calls == len(out) == THREADS * 10 and apart == 0 and unanswered == 0, (
         calls, apart, unanswered)
     assert transactions < calls, "no two bridged calls' ends in one transaction"
+    assert merged, "no two bridged calls' ends in one statement"
 
 
 def test_merged_bridged_openings_never_overshoot_the_principals_limit(stack, pg,
