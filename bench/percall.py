@@ -5,7 +5,8 @@ users); wrk and psycopg2 must be installed (bench/run installs them).
 
     bench/percall.py [--tree DIR]... [--conc 1,8,32] [--secs 4] [--reps 2]
                      [--proto 2025-11-25|2025-06-18|2026-07-28] [--pg-set NAME=VALUE]...
-                     [--conf-add N=DIRECTIVE]... [--pg-add N=NAME=VALUE]... [--children N]
+                     [--conf-add N=DIRECTIVE]... [--pg-add N=NAME=VALUE]... [--sql-add N=FILE]...
+                     [--children N]
                      [--sessions 32|1] [--open-streams N] [--statements N] [--mirror] [--keep]
 
 Each --tree (default: this repository) is a built checkout: its tests/stack starts a private
@@ -14,7 +15,8 @@ run interleaved (tree A, tree B, tree A, ...) so that the machine's load hits al
 tree may be given twice with --conf-add N=DIRECTIVE adding a line to the N-th's (0-based) httpd
 configuration, e.g. --tree . --tree . --conf-add 1="MCPDatabaseGroupCommit 1", or
 --pg-add N=NAME=VALUE setting a PostgreSQL parameter (ALTER SYSTEM, reloaded) on the N-th's
-stack only, e.g. --pg-add 1=commit_delay=100. Per point
+stack only, e.g. --pg-add 1=commit_delay=100, or --sql-add N=FILE running FILE's SQL (as
+superuser, in database mcp) on the N-th's stack before its first call. Per point
 it prints calls/s and p50/p99 (noisy on a shared machine) and the figures that do not depend on
 the load: PostgreSQL CPU per call (all postgres processes, from /proc; and its client backends
 of user mcp alone, without the background processes), httpd CPU per call,
@@ -27,8 +29,9 @@ N ended ones, autovacuum off for both: what a call costs beside many connected c
 statistics are from before they came.
 --statements N loads pg_stat_statements into each stack (its PostgreSQL restarted before the
 first call) and prints, per tree, the N statements with the most execution time over all of its
-points: runs per call and execution µs per run and per call (planning is not counted: the
-gateway's statements are prepared), the gateway's statements text cut to its start.
+points: runs per call and execution µs per run and per call, then plans per run and planning
+µs per plan (pg_stat_statements.track_planning: a prepared statement is planned again at each
+run while PostgreSQL keeps choosing custom plans for it), the statement's text cut to its start.
 The work directory (each stack's PostgreSQL data, ~1 GB after a run, and the logs) is removed
 when the run succeeds, kept (and named) when it fails or with --keep.
 --mirror starts two stacks per tree, in the order A B B A, and each tree's figures are the medians
@@ -53,10 +56,11 @@ import psycopg2  # noqa: E402
 
 class Target:
     def __init__(self, tree, work, proto, idx, pg_set=(), conf_add=(), children=1, sessions=32,
-                 open_streams=0, statements=0):
+                 open_streams=0, statements=0, sql_add=()):
         self.tree = os.path.abspath(tree)
         self.name = self.tree + "".join(f" + {c}" for c in conf_add) \
-            + "".join(f" + PostgreSQL {kv}" for kv in pg_set)
+            + "".join(f" + PostgreSQL {kv}" for kv in pg_set) \
+            + "".join(f" + {os.path.basename(f)}" for f in sql_add)
         self.dir = os.path.join(work, f"t{idx}")
         conf = os.path.join(work, f"percall-{idx}.conf")
         with open(conf, "w") as f:
@@ -75,6 +79,12 @@ class Target:
             with self.pg.cursor() as c:
                 c.execute(f"ALTER SYSTEM SET {name} = %s", (value,))
                 c.execute("SELECT pg_reload_conf()")
+        for path in sql_add:   # e.g. a constraint dropped, to price it
+            with psycopg2.connect(self.env["MCP_PG_ADMIN"].replace("dbname=postgres",
+                                                                   "dbname=mcp")) as db:
+                with db.cursor() as c:
+                    c.execute(open(path).read())
+            db.close()
         self.calls = 0
         if statements:
             self.load_statements()
@@ -113,6 +123,9 @@ class Target:
         self.attach()
         with self.pg.cursor() as c:
             c.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            # Known only once the library is loaded; a reload applies it.
+            c.execute("ALTER SYSTEM SET pg_stat_statements.track_planning = on")
+            c.execute("SELECT pg_reload_conf()")
 
     def statements_reset(self):
         with self.pg.cursor() as c:
@@ -120,15 +133,19 @@ class Target:
 
     def statements(self, n):
         """The n statements of user mcp with the most execution time since the reset:
-        (runs per call, µs per run, µs per call, text's start)."""
+        (runs per call, µs per run, µs per call, plans per run, planning µs per run, text's
+        start). A prepared statement is planned again at each run while PostgreSQL keeps
+        choosing custom plans for it (plan_cache_mode auto): that time is not execution's."""
         with self.pg.cursor() as c:
-            c.execute("SELECT s.calls, s.total_exec_time, s.query FROM pg_stat_statements s"
+            c.execute("SELECT s.calls, s.total_exec_time, s.plans, s.total_plan_time, s.query"
+                      "  FROM pg_stat_statements s"
                       "  JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname = 'mcp'"
                       " ORDER BY s.total_exec_time DESC LIMIT %s", (n,))
             rows = c.fetchall()
         calls = max(self.calls, 1)
         return [(runs / calls, ms * 1000 / max(runs, 1), ms * 1000 / calls,
-                 " ".join(q.split())[:110]) for runs, ms, q in rows]
+                 plans / max(runs, 1), plan_ms * 1000 / max(plans, 1),
+                 " ".join(q.split())[:110]) for runs, ms, plans, plan_ms, q in rows]
 
     def open_streams(self, n):
         """n open standalone streams of n sessions of another client (192.0.2.1), as connected
@@ -261,6 +278,10 @@ def main():
     ap.add_argument("--pg-add", action="append", default=[],
                     help="N=NAME=VALUE: a PostgreSQL setting for the N-th tree's stack only (the "
                          "same tree given twice: a setting's price, interleaved)")
+    ap.add_argument("--sql-add", action="append", default=[],
+                    help="N=FILE: SQL run (as superuser, in database mcp) on the N-th tree's "
+                         "stack once it is up, before the first call (a schema variant priced "
+                         "against the same tree given twice)")
     a = ap.parse_args()
     trees = a.tree or [bench.REPO]
     work = tempfile.mkdtemp(prefix="mcp-percall.")
@@ -275,9 +296,13 @@ def main():
         for kv in a.pg_add:
             n, setting = kv.split("=", 1)
             pg_adds.setdefault(int(n), []).append(setting)
-        for n in sorted(set(adds) | set(pg_adds)):
+        sql_adds = {}
+        for kv in a.sql_add:
+            n, path = kv.split("=", 1)
+            sql_adds.setdefault(int(n), []).append(os.path.abspath(path))
+        for n in sorted(set(adds) | set(pg_adds) | set(sql_adds)):
             if not 0 <= n < len(trees):
-                ap.error(f"--conf-add/--pg-add {n}=...: there is no tree {n} (0-based; "
+                ap.error(f"--conf-add/--pg-add/--sql-add {n}=...: there is no tree {n} (0-based; "
                          f"{len(trees)} tree(s) given)")
         # --mirror: a second stack for each tree, started in the mirrored order (A B, then B
         # A), so that where a stack stands in the start order weighs on every tree alike.
@@ -286,7 +311,7 @@ def main():
         for idx, (i, t) in enumerate(slots):
             targets.append(Target(t, work, a.proto, idx, list(a.pg_set) + pg_adds.get(i, []),
                                   adds.get(i, ()), a.children, a.sessions, a.open_streams,
-                                  a.statements))
+                                  a.statements, sql_adds.get(i, ())))
         for t in targets if a.statements else ():
             t.statements_reset()
         res = {}
@@ -306,9 +331,10 @@ def main():
         for t in targets if a.statements else ():
             print(f"{t.name} ({os.path.basename(t.dir)}): statements by execution time"
                   f" ({t.calls} calls; runs per call,"
-                  " µs per run, µs per call)")
-            for per_call, us_run, us_call, q in t.statements(a.statements):
-                print(f"  {per_call:6.3f} {us_run:8.1f} {us_call:8.1f}  {q}")
+                  " µs per run, µs per call; plans per run, planning µs per plan)")
+            for per_call, us_run, us_call, plans, us_plan, q in t.statements(a.statements):
+                print(f"  {per_call:6.3f} {us_run:8.1f} {us_call:8.1f}  {plans:5.2f} {us_plan:7.1f}"
+                      f"  {q}")
         done = True
     finally:
         for t in targets:

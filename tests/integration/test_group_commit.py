@@ -268,6 +268,11 @@ def statements_logged(stack, admin):
             c.execute("SELECT pg_reload_conf()")
 
 
+# The answers and ends of several streams, merged (mcp_store_event.c's FINISH_MANY): the
+# answers of 2025 calls and a bridged call's pair alike.
+MERGED_FINISH = "AS x(session_id, stream_id, first, principal, messages, status)"
+
+
 def test_concurrent_answers_are_stored_by_one_statement(stack, pg, statements_logged, capsys):
     """The answers and ends of concurrent calls that meet in a group go to PostgreSQL as one
     statement (mcp_store__mergeable_t: one executor start and one round trip for all of them),
@@ -277,8 +282,7 @@ def test_concurrent_answers_are_stored_by_one_statement(stack, pg, statements_lo
     out = hammer(stack["MCP_URLS"].split()[0], 10,
                  lambda i, n: f"grp3-{i}-{n} \u00e9" + ("\x01" if n % 3 == 0 else ""))
     logged = statements_logged()
-    merged = [line for line in logged.splitlines()
-              if "AS x(session_id, stream_id, first, principal, messages, status)" in line]
+    merged = [line for line in logged.splitlines() if MERGED_FINISH in line]
     streams, transactions = groups_seen(pg, "grp3-")
     with capsys.disabled():
         print(f"\n{len(out)} calls: {streams} streams ended in {transactions} "
@@ -555,7 +559,7 @@ def test_concurrent_bridged_calls_end_in_shared_transactions(stack, pg, statemen
     lines = statements_logged().splitlines()
     # The ends' statement with more than one pair's streams ($2: the streams' ids).
     merged = [d for s, d in zip(lines, lines[1:])
-              if "AS x(session_id, stream_id, first, principal, messages, status)" in s
+              if MERGED_FINISH in s
               and (m := re.search(r"\$2 = '\{([0-9,]+)\}'", d)) and m.group(1).count(",") >= 3]
     with pg.cursor() as c:
         c.execute("SELECT count(*), count(DISTINCT b.completed_at),"
