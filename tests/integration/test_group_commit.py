@@ -633,3 +633,69 @@ def test_merged_bridged_openings_never_overshoot_the_principals_limit(stack, pg,
     with capsys.disabled():
         print(f"\n{rounds} rounds, {len(merged)} merged bridged openings")
     assert merged, "no bridged openings merged in 8 rounds"
+
+
+RUNS_CHECKED = 60
+
+
+def test_statements_run_again_and_again_keep_their_generic_plans(stack, capsys):
+    """Every statement the gateway runs again and again keeps a generic plan: PostgreSQL plans it
+    for each connection's first five runs and then runs the plan it kept. A statement planned at
+    every run pays its planning each time: the merged opening of bridged calls (1.1 ms of
+    planning, more than its execution) was planned again at half of its runs, because plans made
+    for the few rows of one run looked cheaper than the generic one (mcp_store_bridge.c,
+    OPEN_STATELESS_CALLS). pg_stat_statements, loaded here (this stack's PostgreSQL restarted),
+    counts each statement's runs and plans while 2025 sessions and 2026-07-28 clients call at
+    once, after a warm-up of the same: no statement run RUNS_CHECKED times or more may be
+    planned at half of its runs or more, and the merged statements must be among those checked.
+    (Last in this module: the others run without the restart.)"""
+    url = stack["MCP_URLS"].split()[0]
+    admin_dsn = stack["MCP_PG_ADMIN"].replace("dbname=postgres", "dbname=mcp")
+    conn = psycopg2.connect(admin_dsn)
+    conn.autocommit = True
+    with conn.cursor() as c:
+        c.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+    conn.close()
+    subprocess.run([str(STACK), "restart-pg", "--dir", stack["MCP_STACK_DIR"]], check=True,
+                   stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    db = psycopg2.connect(admin_dsn)
+    db.autocommit = True
+    try:
+        with db.cursor() as c:
+            c.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            c.execute("ALTER SYSTEM SET pg_stat_statements.track_planning = on")
+            c.execute("SELECT pg_reload_conf()")
+        s = McpSession(url, timeout=30)
+        s.initialize()
+        wait_for(lambda: result_text(s.request("tools/call", {"name": "echo",
+                                                              "arguments": {"text": "up"}}))
+                 == "up", timeout=60, what="a call after PostgreSQL's restart")
+        s.close()
+        for phase, rounds in (("warm", 1), ("counted", 4)):
+            with db.cursor() as c:
+                c.execute("SELECT pg_stat_statements_reset()")
+            out = hammer(url, 10 * rounds, lambda i, n: f"plans-{phase}-{i}-{n}")
+            assert all(result_text(r) == text for text, r in out), out
+            for k in range(rounds):
+                stateless_hammer(url, f"plans-{phase}-{k}")
+        with db.cursor() as c:
+            c.execute("SELECT s.calls, s.plans, s.query FROM pg_stat_statements s"
+                      "  JOIN pg_roles r ON r.oid = s.userid"
+                      " WHERE r.rolname = 'mcp' AND s.calls >= %s ORDER BY s.calls DESC",
+                      (RUNS_CHECKED,))
+            rows = c.fetchall()
+    finally:
+        db.close()
+    with capsys.disabled():
+        for calls, plans, query in rows:
+            print(f"\n{calls:5d} runs {plans:5d} plans  {' '.join(query.split())[:90]}", end="")
+        print()
+    checked = [q for _, _, q in rows]
+    for merged in (MERGED_FINISH, MERGED_OPENING, MERGED_BRIDGED):
+        assert any(merged in q for q in checked), \
+            f"no statement with {merged!r} ran {RUNS_CHECKED} times"
+    # A connection plans a statement at most six times (five runs, then the generic plan);
+    # one planned again at each run is planned at nearly every run.
+    replanned = [(calls, plans, " ".join(q.split())[:120]) for calls, plans, q in rows
+                 if plans * 2 > calls]
+    assert not replanned, replanned
