@@ -635,9 +635,12 @@ def test_merged_bridged_openings_never_overshoot_the_principals_limit(stack, pg,
     assert merged, "no bridged openings merged in 8 rounds"
 
 
-RUNS_CHECKED = 60
+RUNS_CHECKED = 40
 
 
+# Plans are PostgreSQL's: nothing for the sanitizers to see, and their slower calls make
+# bigger groups, so fewer runs of the merged statements.
+@pytest.mark.not_asan
 def test_statements_run_again_and_again_keep_their_generic_plans(stack, capsys):
     """Every statement the gateway runs again and again keeps a generic plan: PostgreSQL plans it
     for each connection's first five runs and then runs the plan it kept. A statement planned at
@@ -671,7 +674,9 @@ def test_statements_run_again_and_again_keep_their_generic_plans(stack, capsys):
                                                               "arguments": {"text": "up"}}))
                  == "up", timeout=60, what="a call after PostgreSQL's restart")
         s.close()
-        for phase, rounds in (("warm", 1), ("counted", 4)):
+        # The warm-up as long as the counted part: each connection has run each statement
+        # more than five times before the count starts.
+        for phase, rounds in (("warm", 4), ("counted", 4)):
             with db.cursor() as c:
                 c.execute("SELECT pg_stat_statements_reset()")
             out = hammer(url, 10 * rounds, lambda i, n: f"plans-{phase}-{i}-{n}")
