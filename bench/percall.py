@@ -80,11 +80,8 @@ class Target:
                 c.execute(f"ALTER SYSTEM SET {name} = %s", (value,))
                 c.execute("SELECT pg_reload_conf()")
         for path in sql_add:   # e.g. a constraint dropped, to price it
-            with psycopg2.connect(self.env["MCP_PG_ADMIN"].replace("dbname=postgres",
-                                                                   "dbname=mcp")) as db:
-                with db.cursor() as c:
-                    c.execute(open(path).read())
-            db.close()
+            with open(path) as f, self.pg.cursor() as c:
+                c.execute(f.read())
         self.calls = 0
         if statements:
             self.load_statements()
@@ -133,7 +130,7 @@ class Target:
 
     def statements(self, n):
         """The n statements of user mcp with the most execution time since the reset:
-        (runs per call, µs per run, µs per call, plans per run, planning µs per run, text's
+        (runs per call, µs per run, µs per call, plans per run, planning µs per plan, text's
         start). A prepared statement is planned again at each run while PostgreSQL keeps
         choosing custom plans for it (plan_cache_mode auto): that time is not execution's."""
         with self.pg.cursor() as c:

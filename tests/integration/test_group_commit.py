@@ -88,6 +88,16 @@ def result_text(r):
     return None
 
 
+def wait_for_echo(url, text, timeout, what):
+    """Waits until a new session's echo of text answers text (the gateway serves again)."""
+    s = McpSession(url, timeout=30)
+    s.initialize()
+    wait_for(lambda: result_text(s.request("tools/call", {"name": "echo",
+                                                          "arguments": {"text": text}}))
+             == text, timeout=timeout, what=what)
+    s.close()
+
+
 def stored_answers(pg, tag):
     """Outbound messages stored for this test's calls: {echoed text: [message texts]}."""
     with pg.cursor() as c:
@@ -237,12 +247,7 @@ def test_connections_killed_under_groups_lose_no_acknowledged_answer(stack, pg, 
         # A failure is an error the client can see, never a wrong answer.
         assert not isinstance(r, dict) or "error" in r, (text, r)
     # The gateway still works afterwards.
-    s = McpSession(url, timeout=30)
-    s.initialize()
-    wait_for(lambda: result_text(s.request("tools/call", {"name": "echo",
-                                                          "arguments": {"text": "after"}}))
-             == "after", timeout=30, what="a call after the kills")
-    s.close()
+    wait_for_echo(url, "after", timeout=30, what="a call after the kills")
 
 
 def logged_since(log, start):
@@ -668,12 +673,7 @@ def test_statements_run_again_and_again_keep_their_generic_plans(stack, capsys):
             c.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             c.execute("ALTER SYSTEM SET pg_stat_statements.track_planning = on")
             c.execute("SELECT pg_reload_conf()")
-        s = McpSession(url, timeout=30)
-        s.initialize()
-        wait_for(lambda: result_text(s.request("tools/call", {"name": "echo",
-                                                              "arguments": {"text": "up"}}))
-                 == "up", timeout=60, what="a call after PostgreSQL's restart")
-        s.close()
+        wait_for_echo(url, "up", timeout=60, what="a call after PostgreSQL's restart")
         # The warm-up as long as the counted part: each connection has run each statement
         # more than five times before the count starts.
         for phase, rounds in (("warm", 4), ("counted", 4)):
