@@ -10,9 +10,11 @@ import signal
 import subprocess
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import psycopg2
+import pytest
 
 from mcp_client import McpSession
 from waiting import wait_for
@@ -119,29 +121,87 @@ def prepared_statement_errors(stack):
     return [l for l in text.splitlines() if re.search(r'ERROR:.*prepared statement "mcp_', l)]
 
 
+PG_LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) UTC ")
+
+
+def pg_log_time(line):
+    m = PG_LOG_TIME.match(line)
+    return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp() if m else None
+
+
+def outage_seconds(stack, offset):
+    """How long PostgreSQL refused work in its log after offset: from the fast shutdown's
+    request to the restarted server's first "ready to accept connections" (None: not found)."""
+    with open(stack["MCP_PG_LOG"], "rb") as f:
+        f.seek(offset)
+        lines = f.read().decode(errors="replace").splitlines()
+    down = next((pg_log_time(l) for l in lines if "received fast shutdown request" in l), None)
+    up = next((pg_log_time(l) for l in lines if "ready to accept connections" in l), None)
+    return up - down if down is not None and up is not None else None
+
+
+# A restart costs no request when the outage leaves a waiting statement time to see the
+# database back (the gate's next ping, 0.1 s), reconnect and prepare again: 1.5 s of slack.
+RESTART_SLACK = 1.5
+
+
+def checkpoint(stack):
+    conn = psycopg2.connect(stack["MCP_PG_ADMIN"])
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute("CHECKPOINT")
+    finally:
+        conn.close()
+
+
 def test_postgres_restart_under_load_costs_no_request(stack, capsys):
+    """A restart shorter than MCPDatabaseTimeout costs no request. How long PostgreSQL was away
+    is read from its own log; a restart that took longer (a loaded machine: the sanitizer pass
+    of a 2-core CI runner had two) must cost only precise 503s and is tried again, up to three
+    times. A CHECKPOINT first, as an operator would, keeps the shutdown's own checkpoint short."""
     load = Load(stack, threads=4).start()
+    tried = []
     try:
         wait_for(lambda: load.calls() >= 100, timeout=60, what="calls before the restart")
         sizes = log_sizes(stack)
-        before = load.calls()
-        t0 = time.monotonic()
-        run_stack(stack, "restart-pg")
-        restart = time.monotonic() - t0
-        wait_for(lambda: load.calls() >= before + 300, timeout=60, what="calls after the restart")
+        for _ in range(3):
+            checkpoint(stack)
+            pg_log_at = Path(stack["MCP_PG_LOG"]).stat().st_size
+            with load.lock:
+                before, failed_before = load.ok + len(load.failures), len(load.failures)
+            t0 = time.monotonic()
+            run_stack(stack, "restart-pg")
+            restart = time.monotonic() - t0
+            wait_for(lambda: load.calls() >= before + 300, timeout=60,
+                     what="calls after the restart")
+            outage = outage_seconds(stack, pg_log_at)
+            assert outage is not None, "no fast shutdown and start in PostgreSQL's log"
+            with load.lock:
+                failures = load.failures[failed_before:]
+            tried.append((restart, outage, len(failures)))
+            if outage < DATABASE_TIMEOUT - RESTART_SLACK:
+                break
+            # Too slow to ride out: each failure is the precise answer, nothing else.
+            for f in failures:
+                assert "HTTP 503" in f and '"code":-32003' in f, f
     finally:
         load.finish()
     lines = [l for l in new_lines(sizes) if WARN_OR_WORSE.search(l)]
     n_children = len(children(stack))
+    summary = ", ".join(f"restart {r:.2f} s (PostgreSQL away {o:.2f} s): {n} failed"
+                        for r, o, n in tried)
     with capsys.disabled():
-        print(f"\nrestart-pg under load: {load.calls()} calls, {len(load.failures)} failed, "
-              f"restart took {restart:.2f} s, {len(lines)} warn+ log lines "
-              f"({n_children} children)")
-    assert load.failures == []
-    # One line when the outage is confirmed and one when it ends, per child, plus mod_dbd's own
-    # line for each connection that was being reset when the database went (at most one per
-    # worker that was busy then; seen: none).
-    assert len(lines) <= 2 * n_children + 4, "\n".join(lines[:40])
+        print(f"\nrestart-pg under load: {load.calls()} calls; {summary}; "
+              f"{len(lines)} warn+ log lines ({n_children} children)")
+    if tried[-1][1] >= DATABASE_TIMEOUT - RESTART_SLACK:
+        pytest.skip(f"PostgreSQL never restarted within {DATABASE_TIMEOUT - RESTART_SLACK} s "
+                    f"on this machine ({summary}): the claim needs a quicker restart")
+    assert failures == [], summary
+    # One line when the outage is confirmed and one when it ends, per child and restart, plus
+    # mod_dbd's own line for each connection that was being reset when the database went (at
+    # most one per worker that was busy then; seen: none).
+    assert len(lines) <= len(tried) * (2 * n_children + 4), "\n".join(lines[:40])
     # Every connection of every child was new at the stack's start and again after the
     # restart (reset by mod_dbd): each prepared what it ran before running it.
     errors = prepared_statement_errors(stack)
