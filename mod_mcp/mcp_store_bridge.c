@@ -35,7 +35,7 @@ static const char *i64(apr_pool_t *p, apr_int64_t v)
 /* POOLED's row's columns 0-6, at column at of res. */
 static void read_pooled(apr_pool_t *p, PGresult *res, int at, const char *principal,
                         const char *backend_url, mcp_store_session_t **out,
-                        mcp_store_bridge_tools_t *tools)
+                        mcp_store_bridge_tools_t *tools, apr_time_t asked_at)
 {
     mcp_store_session_t *s = apr_pcalloc(p, sizeof(*s));
 
@@ -50,6 +50,7 @@ static void read_pooled(apr_pool_t *p, PGresult *res, int at, const char *princi
         tools->cached = *PQgetvalue(res, 0, at + 4) == 't';
         tools->age = tools->cached ? strtod(PQgetvalue(res, 0, at + 5), NULL) : 0;
         tools->decls = mcp_store_cell(res, 0, at + 6);
+        tools->asked_at = asked_at;
     }
 }
 
@@ -67,12 +68,12 @@ mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const
     if (rv != MCP_STORE_OK) {
         return rv;
     }
-    read_pooled(p, res, 0, principal, backend_url, out, NULL);
+    read_pooled(p, res, 0, principal, backend_url, out, NULL, 0);
     return MCP_STORE_OK;
 }
 
-/* Marks pooled session id seen when it was not within a second, skipping a row that another
- * call marks meanwhile: its own transaction, one row's lock (see mcp_store_bridge_open_call).
+/* Marks pooled session id seen when it is stale (MCP_STORE_SESSION_STALE), skipping a row that
+ * another call marks meanwhile: its own transaction, one row's lock (see mcp_store_bridge_open_call).
  * A failure is left for the pool's next bridged call, which finds the row still stale and
  * tries again: the call that asked for it was already opened and does not depend on it. */
 static void pooled_touch(mcp_store_t *db, apr_pool_t *p, const char *id)
@@ -86,6 +87,20 @@ static void pooled_touch(mcp_store_t *db, apr_pool_t *p, const char *id)
     const char *args[] = { id };
 
     mcp_store_exec(db, p, "marking a pooled session seen", sql, NARGS(args), args, NULL);
+}
+
+/* pooled_touch by one of the calls of this process that found the row stale at once (the others,
+ * and those that found it stale before that mark ended, leave it: marked, or being marked). At
+ * the minute a pool's row goes stale every call in flight found it so, and each mark was a
+ * transaction on a connection of its own (a new one, with cold caches, when the pool had no
+ * idle one). */
+static void pooled_touch_once(mcp_store_t *db, apr_pool_t *p, mcp_refresh_t *marks,
+                              const char *id, apr_time_t asked_at)
+{
+    if (mcp_refresh_begin(marks, id, asked_at, apr_time_now())) {
+        pooled_touch(db, p, id);
+        mcp_refresh_done(marks, id, apr_time_now());
+    }
 }
 
 /* POOLED, and whether a call of tool $4 (NULL: not a tool call) may go without a check of its
@@ -148,6 +163,7 @@ mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
     };
     mcp_store_status_t rv;
     PGresult *res;
+    apr_time_t asked_at = apr_time_now();
 
     /* The request id is a decimal number; the request sent, valid JSON (json-c wrote it). */
     rv = mcp_store__exec_as(db, p, "opening a bridged call's backend stream",
@@ -159,10 +175,10 @@ mcp_store_status_t mcp_store_bridge_open_call(mcp_store_t *db, apr_pool_t *p,
     if (PQntuples(res) < 1) {
         return MCP_STORE_NOT_FOUND;
     }
-    read_pooled(p, res, 0, call->principal, call->backend_url, out, tools);
+    read_pooled(p, res, 0, call->principal, call->backend_url, out, tools, asked_at);
     *stream_id = PQgetisnull(res, 0, 8) ? 0 : apr_atoi64(PQgetvalue(res, 0, 8));   /* after p.* */
     if (*PQgetvalue(res, 0, 9) == 't') {
-        pooled_touch(db, p, (*out)->id);
+        pooled_touch_once(db, p, call->marks, (*out)->id, asked_at);
     }
     return MCP_STORE_OK;
 }
@@ -312,6 +328,7 @@ mcp_store_status_t mcp_store_bridge_open_stateless(mcp_store_t *db, apr_pool_t *
     };
     mcp_store_status_t rv;
     PGresult *res;
+    apr_time_t asked_at = apr_time_now();
     int is_plain = mcp_store__plain_jsonb(client->request_id)
                    && mcp_store__plain_jsonb(client->inbound) && mcp_store__plain_jsonb(call->sent);
 
@@ -336,10 +353,10 @@ mcp_store_status_t mcp_store_bridge_open_stateless(mcp_store_t *db, apr_pool_t *
     if (PQgetisnull(res, 0, 0)) {
         return MCP_STORE_NOT_FOUND;
     }
-    read_pooled(p, res, 0, call->principal, call->backend_url, out, tools);
+    read_pooled(p, res, 0, call->principal, call->backend_url, out, tools, asked_at);
     *stream_id = PQgetisnull(res, 0, 10) ? 0 : apr_atoi64(PQgetvalue(res, 0, 10));
     if (*PQgetvalue(res, 0, 11) == 't') {
-        pooled_touch(db, p, (*out)->id);
+        pooled_touch_once(db, p, call->marks, (*out)->id, asked_at);
     }
     return MCP_STORE_OK;
 }

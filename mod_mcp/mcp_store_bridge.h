@@ -10,6 +10,7 @@
 #ifndef MCP_STORE_BRIDGE_H
 #define MCP_STORE_BRIDGE_H
 
+#include "mcp_refresh.h"
 #include "mcp_store.h"
 
 /* What a pooled session's cached tool list (mcp.bridge_sessions.tool_headers) says of one tool. */
@@ -18,6 +19,8 @@ typedef struct mcp_store_bridge_tools_t {
     double       age;      /* seconds since                                                    */
     const char  *decls;    /* the tool's x-mcp-header declarations (a JSON array's text, as
                             * mcp_era_param_decls makes them), NULL when the list lacks it      */
+    apr_time_t   asked_at; /* when the store was asked (this host's clock): a read of the list
+                            * that ended after it is newer than this copy                      */
 } mcp_store_bridge_tools_t;
 
 /* The live pooled session of principal (NULL: none) for backend_url and capabilities_key: its
@@ -41,11 +44,14 @@ typedef struct mcp_store_bridge_open_t {
     const char  *owner;            /* the stream's owner and lease, and its holder        */
     int          lease_secs;
     const char  *holder;
+    mcp_refresh_t *marks;          /* the process's marks of pooled sessions seen: of the
+                                    * calls that find the row stale at once, one marks it
+                                    * (NULL: each does)                                   */
 } mcp_store_bridge_open_t;
 
 /* One statement for what a bridged call needs of the store before the backend is asked, in the
  * child's group (see mcp_store.h): the pooled session (as mcp_store_bridge_pooled: *out,
- * *tools; its row FOR KEY SHARE, marked seen afterwards when it was not within a second), and
+ * *tools; its row FOR KEY SHARE, marked seen afterwards when stale: call->marks), and
  * — unless the call's Mcp-Param-* headers must be checked first (a tool whose cached
  * declarations are not known to be none, or whose list is older than tools_ttl) — its backend
  * stream opened on it (the request and the priming row stored) and linked to the client

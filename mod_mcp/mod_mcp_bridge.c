@@ -545,6 +545,7 @@ static void call_init(mcp_req_t *q, const mcp_jsonrpc_msg_t *msg, int check,
     call->owner = mcp_child.owner;
     call->lease_secs = mcp_req_lease_secs(q);
     call->holder = mcp_req_holder(q);
+    call->marks = mcp_child.pooled_marks;
 }
 
 static int open_call(bridge_t *b, int check, int *opened, const char **why)

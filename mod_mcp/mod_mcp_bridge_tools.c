@@ -7,7 +7,8 @@
  * other tools to other principals is read as each of them sees it. The pool look-up that every
  * call makes anyway returns the called tool's declarations and the list's age: a call costs no
  * statement more. The list is read again (tools/list, every page) when it is missing or older
- * than MCPEraBridgeToolsTTL, and before a request would be refused on a list older than a
+ * than MCPEraBridgeToolsTTL (by one request of a process at a time: the others meanwhile check
+ * against the list cached before), and before a request would be refused on a list older than a
  * second (a tool may have changed its arguments since: a refusal is never made on an old
  * list). A client's own complete tools/list through the bridge refreshes the cache too (the
  * bridge's check is then as new as the list that client follows). A tool the list does not
@@ -108,6 +109,19 @@ static json_object *decls_of(json_object *list, const char *tool)
     return list && json_object_object_get_ex(list, tool, &d) ? d : NULL;
 }
 
+/* The cached list is older than MCPEraBridgeToolsTTL: whether this request reads it again. Of
+ * the requests of this process that find it old at once, one does (mcp_refresh); the others,
+ * and those that found it old before that read ended, check against the copy they found (at
+ * most that read's time older than the TTL says). Else, under load, every call in flight when
+ * the TTL passed read the list (a tools/list each, then an update of the pooled session's row,
+ * which they took in turn): ~200 ms for each of 8 concurrent calls. Other processes and hosts
+ * read it once each at most. */
+static int old_list_read_here(bridge_t *b)
+{
+    return mcp_refresh_begin(mcp_child.tool_lists, b->pooled->id, b->tools.asked_at,
+                             apr_time_now());
+}
+
 int mcp_bridged_check_params(bridge_t *b)
 {
     request_rec *r = b->q->r;
@@ -127,10 +141,13 @@ int mcp_bridged_check_params(bridge_t *b)
     if (t->decls) {
         decls = mcp_jsonrpc_parse_value(r->pool, t->decls, strlen(t->decls));
     }
-    if (!t->cached || t->age > ttl) {
+    if (!t->cached || (t->age > ttl && old_list_read_here(b))) {
         read = 1;
         if ((list = tools_read(b)) != NULL) {
             decls = decls_of(list, tool);
+        }
+        if (t->cached) {
+            mcp_refresh_done(mcp_child.tool_lists, b->pooled->id, apr_time_now());
         }
     }
     if (!decls || mcp_era_param_check(r->pool, decls, arguments, r->headers_in, &v) == 0) {

@@ -16,6 +16,7 @@
 #include "mcp_lease.h"
 #include "mcp_listener.h"
 #include "mcp_protocol.h"
+#include "mcp_refresh.h"
 #include "mcp_router.h"
 #include "mcp_store.h"
 #include "mcp_store_members.h"
@@ -28,6 +29,8 @@ typedef struct mcp_child_t {
     mcp_listener_t     *listener;   /* LISTEN connection feeding the router (NULL: none)     */
     const char         *owner;      /* "host:pid", the owner written on streams relayed here */
     mcp_leases_t       *leases;     /* leases of those streams, renewed by the keeper thread */
+    mcp_refresh_t      *tool_lists; /* the era bridge's tool lists being read again ...       */
+    mcp_refresh_t      *pooled_marks; /* ... and its pooled sessions being marked seen        */
 } mcp_child_t;
 
 extern mcp_child_t mcp_child;

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -198,6 +200,54 @@ def test_a_clients_complete_tools_list_refreshes_the_cache(bridge, db):
     with db.cursor() as cur:
         cur.execute("SELECT now() - %s < interval '30 s'", (fetched,))
         assert cur.fetchone()[0]
+
+
+def test_an_old_tool_list_is_read_once_per_process_by_concurrent_calls(bridge, db):
+    """When the list (and the pooled session's row) get old under load, every call in flight
+    finds them so at once. One call of each process reads the list again; the others check
+    against the list they found (bench/run's bridged point: 8 reads, then 8 updates of the pool's
+    row taken in turn, cost the first 8 calls ~200 ms each). Every call is answered."""
+    caps, url = caps_of("burst"), bridge["URL"]
+    assert call(url, "b-0", "echo", {"text": "x"}, caps).status_code == 200
+    sid, _, fetched_before = pooled(db, "burst")
+    with db.cursor() as cur:
+        cur.execute("UPDATE mcp.bridge_sessions SET tools_fetched_at = now() - interval '1 hour'"
+                    " WHERE session_id = %s", (sid,))
+        cur.execute("UPDATE mcp.sessions SET last_seen_at = now() - interval '2 minutes'"
+                    " WHERE id = %s", (sid,))
+    logs = sorted(Path(bridge["MCP_STACK_DIR"]).glob("httpd-*/error_log"))
+    sizes = {log: log.stat().st_size for log in logs}
+    n = 16
+    results = [None] * n
+    go = threading.Barrier(n)
+
+    def one(i):
+        go.wait()
+        r = call(url, f"b-{i + 1}", "echo", {"text": f"burst {i}"}, caps)
+        results[i] = (r.status_code, r.text)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for i, (status, text) in enumerate(results):
+        assert status == 200 and f"burst {i}" in text, text
+    reads = []
+    for log in logs:
+        with open(log, "rb") as f:
+            f.seek(sizes[log])
+            reads += [l for l in f.read().decode(errors="replace").splitlines()
+                      if f"pooled session {sid}: tool list read" in l]
+    pids = [re.search(r"\[pid (\d+)", l).group(1) for l in reads]
+    assert reads, "nobody read the old list again"
+    assert len(pids) == len(set(pids)), "\n".join(reads)
+    _, _, fetched = pooled(db, "burst")
+    assert fetched > fetched_before
+    with db.cursor() as cur:
+        cur.execute("SELECT last_seen_at > now() - interval '1 minute' FROM mcp.sessions"
+                    " WHERE id = %s", (sid,))
+        assert cur.fetchone()[0], "the pooled session was not marked seen"
 
 
 # ---- the audit --------------------------------------------------------------------------------

@@ -1,0 +1,108 @@
+/* mcp_refresh — see mcp_refresh.h. */
+#include <string.h>
+
+#include <apr_thread_mutex.h>
+
+#include "mcp_refresh.h"
+
+typedef struct entry_t {
+    char       key[MCP_REFRESH_KEY_MAX + 1];   /* "": a free entry                         */
+    int        reading;                        /* a thread reads it now (since at)         */
+    apr_time_t at;                             /* the read's start, or its end when over   */
+} entry_t;
+
+struct mcp_refresh_t {
+    apr_thread_mutex_t  *lock;
+    entry_t             *entries;
+    int                  capacity;
+    apr_interval_time_t  stuck_after;
+};
+
+mcp_refresh_t *mcp_refresh_create(apr_pool_t *p, int capacity, apr_interval_time_t stuck_after)
+{
+    mcp_refresh_t *r = apr_pcalloc(p, sizeof(*r));
+
+    if (capacity < 1
+        || apr_thread_mutex_create(&r->lock, APR_THREAD_MUTEX_DEFAULT, p) != APR_SUCCESS) {
+        return NULL;
+    }
+    r->entries = apr_pcalloc(p, sizeof(entry_t) * (apr_size_t)capacity);
+    r->capacity = capacity;
+    r->stuck_after = stuck_after;
+    return r;
+}
+
+static entry_t *find(mcp_refresh_t *r, const char *key)
+{
+    int i;
+
+    for (i = 0; i < r->capacity; i++) {
+        if (r->entries[i].key[0] && strcmp(r->entries[i].key, key) == 0) {
+            return &r->entries[i];
+        }
+    }
+    return NULL;
+}
+
+/* A free entry, else the one whose read ended longest ago; NULL when every one is being read
+ * (and not stuck). */
+static entry_t *vacant(mcp_refresh_t *r, apr_time_t now)
+{
+    entry_t *best = NULL;
+    int i;
+
+    for (i = 0; i < r->capacity; i++) {
+        entry_t *e = &r->entries[i];
+
+        if (!e->key[0]) {
+            return e;
+        }
+        if (e->reading && now - e->at < r->stuck_after) {
+            continue;
+        }
+        if (!best || e->at < best->at) {
+            best = e;
+        }
+    }
+    return best;
+}
+
+int mcp_refresh_begin(mcp_refresh_t *r, const char *key, apr_time_t found_at, apr_time_t now)
+{
+    entry_t *e;
+    int mine = 1;
+
+    if (!r || strlen(key) > MCP_REFRESH_KEY_MAX) {
+        return 1;
+    }
+    apr_thread_mutex_lock(r->lock);
+    if ((e = find(r, key)) != NULL) {
+        if (e->reading ? now - e->at < r->stuck_after : e->at >= found_at) {
+            mine = 0;
+        }
+    }
+    else if ((e = vacant(r, now)) != NULL) {
+        strcpy(e->key, key);
+    }
+    if (mine && e) {
+        e->reading = 1;
+        e->at = now;
+    }
+    apr_thread_mutex_unlock(r->lock);
+    return mine;
+}
+
+void mcp_refresh_done(mcp_refresh_t *r, const char *key, apr_time_t now)
+{
+    entry_t *e;
+
+    if (!r || strlen(key) > MCP_REFRESH_KEY_MAX) {
+        return;
+    }
+    apr_thread_mutex_lock(r->lock);
+    if ((e = find(r, key)) != NULL) {
+        e->reading = 0;
+        e->at = now;
+    }
+    apr_thread_mutex_unlock(r->lock);
+}
