@@ -6,7 +6,7 @@ users); wrk and psycopg2 must be installed (bench/run installs them).
     bench/percall.py [--tree DIR]... [--conc 1,8,32] [--secs 4] [--reps 2]
                      [--proto 2025-11-25|2025-06-18|2026-07-28] [--pg-set NAME=VALUE]...
                      [--conf-add N=DIRECTIVE]... [--pg-add N=NAME=VALUE]... [--sql-add N=FILE]...
-                     [--children N]
+                     [--children N] [--httpd N]
                      [--sessions 32|1] [--open-streams N] [--statements N] [--mirror] [--keep]
 
 Each --tree (default: this repository) is a built checkout: its tests/stack starts a private
@@ -56,7 +56,7 @@ import psycopg2  # noqa: E402
 
 class Target:
     def __init__(self, tree, work, proto, idx, pg_set=(), conf_add=(), children=1, sessions=32,
-                 open_streams=0, statements=0, sql_add=()):
+                 open_streams=0, statements=0, sql_add=(), httpd=1):
         self.tree = os.path.abspath(tree)
         self.name = self.tree + "".join(f" + {c}" for c in conf_add) \
             + "".join(f" + PostgreSQL {kv}" for kv in pg_set) \
@@ -66,7 +66,7 @@ class Target:
         with open(conf, "w") as f:
             f.write(bench.httpd_conf(children, 64) + "".join(c + "\n" for c in conf_add))
         p = subprocess.run([os.path.join(self.tree, "tests", "stack"), "up", "--dir", self.dir,
-                            "--httpd", "1", "--mpm", "event", "--conf", conf,
+                            "--httpd", str(httpd), "--mpm", "event", "--conf", conf,
                             "--module", os.path.join(self.tree, "mod_mcp/.libs/mod_mcp.so")],
                            text=True, capture_output=True)
         if p.returncode != 0:
@@ -105,7 +105,8 @@ class Target:
         self.cpu = bench.CpuMeter()
         self.pg_pid = int(bench.pidfile(self.env["MCP_PG_PIDFILE"]))
         self.cpu.add(self.pg_pid, "postgres")
-        self.cpu.add(bench.pidfile(self.env["MCP_HTTPD_PIDFILES"].split()[0]), "httpd")
+        for f in self.env["MCP_HTTPD_PIDFILES"].split():
+            self.cpu.add(bench.pidfile(f), "httpd")
         self.cpu.add(bench.pidfile(self.env.get("MCP_BACKEND_PIDFILE", "")), "backend")
         self.pg = psycopg2.connect(self.env["MCP_PG"].replace("user=mcp", "user=postgres"))
         self.pg.autocommit = True
@@ -255,6 +256,9 @@ def main():
                     help="NAME=VALUE: a PostgreSQL setting for every tree's stack")
     ap.add_argument("--children", type=int, default=1,
                     help="httpd children of 64 threads (bench/run's main stack has 2)")
+    ap.add_argument("--httpd", type=int, default=1,
+                    help="httpd instances in each stack (bench/run's main stack has 2); the load "
+                         "goes to the first, the others idle beside it")
     ap.add_argument("--sessions", type=int, default=32,
                     help="sessions the clients rotate over (1: every call in one session)")
     ap.add_argument("--conf-add", action="append", default=[],
@@ -308,7 +312,7 @@ def main():
         for idx, (i, t) in enumerate(slots):
             targets.append(Target(t, work, a.proto, idx, list(a.pg_set) + pg_adds.get(i, []),
                                   adds.get(i, ()), a.children, a.sessions, a.open_streams,
-                                  a.statements, sql_adds.get(i, ())))
+                                  a.statements, sql_adds.get(i, ()), a.httpd))
         for t in targets if a.statements else ():
             t.statements_reset()
         res = {}
