@@ -73,9 +73,10 @@ mcp_store_status_t mcp_store_bridge_pooled(mcp_store_t *db, apr_pool_t *p, const
 }
 
 /* Marks pooled session id seen when it is stale (MCP_STORE_SESSION_STALE), skipping a row that
- * another call marks meanwhile: its own transaction, one row's lock (see mcp_store_bridge_open_call).
- * A failure is left for the pool's next bridged call, which finds the row still stale and
- * tries again: the call that asked for it was already opened and does not depend on it. */
+ * another call marks meanwhile: its own transaction, one row's lock (see
+ * mcp_store_bridge_open_call). A failure is left for the pool's next bridged call, which finds
+ * the row still stale and tries again: the call that asked for it was already opened and does
+ * not depend on it. */
 static void pooled_touch(mcp_store_t *db, apr_pool_t *p, const char *id)
 {
     static const char sql[] =
