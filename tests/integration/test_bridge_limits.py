@@ -27,6 +27,7 @@ import pytest
 import requests
 
 from conftest import database, own_stack, run_dir
+from test_database_faults import log_sizes, new_lines
 from waiting import wait_for
 
 V = "2026-07-28"
@@ -215,8 +216,7 @@ def test_an_old_tool_list_is_read_once_per_process_by_concurrent_calls(bridge, d
                     " WHERE session_id = %s", (sid,))
         cur.execute("UPDATE mcp.sessions SET last_seen_at = now() - interval '2 minutes'"
                     " WHERE id = %s", (sid,))
-    logs = sorted(Path(bridge["MCP_STACK_DIR"]).glob("httpd-*/error_log"))
-    sizes = {log: log.stat().st_size for log in logs}
+    sizes = log_sizes(bridge)
     n = 16
     results = [None] * n
     go = threading.Barrier(n)
@@ -233,12 +233,7 @@ def test_an_old_tool_list_is_read_once_per_process_by_concurrent_calls(bridge, d
         t.join(60)
     for i, (status, text) in enumerate(results):
         assert status == 200 and f"burst {i}" in text, text
-    reads = []
-    for log in logs:
-        with open(log, "rb") as f:
-            f.seek(sizes[log])
-            reads += [l for l in f.read().decode(errors="replace").splitlines()
-                      if f"pooled session {sid}: tool list read" in l]
+    reads = [l for l in new_lines(sizes) if f"pooled session {sid}: tool list read" in l]
     pids = [re.search(r"\[pid (\d+)", l).group(1) for l in reads]
     assert reads, "nobody read the old list again"
     assert len(pids) == len(set(pids)), "\n".join(reads)
