@@ -174,14 +174,27 @@ const char *mcp_bridge_request_in(apr_pool_t *p, json_object *msg, apr_int64_t b
     return mcp_bridge_request_join(p, backend_id, mcp_bridge_request_tail(p, msg));
 }
 
-const char *mcp_bridge_request_digest(apr_pool_t *p, json_object *msg)
+/* The SHA-1 of len bytes at text, in hex. */
+static const char *sha1_hex(apr_pool_t *p, const char *text, apr_size_t len)
 {
-    json_object *params = object_member(msg, "params"), *what = json_object_new_object();
-    const char *method = mcp_jsonrpc_get_string(msg, "method"), *member_name, *text;
     apr_sha1_ctx_t ctx;
     unsigned char digest[APR_SHA1_DIGESTSIZE];
     char *hex = apr_palloc(p, 2 * APR_SHA1_DIGESTSIZE + 1);
     int i;
+
+    apr_sha1_init(&ctx);
+    apr_sha1_update_binary(&ctx, (const unsigned char *)text, (unsigned int)len);
+    apr_sha1_final(digest, &ctx);
+    for (i = 0; i < APR_SHA1_DIGESTSIZE; i++) {
+        apr_snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+    }
+    return hex;
+}
+
+const char *mcp_bridge_request_digest(apr_pool_t *p, json_object *msg)
+{
+    json_object *params = object_member(msg, "params"), *what = json_object_new_object();
+    const char *method = mcp_jsonrpc_get_string(msg, "method"), *member_name, *text;
 
     json_object_object_add(what, "method", json_object_new_string(method ? method : ""));
     member_name = mcp_era_name_member(method);
@@ -193,13 +206,26 @@ const char *mcp_bridge_request_digest(apr_pool_t *p, json_object *msg)
     }
     text = mcp_bridge_canonical(p, what);
     json_object_put(what);
-    apr_sha1_init(&ctx);
-    apr_sha1_update_binary(&ctx, (const unsigned char *)text, (unsigned int)strlen(text));
-    apr_sha1_final(digest, &ctx);
-    for (i = 0; i < APR_SHA1_DIGESTSIZE; i++) {
-        apr_snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+    return sha1_hex(p, text, strlen(text));
+}
+
+const char *mcp_bridge_pool_tag(apr_pool_t *p, const char *principal, const char *backend_url,
+                                const char *caps_key)
+{
+    /* NULs between the parts: no two keys' texts are the same */
+    const char *parts[3] = { principal ? principal : "", backend_url, caps_key };
+    apr_size_t len[3], i;
+    char *text, *at;
+
+    for (i = 0; i < 3; i++) {
+        len[i] = strlen(parts[i]) + 1;
     }
-    return hex;
+    at = text = apr_palloc(p, len[0] + len[1] + len[2]);
+    for (i = 0; i < 3; i++) {
+        memcpy(at, parts[i], len[i]);
+        at += len[i];
+    }
+    return sha1_hex(p, text, (apr_size_t)(at - text));
 }
 
 /* ---- coming out -------------------------------------------------------------------------- */

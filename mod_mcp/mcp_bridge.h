@@ -50,6 +50,11 @@ const char *mcp_bridge_canonical(apr_pool_t *p, json_object *v);
  * ("{}" when there is none). */
 const char *mcp_bridge_caps_key(apr_pool_t *p, json_object *msg);
 
+/* A pool key's name in 40 hex digits (SHA-1): its principal (NULL: none), backend URL and
+ * capabilities key (mcp_bridge_caps_key). Short enough for mcp_refresh. */
+const char *mcp_bridge_pool_tag(apr_pool_t *p, const char *principal, const char *backend_url,
+                                const char *caps_key);
+
 /* The initialize request sent on the client's behalf to start a pooled session: revision
  * MCP_BRIDGE_BACKEND_VERSION, the request's clientCapabilities and clientInfo (or the gateway's
  * name when it gave none), with JSON-RPC id id. */

@@ -1,6 +1,7 @@
 /* mcp_refresh — see mcp_refresh.h. */
 #include <string.h>
 
+#include <apr_thread_cond.h>
 #include <apr_thread_mutex.h>
 
 #include "mcp_refresh.h"
@@ -9,10 +10,12 @@ typedef struct entry_t {
     char       key[MCP_REFRESH_KEY_MAX + 1];   /* "": a free entry                         */
     int        reading;                        /* a thread reads it now (since at)         */
     apr_time_t at;                             /* the read's start, or its end when over   */
+    int        awaiting;                       /* callers asleep until a read of it ends   */
 } entry_t;
 
 struct mcp_refresh_t {
     apr_thread_mutex_t  *lock;
+    apr_thread_cond_t   *ended;                /* broadcast when a read someone awaits ends */
     entry_t             *entries;
     int                  capacity;
     apr_interval_time_t  stuck_after;
@@ -23,7 +26,8 @@ mcp_refresh_t *mcp_refresh_create(apr_pool_t *p, int capacity, apr_interval_time
     mcp_refresh_t *r = apr_pcalloc(p, sizeof(*r));
 
     if (capacity < 1
-        || apr_thread_mutex_create(&r->lock, APR_THREAD_MUTEX_DEFAULT, p) != APR_SUCCESS) {
+        || apr_thread_mutex_create(&r->lock, APR_THREAD_MUTEX_DEFAULT, p) != APR_SUCCESS
+        || apr_thread_cond_create(&r->ended, p) != APR_SUCCESS) {
         return NULL;
     }
     r->entries = apr_pcalloc(p, sizeof(entry_t) * (apr_size_t)capacity);
@@ -45,7 +49,7 @@ static entry_t *find(mcp_refresh_t *r, const char *key)
 }
 
 /* A free entry, else the one whose read ended longest ago; NULL when every one is being read
- * (and not stuck). */
+ * (and not stuck) or awaited (its key must stay until its callers woke). */
 static entry_t *vacant(mcp_refresh_t *r, apr_time_t now)
 {
     entry_t *best = NULL;
@@ -57,7 +61,7 @@ static entry_t *vacant(mcp_refresh_t *r, apr_time_t now)
         if (!e->key[0]) {
             return e;
         }
-        if (e->reading && now - e->at < r->stuck_after) {
+        if ((e->reading && now - e->at < r->stuck_after) || e->awaiting) {
             continue;
         }
         if (!best || e->at < best->at) {
@@ -92,6 +96,67 @@ int mcp_refresh_begin(mcp_refresh_t *r, const char *key, apr_time_t found_at, ap
     return mine;
 }
 
+int mcp_refresh_await(mcp_refresh_t *r, const char *key, apr_time_t found_at, apr_time_t until)
+{
+    entry_t *e;
+    apr_time_t now;
+    apr_interval_time_t nap;
+    int mine = 1;
+
+    if (!r || strlen(key) > MCP_REFRESH_KEY_MAX) {
+        return 1;
+    }
+    apr_thread_mutex_lock(r->lock);
+    for (;;) {
+        now = apr_time_now();
+        if ((e = find(r, key)) == NULL) {
+            if ((e = vacant(r, now)) != NULL) {
+                strcpy(e->key, key);
+            }
+            break;
+        }
+        if (!e->reading || now - e->at >= r->stuck_after) {
+            if (!e->reading && e->at >= found_at) {
+                mine = 0;
+            }
+            break;
+        }
+        if (now >= until) {
+            e = NULL;   /* read beside the one under way; the entry stays its */
+            break;
+        }
+        nap = until - now;
+        if (e->at + r->stuck_after - now < nap) {
+            nap = e->at + r->stuck_after - now;
+        }
+        e->awaiting++;
+        apr_thread_cond_timedwait(r->ended, r->lock, nap);
+        e->awaiting--;
+    }
+    if (mine && e) {
+        e->reading = 1;
+        e->at = now;
+    }
+    apr_thread_mutex_unlock(r->lock);
+    return mine;
+}
+
+int mcp_refresh_awaiting(mcp_refresh_t *r, const char *key)
+{
+    entry_t *e;
+    int n = 0;
+
+    if (!r) {
+        return 0;
+    }
+    apr_thread_mutex_lock(r->lock);
+    if ((e = find(r, key)) != NULL) {
+        n = e->awaiting;
+    }
+    apr_thread_mutex_unlock(r->lock);
+    return n;
+}
+
 void mcp_refresh_done(mcp_refresh_t *r, const char *key, apr_time_t now)
 {
     entry_t *e;
@@ -103,6 +168,9 @@ void mcp_refresh_done(mcp_refresh_t *r, const char *key, apr_time_t now)
     if ((e = find(r, key)) != NULL) {
         e->reading = 0;
         e->at = now;
+        if (e->awaiting) {
+            apr_thread_cond_broadcast(r->ended);
+        }
     }
     apr_thread_mutex_unlock(r->lock);
 }

@@ -371,10 +371,10 @@ static int mcp_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptem
     return OK;
 }
 
-/* The era bridge's pooled sessions whose tool list reads and marks seen a process remembers (each
- * read again, or marked, by one request at a time: mcp_refresh), and how long one may hold the
- * others back (a backend that takes longer has its list read by the next request to find it old
- * as well). */
+/* The era bridge's pooled sessions whose tool list reads and marks seen a process remembers, and
+ * its pools whose session starts it remembers (each read again, marked or started by one
+ * request at a time: mcp_refresh), and how long one may hold the others back (a backend that
+ * takes longer has its list read by the next request to find it old as well). */
 #define POOLED_KNOWN         64
 #define POOLED_REFRESH_STUCK apr_time_from_sec(60)
 
@@ -396,6 +396,7 @@ static void mcp_child_init(apr_pool_t *pchild, server_rec *s)
     mcp_child.leases = mcp_lease_keeper_start(pchild, s);
     mcp_child.tool_lists = mcp_refresh_create(pchild, POOLED_KNOWN, POOLED_REFRESH_STUCK);
     mcp_child.pooled_marks = mcp_refresh_create(pchild, POOLED_KNOWN, POOLED_REFRESH_STUCK);
+    mcp_child.pool_starts = mcp_refresh_create(pchild, POOLED_KNOWN, POOLED_REFRESH_STUCK);
     mcp_park_child_init(pchild, s);
     mcp_detach_child_init(pchild, s);
     mcp_exchange_child_init(pchild);

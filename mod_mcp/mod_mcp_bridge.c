@@ -183,28 +183,64 @@ static mcp_store_session_t *pool_new(bridge_t *b, const char *caps_key, const ch
     return s;
 }
 
+/* The pool's session for key: OK with *s, NOT_FOUND, or an error with *why. */
+static mcp_store_status_t pool_find(bridge_t *b, const char *key, mcp_store_session_t **s,
+                                    const char **why)
+{
+    mcp_req_t *q = b->q;
+    mcp_store_status_t st = mcp_store_bridge_pooled(mcp_req_db(q), q->r->pool, q->r->user,
+                                                    q->conf->backend_spec, key, s);
+
+    if (st != MCP_STORE_OK && st != MCP_STORE_NOT_FOUND) {
+        *why = apr_psprintf(q->r->pool, "the pool could not be read: %s", mcp_req_db(q)->error);
+    }
+    return st;
+}
+
+/* The pool had no session for key when asked at found_at: one request of the process
+ * initializes it, the others arriving meanwhile await that and take the session it stored (an
+ * empty pool under load would otherwise start a session per call in flight, each an initialize
+ * upstream and a row of its own). A waiter whose wait outlasts the backend's timeout, or finds
+ * the pool still empty (that start failed), starts one itself, as every call did before. */
+static mcp_store_session_t *pool_start(bridge_t *b, const char *key, apr_time_t found_at,
+                                       const char **why)
+{
+    mcp_req_t *q = b->q;
+    const char *tag = mcp_bridge_pool_tag(q->r->pool, q->r->user, q->conf->backend_spec, key);
+    mcp_store_session_t *s = NULL;
+    mcp_store_status_t st;
+
+    if (mcp_refresh_await(mcp_child.pool_starts, tag, found_at,
+                          apr_time_now() + q->conf->backend_timeout)) {
+        s = pool_new(b, key, why);
+        mcp_refresh_done(mcp_child.pool_starts, tag, apr_time_now());
+        return s;
+    }
+    if ((st = pool_find(b, key, &s, why)) == MCP_STORE_OK) {
+        ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, q->r, "era bridge: pooled session %s, started "
+                      "by another request meanwhile, taken", mcp_id_tag(q->r->pool, s->id));
+        return s;
+    }
+    return st == MCP_STORE_NOT_FOUND ? pool_new(b, key, why) : NULL;
+}
+
 /* The pooled session for this request: found, or initialized. */
 mcp_store_session_t *mcp_bridged_pool(bridge_t *b, int fresh, const char **why)
 {
     mcp_req_t *q = b->q;
     const char *key = mcp_bridge_caps_key(q->r->pool, b->msg->obj);
+    apr_time_t found_at = b->pool_read_at ? b->pool_read_at : apr_time_now();
     mcp_store_session_t *s = NULL;
     mcp_store_status_t st;
 
     memset(&b->tools, 0, sizeof(b->tools));   /* a new session: no tool list read yet */
     if (!fresh) {
-        st = mcp_store_bridge_pooled(mcp_req_db(q), q->r->pool, q->r->user,
-                                     q->conf->backend_spec, key, &s);
-        if (st == MCP_STORE_OK) {
-            return s;
-        }
-        if (st != MCP_STORE_NOT_FOUND) {
-            *why = apr_psprintf(q->r->pool, "the pool could not be read: %s",
-                                mcp_req_db(q)->error);
-            return NULL;
+        found_at = apr_time_now();
+        if ((st = pool_find(b, key, &s, why)) != MCP_STORE_NOT_FOUND) {
+            return st == MCP_STORE_OK ? s : NULL;
         }
     }
-    return pool_new(b, key, why);
+    return pool_start(b, key, found_at, why);
 }
 
 mcp_store_session_t *mcp_bridged_pool_own(bridge_t *b, const char *tag, const char **why)
@@ -562,6 +598,7 @@ static int open_call(bridge_t *b, int check, int *opened, const char **why)
     call.request_id = apr_psprintf(r->pool, "%" APR_INT64_T_FMT, b->backend_id);
     call.sent = sent;
     *opened = 0;
+    b->pool_read_at = apr_time_now();
     st = mcp_store_bridge_open_call(mcp_req_db(q), r->pool, &call, &b->pooled, &b->tools, &id);
     if (st == MCP_STORE_NOT_FOUND) {
         return MCP_STORE_NOT_FOUND;
@@ -579,11 +616,12 @@ static int open_call(bridge_t *b, int check, int *opened, const char **why)
 
 /* The call's backend stream on the pool's session for it, opened (a session initialized when
  * the pool has none, or when fresh: the backend lost the last one); on the first attempt the
- * call's Mcp-Param-* headers are checked before it is opened. 0; DONE when the call was
- * refused (answered); -1 with *why. */
+ * call's Mcp-Param-* headers are checked before it is opened. A session the call found that
+ * ended before its stream was opened on it (another call's 404 ended it) is started again, once.
+ * 0; DONE when the call was refused (answered); -1 with *why. */
 static int open_backend_stream(bridge_t *b, int attempt, const char **why)
 {
-    int opened = 0, rc = MCP_STORE_NOT_FOUND;
+    int opened = 0, rc = MCP_STORE_NOT_FOUND, started = 0, checked = attempt > 0;
 
     if (attempt == 0) {
         switch (b->pool) {
@@ -599,20 +637,27 @@ static int open_backend_stream(bridge_t *b, int attempt, const char **why)
             break;
         }
     }
-
-    if (rc == MCP_STORE_NOT_FOUND) {
-        if (!(b->pooled = mcp_bridged_pool(b, 1, why))) {
-            return -1;
-        }
-        rc = 0;
-    }
-    if (rc != 0 || opened) {
+    if (rc != MCP_STORE_NOT_FOUND && (rc != 0 || opened)) {
         return rc;
     }
-    if (attempt == 0 && mcp_bridged_check_params(b) != 0) {
-        return DONE;   /* refused: -32020 */
+    for (;;) {
+        if (rc == MCP_STORE_NOT_FOUND) {
+            if (!(b->pooled = mcp_bridged_pool(b, 1, why))) {
+                return -1;
+            }
+            started = 1;
+        }
+        if (!checked) {
+            checked = 1;
+            if (mcp_bridged_check_params(b) != 0) {
+                return DONE;   /* refused: -32020 */
+            }
+        }
+        rc = open_call(b, 0, &opened, why);
+        if (rc != MCP_STORE_NOT_FOUND || started) {
+            break;
+        }
     }
-    rc = open_call(b, 0, &opened, why);
     if (rc == 0 && !opened) {
         rc = -1;
     }
@@ -1034,6 +1079,7 @@ typedef struct {
     mcp_store_bridge_tools_t tools;
     apr_int64_t              backend_stream;
     const char              *tail;      /* the request sent, after its id                 */
+    apr_time_t               asked_at;  /* when the pool was asked                        */
 } pool_read_t;
 
 /* The client's stream of a call relayed upstream and, in the same statement, the pool's
@@ -1067,6 +1113,7 @@ static int open_client_and_call(mcp_req_t *q, const char *version, apr_int64_t *
     client.member = q->member ? q->member->fed->name : NULL;
     call_init(q, msg, 1, &call);
     call.sent = read->tail;
+    read->asked_at = apr_time_now();
     stored = mcp_store_bridge_open_stateless(mcp_req_db(q), r->pool, &client, &call, stream_id,
                                              &refused, &read->pooled, &read->tools,
                                              &read->backend_stream);
@@ -1134,6 +1181,7 @@ int mcp_bridge_post(mcp_req_t *handler_q, const char *version)
     b->st.stateless = 1;
     mcp_stream_own(&b->st);
     b->backend_id = stream_id;   /* unique: calls sharing a pooled session never collide */
+    b->pool_read_at = read.asked_at;
     if ((b->pool = read.pool) != BRIDGE_POOL_UNREAD && read.pooled) {
         b->pooled = read.pooled;
         b->tools = read.tools;

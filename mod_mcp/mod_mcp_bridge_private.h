@@ -37,6 +37,8 @@ typedef struct bridge_t {
     const mcp_jsonrpc_msg_t *msg;
     mcp_store_session_t     *pooled;
     bridge_pool_t            pool;       /* what the client's opening read of the pool        */
+    apr_time_t               pool_read_at; /* when the pool was last asked for the call's
+                                          * session (0: not yet)                             */
     json_object             *server_info;
     mcp_stream_t             st;         /* the client's stream                              */
     mcp_stream_t             bs;         /* the backend's stream                             */

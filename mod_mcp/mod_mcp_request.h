@@ -31,6 +31,7 @@ typedef struct mcp_child_t {
     mcp_leases_t       *leases;     /* leases of those streams, renewed by the keeper thread */
     mcp_refresh_t      *tool_lists; /* the era bridge's tool lists being read again ...       */
     mcp_refresh_t      *pooled_marks; /* ... and its pooled sessions being marked seen        */
+    mcp_refresh_t      *pool_starts; /* ... and its pools' sessions being initialized         */
 } mcp_child_t;
 
 extern mcp_child_t mcp_child;

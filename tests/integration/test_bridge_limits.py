@@ -10,6 +10,8 @@ the 2025-only C test backend, on a stack of this module's own:
 * a client's notifications/cancelled reaches the backend with the call's backend-side id;
   other client notifications are stored and accepted, not forwarded;
 * a second listen's own pooled session ends with the listen (and is DELETEd upstream);
+* concurrent calls that find the pool empty, or its session lost upstream, start one session
+  per process; an old tool list is read again once per process;
 * a backend's -32042 (URL elicitations required) becomes a round of URL-mode elicitation/create
   requests; its retry sends the call again (the fault backend, tests/backend/mcp-fault-backend).
 """
@@ -203,6 +205,36 @@ def test_a_clients_complete_tools_list_refreshes_the_cache(bridge, db):
         assert cur.fetchone()[0]
 
 
+def burst(n, fn):
+    """fn(i) in n threads let go at once; their results in order."""
+    results = [None] * n
+    go = threading.Barrier(n)
+
+    def one(i):
+        go.wait()
+        results[i] = fn(i)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results
+
+
+def starts_by_pid(lines):
+    """The processes of the 'pooled session ... started' lines, one entry per line."""
+    return [re.search(r"\[pid (\d+)", l).group(1) for l in lines
+            if re.search(r"era bridge: pooled session \S+ started for", l)]
+
+
+def pool_rows(db, tag):
+    with db.cursor() as cur:
+        cur.execute("SELECT count(*) FROM mcp.bridge_sessions WHERE capabilities_key = %s",
+                    (json.dumps(caps_of(tag), sort_keys=True, separators=(",", ":")),))
+        return cur.fetchone()[0]
+
+
 def test_an_old_tool_list_is_read_once_per_process_by_concurrent_calls(bridge, db):
     """When the list (and the pooled session's row) get old under load, every call in flight
     finds them so at once. One call of each process reads the list again; the others check
@@ -217,22 +249,9 @@ def test_an_old_tool_list_is_read_once_per_process_by_concurrent_calls(bridge, d
         cur.execute("UPDATE mcp.sessions SET last_seen_at = now() - interval '2 minutes'"
                     " WHERE id = %s", (sid,))
     sizes = log_sizes(bridge)
-    n = 16
-    results = [None] * n
-    go = threading.Barrier(n)
-
-    def one(i):
-        go.wait()
-        r = call(url, f"b-{i + 1}", "echo", {"text": f"burst {i}"}, caps)
-        results[i] = (r.status_code, r.text)
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    for i, (status, text) in enumerate(results):
-        assert status == 200 and f"burst {i}" in text, text
+    results = burst(16, lambda i: call(url, f"b-{i + 1}", "echo", {"text": f"burst {i}"}, caps))
+    for i, r in enumerate(results):
+        assert r.status_code == 200 and f"burst {i}" in r.text, r.text
     reads = [l for l in new_lines(sizes) if f"pooled session {sid}: tool list read" in l]
     pids = [re.search(r"\[pid (\d+)", l).group(1) for l in reads]
     assert reads, "nobody read the old list again"
@@ -243,6 +262,42 @@ def test_an_old_tool_list_is_read_once_per_process_by_concurrent_calls(bridge, d
         cur.execute("SELECT last_seen_at > now() - interval '1 minute' FROM mcp.sessions"
                     " WHERE id = %s", (sid,))
         assert cur.fetchone()[0], "the pooled session was not marked seen"
+
+
+def test_an_empty_pool_is_started_once_per_process_by_concurrent_calls(bridge, db):
+    """The first calls of a pool key arrive together (an agent's parallel calls, or any load
+    once the key's pooled session expired): one call of each process initializes the pool's
+    session, the others await it and take it. Before, each started a session of its own: 16
+    initialize exchanges upstream and 16 rows for one key, of which only the newest was used."""
+    caps, url = caps_of("empty-burst"), bridge["URL"]
+    sizes = log_sizes(bridge)
+    results = burst(16, lambda i: call(url, f"e-{i}", "echo", {"text": f"empty {i}"}, caps))
+    for i, r in enumerate(results):
+        assert r.status_code == 200 and f"empty {i}" in r.text, r.text
+    pids = starts_by_pid(new_lines(sizes))
+    assert pids, "no pooled session was started"
+    assert len(pids) == len(set(pids)), f"starts per process: {pids}"
+    assert pool_rows(db, "empty-burst") == len(pids)
+
+
+def test_a_session_the_backend_lost_is_started_again_once_per_process(bridge, db):
+    """Every call in flight on a pooled session that the backend forgot gets a 404 and starts the
+    session again: one call of each process does, the others await it and send on the new one."""
+    caps, url = caps_of("lost-burst"), bridge["URL"]
+    before = session_info(url, "lb-0", caps)
+    r = requests.delete(bridge["MCP_BACKEND_URL"], headers={"Mcp-Session-Id": before["session"],
+                                                            "MCP-Protocol-Version": "2025-11-25"},
+                        timeout=10)
+    assert r.status_code in (200, 204), r.text
+    sizes = log_sizes(bridge)
+    results = burst(16, lambda i: call(url, f"lb-{i + 1}", "echo", {"text": f"lost {i}"}, caps))
+    for i, r in enumerate(results):
+        assert r.status_code == 200 and f"lost {i}" in r.text, r.text
+    lines = new_lines(sizes)
+    assert any("the backend lost pooled session" in l for l in lines), "no call saw the 404"
+    pids = starts_by_pid(lines)
+    assert pids and len(pids) == len(set(pids)), f"starts per process: {pids}"
+    assert session_info(url, "lb-17", caps)["session"] != before["session"]
 
 
 # ---- the audit --------------------------------------------------------------------------------

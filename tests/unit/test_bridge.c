@@ -95,6 +95,23 @@ START_TEST(digest_binds_the_request)
 }
 END_TEST
 
+START_TEST(pool_tag_names_one_key)
+{
+    const char *a = mcp_bridge_pool_tag(pool, "alice", "http://b/mcp", "{}");
+
+    ck_assert_int_eq(strlen(a), 40);
+    ck_assert_str_eq(a, mcp_bridge_pool_tag(pool, "alice", "http://b/mcp", "{}"));
+    ck_assert_str_ne(a, mcp_bridge_pool_tag(pool, "bob", "http://b/mcp", "{}"));
+    ck_assert_str_ne(a, mcp_bridge_pool_tag(pool, "alice", "http://c/mcp", "{}"));
+    ck_assert_str_ne(a, mcp_bridge_pool_tag(pool, "alice", "http://b/mcp", "{\"x\":{}}"));
+    /* the parts are kept apart: moving a character across a boundary is another key */
+    ck_assert_str_ne(mcp_bridge_pool_tag(pool, "ab", "c", "{}"),
+                     mcp_bridge_pool_tag(pool, "a", "bc", "{}"));
+    ck_assert_str_eq(mcp_bridge_pool_tag(pool, NULL, "http://b/mcp", "{}"),
+                     mcp_bridge_pool_tag(pool, "", "http://b/mcp", "{}"));
+}
+END_TEST
+
 START_TEST(classify)
 {
     ck_assert_int_eq(mcp_bridge_classify(parse("{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}"), 5,
@@ -360,6 +377,7 @@ static Suite *bridge_suite(void)
     tcase_add_test(tc, going_in);
     tcase_add_test(tc, initialize_on_behalf);
     tcase_add_test(tc, digest_binds_the_request);
+    tcase_add_test(tc, pool_tag_names_one_key);
     tcase_add_test(tc, classify);
     tcase_add_test(tc, coming_out);
     tcase_add_test(tc, discover);

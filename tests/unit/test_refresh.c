@@ -1,4 +1,5 @@
-/* Unit tests for mcp_refresh: of the threads that find a cached thing old, one reads it again. */
+/* Unit tests for mcp_refresh: of the threads that find a cached thing old, one reads it again;
+ * those with no copy to go on with await that read. */
 #include <string.h>
 
 #include <apr_atomic.h>
@@ -126,6 +127,98 @@ START_TEST(of_many_threads_at_once_exactly_one_reads)
 }
 END_TEST
 
+START_TEST(an_await_after_a_read_reads_the_stored_copy)
+{
+    apr_pool_t *p;
+    mcp_refresh_t *r;
+    apr_time_t now = apr_time_now(), soon = now + 10 * SEC;
+
+    apr_pool_create(&p, NULL);
+    r = mcp_refresh_create(p, 4, 30 * SEC);
+    /* Nobody reads it: the caller does, and is then the read under way for begin. */
+    ck_assert_int_eq(mcp_refresh_await(r, "pool", now, soon), 1);
+    ck_assert_int_eq(mcp_refresh_begin(r, "pool", now, apr_time_now()), 0);
+    mcp_refresh_done(r, "pool", apr_time_now());
+    /* Found empty before that read ended: what it stored is newer. */
+    ck_assert_int_eq(mcp_refresh_await(r, "pool", now, soon), 0);
+    /* Found empty after it: read again. */
+    ck_assert_int_eq(mcp_refresh_await(r, "pool", apr_time_now() + 1, soon), 1);
+    mcp_refresh_done(r, "pool", apr_time_now() + 2);
+    ck_assert_int_eq(mcp_refresh_await(NULL, "pool", now, soon), 1);
+    ck_assert_int_eq(mcp_refresh_awaiting(r, "pool"), 0);
+    apr_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(an_await_gives_up_at_its_deadline)
+{
+    apr_pool_t *p;
+    mcp_refresh_t *r;
+    apr_time_t now = apr_time_now(), until = now + apr_time_from_msec(50);
+
+    apr_pool_create(&p, NULL);
+    r = mcp_refresh_create(p, 4, 30 * SEC);
+    ck_assert_int_eq(mcp_refresh_begin(r, "pool", now, now), 1);   /* a read that never ends */
+    ck_assert_int_eq(mcp_refresh_await(r, "pool", now, until), 1);
+    ck_assert(apr_time_now() >= until);
+    /* The entry is still the first read's: a caller with a copy still goes on with it. */
+    ck_assert_int_eq(mcp_refresh_begin(r, "pool", now, apr_time_now()), 0);
+    apr_pool_destroy(p);
+}
+END_TEST
+
+/* Threads with no copy find a read under way: they sleep until it ends, then read what it
+ * stored; none reads itself, and none wakes before the read ended. */
+static volatile apr_uint32_t read_ended, woke_early, woke;
+
+static void *APR_THREAD_FUNC awaiter(apr_thread_t *t, void *data)
+{
+    apr_time_t found_at = *(apr_time_t *)data;
+
+    if (mcp_refresh_await(shared, "pool", found_at, apr_time_now() + 60 * SEC)) {
+        apr_atomic_inc32(&readers);
+    }
+    if (!apr_atomic_read32(&read_ended)) {
+        apr_atomic_inc32(&woke_early);
+    }
+    apr_atomic_inc32(&woke);
+    apr_thread_exit(t, APR_SUCCESS);
+    return NULL;
+}
+
+START_TEST(awaiting_threads_wake_when_the_read_ends)
+{
+    apr_pool_t *p;
+    apr_thread_t *t[THREADS];
+    apr_status_t rv;
+    apr_time_t found_at;
+    int i;
+
+    apr_pool_create(&p, NULL);
+    shared = mcp_refresh_create(p, 8, 30 * SEC);
+    apr_atomic_set32(&readers, 0);
+    found_at = apr_time_now();
+    ck_assert_int_eq(mcp_refresh_await(shared, "pool", found_at, found_at + 60 * SEC), 1);
+    for (i = 0; i < THREADS; i++) {
+        ck_assert_int_eq(apr_thread_create(&t[i], NULL, awaiter, &found_at, p), APR_SUCCESS);
+    }
+    while (mcp_refresh_awaiting(shared, "pool") < THREADS) {
+        apr_thread_yield();
+    }
+    ck_assert_uint_eq(apr_atomic_read32(&woke), 0);
+    apr_atomic_set32(&read_ended, 1);
+    mcp_refresh_done(shared, "pool", apr_time_now());
+    for (i = 0; i < THREADS; i++) {
+        apr_thread_join(&rv, t[i]);
+    }
+    ck_assert_uint_eq(apr_atomic_read32(&woke), THREADS);
+    ck_assert_uint_eq(apr_atomic_read32(&woke_early), 0);
+    ck_assert_uint_eq(apr_atomic_read32(&readers), 0);
+    ck_assert_int_eq(mcp_refresh_awaiting(shared, "pool"), 0);
+    apr_pool_destroy(p);
+}
+END_TEST
+
 static Suite *refresh_suite(void)
 {
     Suite *s = suite_create("mcp_refresh");
@@ -135,6 +228,9 @@ static Suite *refresh_suite(void)
     tcase_add_test(tc, a_stuck_read_holds_nobody_back_for_long);
     tcase_add_test(tc, a_full_table_or_a_long_key_never_makes_anyone_wait);
     tcase_add_test(tc, of_many_threads_at_once_exactly_one_reads);
+    tcase_add_test(tc, an_await_after_a_read_reads_the_stored_copy);
+    tcase_add_test(tc, an_await_gives_up_at_its_deadline);
+    tcase_add_test(tc, awaiting_threads_wake_when_the_read_ends);
     suite_add_tcase(s, tc);
     return s;
 }
