@@ -200,18 +200,20 @@ static mcp_store_status_t pool_find(bridge_t *b, const char *key, mcp_store_sess
 /* The pool had no session for key when asked at found_at: one request of the process
  * initializes it, the others arriving meanwhile await that and take the session it stored (an
  * empty pool under load would otherwise start a session per call in flight, each an initialize
- * upstream and a row of its own). A waiter whose wait outlasts the backend's timeout, or finds
- * the pool still empty (that start failed), starts one itself, as every call did before. */
+ * upstream and a row of its own). A waiter whose wait outlasts the backend's timeout (without
+ * one: the table's stuck_after), or finds the pool still empty (that start failed), starts one
+ * itself, as every call did before. */
 static mcp_store_session_t *pool_start(bridge_t *b, const char *key, apr_time_t found_at,
                                        const char **why)
 {
     mcp_req_t *q = b->q;
     const char *tag = mcp_bridge_pool_tag(q->r->pool, q->r->user, q->conf->backend_spec, key);
+    apr_interval_time_t limit = q->conf->backend_timeout;   /* 0: none but the table's */
     mcp_store_session_t *s = NULL;
     mcp_store_status_t st;
 
     if (mcp_refresh_await(mcp_child.pool_starts, tag, found_at,
-                          apr_time_now() + q->conf->backend_timeout)) {
+                          limit > 0 ? apr_time_now() + limit : APR_INT64_MAX)) {
         s = pool_new(b, key, why);
         mcp_refresh_done(mcp_child.pool_starts, tag, apr_time_now());
         return s;
