@@ -31,6 +31,7 @@ import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
+from report import cell  # noqa: E402
 
 V = "2026-07-28"
 ACCEPT = "application/json, text/event-stream"
@@ -156,16 +157,13 @@ def main():
         print(f"{a.calls} concurrent first calls of a key that {what}, {where}; "
               f"{a.children} children; "
               f"{a.rounds} rounds per tree, medians [min-max]")
-        print(f"| tree | burst ms | call p50 ms | call max ms | sessions started | failed |")
+        print("| tree | burst ms | call p50 ms | call max ms | sessions started | failed |")
         print("|---|---:|---:|---:|---:|---:|")
-
-        def cell(s, k, fmt="{:.1f}"):
-            xs = [x[k] for x in s.rounds]
-            return (fmt.format(statistics.median(xs)) + " [" + fmt.format(min(xs)) + "-"
-                    + fmt.format(max(xs)) + "]")
         for s in stacks:
-            print(f"| {s.tree} | {cell(s, 'wall')} | {cell(s, 'p50')} | {cell(s, 'max')} | "
-                  f"{cell(s, 'started', '{:.0f}')} | {sum(x['failed'] for x in s.rounds)} |")
+            def of(k, digits=1):
+                return cell([x[k] for x in s.rounds], digits)
+            print(f"| {s.tree} | {of('wall')} | {of('p50')} | {of('max')} | "
+                  f"{of('started', 0)} | {sum(x['failed'] for x in s.rounds)} |")
     finally:
         for s in stacks:
             s.down()

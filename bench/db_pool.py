@@ -30,6 +30,7 @@ import psycopg2
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
+from report import cell  # noqa: E402
 
 TREE = bench.REPO
 CALLS = 10
@@ -143,13 +144,11 @@ def main():
                   "later max ms | connections before | after | new per burst |")
             print("|---|---:|---:|---:|---:|---:|---:|---:|")
             for s in stacks:
-                def cell(k, f="{:.1f}"):
-                    xs = [x[k] for x in s.res[c]]
-                    return (f"{f.format(statistics.median(xs))} "
-                            f"[{f.format(min(xs))}-{f.format(max(xs))}]")
-                print(f"| {s.name} | {cell('first_p50')} | {cell('first_max')} | "
-                      f"{cell('rest_p50')} | {cell('rest_max')} | {cell('idle_before', '{:.0f}')} | "
-                      f"{cell('after', '{:.0f}')} | {cell('new', '{:.0f}')} |")
+                def of(k, digits=1):
+                    return cell([x[k] for x in s.res[c]], digits)
+                print(f"| {s.name} | {of('first_p50')} | {of('first_max')} | {of('rest_p50')} | "
+                      f"{of('rest_max')} | {of('idle_before', 0)} | {of('after', 0)} | "
+                      f"{of('new', 0)} |")
     finally:
         for s in stacks:
             s.down()
