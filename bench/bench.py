@@ -181,7 +181,10 @@ def federated_conf():
 def httpd_conf(children, threads):
     """The httpd settings of a benchmark stack (Included after tests/stack's own): production-like
     logging, unlimited keep-alive, `children` event MPM children of `threads` threads started up
-    front and never recycled, a database pool for 32 concurrent clients, no per-address limits."""
+    front and never recycled, a database pool for 32 concurrent clients whose idle connections
+    outlive a pause between points (tests/stack's DBDExptime 60 closes them all at a child's first
+    call after a quiet minute: README, "mod_dbd's pool after a quiet spell"), no per-address
+    limits."""
     return f"""LogLevel warn
 MaxKeepAliveRequests 0
 KeepAliveTimeout 30
@@ -195,6 +198,7 @@ MaxConnectionsPerChild 0
 DBDMin 0
 DBDKeep 32
 DBDMax 32
+DBDExptime 3600
 # Every client is 127.0.0.1: no per-address limits (older modules, --tree, lack the directives).
 # Measurement 8 makes all its calls in one session (h2load sends the same headers every time).
 <IfDirective MCPMaxStreamsPerPrincipal>
