@@ -71,29 +71,46 @@ static entry_t *vacant(mcp_refresh_t *r, apr_time_t now)
     return best;
 }
 
+/* What a caller that found key's copy old at found_at does now (under r->lock). */
+typedef enum {
+    VERDICT_READ,      /* it reads: the entry, if the table had room, is its read now    */
+    VERDICT_GO_ON,     /* a read ended since found_at: the stored copy is new enough      */
+    VERDICT_READING    /* another thread reads it (*e, not stuck)                         */
+} verdict_t;
+
+static verdict_t judge(mcp_refresh_t *r, const char *key, apr_time_t found_at, apr_time_t now,
+                       entry_t **found)
+{
+    entry_t *e = *found = find(r, key);
+
+    if (e && e->reading && now - e->at < r->stuck_after) {
+        return VERDICT_READING;
+    }
+    if (e && !e->reading && e->at >= found_at) {
+        return VERDICT_GO_ON;
+    }
+    if (!e && (e = vacant(r, now)) != NULL) {
+        strcpy(e->key, key);
+    }
+    if (e) {
+        e->reading = 1;
+        e->at = now;
+    }
+    return VERDICT_READ;
+}
+
 int mcp_refresh_begin(mcp_refresh_t *r, const char *key, apr_time_t found_at, apr_time_t now)
 {
     entry_t *e;
-    int mine = 1;
+    verdict_t v;
 
     if (!r || strlen(key) > MCP_REFRESH_KEY_MAX) {
         return 1;
     }
     apr_thread_mutex_lock(r->lock);
-    if ((e = find(r, key)) != NULL) {
-        if (e->reading ? now - e->at < r->stuck_after : e->at >= found_at) {
-            mine = 0;
-        }
-    }
-    else if ((e = vacant(r, now)) != NULL) {
-        strcpy(e->key, key);
-    }
-    if (mine && e) {
-        e->reading = 1;
-        e->at = now;
-    }
+    v = judge(r, key, found_at, now, &e);
     apr_thread_mutex_unlock(r->lock);
-    return mine;
+    return v == VERDICT_READ;
 }
 
 int mcp_refresh_await(mcp_refresh_t *r, const char *key, apr_time_t found_at, apr_time_t until)
@@ -101,30 +118,15 @@ int mcp_refresh_await(mcp_refresh_t *r, const char *key, apr_time_t found_at, ap
     entry_t *e;
     apr_time_t now;
     apr_interval_time_t nap;
-    int mine = 1;
+    verdict_t v;
 
     if (!r || strlen(key) > MCP_REFRESH_KEY_MAX) {
         return 1;
     }
     apr_thread_mutex_lock(r->lock);
-    for (;;) {
-        now = apr_time_now();
-        if ((e = find(r, key)) == NULL) {
-            if ((e = vacant(r, now)) != NULL) {
-                strcpy(e->key, key);
-            }
-            break;
-        }
-        if (!e->reading || now - e->at >= r->stuck_after) {
-            if (!e->reading && e->at >= found_at) {
-                mine = 0;
-            }
-            break;
-        }
-        if (now >= until) {
-            e = NULL;   /* read beside the one under way; the entry stays its */
-            break;
-        }
+    /* Past until, the caller reads beside the read under way; the entry stays that read's. */
+    while ((v = judge(r, key, found_at, now = apr_time_now(), &e)) == VERDICT_READING
+           && now < until) {
         nap = until - now;
         if (e->at + r->stuck_after - now < nap) {
             nap = e->at + r->stuck_after - now;
@@ -133,12 +135,8 @@ int mcp_refresh_await(mcp_refresh_t *r, const char *key, apr_time_t found_at, ap
         apr_thread_cond_timedwait(r->ended, r->lock, nap);
         e->awaiting--;
     }
-    if (mine && e) {
-        e->reading = 1;
-        e->at = now;
-    }
     apr_thread_mutex_unlock(r->lock);
-    return mine;
+    return v != VERDICT_GO_ON;
 }
 
 int mcp_refresh_awaiting(mcp_refresh_t *r, const char *key)

@@ -51,7 +51,7 @@ int mcp_refresh_await(mcp_refresh_t *r, const char *key, apr_time_t found_at, ap
  * callers awaiting it go on. */
 void mcp_refresh_done(mcp_refresh_t *r, const char *key, apr_time_t now);
 
-/* How many callers are awaiting a read of key now (for tests and status). */
+/* How many callers are awaiting a read of key now (the unit tests wait for them with it). */
 int mcp_refresh_awaiting(mcp_refresh_t *r, const char *key);
 
 #endif

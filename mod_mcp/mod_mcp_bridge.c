@@ -231,16 +231,14 @@ mcp_store_session_t *mcp_bridged_pool(bridge_t *b, int fresh, const char **why)
 {
     mcp_req_t *q = b->q;
     const char *key = mcp_bridge_caps_key(q->r->pool, b->msg->obj);
-    apr_time_t found_at = b->pool_read_at ? b->pool_read_at : apr_time_now();
+    /* fresh: the pool was found wanting when the call last read it; else it is read now */
+    apr_time_t found_at = fresh && b->pool_read_at ? b->pool_read_at : apr_time_now();
     mcp_store_session_t *s = NULL;
     mcp_store_status_t st;
 
     memset(&b->tools, 0, sizeof(b->tools));   /* a new session: no tool list read yet */
-    if (!fresh) {
-        found_at = apr_time_now();
-        if ((st = pool_find(b, key, &s, why)) != MCP_STORE_NOT_FOUND) {
-            return st == MCP_STORE_OK ? s : NULL;
-        }
+    if (!fresh && (st = pool_find(b, key, &s, why)) != MCP_STORE_NOT_FOUND) {
+        return st == MCP_STORE_OK ? s : NULL;
     }
     return pool_start(b, key, found_at, why);
 }
