@@ -211,6 +211,30 @@ DBDExptime 3600
 
 # ---- CPU accounting: who used the two cores during a run --------------------------------------
 
+def stack_up(tree, d, conf, httpd=1):
+    """A private stack in d from checkout tree's tests/stack (event MPM, conf Included, the
+    checkout's own module): its stack.env. Exits with tests/stack's complaint when it fails."""
+    p = subprocess.run([os.path.join(tree, "tests", "stack"), "up", "--dir", d,
+                        "--httpd", str(httpd), "--mpm", "event", "--conf", conf,
+                        "--module", os.path.join(tree, "mod_mcp/.libs/mod_mcp.so")],
+                       text=True, capture_output=True)
+    if p.returncode != 0:
+        raise SystemExit(f"tests/stack up ({tree}) failed:\n{p.stderr[-3000:]}")
+    return read_env(os.path.join(d, "stack.env"))
+
+
+def stack_down(tree, d):
+    subprocess.run([os.path.join(tree, "tests", "stack"), "down", "--dir", d],
+                   capture_output=True)
+
+
+def superuser(env):
+    """An autocommit connection to a stack's database as PostgreSQL's superuser."""
+    conn = psycopg2.connect(env["MCP_PG"].replace("user=mcp", "user=postgres"))
+    conn.autocommit = True
+    return conn
+
+
 class CpuMeter:
     """Splits the CPU time used during a run by component: each process is attributed to the
     first registered root among its ancestors (the httpd parents, the postmaster, the backends,
@@ -562,8 +586,7 @@ class Bench:
         with open(os.path.join(d, "httpd-1", "htdocs", "trivial.json"), "w") as f:
             f.write('{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}]}}\n')
         self.trivial = self.gw.replace("/mcp", "/trivial.json")
-        self.pg = psycopg2.connect(env["MCP_PG"].replace("user=mcp", "user=postgres"))
-        self.pg.autocommit = True
+        self.pg = superuser(env)
         self.httpd1_parent = pidfile(env["MCP_HTTPD_PIDFILE_1"])
         self.notifies = NotifyCounter(env["MCP_PG"])
 
@@ -773,8 +796,7 @@ class Bench:
     # ---- attribution: what limits mod_mcp's throughput -----------------------------------------
 
     def sample_waits(self, stop, counts):
-        conn = psycopg2.connect(self.env["MCP_PG"].replace("user=mcp", "user=postgres"))
-        conn.autocommit = True
+        conn = superuser(self.env)
         cur = conn.cursor()
         while not stop.is_set():
             cur.execute("SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU (no wait)')"
@@ -1311,8 +1333,7 @@ MaxConnectionsPerChild 0
         url = env["MCP_URL"]
         host, port, path = split_url(url)
         parent = pidfile(env["MCP_HTTPD_PIDFILE_1"])
-        pg = psycopg2.connect(env["MCP_PG"].replace("user=mcp", "user=postgres"))
-        pg.autocommit = True
+        pg = superuser(env)
         backend_pid = pidfile(env["MCP_BACKEND_PIDFILE"])
 
         def db_conns():

@@ -26,7 +26,6 @@ import tempfile
 import threading
 import time
 
-import psycopg2
 import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -62,16 +61,9 @@ class Stack:
         conf = os.path.join(work, f"burst-{idx}.conf")
         with open(conf, "w") as f:
             f.write(bench.httpd_conf(children, 64))
-        p = subprocess.run([os.path.join(self.tree, "tests", "stack"), "up", "--dir", self.dir,
-                            "--mpm", "event", "--conf", conf,
-                            "--module", os.path.join(self.tree, "mod_mcp/.libs/mod_mcp.so")],
-                           text=True, capture_output=True)
-        if p.returncode != 0:
-            raise SystemExit(f"tests/stack up ({self.tree}) failed:\n{p.stderr[-3000:]}")
-        self.env = bench.read_env(os.path.join(self.dir, "stack.env"))
+        self.env = bench.stack_up(self.tree, self.dir, conf)
         self.url = self.env["MCP_STDIO_URL" if stdio else "MCP_URLS"].split()[0]
-        self.pg = psycopg2.connect(self.env["MCP_PG"].replace("user=mcp", "user=postgres"))
-        self.pg.autocommit = True
+        self.pg = bench.superuser(self.env)
         self.rounds = []
 
     def started(self, caps):
@@ -121,8 +113,7 @@ class Stack:
 
     def down(self):
         self.pg.close()
-        subprocess.run([os.path.join(self.tree, "tests", "stack"), "down", "--dir", self.dir],
-                       capture_output=True)
+        bench.stack_down(self.tree, self.dir)
 
 
 def main():

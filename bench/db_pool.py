@@ -26,7 +26,6 @@ import tempfile
 import threading
 import time
 
-import psycopg2
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
@@ -43,14 +42,9 @@ class Stack:
         conf = os.path.join(work, f"c{idx}.conf")
         with open(conf, "w") as f:
             f.write(bench.httpd_conf(2, 64) + extra + "\n")
-        p = subprocess.run([f"{TREE}/tests/stack", "up", "--dir", self.dir, "--mpm", "event",
-                            "--conf", conf], text=True, capture_output=True)
-        if p.returncode:
-            raise SystemExit(p.stderr[-2000:])
-        self.env = bench.read_env(os.path.join(self.dir, "stack.env"))
+        self.env = bench.stack_up(TREE, self.dir, conf)
         self.url = self.env["MCP_URLS"].split()[0]
-        self.pg = psycopg2.connect(self.env["MCP_PG"].replace("user=mcp", "user=postgres"))
-        self.pg.autocommit = True
+        self.pg = bench.superuser(self.env)
         self.sids = bench.mcp_sessions(self.url, 32, os.path.join(work, f"sids{idx}"))
         self.res = {c: [] for c in conc}
 
@@ -107,7 +101,7 @@ class Stack:
 
     def down(self):
         self.pg.close()
-        subprocess.run([f"{TREE}/tests/stack", "down", "--dir", self.dir], capture_output=True)
+        bench.stack_down(TREE, self.dir)
 
 
 def main():

@@ -65,13 +65,7 @@ class Target:
         conf = os.path.join(work, f"percall-{idx}.conf")
         with open(conf, "w") as f:
             f.write(bench.httpd_conf(children, 64) + "".join(c + "\n" for c in conf_add))
-        p = subprocess.run([os.path.join(self.tree, "tests", "stack"), "up", "--dir", self.dir,
-                            "--httpd", str(httpd), "--mpm", "event", "--conf", conf,
-                            "--module", os.path.join(self.tree, "mod_mcp/.libs/mod_mcp.so")],
-                           text=True, capture_output=True)
-        if p.returncode != 0:
-            raise SystemExit(f"tests/stack up ({self.tree}) failed:\n{p.stderr[-3000:]}")
-        self.env = bench.read_env(os.path.join(self.dir, "stack.env"))
+        self.env = bench.stack_up(self.tree, self.dir, conf, httpd)
         self.url = self.env["MCP_URLS"].split()[0]
         self.attach()
         for kv in pg_set:   # e.g. synchronous_commit=off, to attribute a cost
@@ -108,8 +102,7 @@ class Target:
         for f in self.env["MCP_HTTPD_PIDFILES"].split():
             self.cpu.add(bench.pidfile(f), "httpd")
         self.cpu.add(bench.pidfile(self.env.get("MCP_BACKEND_PIDFILE", "")), "backend")
-        self.pg = psycopg2.connect(self.env["MCP_PG"].replace("user=mcp", "user=postgres"))
-        self.pg.autocommit = True
+        self.pg = bench.superuser(self.env)
 
     def load_statements(self):
         """pg_stat_statements in this stack's PostgreSQL (a restart: the children reconnect)."""
@@ -241,8 +234,7 @@ class Target:
     def down(self):
         self.notifies.close()
         self.pg.close()
-        subprocess.run([os.path.join(self.tree, "tests", "stack"), "down", "--dir", self.dir],
-                       capture_output=True)
+        bench.stack_down(self.tree, self.dir)
 
 
 def main():

@@ -223,8 +223,9 @@ def write_report(res, bench_dir, work, quick):
     w("* Stacks from `tests/stack up --mpm event --conf …` (PostgreSQL 15 with default "
       "durability: fsync on, synchronous_commit on; the C test backend; httpd instances with "
       "mod_mcp). The extra configuration sets `LogLevel warn` (tests/stack logs `mcp:trace2`), "
-      "`MaxKeepAliveRequests 0`, event MPM with 2 children × 64 threads, `DBDMax 32`, `DBDExptime 3600`; the "
-      "access log stays on. The stream measurement uses its own instance with 5 × 250 threads.")
+      "`MaxKeepAliveRequests 0`, event MPM with 2 children × 64 threads, `DBDMax 32`, "
+      "`DBDExptime 3600`; the access log stays on. The stream measurement uses its own "
+      "instance with 5 × 250 threads.")
     w("* Load generator: wrk (C, epoll) with `bench/mcp.lua`. Sessions are created beforehand "
       "(initialize + notifications/initialized); every request is a JSON-RPC `tools/call` with "
       "`Content-Type`, `Accept: application/json, text/event-stream`, `Mcp-Session-Id` and "
