@@ -7,7 +7,8 @@ users); wrk and psycopg2 must be installed (bench/run installs them).
                      [--proto 2025-11-25|2025-06-18|2026-07-28] [--pg-set NAME=VALUE]...
                      [--conf-add N=DIRECTIVE]... [--pg-add N=NAME=VALUE]... [--sql-add N=FILE]...
                      [--children N] [--httpd N]
-                     [--sessions 32|1] [--open-streams N] [--statements N] [--mirror] [--keep]
+                     [--sessions 32|1] [--open-streams N] [--statements N] [--mirror] [--spread]
+                     [--keep]
 
 Each --tree (default: this repository) is a built checkout: its tests/stack starts a private
 stack (one httpd, event MPM, with that tree's module, schema and test backend). The points are
@@ -37,6 +38,9 @@ when the run succeeds, kept (and named) when it fails or with --keep.
 --mirror starts two stacks per tree, in the order A B B A, and each tree's figures are the medians
 over both: the stack started first has done ~10 % more calls/s at c = 1 than the second with the
 same tree in both (2026-12-05), a bias that interleaving alone does not remove.
+--spread prints each figure as the median [min–max] of its runs: a point whose runs spread
+wider than the difference between trees decides nothing (2026-12-06: one tree's httpd CPU per
+call at c = 8 came out 37 % above another's for the same httpd code, in one run).
 MultiXacts/call counts the multixact ids PostgreSQL made (the shared row locks of concurrent
 transactions on one row: mxid_age('1') is the next id - 1).
 """
@@ -50,6 +54,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (helpers: CpuMeter, NotifyCounter, mcp_sessions, read_env, ...)
+import report  # noqa: E402  (cell: median [min-max])
 import psycopg2  # noqa: E402
 
 
@@ -264,6 +269,8 @@ def main():
                          "(pg_stat_statements, loaded into each stack)")
     ap.add_argument("--keep", action="store_true",
                     help="keep the work directory (stacks, logs) even when the run succeeds")
+    ap.add_argument("--spread", action="store_true",
+                    help="each figure as the median [min-max] of its runs")
     ap.add_argument("--mirror", action="store_true",
                     help="two stacks per tree, started A B B A; each tree's figures are the "
                          "medians over both (the first stack started has done ~10 %% more "
@@ -318,8 +325,10 @@ def main():
               f" medians of {a.reps * (2 if a.mirror else 1)} interleaved runs of {a.secs} s"
               + (" (two stacks per tree, started A B B A)" if a.mirror else ""))
         for (tree, c), rs in res.items():
+            digits = {k: 0 if k in ("calls/s", "WAL B/call") else 3 for k in keys}
             print(f"{tree} c={c}: " + ", ".join(
-                f"{k} {bench.med([r[k] for r in rs]):.{0 if k in ('calls/s', 'WAL B/call') else 3}f}"
+                f"{k} {report.cell([r[k] for r in rs], digits[k])}" if a.spread else
+                f"{k} {bench.med([r[k] for r in rs]):.{digits[k]}f}"
                 for k in keys))
         for t in targets if a.statements else ():
             print(f"{t.name} ({os.path.basename(t.dir)}): statements by execution time"
