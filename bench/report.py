@@ -223,7 +223,8 @@ def write_report(res, bench_dir, work, quick):
     w("* Stacks from `tests/stack up --mpm event --conf …` (PostgreSQL 15 with default "
       "durability: fsync on, synchronous_commit on; the C test backend; httpd instances with "
       "mod_mcp). The extra configuration sets `LogLevel warn` (tests/stack logs `mcp:trace2`), "
-      "`MaxKeepAliveRequests 0`, event MPM with 2 children × 64 threads, `DBDMax 32`, "
+      "`MaxKeepAliveRequests 0`, event MPM with one child of 128 threads (the README's advice: "
+      "few children, many threads; runs before 2026-12-06 had 2 children × 64), `DBDMax 32`, "
       "`DBDExptime 3600`; the access log stays on. The stream measurement uses its own "
       "instance with 5 × 250 threads.")
     w("* Load generator: wrk (C, epoll) with `bench/mcp.lua`. Sessions are created beforehand "
@@ -630,7 +631,7 @@ def write_report(res, bench_dir, work, quick):
         w("")
         w("Both gateways in front of server-everything (Node 22), after N sessions were made "
           "through each and each made one `echo` call. mod_mcp: its httpd instance (parent and "
-          "children, event MPM, 2 × 64 threads); its one server-everything process (HTTP) is "
+          "child, event MPM, 128 threads); its one server-everything process (HTTP) is "
           "shown apart. supergateway: its Node process and, for each session, the stdio "
           "server-everything it starts (the backend is part of each session there). RSS counts "
           "shared pages once per process (httpd's children share most of theirs), PSS divides "
