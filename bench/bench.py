@@ -210,7 +210,7 @@ DBDExptime 3600
 """
 
 
-# ---- CPU accounting: who used the two cores during a run --------------------------------------
+# ---- private stacks of a checkout (percall, bridge_burst, db_pool) ----------------------------
 
 def stack_up(tree, d, conf, httpd=1):
     """A private stack in d from checkout tree's tests/stack (event MPM, conf Included, the
@@ -235,6 +235,8 @@ def superuser(env):
     conn.autocommit = True
     return conn
 
+
+# ---- CPU accounting: who used the two cores during a run --------------------------------------
 
 class CpuMeter:
     """Splits the CPU time used during a run by component: each process is attributed to the

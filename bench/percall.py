@@ -324,8 +324,8 @@ def main():
         print(f"protocol {a.proto}; {a.sessions} session(s); {a.open_streams} other open streams;"
               f" medians of {a.reps * (2 if a.mirror else 1)} interleaved runs of {a.secs} s"
               + (" (two stacks per tree, started A B B A)" if a.mirror else ""))
+        digits = {k: 0 if k in ("calls/s", "WAL B/call") else 3 for k in keys}
         for (tree, c), rs in res.items():
-            digits = {k: 0 if k in ("calls/s", "WAL B/call") else 3 for k in keys}
             print(f"{tree} c={c}: " + ", ".join(
                 f"{k} {report.cell([r[k] for r in rs], digits[k])}" if a.spread else
                 f"{k} {bench.med([r[k] for r in rs]):.{digits[k]}f}"
