@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, STACK, STACK_ARGS, database, own_stack, run_dir
+from conftest import REPO, STACK, STACK_ARGS, database, httpd_pids, own_stack, run_dir
 import requests
 
 from mcp_client import McpError, McpSession, parse_sse_bytes
@@ -308,12 +308,18 @@ def reconnected(s: McpSession) -> McpSession:
 
 
 def graceful(env):
+    """A graceful restart of instance 0, done: the parent has read the new configuration and
+    every child of before has exited. Until an old child has read its pipe of death it may
+    still accept a connection and answer it with the old configuration (a 404 for a server the
+    new one adds, seen under CI's load)."""
     log = Path(env["MCP_HTTPD_ERROR_LOGS"].split()[0])
     done = log.read_text(errors="replace").count("resuming normal operations")
+    old = set(httpd_pids(env)[1:])
     subprocess.run([str(STACK), "graceful", "--dir", env["MCP_STACK_DIR"]], check=True,
                    stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
     wait_for(lambda: log.read_text(errors="replace").count("resuming normal operations") > done,
              30, "the graceful restart")
+    wait_for(lambda: not old & set(httpd_pids(env)[1:]), 30, "the old children to exit")
 
 
 def test_graceful_restart_keeps_the_session_and_its_process(env):
