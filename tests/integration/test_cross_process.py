@@ -52,6 +52,12 @@ def stream_row(pg, stream_id):
         return cur.fetchone()
 
 
+def followed(pg, stream_id) -> bool:
+    with pg.cursor() as cur:
+        cur.execute("SELECT followed FROM mcp.streams WHERE id = %s", (stream_id,))
+        return cur.fetchone()[0]
+
+
 def event_times(pg, stream_id):
     with pg.cursor() as cur:
         cur.execute("SELECT seq, extract(epoch FROM created_at)::float8 FROM mcp.events "
@@ -293,18 +299,36 @@ def test_only_followed_streams_are_notified(mcp, stack, pg):
         s.call("tools/call", slow(2, 10, "p"))   # progress notifications, then the answer
         assert notifications_until_marker(listener, "m1") == []
 
-        # 6 x 500 ms: the stream is still live when the follower joins on the other instance
-        # (with 200 ms, a prefork ASan run once finished it first: then nothing is woken).
-        got = start_and_drop(s, slow(6, 500), keep=1)
-        stream_id = stream_of(got[0])
+        # A stream that stays open until the test lets it end: the backend's sampling request
+        # waits for the client's answer, given only once the follower on the other instance is
+        # registered (a timed stream once ended first under a prefork ASan run, slower than
+        # its 3 s: then nothing is woken).
+        events = s.request_stream("tools/call", {"name": "sample",
+                                                 "arguments": {"prompt": "followed"}},
+                                  include_empty=True)
+        got = []
+        for ev in events:
+            got.append(ev)
+            if ev.json and ev.json.get("method") == "sampling/createMessage":
+                break
+        s.last_response.close()
+        request, stream_id = got[-1].json, stream_of(got[0])
         resumed = []
         other = joined(s, host2)
+        follower = threading.Thread(target=follow, args=(other, got[-1].id, resumed), daemon=True)
+        follower.start()
         try:
-            follow(other, got[-1].id, resumed)
+            wait_for(lambda: followed(pg, stream_id), what="the follower's registration")
+            assert notifications_until_marker(listener, "m2") == []
+            r = s.respond(request["id"], {"role": "assistant", "model": "test",
+                                          "content": {"type": "text", "text": "hi"}})
+            assert r.status_code == 202, r.text
+            follower.join(30)
+            assert not follower.is_alive(), "the followed stream did not end"
         finally:
             other.close()
-        assert "result" in resumed[-1].json
-        woken = notifications_until_marker(listener, "m2")
+        assert resumed and resumed[-1].json["result"]["content"][0]["text"] == "sampled: hi"
+        woken = notifications_until_marker(listener, "m3")
         assert woken and set(woken) == {str(stream_id)}, woken
     finally:
         listener.close()
