@@ -243,6 +243,8 @@ class CpuMeter:
     first registered root among its ancestors (the httpd parents, the postmaster, the backends,
     the load generator); kernel threads and everything else are reported apart."""
 
+    UNROOTED = ("other", "kernel")
+
     def __init__(self):
         self.roots = {}   # pid -> label
 
@@ -260,10 +262,12 @@ class CpuMeter:
             except OSError:
                 continue
             rest = s[s.rindex(")") + 2:].split()
-            # pid -> (ppid, utime+stime, start time): the start time tells a reused pid apart
-            procs[int(p)] = (int(rest[1]), int(rest[11]) + int(rest[12]), int(rest[19]))
+            # pid -> (ppid, utime+stime, cutime+cstime of the children it reaped, start time):
+            # the start time tells a reused pid apart
+            procs[int(p)] = (int(rest[1]), int(rest[11]) + int(rest[12]),
+                             int(rest[13]) + int(rest[14]), int(rest[19]))
         by = {}
-        for pid, (ppid, ticks, start) in procs.items():
+        for pid, (ppid, ticks, reaped, start) in procs.items():
             label, cur, depth = None, pid, 0
             while cur and depth < 64:
                 if cur in self.roots:
@@ -274,20 +278,34 @@ class CpuMeter:
                     break
                 cur = procs.get(cur, (0,))[0]
                 depth += 1
-            by[(pid, start)] = (label or "other", ticks)
+            parent = procs.get(ppid)
+            by[(pid, start)] = (label or "other", ticks, reaped,
+                                (ppid, parent[3]) if parent else None)
         return by, time.monotonic()
 
     @staticmethod
     def delta(a, b):
         """Cores used on average per component between two snapshots (1.0 = one core busy all
-        the time). Per process: a process that ended in between is not counted (its time is
-        gone from /proc), one that started counts from zero."""
+        the time). A process that started in between counts from zero. One that ended in
+        between is counted through its parent, which reaped it: the growth of the parent's
+        children's time, less what the ended ones had used before the first snapshot (the
+        postmaster's backends of a client that came and went; an httpd child that retired).
+        Only inside the registered roots: bench/run registers its own process as the client,
+        so the load generators it runs and reaps (wrk, h2load, curl, pg_insert) count as the
+        client; an unregistered script's reaped children count nowhere."""
         (pa, ta), (pb, tb) = a, b
         el = max(tb - ta, 1e-6)
+        before_ended = {}   # a surviving parent -> what its ended children had used before a
+        for key, (label, ticks, reaped, parent) in pa.items():
+            if key not in pb and parent in pb and label not in CpuMeter.UNROOTED:
+                before_ended[parent] = before_ended.get(parent, 0) + ticks + reaped
         out = {}
-        for key, (label, ticks) in pb.items():
-            used = ticks - pa.get(key, (label, 0))[1]
-            out[label] = out.get(label, 0.0) + max(used, 0) / CLK / el
+        for key, (label, ticks, reaped, _) in pb.items():
+            _, ticks0, reaped0, _ = pa.get(key, (label, 0, 0, None))
+            used = max(ticks - ticks0, 0)
+            if label not in CpuMeter.UNROOTED:
+                used += max(reaped - reaped0 - before_ended.get(key, 0), 0)
+            out[label] = out.get(label, 0.0) + used / CLK / el
         return out
 
 
@@ -486,10 +504,10 @@ class Bench:
         cmd = ["wrk", "-t", str(threads), "-c", str(conc), "-d", f"{max(1, round(dur))}s",
                "--timeout", "10s",
                "-s", LUA, url, "--", sessions_file, proto, tool, args, str(threads)]
-        before, t0, opens0 = self.cpu.snapshot(), os.times(), tcp_active_opens()
+        before, opens0 = self.cpu.snapshot(), tcp_active_opens()
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = p.communicate()
-        after, t1, opens1 = self.cpu.snapshot(), os.times(), tcp_active_opens()
+        after, opens1 = self.cpu.snapshot(), tcp_active_opens()
         m = re.search(r"^BENCH (\{.*\})$", out, re.M)
         if p.returncode != 0 or not m:
             raise BenchError(f"wrk failed ({' '.join(cmd)}):\n{out}\n{err}")
@@ -499,21 +517,12 @@ class Bench:
         # left is connections opened per call (a gateway that does not reuse its backend's)
         r["tcp_opens_per_call"] = max(opens1 - opens0 - conc, 0) / r["good"]
         r["errors"] = r["bad"] + r["connect_err"] + r["read_err"] + r["write_err"] + r["timeout_err"]
-        r["cpu"] = self.with_client(CpuMeter.delta(before, after), t0, t1, before, after)
+        r["cpu"] = CpuMeter.delta(before, after)
         if r["good"] == 0:
             raise BenchError(f"no good answer from {url} ({label}): {r}")
         if r["errors"]:
             log(f"  note: {label or url} c={conc}: {r['errors']} errors ({r.get('first_bad')})")
         return r
-
-    @staticmethod
-    def with_client(cpu, t0, t1, before, after):
-        """Adds the CPU of the reaped children (wrk, curl, pg_insert: gone from /proc by now)
-        to the client's share."""
-        el = max(after[1] - before[1], 1e-6)
-        kids = (t1.children_user + t1.children_system) - (t0.children_user + t0.children_system)
-        cpu["client"] = cpu.get("client", 0.0) + kids / el
-        return cpu
 
     def record(self, section, key, value):
         self.results["runs"].setdefault(section, {}).setdefault(key, []).append(value)
@@ -870,9 +879,9 @@ class Bench:
                "-H", "Content-Type: application/json",
                "-H", "Accept: application/json, text/event-stream",
                "-H", f"Mcp-Session-Id: {sid}", "-H", f"MCP-Protocol-Version: {PROTO}", url]
-        before, t0 = self.cpu.snapshot(), os.times()
+        before = self.cpu.snapshot()
         p = subprocess.run(cmd, capture_output=True, text=True)
-        after, t1 = self.cpu.snapshot(), os.times()
+        after = self.cpu.snapshot()
         fin = re.search(r"^finished in ([\d.]+)(m?s),", p.stdout, re.M)
         req = re.search(r"^requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
                         r"(\d+) failed, (\d+) errored, (\d+) timeout", p.stdout, re.M)
@@ -892,7 +901,7 @@ class Bench:
             raise BenchError(f"no good answer from {url} ({label}): {p.stdout[-1000:]}")
         r = {"rps": good / secs, "good": good, "errors": bad, "duration_us": secs * 1e6,
              "p50_us": lat[len(lat) // 2], "p99_us": lat[min(len(lat) - 1, int(len(lat) * 0.99))],
-             "cpu": self.with_client(CpuMeter.delta(before, after), t0, t1, before, after)}
+             "cpu": CpuMeter.delta(before, after)}
         if bad:
             log(f"  note: {label} c={conns}x{streams}: {bad} errors")
         return r
@@ -985,29 +994,47 @@ class Bench:
         sid = "bench-pg-insert-session-0001"
         self.sql("INSERT INTO mcp.sessions (id, backend_url, protocol_version) VALUES (%s, %s, %s)"
                  " ON CONFLICT DO NOTHING", sid, "bench", PROTO)
-        # Every row is its own transaction: unnamed (PQexecParams, as apr_dbd sends it) at each
-        # concurrency, and prepared once per connection (as mod_mcp sends it) at 32.
-        points = [("exec", c) for c in self.concs] + [("prepared", 32)]
+        # Every row is its own transaction: unnamed (PQexecParams, as apr_dbd sends it) and
+        # prepared once per connection (as mod_mcp sends its statements) at each concurrency.
+        # Prepared at concurrency 1 is the floor report.py sets beside a call's two
+        # transactions: the smallest durable write there is, alone.
+        points = [(mode, c) for c in self.concs for mode in ("exec", "prepared")]
         for rep in range(self.reps):
             for mode, c in points:
                 first = self.sql("INSERT INTO mcp.streams (session_id, kind, status) SELECT %s,"
                                  " 'request', 'complete' FROM generate_series(1, %s) RETURNING id",
                                  sid, c)
                 first = min(x[0] for x in first)
-                before, t0 = self.cpu.snapshot(), os.times()
-                p = subprocess.run([self.a.pg_insert, self.env["MCP_PG"], sid, str(first),
-                                    str(c), str(self.pg_dur), mode],
-                                   text=True, capture_output=True)
-                after, t1 = self.cpu.snapshot(), os.times()
-                m = re.search(r"^BENCH (\{.*\})$", p.stdout, re.M)
-                if p.returncode != 0 or not m:
-                    raise BenchError(f"pg_insert failed: {p.stdout}{p.stderr}")
-                r = json.loads(m.group(1))
-                r["cpu"] = self.with_client(CpuMeter.delta(before, after), t0, t1, before, after)
+                r, cpu = self.pg_insert(sid, first, c, mode)
+                r["cpu"] = cpu
                 key = f"{mode}/{c}"
                 self.record("m3", key, r)
                 log(f"  rep {rep + 1} {key:22s} {r['rate']:8.0f} inserts/s  p50 "
                     f"{r['p50_us'] / 1000:6.2f} ms")
+
+    def pg_insert(self, sid, first, conc, mode):
+        """One bench/pg_insert run: its result, and the CPU used while it inserted (its
+        connections made before the first snapshot and closed after the second, so that their
+        backends' start-up and exit are not in it)."""
+        p = subprocess.Popen([self.a.pg_insert, self.env["MCP_PG"], sid, str(first), str(conc),
+                              str(self.pg_dur), mode], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines, m, before, after = [], None, None, None
+        for line in p.stdout:
+            lines.append(line)
+            if line.startswith("CONNECTED") and before is None:
+                before = self.cpu.snapshot()
+                p.stdin.write("go\n")
+                p.stdin.flush()
+            elif (m := re.match(r"^BENCH (\{.*\})$", line)):
+                after = self.cpu.snapshot()
+                p.stdin.write("done\n")
+                p.stdin.flush()
+        p.stdin.close()
+        err = p.stderr.read()
+        if p.wait() != 0 or not m or before is None:
+            raise BenchError(f"pg_insert failed: {''.join(lines)}{err}")
+        return json.loads(m.group(1)), CpuMeter.delta(before, after)
 
     # ---- measurement 4: replay ----------------------------------------------------------------
 
@@ -1043,14 +1070,14 @@ class Bench:
             for n in self.replay_sizes:
                 sid_row = streams[n]
                 out = os.path.join(self.work, f"replay-{n}.sse")
-                before, t0 = self.cpu.snapshot(), os.times()
+                before = self.cpu.snapshot()
                 p = subprocess.run(
                     ["curl", "-sS", "-N", "--max-time", "300", "-o", out, "-w",
                      "%{http_code} %{time_starttransfer} %{time_total} %{size_download}",
                      "-H", "Accept: text/event-stream", "-H", f"Mcp-Session-Id: {sid}",
                      "-H", f"MCP-Protocol-Version: {PROTO}", "-H", f"Last-Event-ID: {sid_row}-1",
                      self.gw], text=True, capture_output=True)
-                after, t1 = self.cpu.snapshot(), os.times()
+                after = self.cpu.snapshot()
                 code, ttfb, total, size = p.stdout.split()
                 with open(out, "rb") as f:
                     data = f.read()
@@ -1061,7 +1088,7 @@ class Bench:
                 os.unlink(out)
                 r = {"n": n, "seconds": float(total), "ttfb": float(ttfb), "bytes": int(size),
                      "events_per_s": n / float(total),
-                     "cpu": self.with_client(CpuMeter.delta(before, after), t0, t1, before, after)}
+                     "cpu": CpuMeter.delta(before, after)}
                 # the database's own time for the same rows: one query that reads them in order
                 # and renders each message as text, as the replay does, without sending them
                 t0 = time.monotonic()

@@ -13,6 +13,12 @@
  *   prepared  PQprepare once per connection, then PQexecPrepared
  *
  * Prints one line: BENCH {"inserts":N,"seconds":S,"rate":R,"p50_us":..,"p99_us":..,"errors":E}
+ *
+ * Only the inserts are timed: every thread connects (and prepares) first. So that a caller can
+ * measure the database's CPU over the inserts alone, without its backends' start-up and exit,
+ * the program prints "CONNECTED" once every thread is connected and waits for a line on stdin
+ * before it starts, and after the BENCH line waits for another before it disconnects. A
+ * terminal or an end of input on stdin does not wait.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -20,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <libpq-fe.h>
 
@@ -38,6 +45,9 @@ static const char SQL[] =
 /* A typical relayed message: a tools/call result of the echo tool. */
 static const char MESSAGE[] =
     "[{\"jsonrpc\":\"2.0\",\"id\":42,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"hello\"}]}}]";
+
+/* Every worker and main: once connected, once started, once done, once released. */
+static pthread_barrier_t step;
 
 typedef struct worker_t {
     pthread_t   thread;
@@ -61,6 +71,18 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Waits for a line on stdin, unless it is a terminal; an end of input does not wait. */
+static void await_line(void)
+{
+    int ch;
+
+    if (isatty(0)) {
+        return;
+    }
+    while ((ch = getchar()) != EOF && ch != '\n') {
+    }
+}
+
 static void *run(void *arg)
 {
     worker_t *w = arg;
@@ -68,24 +90,24 @@ static void *run(void *arg)
     char stream[32], seq[32];
     const char *params[7];
     int64_t next_seq = 2;
+    int ready = 1;
 
     if (PQstatus(c) != CONNECTION_OK) {
         snprintf(w->err, sizeof(w->err), "connect: %s", PQerrorMessage(c));
         w->errors++;
-        PQfinish(c);
-        return NULL;
+        ready = 0;
     }
-    if (w->prepared) {
+    else if (w->prepared) {
         PGresult *r = PQprepare(c, "append", SQL, 7, NULL);
         if (PQresultStatus(r) != PGRES_COMMAND_OK) {
             snprintf(w->err, sizeof(w->err), "prepare: %s", PQerrorMessage(c));
             w->errors++;
-            PQclear(r);
-            PQfinish(c);
-            return NULL;
+            ready = 0;
         }
         PQclear(r);
     }
+    pthread_barrier_wait(&step);   /* connected */
+    pthread_barrier_wait(&step);   /* started: w->deadline is set */
     snprintf(stream, sizeof(stream), "%" PRId64, w->stream_id);
     params[0] = w->session_id;
     params[1] = stream;
@@ -94,7 +116,7 @@ static void *run(void *arg)
     params[4] = "out";
     params[5] = NULL;        /* principal: none, as for an unauthenticated session */
     params[6] = MESSAGE;
-    for (;;) {
+    while (ready) {
         double t0 = now_s(), t1;
         PGresult *r;
 
@@ -119,6 +141,8 @@ static void *run(void *arg)
         }
         PQclear(r);
     }
+    pthread_barrier_wait(&step);   /* done */
+    pthread_barrier_wait(&step);   /* released */
     PQfinish(c);
     return NULL;
 }
@@ -159,21 +183,30 @@ int main(int argc, char **argv)
         fprintf(stderr, "THREADS must be 1..%d and SECONDS > 0\n", MAX_THREADS);
         return 2;
     }
-    t0 = now_s();
+    pthread_barrier_init(&step, NULL, (unsigned)n + 1);
     for (i = 0; i < n; i++) {
         w[i].conninfo = argv[1];
         w[i].session_id = argv[2];
         w[i].stream_id = strtoll(argv[3], NULL, 10) + i;
         w[i].prepared = prepared;
-        w[i].deadline = t0 + seconds;
         w[i].lat_us = malloc(sizeof(uint32_t) * MAX_SAMPLES);
         if (!w[i].lat_us || pthread_create(&w[i].thread, NULL, run, &w[i]) != 0) {
             fprintf(stderr, "cannot start thread %d\n", i);
             return 1;
         }
     }
+    pthread_barrier_wait(&step);   /* connected */
+    printf("CONNECTED\n");
+    fflush(stdout);
+    await_line();
+    t0 = now_s();
     for (i = 0; i < n; i++) {
-        pthread_join(w[i].thread, NULL);
+        w[i].deadline = t0 + seconds;
+    }
+    pthread_barrier_wait(&step);   /* started */
+    pthread_barrier_wait(&step);   /* done */
+    elapsed = now_s() - t0;
+    for (i = 0; i < n; i++) {
         inserts += w[i].inserts;
         errors += w[i].errors;
         n_lat += w[i].n_lat;
@@ -181,7 +214,6 @@ int main(int argc, char **argv)
             err = w[i].err;
         }
     }
-    elapsed = now_s() - t0;
     all = malloc(sizeof(uint32_t) * (n_lat ? n_lat : 1));
     for (i = 0, n_lat = 0; i < n; i++) {
         memcpy(all + n_lat, w[i].lat_us, sizeof(uint32_t) * w[i].n_lat);
@@ -195,5 +227,11 @@ int main(int argc, char **argv)
         putchar(*err == '"' || *err == '\\' || (unsigned char)*err < 0x20 ? ' ' : *err);
     }
     printf("\"}\n");
+    fflush(stdout);
+    await_line();
+    pthread_barrier_wait(&step);   /* released */
+    for (i = 0; i < n; i++) {
+        pthread_join(w[i].thread, NULL);
+    }
     return errors && !inserts ? 1 : 0;
 }
