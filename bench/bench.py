@@ -1019,18 +1019,26 @@ class Bench:
         p = subprocess.Popen([self.a.pg_insert, self.env["MCP_PG"], sid, str(first), str(conc),
                               str(self.pg_dur), mode], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        def say(word):
+            try:
+                p.stdin.write(word + "\n")
+                p.stdin.flush()
+            except BrokenPipeError:
+                pass   # it ended: its exit status and output say why
+
         lines, m, before, after = [], None, None, None
         for line in p.stdout:
             lines.append(line)
             if line.startswith("CONNECTED") and before is None:
                 before = self.cpu.snapshot()
-                p.stdin.write("go\n")
-                p.stdin.flush()
+                say("go")
             elif (m := re.match(r"^BENCH (\{.*\})$", line)):
                 after = self.cpu.snapshot()
-                p.stdin.write("done\n")
-                p.stdin.flush()
-        p.stdin.close()
+                say("done")
+        try:
+            p.stdin.close()
+        except BrokenPipeError:
+            pass
         err = p.stderr.read()
         if p.wait() != 0 or not m or before is None:
             raise BenchError(f"pg_insert failed: {''.join(lines)}{err}")
