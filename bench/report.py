@@ -42,6 +42,12 @@ def cpu_split(rs, labels):
     return " / ".join(parts)
 
 
+def cpu_ms_per(rs, label, rate="rps"):
+    """A component's CPU per unit of work of each run, in ms: per call (or request) of wrk runs,
+    per row of bench/pg_insert runs (rate="rate")."""
+    return [r["cpu"].get(label, 0.0) / r[rate] * 1000 for r in rs if r.get(rate)]
+
+
 def opens(rs):
     xs = [r.get("tcp_opens_per_call") for r in rs]
     return fmt(med(xs), 2) if any(x is not None for x in xs) else "–"
@@ -312,8 +318,8 @@ def write_report(res, bench_dir, work, quick):
             per = lambda f: med([f(r) / r["rps"] for r in rs if r.get("rps")])
             w(f"| {c} | {shape} | {cell([r['rps'] for r in rs])} | "
               f"{ms([r['p50_us'] for r in rs])} | {ms([r['p99_us'] for r in rs])} | "
-              f"{fmt(per(lambda r: r['cpu'].get('postgres', 0) * 1000), 3)} | "
-              f"{fmt(per(lambda r: r['cpu'].get('httpd', 0) * 1000), 3)} | "
+              f"{fmt(med(cpu_ms_per(rs, 'postgres')), 3)} | "
+              f"{fmt(med(cpu_ms_per(rs, 'httpd')), 3)} | "
               f"{fmt(per(lambda r: r.get('commits_per_s', 0)), 2)} | "
               f"{fmt(per(lambda r: r.get('notifies_per_s', 0)), 2)} | "
               f"{fmt(per(lambda r: r.get('wal_bytes_per_s', 0)))} | "
@@ -456,7 +462,7 @@ def write_report(res, bench_dir, work, quick):
           f"{ms(col('m3', f'exec/{c}', 'p50_us'))} | "
           f"{cell(col('m3', f'prepared/{c}', 'rate'))} | "
           f"{ms(col('m3', f'prepared/{c}', 'p50_us'))} | "
-          f"{cell(per_row_pg_ms(R('m3', f'prepared/{c}')), 3)} |")
+          f"{cell(cpu_ms_per(R('m3', f'prepared/{c}'), 'postgres', 'rate'), 3)} |")
     w("")
     if ins[32] and R("m1", "mod_mcp/32"):
         ev = med(col("m1", "mod_mcp/32", "events_per_s"))
@@ -747,16 +753,6 @@ def write_report(res, bench_dir, work, quick):
     plot(res, bench_dir, work)
 
 
-def per_row_pg_ms(rs):
-    """PostgreSQL's CPU per row of bench/pg_insert runs, in ms (every row its own transaction)."""
-    return [r["cpu"].get("postgres", 0.0) / r["rate"] * 1000 for r in rs if r.get("rate")]
-
-
-def per_call_ms(rs, label):
-    """A component's CPU per call (or request) of wrk runs, in ms."""
-    return [r["cpu"].get(label, 0.0) / r["rps"] * 1000 for r in rs if r.get("rps")]
-
-
 def floors(w, R, col):
     """Issue 25's goals beside what the simplest equivalent of the same part costs on this
     machine, in this run: a goal below its floor is out of reach of the gateway's code here."""
@@ -767,8 +763,8 @@ def floors(w, R, col):
     added = p50("mod_mcp/1") - p50("backend/1")
     row_p50 = med([r["p50_us"] for r in one]) / 1000
     hop = max(p50("trivial/1") - p50("backend/1"), 0.0)
-    pg_row = med(per_row_pg_ms(one))
-    pg_call = med(per_call_ms(R("m1", "mod_mcp/1"), "postgres"))
+    pg_row = med(cpu_ms_per(one, "postgres", "rate"))
+    pg_call = med(cpu_ms_per(R("m1", "mod_mcp/1"), "postgres"))
     w("## The goals beside this machine's floors")
     w("")
     w("Each goal of issue 25 beside the simplest equivalent of the same work, measured in this "
@@ -790,8 +786,8 @@ def floors(w, R, col):
     for c in (8, 32):
         g, t = R("m1", f"mod_mcp/{c}"), R("m1", f"trivial/{c}")
         if g and t:
-            w(f"| httpd CPU per call, c = {c} | {fmt(med(per_call_ms(g, 'httpd')), 3)} ms | "
-              f"{fmt(med(per_call_ms(t, 'httpd')), 3)} ms (the trivial handler, per request) | "
+            w(f"| httpd CPU per call, c = {c} | {fmt(med(cpu_ms_per(g, 'httpd')), 3)} ms | "
+              f"{fmt(med(cpu_ms_per(t, 'httpd')), 3)} ms (the trivial handler, per request) | "
               f"≤ 0.15 ms |")
     w("")
 
