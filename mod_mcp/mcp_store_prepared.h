@@ -9,9 +9,10 @@
  * DEALLOCATE from outside). The memory follows the connection's life: a PQreset (a new server
  * process, which has prepared nothing) empties it, PQfinish frees it.
  *
- * A statement is named by its text's 64-bit hash (mcp_store.c). A connection is used by one
- * thread at a time, as lent, and libpq calls the event procedure in the thread that resets or
- * finishes it: nothing here locks. Memory: malloc'd, a few bytes per statement per connection.
+ * A statement is named by its text's 64-bit hash (mcp_store__statement_hash). A connection is
+ * used by one thread at a time, as lent, and libpq calls the event procedure in the thread that
+ * resets or finishes it: nothing here locks. Memory: malloc'd, a few bytes per statement per
+ * connection.
  * Pure code: no httpd headers.
  */
 #ifndef MCP_STORE_PREPARED_H

@@ -1,7 +1,8 @@
 /* mcp_store_private — what the store's files share and its callers do not see: the helpers
- * that mcp_store.c defines for the statement files (mcp_store_<noun>.c), the grouped exec of
- * the hot path's writes, and the SQL fragments more than one file's statements use. Every
- * name here has the internal prefix mcp_store__; mcp_store.h stays the public face. */
+ * that mcp_store.c defines for the statement files (mcp_store_<noun>.c) and for the group
+ * commit (mcp_store_group.c), the grouped exec of the hot path's writes, and the SQL fragments
+ * more than one file's statements use. Every name here has the internal prefix mcp_store__;
+ * mcp_store.h stays the public face. */
 #ifndef MCP_STORE_PRIVATE_H
 #define MCP_STORE_PRIVATE_H
 
@@ -52,6 +53,54 @@ typedef struct mcp_store__mergeable_t {
     int         order;
     int         arrays;
 } mcp_store__mergeable_t;
+
+/* ---- between the core (mcp_store.c) and the group commit (mcp_store_group.c) ----------- */
+
+/* Runs the statement in the child's group (db->group): returns when it is committed (its
+ * result), or failed (its error result, or NULL with *err, *state, *broken; *fatal when the
+ * lender said no connection will do). until: the statement's bound (the statement timeout, no
+ * later than the caller's patience; 0: none), which starts when it is handed to the group, not
+ * when a committer takes it: a statement that waited for a stuck commit fails in the time it
+ * would have alone, and a batch is bounded by the earliest bound among its statements. */
+PGresult *mcp_store__group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, int n,
+                               const char *const *params, apr_int64_t key,
+                               const mcp_store__mergeable_t *merge, apr_time_t until,
+                               const char **err, const char **state, int *broken, int *fatal);
+
+/* Waits until the connection's socket is ready for events; non-zero at the deadline (0: none). */
+int mcp_store__wait_socket(PGconn *conn, short events, apr_time_t deadline);
+
+/* Sends what was queued on a non-blocking connection, reading meanwhile so that neither side
+ * blocks: 0, -1 when the connection failed, -2 at the deadline. */
+int mcp_store__flush_sent(PGconn *conn, apr_time_t deadline);
+
+/* libpq's message, without the newline it ends with ("unknown database error" for none). */
+const char *mcp_store__trimmed(apr_pool_t *p, const char *msg);
+
+/* A statement's text's 64-bit FNV-1a hash: its prepared statement's name, and its key in the
+ * set of what a connection has prepared (mcp_store_prepared.h). */
+apr_uint64_t mcp_store__statement_hash(const char *sql);
+
+/* The name of the server-side prepared statement of the text whose hash is h: "mcp_" and the
+ * hash in hex (the store's statements are a fixed set of constants). */
+void mcp_store__statement_name(apr_uint64_t h, char name[24]);
+
+/* Whether a result says that the named prepared statement does not exist on this connection. */
+int mcp_store__not_prepared(PGresult *res);
+
+/* Whether a prepare's result leaves the statement prepared on the connection: done, or there
+ * already (42P05: prepared by an earlier try whose answer was lost to this memory). */
+int mcp_store__prepare_done(PGresult *res);
+
+/* Gives a connection that failed mid-pipeline up for good: its socket shut down, so that libpq
+ * sees it broken and the lender's next borrow reconnects. */
+void mcp_store__give_up(PGconn *conn);
+
+/* A connection whose server refused a write as read-only is given up, so that the next borrow
+ * connects anew: with a multi-host DBDParams (target_session_attrs=read-write) that finds the
+ * server that takes writes now (a failover's new primary), where the old connection would go on
+ * asking a demoted one. Non-zero when it was. */
+int mcp_store__give_up_if_read_only(PGconn *conn, const char *sqlstate);
 
 /* The group key of a request stream's opening (it locks its session's row, if it has one):
  * after every statement keyed by a stream, so that a group's transaction locks stream rows
