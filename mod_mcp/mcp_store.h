@@ -67,11 +67,11 @@ typedef struct mcp_store_t mcp_store_t;
  * of their sessions' ids (stream rows before session rows, as lease renewal locks them). */
 typedef struct mcp_store_group_t mcp_store_group_t;
 
-/* A group for this process, allocated in p (its mutex and condition too); at most max
- * statements per transaction, at most committers transactions under way at once (each on its
- * own connection; a statement that finds one free is committed at once, so statements only
- * wait for each other while all are busy). Non-zero on failure (no group: statements run on
- * their own). */
+/* A group for this process, allocated in p (its lock too, and its threads' wakers, kept until p
+ * goes); at most max statements per transaction, at most committers transactions under way at
+ * once (each on its own connection; a statement that finds one free is committed at once, so
+ * statements only wait for each other while all are busy). Non-zero on failure (no group:
+ * statements run on their own). */
 apr_status_t mcp_store_group_create(mcp_store_group_t **group, apr_pool_t *p, int max,
                                     int committers);
 
