@@ -704,3 +704,51 @@ def test_statements_run_again_and_again_keep_their_generic_plans(stack, capsys):
     replanned = [(calls, plans, " ".join(q.split())[:120]) for calls, plans, q in rows
                  if plans * 2 > calls]
     assert not replanned, replanned
+
+
+@pytest.fixture(scope="module")
+def two_committers():
+    """A stack of one httpd whose children commit with two committers each
+    (MCPDatabaseGroupCommit 2): its endpoints and a connection to its database."""
+    top = run_dir("mcp-stack-group2.")
+    d = top / "stack"
+    conf = top / "group2.conf"
+    conf.write_text("MCPDatabaseGroupCommit 2\n")
+    up = subprocess.run([str(STACK), "up", "--httpd", "1", "--mpm", MPM, "--dir", str(d),
+                         "--conf", str(conf)] + STACK_ARGS, stdin=subprocess.DEVNULL,
+                        capture_output=True, text=True, timeout=300)
+    if up.returncode != 0:
+        pytest.fail(f"tests/stack up failed:\n{up.stdout[-2000:]}{up.stderr[-2000:]}",
+                    pytrace=False)
+    env = plain_endpoints(load_stack_env(d / "stack.env"))
+    db = psycopg2.connect(env["MCP_PG"])
+    db.autocommit = True
+    try:
+        yield env, db
+    finally:
+        db.close()
+        down = subprocess.run([str(STACK), "down", "--dir", str(d)], stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=300)
+        if down.returncode != 0:
+            raise RuntimeError(f"tests/stack down failed:\n{down.stdout}{down.stderr}")
+        shutil.rmtree(d / "pg" / "data", ignore_errors=True)
+
+
+@pytest.mark.skipif(MPM == "prefork", reason="a prefork child has one thread: nothing to group")
+def test_two_committers_answer_every_caller_and_share_transactions(two_committers, capsys):
+    """With two committers per child, a caller whose statement queued while both were busy is
+    woken by the one that carried it (each thread has its own waker) and one of those queued is
+    woken to send the next batch: every caller gets its own answer, stored once, and the calls'
+    streams end in fewer transactions than there are calls."""
+    env, db = two_committers
+    out = hammer(env["MCP_URLS"].split()[0], 20, lambda i, n: f"two-{i}-{n}")
+    stored = stored_answers(db, "two-")
+    streams, transactions = groups_seen(db, "two-")
+    with capsys.disabled():
+        print(f"\n{len(out)} calls, {streams} streams ended in {transactions} transactions")
+    assert len(out) == THREADS * 20
+    for text, r in out:
+        assert result_text(r) == text, (text, r)
+        assert len(stored[text]) == 1 and text in stored[text][0], stored.get(text)
+    assert streams == THREADS * 20
+    assert transactions < streams
