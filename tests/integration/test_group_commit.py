@@ -114,6 +114,16 @@ def stored_answers(pg, tag):
     return out
 
 
+def stored_and_grouped(pg, tag, out, capsys):
+    """stored_answers and groups_seen of this test's calls (out, hammer's), the counts
+    printed."""
+    stored = stored_answers(pg, tag)
+    streams, transactions = groups_seen(pg, tag)
+    with capsys.disabled():
+        print(f"\n{len(out)} calls, {streams} streams ended in {transactions} transactions")
+    return stored, streams, transactions
+
+
 def groups_seen(pg, tag):
     """How many streams of this test ended, and in how many transactions (a group's streams
     share their completed_at: now() is the transaction's start)."""
@@ -124,27 +134,15 @@ def groups_seen(pg, tag):
         return c.fetchone()
 
 
-@pytest.fixture(scope="module")
-def stack():
-    """A stack of one httpd with MCPDatabaseGroupCommit 1, /mcp-limits (3 streams per session)
-    and /mcp-principal-limits (3 per principal: here, per address), TLS and HTTP/2 too; this
-    module's own; conftest's pg fixture connects to it."""
-    top = run_dir("mcp-stack-group.")
+def own_stack(name, conf_text, *up_args):
+    """A stack of one httpd with conf_text Included (tests/stack up ... up_args), its
+    endpoints yielded; stopped (a sanitizer's report fails the test) and its data removed after."""
+    top = run_dir(f"mcp-stack-{name}.")
     d = top / "stack"
-    conf = top / "group.conf"
-    conf.write_text("MCPDatabaseGroupCommit 1\n"
-                    "<Location /mcp-limits>\n"
-                    "    SetHandler mcp\n"
-                    "    MCPBackend ${MCP_BACKEND_URL}\n"
-                    "    MCPMaxStreamsPerSession 3\n"
-                    "</Location>\n"
-                    "<Location /mcp-principal-limits>\n"
-                    "    SetHandler mcp\n"
-                    "    MCPBackend ${MCP_BACKEND_URL}\n"
-                    "    MCPMaxStreamsPerPrincipal 3\n"
-                    "</Location>\n")
+    conf = top / f"{name}.conf"
+    conf.write_text(conf_text)
     up = subprocess.run([str(STACK), "up", "--httpd", "1", "--mpm", MPM, "--dir", str(d),
-                         "--tls", "--http2", "--conf", str(conf)] + STACK_ARGS, stdin=subprocess.DEVNULL,
+                         *up_args, "--conf", str(conf)] + STACK_ARGS, stdin=subprocess.DEVNULL,
                         capture_output=True, text=True, timeout=300)
     if up.returncode != 0:
         pytest.fail(f"tests/stack up failed:\n{up.stdout[-2000:]}{up.stderr[-2000:]}",
@@ -157,6 +155,24 @@ def stack():
         if down.returncode != 0:
             raise RuntimeError(f"tests/stack down failed:\n{down.stdout}{down.stderr}")
         shutil.rmtree(d / "pg" / "data", ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def stack():
+    """A stack of one httpd with MCPDatabaseGroupCommit 1, /mcp-limits (3 streams per session)
+    and /mcp-principal-limits (3 per principal: here, per address), TLS and HTTP/2 too; this
+    module's own; conftest's pg fixture connects to it."""
+    yield from own_stack("group", "MCPDatabaseGroupCommit 1\n"
+                                  "<Location /mcp-limits>\n"
+                                  "    SetHandler mcp\n"
+                                  "    MCPBackend ${MCP_BACKEND_URL}\n"
+                                  "    MCPMaxStreamsPerSession 3\n"
+                                  "</Location>\n"
+                                  "<Location /mcp-principal-limits>\n"
+                                  "    SetHandler mcp\n"
+                                  "    MCPBackend ${MCP_BACKEND_URL}\n"
+                                  "    MCPMaxStreamsPerPrincipal 3\n"
+                                  "</Location>\n", "--tls", "--http2")
 
 
 @pytest.fixture
@@ -191,10 +207,7 @@ def test_a_refused_answer_in_a_group_fails_alone(stack, pg, admin, capsys):
         with admin.cursor() as c:
             c.execute("DROP TRIGGER test_poison ON mcp.events")
             c.execute("DROP FUNCTION mcp.test_poison()")
-    stored = stored_answers(pg, "grp1-")
-    streams, transactions = groups_seen(pg, "grp1-")
-    with capsys.disabled():
-        print(f"\n{len(out)} calls, {streams} streams ended in {transactions} transactions")
+    stored, streams, transactions = stored_and_grouped(pg, "grp1-", out, capsys)
     assert len(out) == THREADS * 20
     for text, r in out:
         assert isinstance(r, dict), (text, r)
@@ -710,28 +723,13 @@ def test_statements_run_again_and_again_keep_their_generic_plans(stack, capsys):
 def two_committers():
     """A stack of one httpd whose children commit with two committers each
     (MCPDatabaseGroupCommit 2): its endpoints and a connection to its database."""
-    top = run_dir("mcp-stack-group2.")
-    d = top / "stack"
-    conf = top / "group2.conf"
-    conf.write_text("MCPDatabaseGroupCommit 2\n")
-    up = subprocess.run([str(STACK), "up", "--httpd", "1", "--mpm", MPM, "--dir", str(d),
-                         "--conf", str(conf)] + STACK_ARGS, stdin=subprocess.DEVNULL,
-                        capture_output=True, text=True, timeout=300)
-    if up.returncode != 0:
-        pytest.fail(f"tests/stack up failed:\n{up.stdout[-2000:]}{up.stderr[-2000:]}",
-                    pytrace=False)
-    env = plain_endpoints(load_stack_env(d / "stack.env"))
-    db = psycopg2.connect(env["MCP_PG"])
-    db.autocommit = True
-    try:
-        yield env, db
-    finally:
-        db.close()
-        down = subprocess.run([str(STACK), "down", "--dir", str(d)], stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=300)
-        if down.returncode != 0:
-            raise RuntimeError(f"tests/stack down failed:\n{down.stdout}{down.stderr}")
-        shutil.rmtree(d / "pg" / "data", ignore_errors=True)
+    for env in own_stack("group2", "MCPDatabaseGroupCommit 2\n"):
+        db = psycopg2.connect(env["MCP_PG"])
+        db.autocommit = True
+        try:
+            yield env, db
+        finally:
+            db.close()
 
 
 @pytest.mark.skipif(MPM == "prefork", reason="a prefork child has one thread: nothing to group")
@@ -742,10 +740,7 @@ def test_two_committers_answer_every_caller_and_share_transactions(two_committer
     streams end in fewer transactions than there are calls."""
     env, db = two_committers
     out = hammer(env["MCP_URLS"].split()[0], 20, lambda i, n: f"two-{i}-{n}")
-    stored = stored_answers(db, "two-")
-    streams, transactions = groups_seen(db, "two-")
-    with capsys.disabled():
-        print(f"\n{len(out)} calls, {streams} streams ended in {transactions} transactions")
+    stored, streams, transactions = stored_and_grouped(db, "two-", out, capsys)
     assert len(out) == THREADS * 20
     for text, r in out:
         assert result_text(r) == text, (text, r)
