@@ -12,8 +12,6 @@
 #include <sys/socket.h>
 
 #include <apr_strings.h>
-#include <apr_thread_cond.h>
-#include <apr_thread_mutex.h>
 
 #include "mcp_store_prepared.h"
 #include "mcp_store_private.h"

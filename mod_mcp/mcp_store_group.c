@@ -679,7 +679,9 @@ PGresult *mcp_store__group_run(mcp_store_t *db, apr_pool_t *p, const char *sql, 
             db->until = until;
             fault = group_commit(g, db, p, v, m, until);
             apr_thread_mutex_lock(g->lock);
-            for (x = g->head; x; x = x->next) {
+            /* Whom to post: the batch's callers, those queued when a fault fails them too,
+             * and the next committer. */
+            for (x = fault ? g->head : NULL; x; x = x->next) {
                 queued++;
             }
             woken = apr_palloc(p, sizeof(*woken) * (m + queued + 1));
