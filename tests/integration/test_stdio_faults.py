@@ -328,17 +328,20 @@ def _initialized(s: McpSession) -> bool:
 
 
 def test_a_session_whose_host_is_gone_ends_at_once_naming_it(st, sessions):
-    """Instance 1 stops: its supervisor and the session's process go with it. The session's next
-    request, on instance 2, finds the supervisor unreachable and ends the session (404 naming
-    the address), at once. (Last in this module: instance 1 stays stopped.)"""
+    """Instance 1 stops (gracefully): its supervisor and the session's process go with it. The
+    session's next request, on instance 2, finds the supervisor unreachable and ends the session
+    (404 naming the address), at once. (Last in this module: instance 1 stays stopped.)"""
     s = sessions("plain")
     s.initialize()
     sup = supervisor(st, 1)
     parent = int(Path(st["MCP_HTTPD_PIDFILE_1"]).read_text().split()[0])
-    # The client's kept-alive connection goes first: an event MPM child stopped while it holds
-    # an idle one leaks that connection's allocator (httpd's own; the ASan pass would fail).
-    s.http.close()
-    os.kill(parent, signal.SIGTERM)
+    # A graceful stop (SIGWINCH): its children close their idle kept-alive connections and
+    # exit when none is left. An ungraceful one (SIGTERM) exits with them open, and each open
+    # connection's allocator, calloc'd by the event MPM's listener, is then referenced only
+    # from its pool, which Debian's libapr maps with mmap (APR_ALLOCATOR_USES_MMAP) where
+    # LeakSanitizer does not look: the ASan pass reported 200 bytes whenever a connection (this
+    # client's, even after it closed its end, if the child had not yet seen the close) was open.
+    os.kill(parent, signal.SIGWINCH)
     wait_for(lambda: not Path(f"/proc/{sup}").exists(), 20, "instance 1's supervisor gone")
     other = McpSession(f"{st['BASES'][1]}/stdio-plain")
     other.session_id, other.protocol_version = s.session_id, s.protocol_version
@@ -368,9 +371,11 @@ def test_a_session_whose_host_is_gone_ends_at_once_naming_it(st, sessions):
 def recycled():
     d = run_dir("mcp-stdio-recycle.")
     # Under an ASan-built module, prefork: an event MPM child that exits at
-    # MaxConnectionsPerChild leaks the allocator its listener made for a connection (200 bytes
-    # from apr_allocator_create, called by mod_mpm_event itself: httpd's, in every such child),
-    # and LeakSanitizer cannot be told that leak apart from one of mod_mcp's without hiding both.
+    # MaxConnectionsPerChild with a connection still open (a stream it handed over) is reported
+    # to leak the allocator its listener made for that connection (200 bytes from
+    # apr_allocator_create, called by mod_mpm_event itself). It is referenced only from the
+    # connection's pool, in memory libapr maps with mmap, where LeakSanitizer does not look; and
+    # no suppression can tell that report apart from one of mod_mcp's without hiding both.
     mpm = ["--mpm", "prefork"] if ASAN else []
     with own_stack(d, *mpm, "--conf", str(_conf(d, "MaxConnectionsPerChild 1\n"))) as env:
         env["BASES"] = [u.rsplit("/", 1)[0] for u in env["MCP_HTTP_URLS"].split()]
