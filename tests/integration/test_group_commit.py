@@ -5,9 +5,9 @@ the default, one committer per child, too), drive many concurrent calls through 
 instance (so through the same children) and break the database under a group: every caller must
 get its own right answer, and nothing a client received may be missing from the store."""
 
+import contextlib
 import json
 import re
-import shutil
 import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from conftest import MPM, STACK, STACK_ARGS, load_stack_env, plain_endpoints, run_dir
+from conftest import MPM, STACK, own_stack, plain_endpoints, run_dir
 from mcp_client import McpSession
 from test_bridge import V as V26, call as bridge_call, final, tool as bridge_tool
 from waiting import wait_for
@@ -134,27 +134,15 @@ def groups_seen(pg, tag):
         return c.fetchone()
 
 
-def own_stack(name, conf_text, *up_args):
-    """A stack of one httpd with conf_text Included (tests/stack up ... up_args), its
-    endpoints yielded; stopped (a sanitizer's report fails the test) and its data removed after."""
+@contextlib.contextmanager
+def group_stack(name, conf_text, *up_args):
+    """conftest's own_stack with one httpd and conf_text Included (tests/stack up ... up_args):
+    its endpoints yielded; stopped (a sanitizer's report fails the test), its data removed."""
     top = run_dir(f"mcp-stack-{name}.")
-    d = top / "stack"
     conf = top / f"{name}.conf"
     conf.write_text(conf_text)
-    up = subprocess.run([str(STACK), "up", "--httpd", "1", "--mpm", MPM, "--dir", str(d),
-                         *up_args, "--conf", str(conf)] + STACK_ARGS, stdin=subprocess.DEVNULL,
-                        capture_output=True, text=True, timeout=300)
-    if up.returncode != 0:
-        pytest.fail(f"tests/stack up failed:\n{up.stdout[-2000:]}{up.stderr[-2000:]}",
-                    pytrace=False)
-    try:
-        yield plain_endpoints(load_stack_env(d / "stack.env"))
-    finally:
-        down = subprocess.run([str(STACK), "down", "--dir", str(d)], stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=300)
-        if down.returncode != 0:
-            raise RuntimeError(f"tests/stack down failed:\n{down.stdout}{down.stderr}")
-        shutil.rmtree(d / "pg" / "data", ignore_errors=True)
+    with own_stack(top, "--httpd", "1", *up_args, "--conf", str(conf)) as env:
+        yield plain_endpoints(env)
 
 
 @pytest.fixture(scope="module")
@@ -162,17 +150,18 @@ def stack():
     """A stack of one httpd with MCPDatabaseGroupCommit 1, /mcp-limits (3 streams per session)
     and /mcp-principal-limits (3 per principal: here, per address), TLS and HTTP/2 too; this
     module's own; conftest's pg fixture connects to it."""
-    yield from own_stack("group", "MCPDatabaseGroupCommit 1\n"
-                                  "<Location /mcp-limits>\n"
-                                  "    SetHandler mcp\n"
-                                  "    MCPBackend ${MCP_BACKEND_URL}\n"
-                                  "    MCPMaxStreamsPerSession 3\n"
-                                  "</Location>\n"
-                                  "<Location /mcp-principal-limits>\n"
-                                  "    SetHandler mcp\n"
-                                  "    MCPBackend ${MCP_BACKEND_URL}\n"
-                                  "    MCPMaxStreamsPerPrincipal 3\n"
-                                  "</Location>\n", "--tls", "--http2")
+    with group_stack("group", "MCPDatabaseGroupCommit 1\n"
+                              "<Location /mcp-limits>\n"
+                              "    SetHandler mcp\n"
+                              "    MCPBackend ${MCP_BACKEND_URL}\n"
+                              "    MCPMaxStreamsPerSession 3\n"
+                              "</Location>\n"
+                              "<Location /mcp-principal-limits>\n"
+                              "    SetHandler mcp\n"
+                              "    MCPBackend ${MCP_BACKEND_URL}\n"
+                              "    MCPMaxStreamsPerPrincipal 3\n"
+                              "</Location>\n", "--tls", "--http2") as env:
+        yield env
 
 
 @pytest.fixture
@@ -539,7 +528,7 @@ def test_concurrent_bridged_openings_share_transactions(stack, pg, capsys):
     several in one transaction (their streams share created_at, the transaction's start), with
     the pooled session's row taken FOR KEY SHARE only; each is stored as alone: linked from its
     client stream, on a pooled session, the request, the priming row and the answer in order."""
-    out = stateless_hammer(stack["MCP_URLS"].split()[0], "grp7")
+    stateless_hammer(stack["MCP_URLS"].split()[0], "grp7")
     with pg.cursor() as c:
         c.execute("SELECT count(*), count(DISTINCT b.created_at), count(DISTINCT b.session_id),"
                   "       count(*) FILTER (WHERE b.status <> 'complete'),"
@@ -723,7 +712,7 @@ def test_statements_run_again_and_again_keep_their_generic_plans(stack, capsys):
 def two_committers():
     """A stack of one httpd whose children commit with two committers each
     (MCPDatabaseGroupCommit 2): its endpoints and a connection to its database."""
-    for env in own_stack("group2", "MCPDatabaseGroupCommit 2\n"):
+    with group_stack("group2", "MCPDatabaseGroupCommit 2\n") as env:
         db = psycopg2.connect(env["MCP_PG"])
         db.autocommit = True
         try:
