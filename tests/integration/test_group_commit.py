@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from conftest import MPM, STACK, own_stack, plain_endpoints, run_dir
+from conftest import MPM, STACK, database, own_stack, plain_endpoints, run_dir
 from mcp_client import McpSession
 from test_bridge import V as V26, call as bridge_call, final, tool as bridge_tool
 from waiting import wait_for
@@ -717,13 +717,8 @@ def test_statements_run_again_and_again_keep_their_generic_plans(stack, capsys):
 def two_committers():
     """A stack of one httpd whose children commit with two committers each
     (MCPDatabaseGroupCommit 2): its endpoints and a connection to its database."""
-    with group_stack("group2", "MCPDatabaseGroupCommit 2\n") as env:
-        db = psycopg2.connect(env["MCP_PG"])
-        db.autocommit = True
-        try:
-            yield env, db
-        finally:
-            db.close()
+    with group_stack("group2", "MCPDatabaseGroupCommit 2\n") as env, database(env) as db:
+        yield env, db
 
 
 def test_two_committers_answer_every_caller_and_share_transactions(two_committers, capsys):

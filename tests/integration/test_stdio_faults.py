@@ -372,9 +372,7 @@ def recycled():
     d = run_dir("mcp-stdio-recycle.")
     # Under an ASan-built module, prefork: an event MPM child that exits at
     # MaxConnectionsPerChild with a connection still open (a stream it handed over) is reported
-    # to leak the allocator its listener made for that connection (200 bytes from
-    # apr_allocator_create, called by mod_mpm_event itself). It is referenced only from the
-    # connection's pool, in memory libapr maps with mmap, where LeakSanitizer does not look; and
+    # to leak that connection's allocator, as an ungraceful stop is (see the host-gone test), and
     # no suppression can tell that report apart from one of mod_mcp's without hiding both.
     mpm = ["--mpm", "prefork"] if ASAN else []
     with own_stack(d, *mpm, "--conf", str(_conf(d, "MaxConnectionsPerChild 1\n"))) as env:
